@@ -1,0 +1,37 @@
+// Package handler holds the types a shareq job handler is written against:
+// the [Job] a handler receives, the [Handler] interface with its [Func] and
+// typed [JSON] adapters, the outcome errors that tell the worker how to
+// acknowledge a job, and [Middleware] with [Chain].
+//
+// The package imports only the standard library, so code that defines
+// handlers does not depend on Kafka or on the worker.
+//
+// # Outcomes
+//
+// A handler's return value decides how the worker acknowledges the record
+// the job came from:
+//
+//	handler result                                   acknowledgement
+//	nil                                              ACCEPT
+//	Permanent(err), a decode failure, a panic        REJECT (or parked in the DLQ, then ACCEPT)
+//	any other error, delivery count below the limit  RELEASE (delivered again)
+//	any other error on the last delivery             RELEASE; the broker archives it
+//	                                                 (or parked in the DLQ, then ACCEPT)
+//	context cancelled by shutdown or the hold limit  RELEASE
+//
+// RELEASE makes the record available again at once, to any member of the
+// share group, with its delivery count raised by one. The broker stops
+// delivering a record once its delivery count reaches the group's delivery
+// limit (5 by default) and archives it; the dlq package parks such a job on
+// its last delivery instead.
+//
+// # At-least-once
+//
+// Share groups deliver every record at least once, not exactly once. A job
+// runs again when its lock runs out while it is still running, when a worker
+// dies after the side effect but before the ACCEPT reaches the broker, or
+// when an ACCEPT is lost with a connection. Write handlers so that running a
+// job twice is harmless: use [Job.ID] as an idempotency key, or use the
+// idempotency package, which records the job's key in the same database
+// transaction as its side effects.
+package handler

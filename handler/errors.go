@@ -1,0 +1,109 @@
+package handler
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Reasons a job failed permanently. They travel in dead-letter headers and
+// metric labels, so they are short and stable.
+const (
+	// ReasonPermanent: the handler returned Permanent(err).
+	ReasonPermanent = "permanent"
+	// ReasonDecode: the payload could not be decoded (see [JSON]).
+	ReasonDecode = "decode"
+	// ReasonPanic: the handler panicked.
+	ReasonPanic = "panic"
+	// ReasonDeliveryLimit: the job failed on its last delivery.
+	ReasonDeliveryLimit = "delivery-limit"
+)
+
+// PermanentError marks a failure that retrying cannot fix. The worker
+// REJECTs the record, or the dlq middleware parks it, instead of releasing
+// it for another delivery. Make one with [Permanent]; test for one with
+// [IsPermanent] or errors.As.
+type PermanentError struct {
+	// Reason is one of the Reason constants, or a short reason of the
+	// caller's own.
+	Reason string
+	// Err is the underlying failure.
+	Err error
+}
+
+func (e *PermanentError) Error() string {
+	if e.Err == nil {
+		return "permanent failure (" + e.Reason + ")"
+	}
+	return "permanent failure (" + e.Reason + "): " + e.Err.Error()
+}
+
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// Permanent marks err as a failure that retrying cannot fix, with reason
+// [ReasonPermanent]. Permanent(nil) returns nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &PermanentError{Reason: ReasonPermanent, Err: err}
+}
+
+// IsPermanent reports whether err is or wraps a [PermanentError].
+func IsPermanent(err error) bool {
+	var p *PermanentError
+	return errors.As(err, &p)
+}
+
+// RetryError is a failure worth another delivery, with a reason for logs,
+// metrics and dead-letter headers. Any error that is not permanent is
+// retried; RetryError only adds the reason. Make one with [Retry].
+type RetryError struct {
+	Reason string
+	Err    error
+}
+
+func (e *RetryError) Error() string {
+	if e.Err == nil {
+		return "retry (" + e.Reason + ")"
+	}
+	return "retry (" + e.Reason + "): " + e.Err.Error()
+}
+
+func (e *RetryError) Unwrap() error { return e.Err }
+
+// Retry returns an error that releases the job for another delivery,
+// recording reason (for example "rate-limited" or "upstream 503").
+func Retry(reason string, err error) error {
+	return &RetryError{Reason: reason, Err: err}
+}
+
+// PanicError is what a recovered panic becomes: the panic value and the
+// stack of the goroutine that panicked. The worker wraps it in a
+// [PermanentError] with reason [ReasonPanic].
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
+
+// Unwrap returns the panic value when it is an error.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}
+
+// ReasonOf returns the reason recorded in err: the Reason of the outermost
+// [PermanentError] or [RetryError] it wraps, or "" when there is none.
+func ReasonOf(err error) string {
+	for err != nil {
+		switch e := err.(type) {
+		case *PermanentError:
+			return e.Reason
+		case *RetryError:
+			return e.Reason
+		}
+		err = errors.Unwrap(err)
+	}
+	return ""
+}

@@ -1,0 +1,70 @@
+package worker
+
+import (
+	"time"
+
+	"github.com/shareq/shareq/handler"
+)
+
+// Ack is the acknowledgement the worker sends for a record.
+type Ack int8
+
+const (
+	// AckAccept: the job is done; the broker will not deliver it again.
+	AckAccept Ack = iota + 1
+	// AckRelease: deliver the record again (to any member), counting one
+	// more delivery.
+	AckRelease
+	// AckReject: the job can never succeed; the broker archives it.
+	AckReject
+)
+
+func (a Ack) String() string {
+	switch a {
+	case AckAccept:
+		return "accept"
+	case AckRelease:
+		return "release"
+	case AckReject:
+		return "reject"
+	}
+	return "unknown"
+}
+
+// Result describes how a job ended, as passed to [Observer.JobFinished].
+type Result struct {
+	// Ack is the acknowledgement sent for the record.
+	Ack Ack
+	// Err is the handler's error (nil when it succeeded), or the reason
+	// the worker acknowledged the record without a handler result:
+	// [ErrLockExpired], [ErrMaxHold], [ErrShutdown].
+	Err error
+	// Ran reports whether a handler ran. A job whose lock ran out before
+	// it could start is released without running.
+	Ran bool
+	// Duration is how long the handler ran (0 when it did not).
+	Duration time.Duration
+	// LockLeft is the time left on the record's lock when it was
+	// acknowledged; negative when the lock had run out.
+	LockLeft time.Duration
+}
+
+// Observer receives the worker's events, for metrics. Methods are called
+// from the worker's goroutines, concurrently; they must be safe for
+// concurrent use and return quickly.
+type Observer interface {
+	// JobStarted is called when a handler starts on a job.
+	JobStarted(job *handler.Job)
+	// JobFinished is called once per delivered record, with the
+	// acknowledgement the worker sends for it.
+	JobFinished(job *handler.Job, res Result)
+	// LockRenewed is called after each renewal of a running job's lock;
+	// err is non-nil when the broker did not confirm it.
+	LockRenewed(job *handler.Job, err error)
+	// AckFailed is called when the broker reports that acknowledgements
+	// for a partition failed.
+	AckFailed(topic string, partition int32, err error)
+	// LanesActive is called with the number of lanes polling, when it
+	// changes.
+	LanesActive(n int)
+}

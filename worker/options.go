@@ -1,0 +1,292 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shareq/shareq/handler"
+)
+
+// Defaults for the options of [New].
+const (
+	// ConcurrencyDefault is how many handlers run at once when
+	// [Concurrency] is not given.
+	ConcurrencyDefault = 10
+	// BatchSizeDefault is the number of records a lane fetches per poll.
+	BatchSizeDefault = 1
+	// ShutdownTimeoutDefault is how long a stopping worker lets running
+	// handlers finish before cancelling them.
+	ShutdownTimeoutDefault = 30 * time.Second
+	// MaxHoldDefault is how long a job may keep its lock through renewals.
+	MaxHoldDefault = 30 * time.Minute
+	// FetchMaxWaitDefault is how long a broker may hold an empty share
+	// fetch. Lanes fetch from one broker per poll, so a long wait on a
+	// broker without records stalls a lane while another broker has work.
+	FetchMaxWaitDefault = 100 * time.Millisecond
+	// StartTimeoutDefault bounds the start-up checks of [Worker.Run].
+	StartTimeoutDefault = 30 * time.Second
+)
+
+// An Option configures a [Worker]. Options are applied in order by [New],
+// which validates the result once.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type route struct {
+	topic string
+	h     handler.Handler
+	mws   []handler.Middleware
+}
+
+type config struct {
+	brokers         []string
+	clientOpts      []kgo.Opt
+	group           string
+	routes          []route
+	use             []handler.Middleware
+	concurrency     int
+	lanes           int
+	batchSize       int
+	shutdownTimeout time.Duration
+	startTimeout    time.Duration
+	logger          *slog.Logger
+	offsetReset     string
+	renewMargin     time.Duration
+	maxHold         time.Duration
+	deliveryLimit   int
+	fetchMaxWait    time.Duration
+	observer        Observer
+	skipChecks      bool
+
+	errs []error
+}
+
+// Brokers sets the seed brokers, as host:port. Either Brokers or a
+// kgo.SeedBrokers option in [ClientOpts] is required.
+func Brokers(addrs ...string) Option {
+	return optionFunc(func(c *config) { c.brokers = append(c.brokers, addrs...) })
+}
+
+// ClientOpts adds franz-go client options to every client the worker makes
+// (one per lane, plus an admin client): TLS (kgo.DialTLSConfig), SASL
+// (kgo.SASL), a logger, hooks such as kprom. Group, consume and share-ack
+// options are the worker's own and are rejected here.
+func ClientOpts(opts ...kgo.Opt) Option {
+	return optionFunc(func(c *config) { c.clientOpts = append(c.clientOpts, opts...) })
+}
+
+// Group sets the share group the worker's lanes join. Required.
+func Group(name string) Option {
+	return optionFunc(func(c *config) { c.group = name })
+}
+
+// Handle registers h for the jobs of topic, wrapped in mws (the first
+// listed outermost) inside any middleware given with [Use]. At least one
+// Handle is required; a topic may be registered once.
+func Handle(topic string, h handler.Handler, mws ...handler.Middleware) Option {
+	return optionFunc(func(c *config) {
+		if h == nil {
+			c.errs = append(c.errs, fmt.Errorf("Handle(%q): handler is nil", topic))
+			return
+		}
+		c.routes = append(c.routes, route{topic: topic, h: h, mws: mws})
+	})
+}
+
+// Use adds middleware applied to the handlers of every topic, outside each
+// topic's own middleware. The first listed is the outermost.
+func Use(mws ...handler.Middleware) Option {
+	return optionFunc(func(c *config) { c.use = append(c.use, mws...) })
+}
+
+// Concurrency sets how many handlers may run at once across all lanes.
+// Default [ConcurrencyDefault].
+func Concurrency(n int) Option {
+	return optionFunc(func(c *config) { c.concurrency = n })
+}
+
+// Lanes sets how many share-group members (one Kafka client and one poll
+// goroutine each) the worker runs. A lane holds one batch at a time, and
+// every record of a batch must be acknowledged before the lane polls again,
+// so a slow job holds back only its own lane. Default: enough lanes for
+// every handler slot to be fed, Concurrency / BatchSize rounded up.
+func Lanes(n int) Option {
+	return optionFunc(func(c *config) { c.lanes = n })
+}
+
+// BatchSize sets how many records a lane fetches per poll (the broker
+// returns at most this many). 1 keeps a slow job from delaying any other
+// job; larger batches cut the fetch round trips that dominate tiny jobs.
+// Default [BatchSizeDefault].
+func BatchSize(n int) Option {
+	return optionFunc(func(c *config) { c.batchSize = n })
+}
+
+// ShutdownTimeout sets how long a stopping worker lets running handlers
+// finish. Handlers still running then have their context cancelled and
+// their records released. Default [ShutdownTimeoutDefault].
+func ShutdownTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.shutdownTimeout = d })
+}
+
+// StartTimeout bounds the start-up checks in Run (brokers reachable,
+// topics present, group configuration). Default [StartTimeoutDefault].
+func StartTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.startTimeout = d })
+}
+
+// Logger sets the logger. Default slog.Default().
+func Logger(l *slog.Logger) Option {
+	return optionFunc(func(c *config) { c.logger = l })
+}
+
+// AutoOffsetReset sets the group config share.auto.offset.reset before any
+// lane joins: "earliest" makes a new group start at the oldest record of
+// each partition, "latest" (Kafka's default) at the next record produced.
+// It matters only for a group that has not consumed yet. Default: leave the
+// group's setting alone.
+func AutoOffsetReset(where string) Option {
+	return optionFunc(func(c *config) { c.offsetReset = where })
+}
+
+// RenewMargin sets how long before its lock runs out a running job's lock
+// is renewed. Default: half the lock duration.
+func RenewMargin(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.renewMargin = d })
+}
+
+// MaxHold sets how long one delivery of a job may keep renewing its lock.
+// At MaxHold the handler's context is cancelled and the record released.
+// Default [MaxHoldDefault].
+func MaxHold(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.maxHold = d })
+}
+
+// DeliveryLimit overrides the group's delivery count limit as reported in
+// [handler.Job.DeliveryLimit]. By default Run reads it from the group
+// config share.delivery.count.limit, else the broker's
+// group.share.delivery.count.limit, else uses Kafka's default of 5.
+func DeliveryLimit(n int) Option {
+	return optionFunc(func(c *config) { c.deliveryLimit = n })
+}
+
+// FetchMaxWait sets how long a broker may hold a share fetch that has no
+// records. Default [FetchMaxWaitDefault].
+func FetchMaxWait(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.fetchMaxWait = d })
+}
+
+// WithObserver sets an [Observer] that receives the worker's events; the
+// metrics package provides one. Default: none.
+func WithObserver(o Observer) Option {
+	return optionFunc(func(c *config) { c.observer = o })
+}
+
+func newConfig(opts []Option) (*config, error) {
+	c := &config{
+		concurrency:     ConcurrencyDefault,
+		batchSize:       BatchSizeDefault,
+		shutdownTimeout: ShutdownTimeoutDefault,
+		startTimeout:    StartTimeoutDefault,
+		maxHold:         MaxHoldDefault,
+		fetchMaxWait:    FetchMaxWaitDefault,
+	}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		o.apply(c)
+	}
+	if c.logger == nil {
+		c.logger = slog.Default()
+	}
+	if c.lanes == 0 && c.concurrency > 0 && c.batchSize > 0 {
+		c.lanes = (c.concurrency + c.batchSize - 1) / c.batchSize
+	}
+	errs := c.errs
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if len(c.brokers) == 0 && len(c.clientOpts) == 0 {
+		bad("Brokers: no seed brokers; pass worker.Brokers(\"host:9092\") or kgo.SeedBrokers in worker.ClientOpts")
+	}
+	for _, b := range c.brokers {
+		if strings.TrimSpace(b) == "" {
+			bad("Brokers: empty broker address")
+		}
+	}
+	if strings.TrimSpace(c.group) == "" {
+		bad("Group: the share group name is required; pass worker.Group(\"my-jobs\")")
+	}
+	if len(c.routes) == 0 {
+		bad("Handle: no handlers; register one with worker.Handle(topic, handler)")
+	}
+	seen := map[string]bool{}
+	for _, r := range c.routes {
+		if strings.TrimSpace(r.topic) == "" {
+			bad("Handle: empty topic name")
+		}
+		if seen[r.topic] {
+			bad("Handle(%q): topic registered twice", r.topic)
+		}
+		seen[r.topic] = true
+		for i, m := range r.mws {
+			if m == nil {
+				bad("Handle(%q): middleware %d is nil", r.topic, i)
+			}
+		}
+	}
+	for i, m := range c.use {
+		if m == nil {
+			bad("Use: middleware %d is nil", i)
+		}
+	}
+	if c.concurrency < 1 {
+		bad("Concurrency(%d): must be at least 1", c.concurrency)
+	}
+	if c.batchSize < 1 || c.batchSize > 10000 {
+		bad("BatchSize(%d): must be between 1 and 10000", c.batchSize)
+	}
+	if c.lanes < 1 {
+		bad("Lanes(%d): must be at least 1", c.lanes)
+	}
+	if c.concurrency >= 1 && c.batchSize > c.concurrency {
+		bad("BatchSize(%d): larger than Concurrency(%d); a batch could never run at once", c.batchSize, c.concurrency)
+	}
+	if c.shutdownTimeout < 0 {
+		bad("ShutdownTimeout(%v): must not be negative", c.shutdownTimeout)
+	}
+	if c.startTimeout <= 0 {
+		bad("StartTimeout(%v): must be positive", c.startTimeout)
+	}
+	switch c.offsetReset {
+	case "", "earliest", "latest":
+	default:
+		bad("AutoOffsetReset(%q): must be \"earliest\" or \"latest\"", c.offsetReset)
+	}
+	if c.renewMargin < 0 {
+		bad("RenewMargin(%v): must not be negative", c.renewMargin)
+	}
+	if c.maxHold <= 0 {
+		bad("MaxHold(%v): must be positive", c.maxHold)
+	}
+	if c.deliveryLimit < 0 {
+		bad("DeliveryLimit(%d): must not be negative", c.deliveryLimit)
+	}
+	if c.fetchMaxWait <= 0 || c.fetchMaxWait > time.Minute {
+		bad("FetchMaxWait(%v): must be between 1ms and 1m", c.fetchMaxWait)
+	}
+	if len(errs) > 0 {
+		for i, e := range errs {
+			errs[i] = fmt.Errorf("worker: %w", e)
+		}
+		return nil, errors.Join(errs...)
+	}
+	return c, nil
+}
