@@ -1,0 +1,51 @@
+package middleware
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/shareq/shareq/handler"
+)
+
+// Logging returns middleware that logs every job with l: at Debug level
+// when the handler succeeds, Warn when it fails with a retryable error and
+// Error when it fails permanently. Each record has the job's topic,
+// partition, offset, ID, delivery count, duration and, on failure, the
+// error and its reason. Payloads are never logged. A nil l means
+// slog.Default().
+func Logging(l *slog.Logger) handler.Middleware {
+	if l == nil {
+		l = slog.Default()
+	}
+	return func(next handler.Handler) handler.Handler {
+		return handler.Func(func(ctx context.Context, job *handler.Job) error {
+			start := time.Now()
+			err := next.Handle(ctx, job)
+			level := slog.LevelDebug
+			msg := "job done"
+			attrs := []slog.Attr{
+				slog.String("topic", job.Topic),
+				slog.Int("partition", int(job.Partition)),
+				slog.Int64("offset", job.Offset),
+				slog.String("job_id", job.ID()),
+				slog.Int("delivery", int(job.DeliveryCount)),
+				slog.Duration("took", time.Since(start)),
+			}
+			if err != nil {
+				level, msg = slog.LevelWarn, "job failed, will retry"
+				if handler.IsPermanent(err) {
+					level, msg = slog.LevelError, "job failed permanently"
+				} else if job.LastDelivery() {
+					level, msg = slog.LevelError, "job failed on its last delivery"
+				}
+				attrs = append(attrs, slog.String("error", err.Error()))
+				if r := handler.ReasonOf(err); r != "" {
+					attrs = append(attrs, slog.String("reason", r))
+				}
+			}
+			l.LogAttrs(ctx, level, msg, attrs...)
+			return err
+		})
+	}
+}

@@ -1,0 +1,137 @@
+package renew_test
+
+import (
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/shareq/shareq/renew"
+)
+
+// run plays a lane that renews every lock the tracker calls due, with the
+// broker confirming each renewal after rtt, for total time; it returns the
+// renewal times of key 1 and when it went over its hold time.
+func run(t *testing.T, p renew.Policy, lock, rtt, total time.Duration) (renews []time.Duration, over time.Duration) {
+	t.Helper()
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		tr := renew.NewTracker[int](p)
+		tr.Add(1, start, start.Add(lock))
+		for {
+			next, ok := tr.Next()
+			if !ok || next.Sub(start) > total {
+				break
+			}
+			time.Sleep(time.Until(next))
+			due, overHold := tr.Due(time.Now())
+			for _, k := range due {
+				sent := time.Now()
+				renews = append(renews, sent.Sub(start))
+				time.Sleep(rtt)
+				tr.Renewed(k, sent)
+				if got := tr.Deadline(k); !got.After(time.Now()) {
+					t.Fatalf("deadline %v after renewal is not in the future", got.Sub(start))
+				}
+			}
+			if slices.Contains(overHold, 1) {
+				over = time.Since(start)
+				return
+			}
+		}
+	})
+	return renews, over
+}
+
+func TestRenewEveryHalfLockByDefault(t *testing.T) {
+	t.Parallel()
+	renews, over := run(t, renew.Policy{MaxHold: time.Hour}, 2*time.Second, 10*time.Millisecond, 6500*time.Millisecond)
+	want := []time.Duration{1 * time.Second, 2 * time.Second, 3 * time.Second, 4 * time.Second, 5 * time.Second, 6 * time.Second}
+	if !slices.Equal(renews, want) {
+		t.Fatalf("renewals at %v, want %v", renews, want)
+	}
+	if over != 0 {
+		t.Fatalf("went over hold time at %v", over)
+	}
+}
+
+func TestRenewMarginBeforeDeadline(t *testing.T) {
+	t.Parallel()
+	renews, _ := run(t, renew.Policy{Margin: 5 * time.Second, MaxHold: time.Hour}, 30*time.Second, 0, 80*time.Second)
+	want := []time.Duration{25 * time.Second, 50 * time.Second, 75 * time.Second}
+	if !slices.Equal(renews, want) {
+		t.Fatalf("renewals at %v, want %v", renews, want)
+	}
+}
+
+func TestMarginLargerThanHalfLockIsClamped(t *testing.T) {
+	t.Parallel()
+	renews, _ := run(t, renew.Policy{Margin: time.Minute, MaxHold: time.Hour}, 2*time.Second, 0, 3500*time.Millisecond)
+	want := []time.Duration{1 * time.Second, 2 * time.Second, 3 * time.Second}
+	if !slices.Equal(renews, want) {
+		t.Fatalf("renewals at %v, want %v", renews, want)
+	}
+}
+
+func TestMaxHoldStopsRenewing(t *testing.T) {
+	t.Parallel()
+	renews, over := run(t, renew.Policy{MaxHold: 2500 * time.Millisecond}, 2*time.Second, 0, time.Minute)
+	if want := []time.Duration{time.Second, 2 * time.Second}; !slices.Equal(renews, want) {
+		t.Fatalf("renewals at %v, want %v", renews, want)
+	}
+	if over != 2500*time.Millisecond {
+		t.Fatalf("over hold time at %v, want 2.5s", over)
+	}
+}
+
+func TestPendingRenewalIsNotSentTwice(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		tr := renew.NewTracker[string](renew.Policy{MaxHold: time.Hour})
+		tr.Add("a", start, start.Add(2*time.Second))
+		time.Sleep(time.Second)
+		due, _ := tr.Due(time.Now())
+		if !slices.Equal(due, []string{"a"}) {
+			t.Fatalf("due = %v, want [a]", due)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if due, _ := tr.Due(time.Now()); len(due) != 0 {
+			t.Fatalf("renewal sent again while pending: %v", due)
+		}
+		tr.RenewFailed("a")
+		if got := tr.Deadline("a"); !got.Equal(start.Add(2 * time.Second)) {
+			t.Fatalf("failed renewal moved the deadline to %v", got.Sub(start))
+		}
+		if due, _ := tr.Due(time.Now()); !slices.Equal(due, []string{"a"}) {
+			t.Fatalf("after a failed renewal due = %v, want [a] again", due)
+		}
+		tr.Remove("a")
+		if _, ok := tr.Next(); ok || tr.Len() != 0 {
+			t.Fatal("removed job still tracked")
+		}
+	})
+}
+
+func TestExpired(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	for _, tc := range []struct {
+		left time.Duration
+		want bool
+	}{{-time.Second, true}, {0, true}, {50 * time.Millisecond, true}, {time.Second, false}} {
+		if got := renew.Expired(now, now.Add(tc.left), 100*time.Millisecond); got != tc.want {
+			t.Errorf("Expired with %v left = %v, want %v", tc.left, got, tc.want)
+		}
+	}
+}
+
+func TestPolicyValidate(t *testing.T) {
+	t.Parallel()
+	if err := (renew.Policy{MaxHold: time.Minute}).Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := (renew.Policy{Margin: -1}).Validate(); err == nil {
+		t.Fatal("negative margin and zero MaxHold accepted")
+	}
+}
