@@ -1,0 +1,196 @@
+package idempotency
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/shareq/shareq/handler"
+)
+
+// ReasonStore is the [handler.RetryError] reason of a job released because
+// its claim could not be made or committed.
+const ReasonStore = "idempotency-store"
+
+// MaxKeyLen is the longest key, in bytes, that [Middleware] hands to a
+// [Store] as it is. A longer key, or one that is not valid UTF-8 or holds a
+// NUL byte (job-id headers come from producers and can hold anything), is
+// replaced by "sha256:" and the hex SHA-256 of its bytes, which a text
+// primary key can always hold.
+const MaxKeyLen = 512
+
+// An Option configures [Middleware].
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	keyFunc     func(*handler.Job) string
+	prefix      string
+	prefixSet   bool
+	onDuplicate func(*handler.Job, string)
+
+	errs []error
+}
+
+// KeyFunc sets how a job's key is derived, before the prefix (see
+// [KeyPrefix]) is put in front of it. f must return the same key for
+// every delivery of a job, and for every copy of it when a producer can
+// write a job twice; an empty key makes the job fail permanently with
+// [ErrEmptyKey]. Default: [handler.Job.ID], which is the producer's
+// shareq-job-id header when present and non-empty, else
+// "topic/partition/offset".
+func KeyFunc(f func(job *handler.Job) string) Option {
+	return optionFunc(func(c *config) {
+		if f == nil {
+			c.errs = append(c.errs, errors.New("KeyFunc: nil function"))
+			return
+		}
+		c.keyFunc = f
+	})
+}
+
+// KeyPrefix puts p in front of every key in place of the default prefix.
+//
+// Keys must be unique among all jobs that share a claim table, or one job
+// is skipped as a duplicate of another. The default prefix scopes keys to
+// the job's share group and topic, "group/topic/" ("topic/" when the job
+// carries no group), so two groups that consume the same topic each run
+// its jobs once, and one job ID used on two topics names two jobs. The
+// default key of a record without a job-id header is therefore
+// "group/topic/topic/partition/offset".
+//
+// Set a fixed prefix to keep claims valid across a renamed group or topic,
+// to let jobs moved between topics (a retry topic and its main topic)
+// share claims, or "" when the [KeyFunc] already yields keys unique across
+// the table.
+func KeyPrefix(p string) Option {
+	return optionFunc(func(c *config) { c.prefix, c.prefixSet = p, true })
+}
+
+// OnDuplicate sets a function called, with the job and its key, each time
+// the middleware accepts a job without running its handler because its key
+// was already claimed; use it to count suppressed duplicates. It is called
+// on the handler's goroutine, so it must be safe for concurrent use and
+// return quickly. Default: none. The last OnDuplicate given wins.
+func OnDuplicate(f func(job *handler.Job, key string)) Option {
+	return optionFunc(func(c *config) { c.onDuplicate = f })
+}
+
+// Middleware returns a middleware that runs each job's handler at most
+// once per key to completion, inside a claim made by store. It returns
+// [ErrNilStore] for a nil store and an error for an invalid option.
+//
+// For each job the middleware derives the key (see [KeyFunc] and
+// [KeyPrefix]) and calls store.Claim with the rest of the chain as fn. The
+// handler finds the claim's transaction with [Tx] (or pgstore.Tx). The
+// outcome:
+//
+//   - key free, handler returns nil, claim committed: nil (ACCEPT).
+//   - key already claimed: nil (ACCEPT) without running the handler;
+//     [OnDuplicate] is told.
+//   - handler returns an error: the claim is rolled back and the error is
+//     returned unchanged (a [handler.Permanent] error stays permanent).
+//   - the store fails, including a commit that failed or whose outcome is
+//     unknown: [handler.Retry] with reason [ReasonStore], so the job is
+//     released and delivered again; see the package documentation for why
+//     that is safe.
+//   - a panic in the handler rolls back the claim and propagates, for a
+//     recovery middleware further out.
+//
+// Put it inside middleware that may end a job early (timeouts, DLQ
+// parking), so that their outcome is decided with the claim in view, and
+// keep the handler's context: the claim's transaction is in it.
+func Middleware(store Store, opts ...Option) (handler.Middleware, error) {
+	c := &config{keyFunc: (*handler.Job).ID}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(c)
+		}
+	}
+	errs := c.errs
+	if store == nil {
+		errs = append([]error{ErrNilStore}, errs...)
+	}
+	if len(errs) > 0 {
+		for i, e := range errs {
+			if !errors.Is(e, ErrNilStore) {
+				errs[i] = fmt.Errorf("idempotency: %w", e)
+			}
+		}
+		return nil, errors.Join(errs...)
+	}
+	return func(next handler.Handler) handler.Handler {
+		return handler.Func(func(ctx context.Context, job *handler.Job) error {
+			return c.handle(ctx, store, next, job)
+		})
+	}, nil
+}
+
+func (c *config) handle(ctx context.Context, store Store, next handler.Handler, job *handler.Job) error {
+	key, err := c.key(job)
+	if err != nil {
+		return handler.Permanent(err)
+	}
+	var (
+		ran        bool
+		handlerErr error
+	)
+	claimed, err := store.Claim(ctx, key, func(ctx context.Context) error {
+		ran = true
+		handlerErr = next.Handle(ctx, job)
+		return handlerErr
+	})
+	switch {
+	case ran && handlerErr != nil:
+		// The handler failed; the store rolled back. Its error is the
+		// outcome, whatever the rollback said.
+		return handlerErr
+	case err != nil:
+		return handler.Retry(ReasonStore, fmt.Errorf("idempotency: claim %q: %w", key, err))
+	case !claimed && ran:
+		// The store broke its contract: it ran the handler but reports no
+		// claim. Without a committed claim the job must not be accepted.
+		return handler.Retry(ReasonStore, fmt.Errorf("idempotency: claim %q: store ran the handler but reported no claim", key))
+	case !claimed:
+		if c.onDuplicate != nil {
+			c.onDuplicate(job, key)
+		}
+	}
+	return nil
+}
+
+// key derives the key of job: prefix plus KeyFunc's key, hashed when it
+// cannot be stored as it is.
+func (c *config) key(job *handler.Job) (string, error) {
+	k := c.keyFunc(job)
+	if k == "" {
+		return "", fmt.Errorf("idempotency: job %s: %w", job.ID(), ErrEmptyKey)
+	}
+	p := c.prefix
+	if !c.prefixSet {
+		p = defaultPrefix(job)
+	}
+	return storableKey(p + k), nil
+}
+
+func defaultPrefix(job *handler.Job) string {
+	if job.Group == "" {
+		return job.Topic + "/"
+	}
+	return job.Group + "/" + job.Topic + "/"
+}
+
+func storableKey(k string) string {
+	if len(k) <= MaxKeyLen && utf8.ValidString(k) && !strings.ContainsRune(k, 0) {
+		return k
+	}
+	sum := sha256.Sum256([]byte(k))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
