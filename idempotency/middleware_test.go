@@ -85,7 +85,9 @@ func job(headers ...handler.Header) *handler.Job {
 	return &handler.Job{Group: "thumbs", Topic: "images", Partition: 3, Offset: 1042, Headers: headers}
 }
 
-func jobID(v string) handler.Header { return handler.Header{Key: handler.JobIDHeader, Value: []byte(v)} }
+func jobID(v string) handler.Header {
+	return handler.Header{Key: handler.JobIDHeader, Value: []byte(v)}
+}
 
 func sha(s string) string {
 	sum := sha256.Sum256([]byte(s))
