@@ -1,0 +1,169 @@
+package migrations_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/shareq/shareq/migrations"
+)
+
+type version struct {
+	Version int64
+	Name    string
+}
+
+func versions(t *testing.T, pool *pgxpool.Pool) []version {
+	t.Helper()
+	rows, err := pool.Query(t.Context(), "SELECT version, name FROM shareq_schema_migrations ORDER BY version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []version
+	for rows.Next() {
+		var v version
+		if err := rows.Scan(&v.Version, &v.Name); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// relation returns the kind of the relation name in schema ("r" for a
+// table, "i" for an index, "v" for a view) or "" when there is none.
+func relation(t *testing.T, pool *pgxpool.Pool, schema, name string) string {
+	t.Helper()
+	var kind string
+	err := pool.QueryRow(t.Context(), `
+		SELECT coalesce(max(c.relkind::text), '')
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relname = $2`, schema, name).Scan(&kind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kind
+}
+
+func TestUp(t *testing.T) {
+	t.Parallel()
+	pool, schema := newPool(t)
+	if err := migrations.Up(t.Context(), pool); err != nil {
+		t.Fatalf("Up: %v", err)
+	}
+	for name, want := range map[string]string{
+		"shareq_processed_jobs":                "r",
+		"shareq_processed_jobs_claimed_at_idx": "i",
+		"shareq_schema_migrations":             "r",
+	} {
+		if got := relation(t, pool, schema, name); got != want {
+			t.Errorf("relation %s: kind %q, want %q", name, got, want)
+		}
+	}
+	got := versions(t, pool)
+	if len(got) != 1 || got[0] != (version{1, "0001_create_processed_jobs"}) {
+		t.Fatalf("recorded versions = %v, want [{1 0001_create_processed_jobs}]", got)
+	}
+	// The claim table has the shape pgstore relies on.
+	if _, err := pool.Exec(t.Context(), "INSERT INTO shareq_processed_jobs (key) VALUES ('k')"); err != nil {
+		t.Fatal(err)
+	}
+	tag, err := pool.Exec(t.Context(), "INSERT INTO shareq_processed_jobs (key) VALUES ('k') ON CONFLICT (key) DO NOTHING")
+	if err != nil || tag.RowsAffected() != 0 {
+		t.Fatalf("second insert of a key: %v, %v rows; want a conflict", err, tag.RowsAffected())
+	}
+}
+
+func TestUpIsIdempotent(t *testing.T) {
+	t.Parallel()
+	pool, _ := newPool(t)
+	for i := range 3 {
+		if err := migrations.Up(t.Context(), pool); err != nil {
+			t.Fatalf("Up #%d: %v", i+1, err)
+		}
+	}
+	if got := versions(t, pool); len(got) != 1 {
+		t.Fatalf("recorded versions after three Ups = %v, want one", got)
+	}
+}
+
+func TestUpConcurrent(t *testing.T) {
+	t.Parallel()
+	pool, schema := newPool(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Go(func() { errs <- migrations.Up(t.Context(), pool) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("concurrent Up: %v", err)
+		}
+	}
+	if got := versions(t, pool); len(got) != 1 {
+		t.Fatalf("recorded versions after concurrent Ups = %v, want one", got)
+	}
+	if relation(t, pool, schema, "shareq_processed_jobs") != "r" {
+		t.Fatal("claim table missing")
+	}
+}
+
+func TestDown(t *testing.T) {
+	t.Parallel()
+	pool, schema := newPool(t)
+	ctx := t.Context()
+	if err := migrations.Down(ctx, pool); err != nil {
+		t.Fatalf("Down on an empty schema: %v", err)
+	}
+	if err := migrations.Up(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	if err := migrations.Down(ctx, pool); err != nil {
+		t.Fatalf("Down: %v", err)
+	}
+	if got := relation(t, pool, schema, "shareq_processed_jobs"); got != "" {
+		t.Fatalf("claim table still there after Down (kind %q)", got)
+	}
+	if got := versions(t, pool); len(got) != 0 {
+		t.Fatalf("recorded versions after Down = %v, want none", got)
+	}
+	if err := migrations.Up(ctx, pool); err != nil {
+		t.Fatalf("Up after Down: %v", err)
+	}
+	if got := versions(t, pool); len(got) != 1 {
+		t.Fatalf("recorded versions after Up, Down, Up = %v, want one", got)
+	}
+}
+
+func TestUpFailureAppliesNothing(t *testing.T) {
+	t.Parallel()
+	pool, schema := newPool(t)
+	ctx := t.Context()
+	// A view in the table's place: CREATE TABLE IF NOT EXISTS skips it and
+	// CREATE INDEX fails on it.
+	if _, err := pool.Exec(ctx, "CREATE VIEW shareq_processed_jobs AS SELECT 'k'::text AS key, now() AS claimed_at"); err != nil {
+		t.Fatal(err)
+	}
+	err := migrations.Up(ctx, pool)
+	if err == nil || !strings.Contains(err.Error(), "0001_create_processed_jobs.up.sql") {
+		t.Fatalf("Up over a conflicting view = %v, want an error naming the file", err)
+	}
+	if got := relation(t, pool, schema, "shareq_schema_migrations"); got != "" {
+		t.Fatalf("a failed Up left %s behind (kind %q)", "shareq_schema_migrations", got)
+	}
+}
+
+func TestNilDB(t *testing.T) {
+	t.Parallel()
+	if err := migrations.Up(context.Background(), nil); err == nil {
+		t.Fatal("Up(nil) succeeded")
+	}
+}
