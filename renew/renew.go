@@ -52,6 +52,7 @@ type entry struct {
 	deadline time.Time     // when the lock runs out, as far as we know
 	lockDur  time.Duration // estimated lock duration
 	pending  bool          // a renewal was sent and is not yet confirmed
+	retryAt  time.Time     // after a failed renewal, not before this
 	over     bool          // reported as over MaxHold already
 }
 
@@ -67,10 +68,16 @@ func NewTracker[K comparable](p Policy) *Tracker[K] {
 }
 
 // Add starts tracking a job whose record arrived at now with the lock
-// deadline given by the broker. A deadline at or before now means the lock
-// has run out; such a job should not be started (see [Expired]).
-func (t *Tracker[K]) Add(k K, now, deadline time.Time) {
-	t.jobs[k] = &entry{start: now, deadline: deadline, lockDur: deadline.Sub(now)}
+// deadline given by the broker. lockDur is the lock duration a renewal
+// buys; when it is not positive it is estimated as deadline - now, which
+// is never longer than the real duration. A deadline at or before now
+// means the lock has run out; such a job should not be started (see
+// [Expired]).
+func (t *Tracker[K]) Add(k K, now, deadline time.Time, lockDur time.Duration) {
+	if lockDur <= 0 {
+		lockDur = deadline.Sub(now)
+	}
+	t.jobs[k] = &entry{start: now, deadline: deadline, lockDur: lockDur}
 }
 
 // Remove stops tracking k.
@@ -119,7 +126,7 @@ func (t *Tracker[K]) Due(now time.Time) (renew, overHold []K) {
 			overHold = append(overHold, k)
 			continue
 		}
-		if !e.pending && e.lockDur > 0 && !now.Before(t.renewAt(e)) {
+		if !e.pending && e.lockDur > 0 && !now.Before(t.renewAt(e)) && !now.Before(e.retryAt) {
 			e.pending = true
 			renew = append(renew, k)
 		}
@@ -139,10 +146,12 @@ func (t *Tracker[K]) Renewed(k K, sentAt time.Time) {
 }
 
 // RenewFailed records that the renewal of k was not confirmed. The
-// deadline stays as it was; the lock may already be lost.
-func (t *Tracker[K]) RenewFailed(k K) {
+// deadline stays as it was (the lock may already be lost) and the next
+// attempt is not due before retryAt.
+func (t *Tracker[K]) RenewFailed(k K, retryAt time.Time) {
 	if e := t.jobs[k]; e != nil {
 		e.pending = false
+		e.retryAt = retryAt
 	}
 }
 
@@ -163,7 +172,11 @@ func (t *Tracker[K]) Next() (time.Time, bool) {
 		}
 		consider(t.holdEnd(e))
 		if !e.pending && e.lockDur > 0 {
-			consider(t.renewAt(e))
+			at := t.renewAt(e)
+			if e.retryAt.After(at) {
+				at = e.retryAt
+			}
+			consider(at)
 		}
 	}
 	return next, found

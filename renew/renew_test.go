@@ -17,7 +17,7 @@ func run(t *testing.T, p renew.Policy, lock, rtt, total time.Duration) (renews [
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		tr := renew.NewTracker[int](p)
-		tr.Add(1, start, start.Add(lock))
+		tr.Add(1, start, start.Add(lock), 0)
 		for {
 			next, ok := tr.Next()
 			if !ok || next.Sub(start) > total {
@@ -89,7 +89,7 @@ func TestPendingRenewalIsNotSentTwice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		tr := renew.NewTracker[string](renew.Policy{MaxHold: time.Hour})
-		tr.Add("a", start, start.Add(2*time.Second))
+		tr.Add("a", start, start.Add(2*time.Second), 0)
 		time.Sleep(time.Second)
 		due, _ := tr.Due(time.Now())
 		if !slices.Equal(due, []string{"a"}) {
@@ -99,12 +99,19 @@ func TestPendingRenewalIsNotSentTwice(t *testing.T) {
 		if due, _ := tr.Due(time.Now()); len(due) != 0 {
 			t.Fatalf("renewal sent again while pending: %v", due)
 		}
-		tr.RenewFailed("a")
+		tr.RenewFailed("a", time.Now().Add(200*time.Millisecond))
 		if got := tr.Deadline("a"); !got.Equal(start.Add(2 * time.Second)) {
 			t.Fatalf("failed renewal moved the deadline to %v", got.Sub(start))
 		}
+		if due, _ := tr.Due(time.Now()); len(due) != 0 {
+			t.Fatalf("retried a failed renewal at once: %v", due)
+		}
+		if next, _ := tr.Next(); next.Sub(start) != 1300*time.Millisecond {
+			t.Fatalf("next wake at %v, want 1.3s", next.Sub(start))
+		}
+		time.Sleep(200 * time.Millisecond)
 		if due, _ := tr.Due(time.Now()); !slices.Equal(due, []string{"a"}) {
-			t.Fatalf("after a failed renewal due = %v, want [a] again", due)
+			t.Fatalf("after the retry delay due = %v, want [a] again", due)
 		}
 		tr.Remove("a")
 		if _, ok := tr.Next(); ok || tr.Len() != 0 {

@@ -1,0 +1,228 @@
+// Package kafkatest gives broker-facing tests one Kafka cluster to run
+// against: an in-process kfake cluster by default, or the real Apache Kafka
+// broker named by the SHAREQ_TEST_BROKERS environment variable. Every test
+// that talks to Kafka gets its cluster from [New], so the same test runs on
+// both (make test runs the suite twice).
+//
+// Where kfake and Apache Kafka behave differently the difference is stated
+// once, as a field of [Cluster], and tests read it rather than weakening an
+// assertion.
+package kafkatest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shareq/shareq/internal/groupcfg"
+)
+
+// EnvBrokers names the environment variable that points tests at a real
+// broker ("127.0.0.1:19092"). Unset or "kfake" means an in-process kfake
+// cluster per test.
+const EnvBrokers = "SHAREQ_TEST_BROKERS"
+
+// FakeLockDuration is the record lock duration of kfake test clusters.
+const FakeLockDuration = 2 * time.Second
+
+// Cluster is the Kafka a test runs against.
+type Cluster struct {
+	// Kind is "kfake" or "kafka".
+	Kind string
+	// Seeds are the bootstrap addresses.
+	Seeds []string
+	// LockDuration is the broker's record lock duration.
+	LockDuration time.Duration
+	// DeliveryLimit is the broker's delivery count limit.
+	DeliveryLimit int
+	// LockSweep is how late after its deadline an expired lock may be
+	// noticed: kfake sweeps expired locks on an interval, Apache Kafka
+	// times each lock out on its own timer.
+	LockSweep time.Duration
+
+	fake *kfake.Cluster
+	cl   *kgo.Client
+	adm  *kadm.Client
+}
+
+// Option configures a kfake cluster; real brokers ignore options.
+type Option func(*fakeConfig)
+
+type fakeConfig struct {
+	brokers int
+	configs map[string]string
+}
+
+// Brokers sets the number of kfake brokers (default 1).
+func Brokers(n int) Option { return func(c *fakeConfig) { c.brokers = n } }
+
+// BrokerConfig sets a kfake broker config.
+func BrokerConfig(k, v string) Option { return func(c *fakeConfig) { c.configs[k] = v } }
+
+// Real reports whether tests run against a real broker.
+func Real() bool {
+	v := os.Getenv(EnvBrokers)
+	return v != "" && v != "kfake"
+}
+
+// New returns the cluster for t. A kfake cluster is closed when t ends.
+func New(t testing.TB, opts ...Option) *Cluster {
+	t.Helper()
+	if Real() {
+		return realCluster(t)
+	}
+	fc := &fakeConfig{brokers: 1, configs: map[string]string{
+		"group.share.record.lock.duration.ms": strconv.Itoa(int(FakeLockDuration / time.Millisecond)),
+		"share.record.lock.sweep.interval.ms": "100",
+		"group.share.heartbeat.interval.ms":   "100",
+		"group.share.session.timeout.ms":      "3000",
+	}}
+	for _, o := range opts {
+		o(fc)
+	}
+	fake, err := kfake.NewCluster(kfake.NumBrokers(fc.brokers), kfake.BrokerConfigs(fc.configs))
+	if err != nil {
+		t.Fatalf("kfake: %v", err)
+	}
+	t.Cleanup(fake.Close)
+	c := &Cluster{
+		Kind:          "kfake",
+		Seeds:         fake.ListenAddrs(),
+		LockDuration:  FakeLockDuration,
+		DeliveryLimit: 5,
+		LockSweep:     100 * time.Millisecond,
+		fake:          fake,
+	}
+	if v, ok := fc.configs["group.share.delivery.count.limit"]; ok {
+		c.DeliveryLimit, _ = strconv.Atoi(v)
+	}
+	c.cl = c.Client(t)
+	c.adm = kadm.NewClient(c.cl)
+	return c
+}
+
+func realCluster(t testing.TB) *Cluster {
+	t.Helper()
+	seeds := strings.Split(os.Getenv(EnvBrokers), ",")
+	c := &Cluster{Kind: "kafka", Seeds: seeds, LockSweep: 0}
+	c.cl = c.Client(t)
+	c.adm = kadm.NewClient(c.cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	cfg, err := groupcfg.Broker(ctx, c.cl, groupcfg.BrokerRecordLockDurationMs, groupcfg.BrokerDeliveryCountLimit)
+	if err != nil {
+		t.Fatalf("real broker %v: %v", seeds, err)
+	}
+	ms, _ := strconv.Atoi(cfg[groupcfg.BrokerRecordLockDurationMs])
+	c.LockDuration = time.Duration(ms) * time.Millisecond
+	c.DeliveryLimit, _ = strconv.Atoi(cfg[groupcfg.BrokerDeliveryCountLimit])
+	if c.LockDuration == 0 || c.DeliveryLimit == 0 {
+		t.Fatalf("real broker %v: lock duration %v, delivery limit %d: cannot read broker configs", seeds, c.LockDuration, c.DeliveryLimit)
+	}
+	return c
+}
+
+// Client returns a plain client (producer and admin) closed when t ends.
+func (c *Cluster) Client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Seeds...)}, opts...)...)
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// Admin returns an admin client for the cluster.
+func (c *Cluster) Admin() *kadm.Client { return c.adm }
+
+// Fake returns the kfake cluster, or nil on a real broker.
+func (c *Cluster) Fake() *kfake.Cluster { return c.fake }
+
+// Name returns a name unique to this test run, for topics and groups.
+func Name(t testing.TB, kind string) string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	n := strings.NewReplacer("/", "-", " ", "-", "#", "-").Replace(t.Name())
+	if len(n) > 60 {
+		n = n[:60]
+	}
+	return fmt.Sprintf("%s-%s-%s", kind, n, hex.EncodeToString(b))
+}
+
+// Topic creates a topic with a unique name and the given number of
+// partitions, deleted when t ends.
+func (c *Cluster) Topic(t testing.TB, partitions int32) string {
+	t.Helper()
+	name := Name(t, "t")
+	c.CreateTopic(t, name, partitions)
+	return name
+}
+
+// CreateTopic creates the named topic, deleted when t ends.
+func (c *Cluster) CreateTopic(t testing.TB, name string, partitions int32) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := c.adm.CreateTopic(ctx, partitions, 1, nil, name)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatalf("create topic %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = c.adm.DeleteTopics(ctx, name)
+	})
+}
+
+// Group returns a unique share group name whose share.auto.offset.reset
+// is earliest, so it sees records produced before it joins.
+func (c *Cluster) Group(t testing.TB) string {
+	t.Helper()
+	g := Name(t, "g")
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := groupcfg.Set(ctx, c.cl, g, map[string]string{groupcfg.AutoOffsetReset: "earliest"}); err != nil {
+		t.Fatalf("group %s: %v", g, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		_, _ = c.adm.DeleteGroup(ctx, g)
+	})
+	return g
+}
+
+// Produce writes records and waits for them to be acknowledged.
+func (c *Cluster) Produce(t testing.TB, recs ...*kgo.Record) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+}
+
+// ShareConsumer returns a raw share-group client on topics, closed when t
+// ends; tests use it to play another member of a group.
+func (c *Cluster) ShareConsumer(t testing.TB, group string, topics []string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	return c.Client(t, append([]kgo.Opt{
+		kgo.ShareGroup(group),
+		kgo.ConsumeTopics(topics...),
+		kgo.FetchMaxWait(100 * time.Millisecond),
+	}, opts...)...)
+}

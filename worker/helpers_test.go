@@ -1,0 +1,266 @@
+package worker_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/internal/kafkatest"
+	"github.com/shareq/shareq/worker"
+)
+
+// bundle is what a worker test works with: a cluster, a topic and a group
+// of its own, and a recorder of the worker's events.
+type bundle struct {
+	c     *kafkatest.Cluster
+	topic string
+	group string
+	obs   *recorder
+}
+
+func setup(t *testing.T, partitions int32, opts ...kafkatest.Option) *bundle {
+	t.Helper()
+	c := kafkatest.New(t, opts...)
+	return &bundle{c: c, topic: c.Topic(t, partitions), group: c.Group(t), obs: newRecorder()}
+}
+
+// produce writes jobs with the given keys (values are the keys too).
+func (b *bundle) produce(t *testing.T, keys ...string) {
+	t.Helper()
+	recs := make([]*kgo.Record, len(keys))
+	for i, k := range keys {
+		recs[i] = &kgo.Record{Topic: b.topic, Key: []byte(k), Value: []byte(k)}
+	}
+	b.c.Produce(t, recs...)
+}
+
+// start runs a worker for the bundle's topic until the returned stop is
+// called (or the test ends) and returns Run's error from stop.
+func (b *bundle) start(t *testing.T, h handler.Handler, opts ...worker.Option) (stop func() error) {
+	t.Helper()
+	base := []worker.Option{
+		worker.Brokers(b.c.Seeds...),
+		worker.Group(b.group),
+		worker.Handle(b.topic, h),
+		worker.WithObserver(b.obs),
+		worker.Logger(testLogger(t)),
+		worker.ShutdownTimeout(5 * time.Second),
+	}
+	w, err := worker.New(append(base, opts...)...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	var once sync.Once
+	var runErr error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case runErr = <-done:
+			case <-time.After(60 * time.Second):
+				t.Errorf("worker did not stop within 60s")
+			}
+		})
+		return runErr
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// finished is one JobFinished event.
+type finished struct {
+	key   string
+	count int32
+	res   worker.Result
+	at    time.Time
+}
+
+// recorder is a worker.Observer that keeps every event.
+type recorder struct {
+	mu       sync.Mutex
+	done     []finished
+	started  int
+	renewed  int
+	renewErr int
+	ackErrs  int
+	changed  chan struct{}
+}
+
+func newRecorder() *recorder { return &recorder{changed: make(chan struct{}, 1)} }
+
+func (r *recorder) poke() {
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (r *recorder) JobStarted(*handler.Job) {
+	r.mu.Lock()
+	r.started++
+	r.mu.Unlock()
+}
+
+func (r *recorder) JobFinished(j *handler.Job, res worker.Result) {
+	r.mu.Lock()
+	r.done = append(r.done, finished{key: string(j.Key), count: j.DeliveryCount, res: res, at: time.Now()})
+	r.mu.Unlock()
+	r.poke()
+}
+
+func (r *recorder) LockRenewed(_ *handler.Job, err error) {
+	r.mu.Lock()
+	r.renewed++
+	if err != nil {
+		r.renewErr++
+	}
+	r.mu.Unlock()
+}
+
+func (r *recorder) AckFailed(string, int32, error) {
+	r.mu.Lock()
+	r.ackErrs++
+	r.mu.Unlock()
+}
+
+func (r *recorder) LanesActive(int) {}
+
+func (r *recorder) snapshot() []finished {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]finished(nil), r.done...)
+}
+
+// waitFor waits until cond holds for the finished events, or fails t.
+func (r *recorder) waitFor(t *testing.T, timeout time.Duration, what string, cond func([]finished) bool) []finished {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		s := r.snapshot()
+		if cond(s) {
+			return s
+		}
+		select {
+		case <-r.changed:
+		case <-time.After(100 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("timed out after %v waiting for %s; finished: %v", timeout, what, summarize(r.snapshot()))
+		}
+	}
+}
+
+func summarize(fs []finished) string {
+	var b strings.Builder
+	for _, f := range fs {
+		fmt.Fprintf(&b, "[%s #%d %v ran=%v err=%v] ", f.key, f.count, f.res.Ack, f.res.Ran, f.res.Err)
+	}
+	return b.String()
+}
+
+func count(fs []finished, key string, ack worker.Ack) int {
+	n := 0
+	for _, f := range fs {
+		if f.key == key && f.res.Ack == ack {
+			n++
+		}
+	}
+	return n
+}
+
+// The crash member is this test binary run again with crashMemberEnv set:
+// it joins the group, takes one record, says so on stdout and waits to be
+// killed without acknowledging it.
+const crashMemberEnv = "SHAREQ_TEST_CRASH_MEMBER"
+
+func crashMember() {
+	parts := strings.Split(os.Getenv(crashMemberEnv), "|")
+	seeds, group, topic := strings.Split(parts[0], ","), parts[1], parts[2]
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ShareGroup(group), kgo.ConsumeTopics(topic),
+		kgo.ShareMaxRecords(1), kgo.ShareMaxRecordsStrict(), kgo.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		fmt.Println("ERR", err)
+		os.Exit(2)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		recs := cl.PollRecords(ctx, 1).Records()
+		if len(recs) > 0 {
+			fmt.Printf("HOLDING %s %d\n", recs[0].Key, recs[0].Offset)
+			time.Sleep(time.Hour)
+		}
+	}
+	os.Exit(3)
+}
+
+// startCrashMember runs a crash member and returns the key of the record
+// it holds and a func that kills it with SIGKILL.
+func startCrashMember(t *testing.T, b *bundle) (key string, kill func()) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), crashMemberEnv+"="+strings.Join(b.c.Seeds, ",")+"|"+b.group+"|"+b.topic)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	kill = func() {
+		once.Do(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		})
+	}
+	t.Cleanup(kill)
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+			return
+		}
+		close(lines)
+	}()
+	select {
+	case line, ok := <-lines:
+		f := strings.Fields(line)
+		if !ok || len(f) != 3 || f[0] != "HOLDING" {
+			t.Fatalf("crash member: %q", line)
+		}
+		if _, err := strconv.Atoi(f[2]); err != nil {
+			t.Fatalf("crash member: %q", line)
+		}
+		return f[1], kill
+	case <-time.After(60 * time.Second):
+		t.Fatal("crash member took no record within 60s")
+	}
+	return "", kill
+}
+
+var errRetry = errors.New("not yet")

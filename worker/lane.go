@@ -1,0 +1,380 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/renew"
+)
+
+// ackFlushTimeout bounds a FlushAcks call: a renewal and the final flush.
+const ackFlushTimeout = 10 * time.Second
+
+// lane is one share-group member: a client and the goroutine that owns its
+// polls, acknowledgements and renewals.
+type lane struct {
+	w       *Worker
+	id      int
+	cl      *kgo.Client
+	log     *slog.Logger
+	results chan result // outcomes from handler goroutines
+
+	ackMu   sync.Mutex
+	ackErrs map[topicPartition]error // failures reported by the ack callback
+
+	// Owned by the lane goroutine.
+	seq     uint64
+	jobs    map[uint64]*running
+	tracker *renew.Tracker[uint64]
+	lockDur time.Duration // longest lock duration seen on this lane
+}
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+type running struct {
+	rec    *kgo.Record
+	job    *handler.Job
+	cancel context.CancelCauseFunc
+	start  time.Time
+	ran    bool
+}
+
+type result struct {
+	seq  uint64
+	err  error
+	took time.Duration
+}
+
+func (w *Worker) newLane(id int) (*lane, error) {
+	l := &lane{
+		w:       w,
+		id:      id,
+		log:     w.cfg.logger.With("group", w.cfg.group, "lane", id),
+		results: make(chan result, w.cfg.concurrency),
+		ackErrs: make(map[topicPartition]error),
+		jobs:    make(map[uint64]*running),
+		tracker: renew.NewTracker[uint64](renew.Policy{Margin: w.cfg.renewMargin, MaxHold: w.cfg.maxHold}),
+	}
+	opts := append(w.baseOpts(),
+		kgo.ShareGroup(w.cfg.group),
+		kgo.ConsumeTopics(w.topics...),
+		kgo.ShareMaxRecords(int32(w.cfg.batchSize)),
+		kgo.ShareMaxRecordsStrict(),
+		kgo.FetchMaxWait(w.cfg.fetchMaxWait),
+		kgo.ShareAckCallback(l.onAcks),
+		// A lane's connection is idle while it holds a batch; renewals
+		// keep it busy at least every half lock period. Keep it open for
+		// locks of up to 20 minutes.
+		kgo.ConnIdleTimeout(10*time.Minute),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("worker: lane client: %w", err)
+	}
+	l.cl = cl
+	return l, nil
+}
+
+// onAcks is the client's ShareAckCallback; it runs on client goroutines.
+func (l *lane) onAcks(_ *kgo.Client, rs kgo.ShareAckResults) {
+	for _, r := range rs {
+		if r.Err == nil {
+			continue
+		}
+		l.log.Warn("broker rejected acknowledgements", "topic", r.Topic, "partition", r.Partition, "error", r.Err)
+		if o := l.w.cfg.observer; o != nil {
+			o.AckFailed(r.Topic, r.Partition, r.Err)
+		}
+		l.ackMu.Lock()
+		l.ackErrs[topicPartition{r.Topic, r.Partition}] = r.Err
+		l.ackMu.Unlock()
+	}
+}
+
+func (l *lane) takeAckErrs() map[topicPartition]error {
+	l.ackMu.Lock()
+	defer l.ackMu.Unlock()
+	errs := l.ackErrs
+	l.ackErrs = make(map[topicPartition]error)
+	return errs
+}
+
+func (l *lane) setActive(delta int32) {
+	n := l.w.lanesActive.Add(delta)
+	if o := l.w.cfg.observer; o != nil {
+		o.LanesActive(int(n))
+	}
+}
+
+// run polls and processes batches until ctx is done, then finishes the
+// batch in hand within the shutdown deadline, flushes acks and closes the
+// client.
+func (l *lane) run(ctx context.Context, sd *shutdown) {
+	l.setActive(1)
+	defer l.setActive(-1)
+	defer l.cl.Close() // releases anything not acknowledged
+	defer l.flush()
+
+	batch := int64(l.w.cfg.batchSize)
+	backoff := time.Duration(0)
+	for ctx.Err() == nil {
+		// Poll only with room in the pool for a whole batch, so no record
+		// waits for a handler while its lock runs.
+		if err := l.w.sem.Acquire(ctx, batch); err != nil {
+			return
+		}
+		fetches := l.cl.PollRecords(ctx, int(batch))
+		polled := time.Now()
+		recs := fetches.Records()
+		held := batch
+		if n := int64(len(recs)); n < held {
+			l.w.sem.Release(held - n)
+			held = n
+		} else if n > held {
+			// Not expected with strict batches; take the extra room.
+			if err := l.w.sem.Acquire(context.WithoutCancel(ctx), n-held); err == nil {
+				held = n
+			}
+		}
+		if l.pollErrors(fetches) && len(recs) == 0 {
+			backoff = min(max(2*backoff, 50*time.Millisecond), 2*time.Second)
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			continue
+		}
+		backoff = 0
+		if len(recs) == 0 {
+			continue
+		}
+		l.runBatch(ctx, sd, recs, polled)
+	}
+}
+
+// pollErrors logs a poll's errors and reports whether there were any
+// besides the client closing or ctx ending.
+func (l *lane) pollErrors(fs kgo.Fetches) bool {
+	any := false
+	fs.EachError(func(topic string, partition int32, err error) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, kgo.ErrClientClosed) {
+			return
+		}
+		any = true
+		l.log.Warn("poll error", "topic", topic, "partition", partition, "error", err)
+	})
+	return any
+}
+
+// runBatch starts every job of a poll and acknowledges each record as its
+// outcome comes back. It returns when every record has a terminal ack.
+func (l *lane) runBatch(ctx context.Context, sd *shutdown, recs []*kgo.Record, polled time.Time) {
+	for _, rec := range recs {
+		l.seq++
+		seq := l.seq
+		deadline := rec.AcquisitionDeadline()
+		if d := deadline.Sub(polled); d > l.lockDur {
+			l.lockDur = d
+		}
+		job := l.w.toJob(rec)
+		if renew.Expired(time.Now(), deadline, 0) {
+			l.log.Warn("lock expired before the job started; releasing it", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset)
+			l.ack(&running{rec: rec, job: job}, AckRelease, ErrLockExpired, 0, time.Time{})
+			l.w.sem.Release(1)
+			continue
+		}
+		h := l.w.handlers[rec.Topic]
+		if h == nil { // cannot happen: the lane consumes registered topics only
+			l.ack(&running{rec: rec, job: job}, AckRelease, fmt.Errorf("worker: no handler for topic %q", rec.Topic), 0, time.Time{})
+			l.w.sem.Release(1)
+			continue
+		}
+		jctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+		r := &running{rec: rec, job: job, cancel: cancel, start: time.Now(), ran: true}
+		l.jobs[seq] = r
+		l.tracker.Add(seq, polled, deadline, l.lockDur)
+		if o := l.w.cfg.observer; o != nil {
+			o.JobStarted(job)
+		}
+		results := l.results
+		l.w.pool.Go(func() {
+			defer l.w.sem.Release(1)
+			start := time.Now()
+			err := safeHandle(jctx, h, job)
+			results <- result{seq: seq, err: err, took: time.Since(start)}
+		})
+	}
+
+	stopping := ctx.Done()
+	var expired <-chan struct{}
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for len(l.jobs) > 0 {
+		var wake <-chan time.Time
+		if next, ok := l.tracker.Next(); ok {
+			timer.Reset(time.Until(next))
+			wake = timer.C
+		}
+		select {
+		case res := <-l.results:
+			r, ok := l.jobs[res.seq]
+			if !ok {
+				continue // abandoned earlier; its record was released
+			}
+			ack := AckAccept
+			switch {
+			case res.err == nil:
+			case handler.IsPermanent(res.err):
+				ack = AckReject
+			default:
+				ack = AckRelease
+			}
+			l.finish(res.seq, r, ack, res.err, res.took)
+		case <-wake:
+			l.renewDue()
+		case <-stopping:
+			stopping = nil
+			expired = sd.expired
+		case <-expired:
+			for seq, r := range l.jobs {
+				l.abandon(seq, r, ErrShutdown)
+			}
+		}
+	}
+}
+
+func (l *lane) finish(seq uint64, r *running, ack Ack, err error, took time.Duration) {
+	deadline := l.tracker.Deadline(seq)
+	delete(l.jobs, seq)
+	l.tracker.Remove(seq)
+	r.cancel(nil)
+	l.ack(r, ack, err, took, deadline)
+}
+
+// abandon releases a job whose handler is still running and cancels its
+// context with cause; whatever the handler returns later is discarded.
+func (l *lane) abandon(seq uint64, r *running, cause error) {
+	deadline := l.tracker.Deadline(seq)
+	delete(l.jobs, seq)
+	l.tracker.Remove(seq)
+	r.cancel(cause)
+	l.log.Warn("releasing a running job", "reason", cause, "topic", r.rec.Topic, "partition", r.rec.Partition,
+		"offset", r.rec.Offset, "running_for", time.Since(r.start).Round(time.Millisecond), "lock_left", time.Until(deadline).Round(time.Millisecond))
+	l.ack(r, AckRelease, cause, time.Since(r.start), deadline)
+}
+
+// ack sends the terminal acknowledgement for r; deadline is the lock
+// deadline as tracked (zero: the one the record arrived with).
+func (l *lane) ack(r *running, ack Ack, err error, took time.Duration, deadline time.Time) {
+	switch ack {
+	case AckAccept:
+		r.rec.Ack(kgo.AckAccept)
+	case AckReject:
+		r.rec.Ack(kgo.AckReject)
+	default:
+		r.rec.Ack(kgo.AckRelease)
+	}
+	if o := l.w.cfg.observer; o != nil {
+		if deadline.IsZero() {
+			deadline = r.job.LockDeadline
+		}
+		o.JobFinished(r.job, Result{Ack: ack, Err: err, Ran: r.ran, Duration: took, LockLeft: time.Until(deadline)})
+	}
+}
+
+// renewDue renews the locks that are due and releases jobs over MaxHold or
+// whose lock was lost.
+func (l *lane) renewDue() {
+	now := time.Now()
+	due, over := l.tracker.Due(now)
+	for _, seq := range over {
+		if r, ok := l.jobs[seq]; ok {
+			l.abandon(seq, r, ErrMaxHold)
+		}
+	}
+	if len(due) == 0 {
+		return
+	}
+	for _, seq := range due {
+		l.jobs[seq].rec.Ack(kgo.AckRenew)
+	}
+	l.takeAckErrs()
+	sentAt := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), ackFlushTimeout)
+	flushErr := l.cl.FlushAcks(ctx)
+	cancel()
+	errs := l.takeAckErrs()
+	now = time.Now()
+	for _, seq := range due {
+		r := l.jobs[seq]
+		err := flushErr
+		if e := errs[topicPartition{r.rec.Topic, r.rec.Partition}]; e != nil {
+			err = e
+		}
+		if o := l.w.cfg.observer; o != nil {
+			o.LockRenewed(r.job, err)
+		}
+		if err == nil {
+			l.tracker.Renewed(seq, sentAt)
+			continue
+		}
+		l.log.Warn("lock renewal failed", "topic", r.rec.Topic, "partition", r.rec.Partition, "offset", r.rec.Offset, "error", err)
+		if !l.tracker.Deadline(seq).After(now) {
+			l.abandon(seq, r, ErrLockLost)
+			continue
+		}
+		l.tracker.RenewFailed(seq, now.Add(250*time.Millisecond))
+	}
+}
+
+// flush sends queued acknowledgements before the client closes.
+func (l *lane) flush() {
+	ctx, cancel := context.WithTimeout(context.Background(), ackFlushTimeout)
+	defer cancel()
+	if err := l.cl.FlushAcks(ctx); err != nil {
+		l.log.Warn("flushing acknowledgements at shutdown", "error", err)
+	}
+}
+
+// safeHandle runs h, turning a panic that escaped every middleware into a
+// permanent failure.
+func safeHandle(ctx context.Context, h handler.Handler, job *handler.Job) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &handler.PermanentError{Reason: handler.ReasonPanic, Err: &handler.PanicError{Value: v}}
+		}
+	}()
+	return h.Handle(ctx, job)
+}
+
+func (w *Worker) toJob(rec *kgo.Record) *handler.Job {
+	j := &handler.Job{
+		Topic:         rec.Topic,
+		Partition:     rec.Partition,
+		Offset:        rec.Offset,
+		Key:           rec.Key,
+		Value:         rec.Value,
+		Timestamp:     rec.Timestamp,
+		Group:         w.cfg.group,
+		DeliveryCount: rec.DeliveryCount(),
+		DeliveryLimit: w.deliveryLimit,
+		LockDeadline:  rec.AcquisitionDeadline(),
+	}
+	if len(rec.Headers) > 0 {
+		j.Headers = make([]handler.Header, len(rec.Headers))
+		for i, h := range rec.Headers {
+			j.Headers[i] = handler.Header{Key: h.Key, Value: h.Value}
+		}
+	}
+	return j
+}

@@ -1,0 +1,73 @@
+package worker_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/worker"
+)
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	t.Parallel()
+	nop := handler.Func(func(context.Context, *handler.Job) error { return nil })
+	valid := []worker.Option{worker.Brokers("127.0.0.1:9092"), worker.Group("g"), worker.Handle("jobs", nop)}
+	for _, tc := range []struct {
+		name string
+		opts []worker.Option
+		want string
+	}{
+		{"no brokers", []worker.Option{worker.Group("g"), worker.Handle("jobs", nop)}, "Brokers"},
+		{"empty broker", []worker.Option{worker.Brokers("")}, "Brokers: empty"},
+		{"no group", []worker.Option{worker.Group("")}, "Group"},
+		{"no handlers", []worker.Option{worker.Brokers("b:1"), worker.Group("g")}, "Handle: no handlers"},
+		{"nil handler", []worker.Option{worker.Handle("other", nil)}, `Handle("other"): handler is nil`},
+		{"topic twice", []worker.Option{worker.Handle("jobs", nop)}, `Handle("jobs"): topic registered twice`},
+		{"empty topic", []worker.Option{worker.Handle("", nop)}, "Handle: empty topic"},
+		{"nil middleware", []worker.Option{worker.Use(nil)}, "Use: middleware 0 is nil"},
+		{"zero concurrency", []worker.Option{worker.Concurrency(0)}, "Concurrency(0)"},
+		{"zero batch", []worker.Option{worker.BatchSize(0)}, "BatchSize(0)"},
+		{"batch over concurrency", []worker.Option{worker.Concurrency(2), worker.BatchSize(4)}, "BatchSize(4): larger than Concurrency(2)"},
+		{"negative lanes", []worker.Option{worker.Lanes(-1)}, "Lanes(-1)"},
+		{"negative shutdown", []worker.Option{worker.ShutdownTimeout(-time.Second)}, "ShutdownTimeout(-1s)"},
+		{"zero start timeout", []worker.Option{worker.StartTimeout(0)}, "StartTimeout(0s)"},
+		{"offset reset", []worker.Option{worker.AutoOffsetReset("oldest")}, `AutoOffsetReset("oldest")`},
+		{"negative margin", []worker.Option{worker.RenewMargin(-time.Second)}, "RenewMargin(-1s)"},
+		{"zero max hold", []worker.Option{worker.MaxHold(0)}, "MaxHold(0s)"},
+		{"negative limit", []worker.Option{worker.DeliveryLimit(-1)}, "DeliveryLimit(-1)"},
+		{"fetch wait", []worker.Option{worker.FetchMaxWait(0)}, "FetchMaxWait(0s)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			opts := tc.opts
+			if !strings.HasPrefix(tc.name, "no ") {
+				opts = append(append([]worker.Option{}, valid...), tc.opts...)
+			}
+			w, err := worker.New(opts...)
+			if err == nil {
+				t.Fatalf("New accepted %s", tc.name)
+			}
+			if w != nil {
+				t.Fatal("New returned a worker with an error")
+			}
+			if !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "worker: ") {
+				t.Fatalf("error %q does not name %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := worker.New(valid...); err != nil {
+		t.Fatalf("valid options: %v", err)
+	}
+}
+
+func TestNewReportsEveryBadOption(t *testing.T) {
+	t.Parallel()
+	_, err := worker.New(worker.Concurrency(0), worker.MaxHold(-1))
+	for _, want := range []string{"Brokers", "Group", "Handle", "Concurrency(0)", "MaxHold(-1ns)"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not name %s", err, want)
+		}
+	}
+}

@@ -1,0 +1,295 @@
+// Package worker runs shareq job handlers on a Kafka share group.
+//
+// A [Worker] joins a share group as several members, called lanes. Each
+// lane is one franz-go client with one goroutine that owns all of that
+// client's polls and acknowledgements. A lane fetches a small batch
+// (default one record), hands the jobs to a pool of handler goroutines
+// shared by all lanes, and acknowledges each record on its own goroutine as
+// the outcomes come back: ACCEPT on success, REJECT on a permanent failure,
+// RELEASE otherwise (see the handler package for the full table). Every
+// record of a batch is acknowledged before the lane polls again, because
+// franz-go accepts whatever the previous poll returned when it polls: so a
+// slow job holds back only its own lane while the other lanes keep taking
+// jobs. A lane polls only when the pool has room for a whole batch, so no
+// fetched record waits for a handler with its lock running.
+//
+// A job that runs close to the end of its lock has the lock renewed (Kafka
+// 4.2+), up to [MaxHold]. When Run's context is cancelled the worker stops
+// polling, lets running handlers finish for up to [ShutdownTimeout],
+// acknowledges them, cancels and releases the rest, and closes its clients.
+//
+// Delivery is at least once: see the handler package for what that means
+// for a handler.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sourcegraph/conc"
+	"github.com/sourcegraph/conc/pool"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"golang.org/x/sync/semaphore"
+
+	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/internal/groupcfg"
+	"github.com/shareq/shareq/middleware"
+)
+
+// Errors the worker returns from Run or records as a [Result.Err].
+var (
+	// ErrBrokersUnreachable: Run could not reach any seed broker.
+	ErrBrokersUnreachable = errors.New("worker: cannot reach the brokers")
+	// ErrShareGroupsUnsupported: the brokers lack the share group APIs
+	// (KIP-932); Apache Kafka 4.2 or newer is needed.
+	ErrShareGroupsUnsupported = errors.New("worker: the brokers do not support share groups (KIP-932); use Apache Kafka 4.2 or newer with share.version=1")
+	// ErrTopicMissing: a topic with a registered handler does not exist.
+	ErrTopicMissing = errors.New("worker: topic does not exist")
+	// ErrAlreadyRan: Run was called twice on one Worker.
+	ErrAlreadyRan = errors.New("worker: Run called twice; make a new Worker")
+
+	// ErrLockExpired: the record's lock had run out before its job could
+	// start; it is released without running.
+	ErrLockExpired = errors.New("worker: lock expired before the job started")
+	// ErrLockLost: a renewal failed and the lock ran out while the job
+	// ran; its context is cancelled and the record released.
+	ErrLockLost = errors.New("worker: lock lost while the job ran")
+	// ErrMaxHold: the job held its record for MaxHold; its context is
+	// cancelled and the record released.
+	ErrMaxHold = errors.New("worker: job held its lock for MaxHold")
+	// ErrShutdown: the worker stopped and the job did not finish within
+	// the shutdown timeout; its context is cancelled and the record
+	// released.
+	ErrShutdown = errors.New("worker: shut down before the job finished")
+)
+
+// Worker runs handlers for the jobs of a share group. Make one with [New]
+// and start it with [Worker.Run].
+type Worker struct {
+	cfg      *config
+	handlers map[string]handler.Handler
+	topics   []string
+	ran      atomic.Bool
+
+	// Set by Run.
+	sem           *semaphore.Weighted
+	pool          *pool.Pool
+	deliveryLimit int32
+	lanesActive   atomic.Int32
+}
+
+// New validates opts and returns a Worker. Every invalid option is
+// reported, each naming the option.
+func New(opts ...Option) (*Worker, error) {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	w := &Worker{cfg: cfg, handlers: make(map[string]handler.Handler)}
+	for _, r := range cfg.routes {
+		mws := append(append([]handler.Middleware{}, cfg.use...), r.mws...)
+		w.handlers[r.topic] = handler.Chain(middleware.Recover()(r.h), mws...)
+		w.topics = append(w.topics, r.topic)
+	}
+	return w, nil
+}
+
+// Topics returns the topics the worker has handlers for.
+func (w *Worker) Topics() []string { return append([]string(nil), w.topics...) }
+
+// Group returns the share group the worker joins.
+func (w *Worker) Group() string { return w.cfg.group }
+
+func (w *Worker) baseOpts() []kgo.Opt {
+	var opts []kgo.Opt
+	if len(w.cfg.brokers) > 0 {
+		opts = append(opts, kgo.SeedBrokers(w.cfg.brokers...))
+	}
+	return append(opts, w.cfg.clientOpts...)
+}
+
+// Run joins the share group and runs handlers until ctx is cancelled, then
+// stops gracefully and returns nil. It first checks that the brokers are
+// reachable and support share groups, that every topic exists, and sets
+// the group configuration asked for; a failed check is returned at once
+// with what to do about it. Run may be called once.
+func (w *Worker) Run(ctx context.Context) error {
+	if !w.ran.CompareAndSwap(false, true) {
+		return ErrAlreadyRan
+	}
+	log := w.cfg.logger.With("group", w.cfg.group)
+
+	admin, err := kgo.NewClient(w.baseOpts()...)
+	if err != nil {
+		return fmt.Errorf("worker: client options: %w", err)
+	}
+	defer admin.Close()
+	if err := w.start(ctx, admin); err != nil {
+		return err
+	}
+
+	w.sem = semaphore.NewWeighted(int64(w.cfg.concurrency))
+	w.pool = pool.New().WithMaxGoroutines(w.cfg.concurrency)
+	log.Info("worker started", "topics", w.topics, "lanes", w.cfg.lanes,
+		"concurrency", w.cfg.concurrency, "batch_size", w.cfg.batchSize, "delivery_limit", w.deliveryLimit)
+
+	lanes := make([]*lane, 0, w.cfg.lanes)
+	for i := range w.cfg.lanes {
+		l, err := w.newLane(i)
+		if err != nil {
+			for _, l := range lanes {
+				l.cl.Close()
+			}
+			return err
+		}
+		lanes = append(lanes, l)
+	}
+
+	// Every lane shares one shutdown deadline, set when ctx is done.
+	shutdown := newShutdown(ctx, w.cfg.shutdownTimeout)
+	defer shutdown.close()
+
+	var wg conc.WaitGroup
+	for _, l := range lanes {
+		wg.Go(func() { l.run(ctx, shutdown) })
+	}
+	wg.Wait()
+
+	done := make(chan struct{})
+	go func() { w.pool.Wait(); close(done) }()
+	for stuck := time.NewTicker(5 * time.Second); ; {
+		select {
+		case <-done:
+			stuck.Stop()
+			log.Info("worker stopped")
+			return nil
+		case <-stuck.C:
+			log.Warn("waiting for handlers that ignore their cancelled context; their records were released")
+		}
+	}
+}
+
+// start runs the start-up checks and reads the group's delivery limit.
+func (w *Worker) start(ctx context.Context, admin *kgo.Client) error {
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.startTimeout)
+	defer cancel()
+	if err := admin.Ping(ctx); err != nil {
+		return fmt.Errorf("%w %v: %v (check Brokers/ClientOpts, TLS and SASL settings, and that the brokers listen there)", ErrBrokersUnreachable, w.cfg.brokers, err)
+	}
+	adm := kadm.NewClient(admin)
+	versions, err := adm.ApiVersions(ctx)
+	if err != nil {
+		return fmt.Errorf("%w %v: api versions: %v", ErrBrokersUnreachable, w.cfg.brokers, err)
+	}
+	for _, v := range versions.Sorted() {
+		if v.Err != nil {
+			continue
+		}
+		for _, key := range []int16{kmsg.ShareGroupHeartbeat.Int16(), kmsg.ShareFetch.Int16(), kmsg.ShareAcknowledge.Int16()} {
+			if _, _, ok := v.KeyVersions(key); !ok {
+				return fmt.Errorf("%w (broker %d lacks %v)", ErrShareGroupsUnsupported, v.NodeID, kmsg.NameForKey(key))
+			}
+		}
+	}
+	topics, err := adm.ListTopics(ctx, w.topics...)
+	if err != nil {
+		return fmt.Errorf("worker: list topics: %w", err)
+	}
+	var missing []string
+	for _, t := range w.topics {
+		if d, ok := topics[t]; !ok || d.Err != nil {
+			missing = append(missing, t)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: %s (create it; shareq never creates topics)", ErrTopicMissing, strings.Join(missing, ", "))
+	}
+
+	set := map[string]string{}
+	if w.cfg.offsetReset != "" {
+		set[groupcfg.AutoOffsetReset] = w.cfg.offsetReset
+	}
+	if len(set) > 0 {
+		if err := groupcfg.Set(ctx, admin, w.cfg.group, set); err != nil {
+			return fmt.Errorf("worker: AutoOffsetReset: %w", err)
+		}
+	}
+	// Kafka 4.3 added share.renew.acknowledge.enable; renewals fail
+	// without it. Older brokers and kfake do not know it and renew anyway.
+	if err := groupcfg.Set(ctx, admin, w.cfg.group, map[string]string{groupcfg.RenewAckEnable: "true"}); err != nil &&
+		!errors.Is(err, kerr.InvalidConfig) && !errors.Is(err, kerr.InvalidRequest) {
+		return fmt.Errorf("worker: enable lock renewal (%s=true on group %q): %w", groupcfg.RenewAckEnable, w.cfg.group, err)
+	}
+
+	w.deliveryLimit = int32(w.cfg.deliveryLimit)
+	if w.deliveryLimit == 0 {
+		w.deliveryLimit = readLimit(ctx, admin, w.cfg.group)
+	}
+	return nil
+}
+
+// readLimit returns the group's delivery count limit: the group config,
+// else the broker default, else Kafka's default of 5.
+func readLimit(ctx context.Context, cl *kgo.Client, group string) int32 {
+	parse := func(m map[string]string, k string) int32 {
+		var n int32
+		if v, ok := m[k]; ok {
+			if _, err := fmt.Sscan(v, &n); err == nil && n > 0 {
+				return n
+			}
+		}
+		return 0
+	}
+	if m, err := groupcfg.Describe(ctx, cl, group, groupcfg.DeliveryCountLimit); err == nil {
+		if n := parse(m, groupcfg.DeliveryCountLimit); n > 0 {
+			return n
+		}
+	}
+	if m, err := groupcfg.Broker(ctx, cl, groupcfg.BrokerDeliveryCountLimit); err == nil {
+		if n := parse(m, groupcfg.BrokerDeliveryCountLimit); n > 0 {
+			return n
+		}
+	}
+	return 5
+}
+
+// shutdown is the one graceful-stop deadline all lanes share: it starts
+// when Run's context is done.
+type shutdown struct {
+	timeout time.Duration
+	expired chan struct{}
+	stop    func() bool
+	once    sync.Once
+}
+
+func newShutdown(ctx context.Context, timeout time.Duration) *shutdown {
+	s := &shutdown{timeout: timeout, expired: make(chan struct{})}
+	var t *time.Timer
+	var mu sync.Mutex
+	s.stop = context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		t = time.AfterFunc(timeout, func() { s.once.Do(func() { close(s.expired) }) })
+	})
+	prev := s.stop
+	s.stop = func() bool {
+		stopped := prev()
+		mu.Lock()
+		if t != nil {
+			t.Stop()
+		}
+		mu.Unlock()
+		return stopped
+	}
+	return s
+}
+
+func (s *shutdown) close() { s.stop() }

@@ -1,0 +1,290 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/worker"
+)
+
+func TestOutcomes(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 3)
+	b.produce(t, "ok", "release", "reject", "panic")
+
+	var mu sync.Mutex
+	runs := map[string][]int32{}
+	h := handler.Func(func(ctx context.Context, job *handler.Job) error {
+		key := string(job.Key)
+		mu.Lock()
+		runs[key] = append(runs[key], job.DeliveryCount)
+		mu.Unlock()
+		switch key {
+		case "release":
+			if job.DeliveryCount == 1 {
+				return errRetry
+			}
+		case "reject":
+			return handler.Permanent(errors.New("bad job"))
+		case "panic":
+			panic("boom")
+		}
+		return nil
+	})
+	b.start(t, h, worker.Concurrency(4))
+
+	b.obs.waitFor(t, 30*time.Second, "all outcomes", func(fs []finished) bool {
+		return count(fs, "ok", worker.AckAccept) == 1 && count(fs, "release", worker.AckRelease) == 1 &&
+			count(fs, "release", worker.AckAccept) == 1 && count(fs, "reject", worker.AckReject) == 1 &&
+			count(fs, "panic", worker.AckReject) == 1
+	})
+	// Rejected records are never delivered again; give the broker time to
+	// redeliver anything it would.
+	time.Sleep(b.c.LockDuration + time.Second)
+
+	mu.Lock()
+	defer mu.Unlock()
+	want := map[string]string{"ok": "[1]", "release": "[1 2]", "reject": "[1]", "panic": "[1]"}
+	for k, w := range want {
+		if got := fmt.Sprint(runs[k]); got != w {
+			t.Errorf("%s ran with delivery counts %s, want %s", k, got, w)
+		}
+	}
+	for _, f := range b.obs.snapshot() {
+		if f.key == "panic" {
+			var pe *handler.PanicError
+			if !errors.As(f.res.Err, &pe) || pe.Value != "boom" || !strings.Contains(string(pe.Stack), "worker_test") {
+				t.Errorf("panic outcome error = %v, want a PanicError with value and stack", f.res.Err)
+			}
+		}
+	}
+}
+
+// One slow job must not hold back the jobs behind it on its partition.
+func TestHeadOfLine(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	keys := []string{"slow"}
+	for i := range 200 {
+		keys = append(keys, fmt.Sprintf("fast-%03d", i))
+	}
+	b.produce(t, keys...)
+	slowTook := 3 * time.Second
+	var slowDone atomic.Int64
+	h := handler.Func(func(ctx context.Context, job *handler.Job) error {
+		if string(job.Key) == "slow" {
+			time.Sleep(slowTook)
+			slowDone.Store(time.Now().UnixNano())
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+		return nil
+	})
+	b.start(t, h, worker.Lanes(8), worker.Concurrency(8))
+	fs := b.obs.waitFor(t, 60*time.Second, "all 201 jobs", func(fs []finished) bool {
+		n := 0
+		for _, f := range fs {
+			if f.res.Ack == worker.AckAccept {
+				n++
+			}
+		}
+		return n == 201
+	})
+	slowAt := time.Unix(0, slowDone.Load())
+	var lastFast time.Time
+	for _, f := range fs {
+		if strings.HasPrefix(f.key, "fast-") && f.at.After(lastFast) {
+			lastFast = f.at
+		}
+		if f.count != 1 {
+			t.Errorf("%s delivered %d times", f.key, f.count)
+		}
+	}
+	if !lastFast.Before(slowAt) {
+		t.Fatalf("last fast job acked %v after the slow job finished", lastFast.Sub(slowAt))
+	}
+	t.Logf("%s: 200 fast jobs done %v before the slow one", b.c.Kind, slowAt.Sub(lastFast).Round(time.Millisecond))
+}
+
+// A job that runs three lock durations keeps its lock by renewing it: it
+// completes once and no other member gets it.
+func TestRenewLongJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	b.produce(t, "long")
+	var runs atomic.Int32
+	h := handler.Func(func(ctx context.Context, job *handler.Job) error {
+		runs.Add(1)
+		select {
+		case <-time.After(3 * b.c.LockDuration):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	b.start(t, h)
+	// A second member of the group would take the record if its lock ran
+	// out.
+	other := b.start(t, h)
+	fs := b.obs.waitFor(t, 6*b.c.LockDuration+30*time.Second, "the long job", func(fs []finished) bool {
+		return count(fs, "long", worker.AckAccept) == 1
+	})
+	time.Sleep(b.c.LockDuration + b.c.LockSweep + time.Second)
+	if err := other(); err != nil {
+		t.Fatal(err)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("long job ran %d times; finished: %s", n, summarize(b.obs.snapshot()))
+	}
+	if fs[0].res.LockLeft <= 0 {
+		t.Errorf("lock left at accept = %v, want positive", fs[0].res.LockLeft)
+	}
+	b.obs.mu.Lock()
+	defer b.obs.mu.Unlock()
+	if b.obs.renewed < 3 || b.obs.renewErr != 0 {
+		t.Fatalf("renewals %d (failed %d), want at least 3 and none failed", b.obs.renewed, b.obs.renewErr)
+	}
+}
+
+// A member that dies holding a record without acknowledging it: the record
+// goes to another member once its lock runs out.
+func TestCrashedMemberRecordRedelivered(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	b.produce(t, "job")
+	key, kill := startCrashMember(t, b)
+	kill()
+	var counts []int32
+	var mu sync.Mutex
+	h := handler.Func(func(ctx context.Context, job *handler.Job) error {
+		mu.Lock()
+		counts = append(counts, job.DeliveryCount)
+		mu.Unlock()
+		return nil
+	})
+	b.start(t, h)
+	b.obs.waitFor(t, b.c.LockDuration+30*time.Second, "the crashed member's job", func(fs []finished) bool {
+		return count(fs, key, worker.AckAccept) == 1
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(counts) != 1 || counts[0] < 2 {
+		t.Fatalf("job ran with delivery counts %v, want once with count >= 2", counts)
+	}
+}
+
+// Stopping with jobs in flight: jobs that finish within the shutdown
+// timeout are accepted, the rest cancelled and released, and a new worker
+// gets exactly the released ones.
+func TestGracefulStop(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 2)
+	b.produce(t, "quick", "medium-1", "medium-2", "stuck-1", "stuck-2")
+	var started sync.WaitGroup
+	started.Add(4)
+	var mu sync.Mutex
+	runs := map[string][]int32{}
+	h := handler.Func(func(ctx context.Context, job *handler.Job) error {
+		key := string(job.Key)
+		mu.Lock()
+		runs[key] = append(runs[key], job.DeliveryCount)
+		mu.Unlock()
+		if job.DeliveryCount > 1 || key == "quick" {
+			return nil
+		}
+		started.Done()
+		d := 500 * time.Millisecond
+		if strings.HasPrefix(key, "stuck") {
+			d = time.Hour
+		}
+		select {
+		case <-time.After(d):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	stop := b.start(t, h, worker.Concurrency(5), worker.ShutdownTimeout(2*time.Second))
+	started.Wait()
+	b.obs.waitFor(t, 30*time.Second, "quick job", func(fs []finished) bool { return count(fs, "quick", worker.AckAccept) == 1 })
+	began := time.Now()
+	if err := stop(); err != nil {
+		t.Fatalf("Run returned %v on graceful stop", err)
+	}
+	if took := time.Since(began); took > 10*time.Second {
+		t.Errorf("stop took %v with a 2s shutdown timeout", took)
+	}
+	fs := b.obs.snapshot()
+	for _, k := range []string{"medium-1", "medium-2"} {
+		if count(fs, k, worker.AckAccept) != 1 {
+			t.Errorf("%s not accepted at stop: %s", k, summarize(fs))
+		}
+	}
+	for _, k := range []string{"stuck-1", "stuck-2"} {
+		if count(fs, k, worker.AckRelease) != 1 || count(fs, k, worker.AckAccept) != 0 {
+			t.Errorf("%s not released at stop: %s", k, summarize(fs))
+		}
+	}
+	for _, f := range fs {
+		if strings.HasPrefix(f.key, "stuck") && !errors.Is(f.res.Err, worker.ErrShutdown) {
+			t.Errorf("%s released with %v, want ErrShutdown", f.key, f.res.Err)
+		}
+	}
+
+	// A new worker gets the released jobs and only those.
+	b2 := *b
+	b2.obs = newRecorder()
+	b2.start(t, h)
+	b2.obs.waitFor(t, 30*time.Second, "released jobs", func(fs []finished) bool {
+		return count(fs, "stuck-1", worker.AckAccept) == 1 && count(fs, "stuck-2", worker.AckAccept) == 1
+	})
+	time.Sleep(time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	want := map[string]string{"quick": "[1]", "medium-1": "[1]", "medium-2": "[1]", "stuck-1": "[1 2]", "stuck-2": "[1 2]"}
+	for k, w := range want {
+		if got := fmt.Sprint(runs[k]); got != w {
+			t.Errorf("%s ran with delivery counts %s, want %s", k, got, w)
+		}
+	}
+}
+
+func TestStartupChecks(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	nop := handler.Func(func(context.Context, *handler.Job) error { return nil })
+	run := func(opts ...worker.Option) error {
+		w, err := worker.New(append([]worker.Option{worker.Group(b.group), worker.Logger(testLogger(t)), worker.StartTimeout(3 * time.Second)}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return w.Run(ctx)
+	}
+	err := run(worker.Brokers(b.c.Seeds...), worker.Handle("no-such-topic-"+b.topic, nop))
+	if !errors.Is(err, worker.ErrTopicMissing) || !strings.Contains(err.Error(), "no-such-topic-") {
+		t.Errorf("missing topic: %v", err)
+	}
+	err = run(worker.Brokers("127.0.0.1:1"), worker.Handle(b.topic, nop))
+	if !errors.Is(err, worker.ErrBrokersUnreachable) {
+		t.Errorf("unreachable brokers: %v", err)
+	}
+	w, _ := worker.New(worker.Brokers(b.c.Seeds...), worker.Group(b.group), worker.Handle(b.topic, nop))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := w.Run(ctx); err == nil {
+		// A cancelled context may fail the checks or stop at once; either
+		// way a second Run is refused.
+		if err := w.Run(context.Background()); !errors.Is(err, worker.ErrAlreadyRan) {
+			t.Errorf("second Run: %v", err)
+		}
+	}
+}
