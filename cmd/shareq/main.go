@@ -1,0 +1,75 @@
+// Command shareq is the shareq operator tool.
+//
+//	shareq dev [-port 9092] [-topics a,b] [-partitions 6]
+//	    run an in-process Kafka broker with share groups for local
+//	    development, until interrupted
+//	shareq dlq list|show|replay ...
+//	    inspect parked jobs and move them back to their topic
+//
+// Commands that talk to a cluster take -brokers (default $SHAREQ_BROKERS,
+// else 127.0.0.1:9092).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// errUsage makes main exit with status 2 after the usage was printed.
+var errUsage = errors.New("usage")
+
+type command struct {
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+var commands = map[string]command{
+	"dev": {"run an in-process Kafka broker for local development", runDev},
+}
+
+// commandOrder lists commands in the order usage shows them.
+var commandOrder = []string{"dev", "dlq"}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	switch {
+	case err == nil:
+	case errors.Is(err, errUsage), errors.Is(err, flag.ErrHelp):
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "shareq:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		return errUsage
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "shareq: unknown command %q\n\n", args[0])
+		usage(stderr)
+		return errUsage
+	}
+	return c.run(ctx, args[1:], stdout, stderr)
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: shareq <command> [flags]\n\ncommands:")
+	for _, name := range commandOrder {
+		if c, ok := commands[name]; ok {
+			fmt.Fprintf(w, "  %-8s %s\n", name, c.summary)
+		}
+	}
+	fmt.Fprintln(w, "\nRun 'shareq <command> -h' for a command's flags.")
+}

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestUsage(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), nil, &out, &errOut); !errors.Is(err, errUsage) {
+		t.Fatalf("no command: %v", err)
+	}
+	if !strings.Contains(errOut.String(), "dev") {
+		t.Fatalf("usage does not list dev: %s", errOut.String())
+	}
+	errOut.Reset()
+	if err := run(context.Background(), []string{"nope"}, &out, &errOut); !errors.Is(err, errUsage) || !strings.Contains(errOut.String(), `unknown command "nope"`) {
+		t.Fatalf("unknown command: %v %s", err, errOut.String())
+	}
+}
+
+func TestDevServesShareGroups(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errOut bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"dev", "-port", strconv.Itoa(port), "-topics", "jobs", "-partitions", "2"}, &out, &errOut)
+	}()
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pctx, pcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer pcancel()
+	for {
+		if err = cl.ProduceSync(pctx, &kgo.Record{Topic: "jobs", Value: []byte("x")}).FirstErr(); err == nil || pctx.Err() != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cl.Close()
+	if err != nil {
+		t.Fatalf("produce to dev broker: %v", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("dev: %v (%s)", err, errOut.String())
+	}
+	if !strings.Contains(out.String(), "listening on "+addr) {
+		t.Fatalf("output: %s", out.String())
+	}
+}
