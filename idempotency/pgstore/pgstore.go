@@ -1,0 +1,329 @@
+// Package pgstore is the Postgres [idempotency.Store], on pgx/v5. Each
+// claim is a row in a claim table (shareq_processed_jobs, created by the
+// migrations package), inserted in the transaction that the handler writes
+// its side effects through, so the claim and the side effects commit
+// together.
+//
+// Wire it up once, and check the table at start-up:
+//
+//	store, err := pgstore.New(pool)
+//	...
+//	if err := store.Check(ctx); err != nil { ... } // missing table: apply migrations.Up
+//	claims, err := idempotency.Middleware(store)
+//
+// and write side effects through the claim's transaction:
+//
+//	func handle(ctx context.Context, job *handler.Job) error {
+//		tx := pgstore.Tx(ctx)
+//		_, err := tx.Exec(ctx, "INSERT INTO thumbnails (image_id, url) VALUES ($1, $2)", id, url)
+//		return err
+//	}
+//
+// A claim holds a pooled connection and a transaction open while the
+// handler runs: size the pool for the worker's concurrency plus what the
+// rest of the application needs, and keep handlers that hold a claim short
+// of long waits on other systems.
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/shareq/shareq/idempotency"
+)
+
+var (
+	_ idempotency.Store   = (*Store)(nil)
+	_ idempotency.Sweeper = (*Store)(nil)
+)
+
+// Defaults for the options of [New].
+const (
+	// TableDefault is the claim table, as created by migrations.Up.
+	TableDefault = "shareq_processed_jobs"
+	// SweepBatchDefault is how many rows one DELETE of [Store.Sweep]
+	// removes at most.
+	SweepBatchDefault = 1000
+)
+
+// rollbackTimeout bounds the rollback of a claim whose context is already
+// done, so the connection goes back to the pool clean instead of being
+// closed.
+const rollbackTimeout = 5 * time.Second
+
+// ErrNoTable is matched (errors.Is) by the error of [Store.Check],
+// [Store.Claim], [Store.ClaimTx] and [Store.Sweep] when the claim table does
+// not exist. Its message says to apply the migrations.
+var ErrNoTable = errors.New("pgstore: claim table does not exist")
+
+// DB is what a [Store] needs from Postgres: a *pgxpool.Pool fits, and so
+// does a *pgx.Conn for a store used from one goroutine at a time. A pgx.Tx
+// fits too, but then every claim is a savepoint that lasts only if that
+// transaction commits; use [Store.ClaimTx] for that instead.
+type DB interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// An Option configures [New].
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	table      string
+	sweepBatch int
+}
+
+// Table sets the claim table: a lower-case Postgres identifier, optionally
+// qualified by a schema ("jobs.processed"). The table needs the columns
+// key (text, primary key or unique) and claimed_at (timestamptz, default
+// now()), as in the migrations package. Default [TableDefault], found
+// through the connection's search_path.
+func Table(name string) Option {
+	return optionFunc(func(c *config) { c.table = name })
+}
+
+// SweepBatch sets how many rows one DELETE of [Store.Sweep] removes at
+// most; Sweep repeats it until no old row is left, so locks stay short on
+// a large table. Default [SweepBatchDefault].
+func SweepBatch(n int) Option {
+	return optionFunc(func(c *config) { c.sweepBatch = n })
+}
+
+// Store is the Postgres [idempotency.Store]. It is safe for concurrent use
+// when its [DB] is (a pool is).
+type Store struct {
+	db       DB
+	table    string // as given, for messages
+	claimSQL string
+	sweepSQL string
+	checkSQL string
+	batch    int
+}
+
+var identRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// New returns a Store that keeps claims in db. It checks its options, not
+// the database: call [Store.Check] at start-up for that.
+func New(db DB, opts ...Option) (*Store, error) {
+	c := &config{table: TableDefault, sweepBatch: SweepBatchDefault}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(c)
+		}
+	}
+	var errs []error
+	if db == nil {
+		errs = append(errs, errors.New("pgstore: nil DB"))
+	}
+	parts := strings.Split(c.table, ".")
+	if len(parts) > 2 {
+		parts = nil
+	}
+	for _, p := range parts {
+		if !identRE.MatchString(p) {
+			parts = nil
+			break
+		}
+	}
+	if parts == nil {
+		errs = append(errs, fmt.Errorf("pgstore: Table(%q): want a lower-case identifier of at most 63 bytes, optionally schema-qualified (schema.table)", c.table))
+	}
+	if c.sweepBatch < 1 {
+		errs = append(errs, fmt.Errorf("pgstore: SweepBatch(%d): must be at least 1", c.sweepBatch))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	t := pgx.Identifier(parts).Sanitize()
+	return &Store{
+		db:       db,
+		table:    c.table,
+		claimSQL: "INSERT INTO " + t + " (key) VALUES ($1) ON CONFLICT (key) DO NOTHING",
+		sweepSQL: "DELETE FROM " + t + " WHERE key IN (SELECT key FROM " + t +
+			" WHERE claimed_at < $1 ORDER BY claimed_at LIMIT $2 FOR UPDATE SKIP LOCKED)",
+		checkSQL: "SELECT key, claimed_at FROM " + t + " LIMIT 0",
+		batch:    c.sweepBatch,
+	}, nil
+}
+
+// Tx returns the transaction of the claim that ctx runs in, or nil when
+// ctx carries none (the handler is not wrapped in idempotency.Middleware
+// with a pgstore Store). A handler writes its side effects through it, so
+// that they commit with the claim:
+//
+//	tx := pgstore.Tx(ctx)
+//	if tx == nil {
+//		return handler.Permanent(errors.New("thumbnails: no claim transaction; wrap the handler in idempotency.Middleware"))
+//	}
+//	_, err := tx.Exec(ctx, "INSERT INTO thumbnails (image_id, url) VALUES ($1, $2)", id, url)
+//
+// The handler must neither commit nor roll back the transaction: the store
+// does, after the handler returns. An error from a statement in it aborts
+// the transaction; return it (a handler that swallows it makes the commit
+// fail, and the job is retried).
+func Tx(ctx context.Context) pgx.Tx {
+	tx, _ := idempotency.Tx(ctx).(pgx.Tx)
+	return tx
+}
+
+// Claim claims key in a new transaction and runs fn with the transaction
+// in its context (see [Tx]), as described on [idempotency.Store]: it
+// begins, inserts key with ON CONFLICT DO NOTHING, and rolls back without
+// calling fn when key was there; otherwise it calls fn, rolls back and
+// returns fn's error unchanged when fn fails, and commits when it
+// succeeds. A claim of key in another transaction that has not finished
+// makes the insert wait for it.
+//
+// A commit that fails returns an error, also when its outcome is unknown
+// (the connection was lost during COMMIT): the claim row and fn's writes
+// were then either both committed or both rolled back, and a later Claim
+// of key either finds the row or runs fn again.
+func (s *Store) Claim(ctx context.Context, key string, fn func(ctx context.Context) error) (claimed bool, err error) {
+	if key == "" {
+		return false, fmt.Errorf("pgstore: claim: %w", idempotency.ErrEmptyKey)
+	}
+	tx, err := s.db.Begin(ctx)
+	if err != nil {
+		return false, fmt.Errorf("pgstore: claim %q: begin: %w", key, err)
+	}
+	done := false
+	defer func() {
+		// Rolls back on every path but a commit, including a panic in fn.
+		if !done {
+			rollback(ctx, tx)
+		}
+	}()
+	ok, err := s.ClaimTx(ctx, tx, key)
+	if err != nil || !ok {
+		return false, err
+	}
+	if err := fn(idempotency.WithTx(ctx, tx)); err != nil {
+		return false, err
+	}
+	done = true
+	if err := tx.Commit(ctx); err != nil {
+		return false, fmt.Errorf("pgstore: claim %q: commit: %w", key, err)
+	}
+	return true, nil
+}
+
+// rollback rolls tx back even when ctx is done, so that a cancelled
+// handler's connection returns to the pool clean. Its error is dropped:
+// pgx closes a connection whose rollback failed, and the server rolls back
+// the transaction of a closed connection.
+func rollback(ctx context.Context, tx pgx.Tx) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+	defer cancel()
+	_ = tx.Rollback(ctx)
+}
+
+// ClaimTx claims key inside tx, the caller's transaction, and reports
+// whether it did: false means key is already claimed (by a committed
+// transaction, or earlier in tx). The claim lasts only if the caller
+// commits tx, together with whatever else tx wrote; use it to claim a job
+// from code that already runs in a transaction. Like [Store.Claim], it
+// waits for an unfinished claim of key in another transaction.
+func (s *Store) ClaimTx(ctx context.Context, tx pgx.Tx, key string) (bool, error) {
+	if key == "" {
+		return false, fmt.Errorf("pgstore: claim: %w", idempotency.ErrEmptyKey)
+	}
+	tag, err := tx.Exec(ctx, s.claimSQL, key)
+	if err != nil {
+		return false, fmt.Errorf("pgstore: claim %q: %w", key, s.explain(err))
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// Sweep deletes the claims made before olderThan, at most [SweepBatch]
+// rows per statement, and returns how many it deleted. It compares
+// olderThan with claimed_at, which the database's clock set: a retention
+// of days does not mind clock skew between hosts, but keep it in mind for
+// short ones. A deleted key can be claimed again, so keep claims longer
+// than a job can be delivered again (at least the topic's retention). Rows
+// locked by a concurrent Sweep are skipped. When ctx is done between two
+// statements, Sweep returns what it deleted so far with the error.
+func (s *Store) Sweep(ctx context.Context, olderThan time.Time) (int64, error) {
+	var total int64
+	for {
+		tag, err := s.db.Exec(ctx, s.sweepSQL, olderThan, s.batch)
+		if err != nil {
+			return total, fmt.Errorf("pgstore: sweep: %w", s.explain(err))
+		}
+		n := tag.RowsAffected()
+		total += n
+		if n < int64(s.batch) {
+			return total, nil
+		}
+	}
+}
+
+// Check verifies, in a transaction it rolls back, that the claim table
+// exists with its key and claimed_at columns and that a claim can be
+// inserted (key is unique, the role may insert). Call it at start-up to
+// fail fast: the error for a missing table matches [ErrNoTable] and reads
+// "pgstore: table shareq_processed_jobs does not exist: apply migrations
+// (migrations.Up)".
+func (s *Store) Check(ctx context.Context) error {
+	tx, err := s.db.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("pgstore: check: %w", err)
+	}
+	defer rollback(ctx, tx)
+	if _, err := tx.Exec(ctx, s.checkSQL); err != nil {
+		return s.checkError(err)
+	}
+	if _, err := tx.Exec(ctx, s.claimSQL, "shareq:pgstore-check"); err != nil {
+		return s.checkError(err)
+	}
+	return nil
+}
+
+func (s *Store) checkError(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "42703": // undefined_column
+			return fmt.Errorf("pgstore: table %s lacks a column: apply migrations (migrations.Up): %w", s.table, err)
+		case "42P10": // invalid_column_reference: no unique index for ON CONFLICT (key)
+			return fmt.Errorf("pgstore: table %s: column key is not its primary key: apply migrations (migrations.Up): %w", s.table, err)
+		}
+	}
+	if err = s.explain(err); errors.Is(err, ErrNoTable) {
+		return fmt.Errorf("pgstore: %w", err)
+	}
+	return fmt.Errorf("pgstore: check table %s: %w", s.table, err)
+}
+
+// explain turns Postgres's undefined_table error into one that says what
+// to do.
+func (s *Store) explain(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42P01" {
+		return &noTableError{table: s.table, err: err}
+	}
+	return err
+}
+
+type noTableError struct {
+	table string
+	err   error
+}
+
+func (e *noTableError) Error() string {
+	return "table " + e.table + " does not exist: apply migrations (migrations.Up)"
+}
+
+func (e *noTableError) Is(target error) bool { return target == ErrNoTable }
+
+func (e *noTableError) Unwrap() error { return e.err }
