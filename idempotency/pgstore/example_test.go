@@ -1,0 +1,55 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"log"
+	"os"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/idempotency"
+	"github.com/shareq/shareq/idempotency/pgstore"
+	"github.com/shareq/shareq/migrations"
+)
+
+// A thumbnail handler whose database write commits with the job's claim:
+// a job delivered twice inserts one row.
+func Example() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+
+	// At start-up: create the claim table, then check it.
+	if err := migrations.Up(ctx, pool); err != nil {
+		log.Fatal(err)
+	}
+	store, err := pgstore.New(pool)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := store.Check(ctx); err != nil {
+		log.Fatal(err)
+	}
+	claims, err := idempotency.Middleware(store)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	thumbnail := handler.Func(func(ctx context.Context, job *handler.Job) error {
+		tx := pgstore.Tx(ctx)
+		if tx == nil {
+			return handler.Permanent(errors.New("thumbnail: no claim transaction"))
+		}
+		// ... make the thumbnail, then record it in the claim's transaction:
+		_, err := tx.Exec(ctx, "INSERT INTO thumbnails (image, url) VALUES ($1, $2)", job.Key, "https://cdn.invalid/t.jpg")
+		return err
+	})
+
+	h := handler.Chain(thumbnail, claims)
+	_ = h // register h with the worker: worker.Handle("images", h)
+}
