@@ -83,7 +83,7 @@ func (b *bundle) start(t *testing.T, h handler.Handler, opts ...worker.Option) (
 	return stop
 }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	if testing.Verbose() {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}

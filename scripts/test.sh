@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# The project's test command (make test): vet, then every test with the
+# race detector against an in-process kfake cluster, then the Kafka suite
+# again against a real Apache Kafka broker. Postgres and the broker are
+# installed and started here when they are not already running, and the
+# ones this script started are stopped at the end.
+#
+# Full logs: .cache/test-logs/. SHAREQ_TEST_REAL=0 skips the real-broker pass
+# (never in CI).
+set -euo pipefail
+
+repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo_root"
+# shellcheck source=versions.env
+. scripts/versions.env
+logs=.cache/test-logs
+mkdir -p "$logs"
+
+started=()
+cleanup() {
+  local s
+  for s in "${started[@]}"; do
+    "scripts/$s.sh" down || true
+  done
+}
+trap cleanup EXIT
+
+say() { printf '\n== %s\n' "$*"; }
+
+# ensure NAME: reuse a running service, else start it and stop it at exit.
+ensure() {
+  if "scripts/$1.sh" status >/dev/null 2>&1; then
+    echo "$1: reusing the running instance"
+  else
+    started+=("$1")
+    "scripts/$1.sh" up
+  fi
+}
+
+# gotest LABEL ARGS...: run go test verbosely into a log, show the result
+# lines and failures, and add to the pass/fail counts.
+passed=0 failed=0 skipped=0
+gotest() {
+  local label=$1 log="$logs/$1.log" rc=0
+  shift
+  go test -race -count=1 -v "$@" >"$log" 2>&1 || rc=$?
+  grep -E '^(ok|FAIL|panic:|--- FAIL|    --- FAIL|\s+[a-z_]+\.go:[0-9]+:)|^\s+.*_test\.go:[0-9]+:' "$log" | grep -v '^=== ' || true
+  local p f s
+  p=$(grep -cE '^\s*--- PASS' "$log" || true)
+  f=$(grep -cE '^\s*--- FAIL' "$log" || true)
+  s=$(grep -cE '^\s*--- SKIP' "$log" || true)
+  echo "$label: $p passed, $f failed, $s skipped (log: $log)"
+  passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
+  if [[ $rc -ne 0 && $f -eq 0 ]]; then
+    # A build failure, panic or timeout fails no named test; count it.
+    failed=$((failed + 1))
+    tail -40 "$log"
+  fi
+}
+
+say "go vet"
+go vet ./...
+
+say "services"
+ensure postgres
+SHAREQ_TEST_DATABASE_URL=$(scripts/postgres.sh url)
+export SHAREQ_TEST_DATABASE_URL
+real=${SHAREQ_TEST_REAL:-1}
+if [[ ${CI:-} == true ]]; then real=1; fi
+if [[ $real == 1 ]]; then
+  ensure kafka
+fi
+
+say "all tests, Kafka suite on kfake"
+SHAREQ_TEST_BROKERS=kfake gotest kfake ./...
+
+if [[ $real == 1 ]]; then
+  # Packages whose tests reach Kafka through internal/kafkatest.
+  mapfile -t kafka_pkgs < <(go list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... |
+    awk '/internal\/kafkatest/ && $1 !~ /internal\/kafkatest$/ {print $1}')
+  say "Kafka suite on Apache Kafka $KAFKA_VERSION (127.0.0.1:$KAFKA_PORT): ${kafka_pkgs[*]}"
+  SHAREQ_TEST_BROKERS=127.0.0.1:$KAFKA_PORT gotest kafka "${kafka_pkgs[@]}"
+fi
+
+say "total"
+echo "$passed passed, $failed failed, $skipped skipped"
+[[ $failed -eq 0 ]]

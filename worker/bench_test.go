@@ -1,0 +1,103 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/internal/kafkatest"
+	"github.com/shareq/shareq/worker"
+)
+
+// BenchmarkNoop measures the framework's cost per job: a no-op handler
+// behind shareq's lanes, against a raw franz-go share-consume loop (one
+// client, default batches, accept all) in the same process. Each
+// sub-benchmark consumes b.N fresh 100-byte records from 6 partitions and
+// reports jobs/s and, for shareq, the ratio to the raw loop's rate.
+//
+//	go test -run '^$' -bench Noop -benchtime 20000x ./worker
+func BenchmarkNoop(b *testing.B) {
+	var rawRate float64
+	b.Run("raw-franz-go", func(b *testing.B) {
+		c, topic, group := benchSetup(b)
+		cl := c.ShareConsumer(b, group, []string{topic})
+		b.ResetTimer()
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		for n := 0; n < b.N; {
+			fs := cl.PollFetches(ctx)
+			if ctx.Err() != nil {
+				b.Fatalf("consumed %d of %d", n, b.N)
+			}
+			fs.EachRecord(func(r *kgo.Record) { r.Ack(kgo.AckAccept); n++ })
+		}
+		if err := cl.FlushAcks(ctx); err != nil {
+			b.Fatal(err)
+		}
+		rawRate = float64(b.N) / time.Since(start).Seconds()
+		b.ReportMetric(rawRate, "jobs/s")
+	})
+	for _, tc := range []struct{ lanes, batch, concurrency int }{
+		{1, 1, 1}, {8, 1, 8}, {24, 1, 24}, {1, 100, 100}, {4, 100, 400}, {8, 50, 400},
+	} {
+		b.Run(fmt.Sprintf("shareq/lanes=%d/batch=%d", tc.lanes, tc.batch), func(b *testing.B) {
+			c, topic, group := benchSetup(b)
+			var done atomic.Int64
+			all := make(chan struct{})
+			nop := handler.Func(func(context.Context, *handler.Job) error {
+				if done.Add(1) == int64(b.N) {
+					close(all)
+				}
+				return nil
+			})
+			w, err := worker.New(worker.Brokers(c.Seeds...), worker.Group(group), worker.Handle(topic, nop),
+				worker.Lanes(tc.lanes), worker.BatchSize(tc.batch), worker.Concurrency(tc.concurrency),
+				worker.Logger(testLogger(nil)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			ran := make(chan error, 1)
+			b.ResetTimer()
+			start := time.Now()
+			go func() { ran <- w.Run(ctx) }()
+			select {
+			case <-all:
+			case <-time.After(10 * time.Minute):
+				b.Errorf("done %d of %d in 10 minutes", done.Load(), b.N)
+			}
+			rate := float64(b.N) / time.Since(start).Seconds()
+			b.StopTimer()
+			cancel()
+			if err := <-ran; err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(rate, "jobs/s")
+			if rawRate > 0 {
+				b.ReportMetric(rate/rawRate, "x_raw")
+			}
+		})
+	}
+}
+
+func benchSetup(b *testing.B) (*kafkatest.Cluster, string, string) {
+	b.Helper()
+	c := kafkatest.New(b)
+	topic, group := c.Topic(b, 6), c.Group(b)
+	value := make([]byte, 100)
+	const chunk = 10000
+	for i := 0; i < b.N; i += chunk {
+		var recs []*kgo.Record
+		for j := i; j < min(i+chunk, b.N); j++ {
+			recs = append(recs, &kgo.Record{Topic: topic, Value: value})
+		}
+		c.Produce(b, recs...)
+	}
+	return c, topic, group
+}
