@@ -1,0 +1,44 @@
+// Package dlq parks jobs that cannot succeed in a dead-letter (DLQ) topic
+// and reads the DLQ envelope back.
+//
+// # Why workers park jobs themselves
+//
+// A share group's broker counts each record's deliveries and, when a
+// record that is released reaches the group's delivery limit
+// (share.delivery.count.limit, default 5), archives it silently: it is
+// never delivered again and nobody is told. [Middleware] therefore parks a
+// failing job on its last delivery, before the broker archives it, and
+// parks a permanently failing job ([handler.Permanent], a decode failure,
+// a recovered panic) at once. Parking produces the job to the DLQ topic
+// and waits for the broker's acknowledgement; only then does the
+// middleware return nil, so the worker ACCEPTs the record. When the
+// produce fails the middleware returns a [handler.RetryError] with reason
+// "dlq-produce" and the worker RELEASEs the record: a job is never
+// accepted without having been parked. On the last delivery that RELEASE
+// means the broker archives the job; that gap is logged at Error level.
+//
+// Use it with the worker like this, outside the idempotency middleware
+// and inside panic recovery:
+//
+//	park, err := dlq.Middleware(client, dlq.Redact(scrub))
+//	...
+//	worker.Use(recoverer, park, claims)
+//
+// # The envelope
+//
+// A DLQ record carries the job's key, value and headers unchanged,
+// including its [handler.JobIDHeader] header, followed by envelope headers
+// named shareq-dlq-* (see [HeaderReason] and the other Header constants)
+// with plain-text values: why the job was parked, the error text (and a
+// panic's stack), its delivery count, where it came from, the share
+// group, the worker's host, and when it was enqueued, first tried, last
+// tried and parked. [Parse] decodes such a record into a [Parked].
+//
+// Error text is stored in the DLQ topic and read by anyone who can read
+// that topic. If handler errors can contain secrets or personal data,
+// pass [Redact].
+//
+// A DLQ topic is an ordinary topic: create it (with a retention long
+// enough for someone to look at its jobs) before the workers start, one
+// per source topic by default ("<topic>.dlq", see [TopicSuffix]).
+package dlq

@@ -1,0 +1,366 @@
+package dlq
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shareq/shareq/handler"
+)
+
+// Header names of the DLQ envelope. [Middleware] adds them to every parked
+// record, after the job's own headers; [Parse] reads them back. Values are
+// plain UTF-8 text (numbers in decimal, times in RFC 3339 with nanoseconds,
+// UTC) so console tools such as kcat show them as they are.
+const (
+	// HeaderPrefix starts the name of every envelope header. Replay strips
+	// headers with this prefix before it re-produces a job.
+	HeaderPrefix = "shareq-dlq-"
+
+	// HeaderVersion is the envelope format version, "1".
+	HeaderVersion = HeaderPrefix + "version"
+	// HeaderReason is why the job was parked: the Reason of its
+	// [handler.PermanentError] ("permanent", "decode", "panic", or the
+	// caller's own), or "delivery-limit" when it failed with a retryable
+	// error on its last delivery. Required by [Parse].
+	HeaderReason = HeaderPrefix + "reason"
+	// HeaderError is the text of the handler's error, after the [Redact]
+	// function if one is set, truncated to [MaxErrorLength].
+	HeaderError = HeaderPrefix + "error"
+	// HeaderStack is the stack of a panicking handler (from a
+	// [handler.PanicError] in the error chain), truncated to
+	// [MaxStackLength]. Absent when the handler did not panic.
+	HeaderStack = HeaderPrefix + "stack"
+	// HeaderDeliveryCount is the delivery count of the attempt that was
+	// parked.
+	HeaderDeliveryCount = HeaderPrefix + "delivery-count"
+	// HeaderSourceTopic is the topic the job came from; Replay produces to
+	// it. Required by [Parse].
+	HeaderSourceTopic = HeaderPrefix + "source-topic"
+	// HeaderSourcePartition is the partition the job came from. Required
+	// by [Parse].
+	HeaderSourcePartition = HeaderPrefix + "source-partition"
+	// HeaderSourceOffset is the offset of the job's record in its source
+	// partition. Required by [Parse].
+	HeaderSourceOffset = HeaderPrefix + "source-offset"
+	// HeaderGroup is the share group that delivered the job (absent when
+	// the worker did not say).
+	HeaderGroup = HeaderPrefix + "group"
+	// HeaderEnqueuedAt is the source record's timestamp: when the job was
+	// produced (or appended, for topics with log-append time).
+	HeaderEnqueuedAt = HeaderPrefix + "enqueued-at"
+	// HeaderFirstAttemptAt is the best known start of the job's first
+	// failing attempt; see [Envelope.FirstAttemptAt] for exactly what it
+	// means.
+	HeaderFirstAttemptAt = HeaderPrefix + "first-attempt-at"
+	// HeaderLastAttemptAt is when the attempt that was parked ended.
+	HeaderLastAttemptAt = HeaderPrefix + "last-attempt-at"
+	// HeaderWorkerHost is the host name of the worker that parked the job.
+	HeaderWorkerHost = HeaderPrefix + "worker-host"
+	// HeaderParkedAt is when the worker built the DLQ record, just before
+	// producing it.
+	HeaderParkedAt = HeaderPrefix + "parked-at"
+
+	// HeaderReplayedFrom is added by [Replay] to a job it re-produces:
+	// "dlqtopic/partition/offset" of the DLQ record it came from. It is
+	// not an envelope header: it stays with the job, so a job that is
+	// parked again shows where its last replay came from.
+	HeaderReplayedFrom = "shareq-replayed-from"
+)
+
+// envelopeVersion is the value of HeaderVersion this package writes and reads.
+const envelopeVersion = "1"
+
+// ErrMalformed is returned (wrapped) by [Parse] and [ParseHeaders] when a
+// record is not a DLQ envelope this package can read: a required header is
+// missing, or a header's value does not parse.
+var ErrMalformed = errors.New("dlq: malformed DLQ record")
+
+// Envelope is the DLQ metadata of a parked job, carried in the
+// shareq-dlq-* headers (see the Header constants).
+type Envelope struct {
+	// Reason is why the job was parked (see [HeaderReason]).
+	Reason string
+	// Error is the handler's error text, possibly redacted and truncated.
+	Error string
+	// Stack is the panic stack, or "" when the handler did not panic.
+	Stack string
+	// DeliveryCount is the delivery count of the parked attempt (0 when
+	// the header is absent).
+	DeliveryCount int32
+	// SourceTopic, SourcePartition and SourceOffset locate the job's
+	// original record.
+	SourceTopic     string
+	SourcePartition int32
+	SourceOffset    int64
+	// Group is the share group that delivered the job, or "".
+	Group string
+	// EnqueuedAt is the source record's timestamp (zero when unknown).
+	EnqueuedAt time.Time
+	// FirstAttemptAt is the start of the earliest failing attempt the
+	// parking worker knew of. It is exact when the parked attempt was the
+	// first delivery, or when the same worker process saw the job fail
+	// earlier and still remembered it (see [TrackFirstAttempts]).
+	// Otherwise the worker cannot see earlier deliveries, made by other
+	// members or before a restart, and FirstAttemptAt is EnqueuedAt: a
+	// lower bound, not an attempt time.
+	FirstAttemptAt time.Time
+	// LastAttemptAt is when the parked attempt ended.
+	LastAttemptAt time.Time
+	// WorkerHost is the host name of the worker that parked the job.
+	WorkerHost string
+	// ParkedAt is when the DLQ record was built.
+	ParkedAt time.Time
+}
+
+// Parked is a record read from a DLQ topic: its envelope, where it sits in
+// the DLQ topic, and the job's own key, value and headers.
+type Parked struct {
+	Envelope
+
+	// Topic, Partition and Offset locate the DLQ record.
+	Topic     string
+	Partition int32
+	Offset    int64
+	// Timestamp is the DLQ record's timestamp.
+	Timestamp time.Time
+
+	// Key and Value are the job's key and value. [List] keeps only the
+	// first [PreviewBytes] of Value; ValueSize is always the full size.
+	Key       []byte
+	Value     []byte
+	ValueSize int
+	// Headers are the job's own headers, in order, without the envelope
+	// (shareq-dlq-*) headers.
+	Headers []kgo.RecordHeader
+
+	// Err is set by [List] on a record of the DLQ topic that is not a DLQ
+	// envelope (wrapping [ErrMalformed]); only the DLQ location, Key,
+	// Value and Headers are then filled in. [Parse] returns such an error
+	// instead.
+	Err error
+}
+
+// JobID returns the parked job's identity as [handler.Job.ID] computed it:
+// its [handler.JobIDHeader] header when present, else
+// "sourcetopic/partition/offset". Replay gives the re-produced job this ID.
+func (p *Parked) JobID() string {
+	for i := len(p.Headers) - 1; i >= 0; i-- {
+		if p.Headers[i].Key == handler.JobIDHeader && len(p.Headers[i].Value) > 0 {
+			return string(p.Headers[i].Value)
+		}
+	}
+	return sourceID(p.SourceTopic, p.SourcePartition, p.SourceOffset)
+}
+
+// Location returns "topic/partition/offset" of the DLQ record, the form of
+// the [HeaderReplayedFrom] header.
+func (p *Parked) Location() string {
+	return sourceID(p.Topic, p.Partition, p.Offset)
+}
+
+func sourceID(topic string, partition int32, offset int64) string {
+	return topic + "/" + strconv.FormatInt(int64(partition), 10) + "/" + strconv.FormatInt(offset, 10)
+}
+
+// Parse decodes a record read from a DLQ topic. It returns an error
+// wrapping [ErrMalformed] when the record is not a DLQ envelope.
+func Parse(r *kgo.Record) (Parked, error) {
+	if r == nil {
+		return Parked{}, fmt.Errorf("%w: nil record", ErrMalformed)
+	}
+	p := Parked{
+		Topic:     r.Topic,
+		Partition: r.Partition,
+		Offset:    r.Offset,
+		Timestamp: r.Timestamp,
+		Key:       r.Key,
+		Value:     r.Value,
+		ValueSize: len(r.Value),
+		Headers:   jobHeaders(r.Headers),
+	}
+	env, err := ParseHeaders(r.Headers)
+	if err != nil {
+		return p, fmt.Errorf("dlq: record %s: %w", p.Location(), err)
+	}
+	p.Envelope = env
+	return p, nil
+}
+
+// ParseHeaders decodes the envelope headers among hs; other headers are
+// ignored. When a header appears more than once the last one counts. The
+// reason and source headers are required; the others may be absent but
+// must parse when present.
+func ParseHeaders(hs []kgo.RecordHeader) (Envelope, error) {
+	var (
+		env  Envelope
+		seen = map[string]bool{}
+		errs []error
+	)
+	bad := func(name, value string, err error) {
+		errs = append(errs, fmt.Errorf("%w: header %s: %q: %v", ErrMalformed, name, clip(value, 64), err))
+	}
+	for _, h := range hs {
+		if !strings.HasPrefix(h.Key, HeaderPrefix) {
+			continue
+		}
+		v := string(h.Value)
+		seen[h.Key] = true
+		switch h.Key {
+		case HeaderVersion:
+			if v != envelopeVersion {
+				bad(h.Key, v, fmt.Errorf("unsupported envelope version (this build reads %s)", envelopeVersion))
+			}
+		case HeaderReason:
+			env.Reason = v
+		case HeaderError:
+			env.Error = v
+		case HeaderStack:
+			env.Stack = v
+		case HeaderDeliveryCount:
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err == nil && n < 0 {
+				err = errors.New("negative")
+			}
+			if err != nil {
+				bad(h.Key, v, err)
+			}
+			env.DeliveryCount = int32(n)
+		case HeaderSourceTopic:
+			env.SourceTopic = v
+		case HeaderSourcePartition:
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err == nil && n < 0 {
+				err = errors.New("negative")
+			}
+			if err != nil {
+				bad(h.Key, v, err)
+			}
+			env.SourcePartition = int32(n)
+		case HeaderSourceOffset:
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err == nil && n < 0 {
+				err = errors.New("negative")
+			}
+			if err != nil {
+				bad(h.Key, v, err)
+			}
+			env.SourceOffset = n
+		case HeaderGroup:
+			env.Group = v
+		case HeaderWorkerHost:
+			env.WorkerHost = v
+		case HeaderEnqueuedAt, HeaderFirstAttemptAt, HeaderLastAttemptAt, HeaderParkedAt:
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				bad(h.Key, v, err)
+			}
+			switch h.Key {
+			case HeaderEnqueuedAt:
+				env.EnqueuedAt = t
+			case HeaderFirstAttemptAt:
+				env.FirstAttemptAt = t
+			case HeaderLastAttemptAt:
+				env.LastAttemptAt = t
+			case HeaderParkedAt:
+				env.ParkedAt = t
+			}
+		}
+		// Unknown shareq-dlq-* headers are ignored: a newer writer may add
+		// headers without changing the version.
+	}
+	for _, name := range []string{HeaderReason, HeaderSourceTopic, HeaderSourcePartition, HeaderSourceOffset} {
+		if !seen[name] {
+			errs = append(errs, fmt.Errorf("%w: header %s is missing (was the record written by dlq.Middleware?)", ErrMalformed, name))
+		}
+	}
+	if seen[HeaderReason] && env.Reason == "" {
+		errs = append(errs, fmt.Errorf("%w: header %s is empty", ErrMalformed, HeaderReason))
+	}
+	if seen[HeaderSourceTopic] && env.SourceTopic == "" {
+		errs = append(errs, fmt.Errorf("%w: header %s is empty", ErrMalformed, HeaderSourceTopic))
+	}
+	if len(errs) > 0 {
+		return Envelope{}, errors.Join(errs...)
+	}
+	return env, nil
+}
+
+// headers returns the envelope as headers, in a fixed order. Empty
+// optional fields are left out.
+func (e Envelope) headers() []kgo.RecordHeader {
+	hs := make([]kgo.RecordHeader, 0, 15)
+	add := func(k, v string) { hs = append(hs, kgo.RecordHeader{Key: k, Value: []byte(v)}) }
+	addTime := func(k string, t time.Time) {
+		if !t.IsZero() {
+			add(k, t.UTC().Format(time.RFC3339Nano))
+		}
+	}
+	add(HeaderVersion, envelopeVersion)
+	add(HeaderReason, e.Reason)
+	add(HeaderError, e.Error)
+	if e.Stack != "" {
+		add(HeaderStack, e.Stack)
+	}
+	add(HeaderDeliveryCount, strconv.FormatInt(int64(e.DeliveryCount), 10))
+	add(HeaderSourceTopic, e.SourceTopic)
+	add(HeaderSourcePartition, strconv.FormatInt(int64(e.SourcePartition), 10))
+	add(HeaderSourceOffset, strconv.FormatInt(e.SourceOffset, 10))
+	if e.Group != "" {
+		add(HeaderGroup, e.Group)
+	}
+	addTime(HeaderEnqueuedAt, e.EnqueuedAt)
+	addTime(HeaderFirstAttemptAt, e.FirstAttemptAt)
+	addTime(HeaderLastAttemptAt, e.LastAttemptAt)
+	if e.WorkerHost != "" {
+		add(HeaderWorkerHost, e.WorkerHost)
+	}
+	addTime(HeaderParkedAt, e.ParkedAt)
+	return hs
+}
+
+// jobHeaders returns the headers of hs that are not envelope headers, in
+// a new slice (nil when there are none).
+func jobHeaders(hs []kgo.RecordHeader) []kgo.RecordHeader {
+	var out []kgo.RecordHeader
+	for _, h := range hs {
+		if !strings.HasPrefix(h.Key, HeaderPrefix) {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// truncated is appended to text cut by truncate.
+const truncated = " …[truncated]"
+
+// truncate returns s as valid UTF-8 of at most max bytes. Invalid UTF-8 is
+// replaced; text longer than max is cut on a rune boundary and ends with
+// a marker that says so.
+func truncate(s string, max int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= max {
+		return s
+	}
+	if max <= len(truncated) {
+		return clip(s, max)
+	}
+	return clip(s, max-len(truncated)) + truncated
+}
+
+// clip cuts valid UTF-8 s to at most max bytes on a rune boundary.
+func clip(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	n := max
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

@@ -1,0 +1,75 @@
+package dlq_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shareq/shareq/dlq"
+	"github.com/shareq/shareq/handler"
+)
+
+// memoryProducer stands in for a *kgo.Client: it keeps what it is given
+// and acknowledges it.
+type memoryProducer struct{ records []*kgo.Record }
+
+func (m *memoryProducer) ProduceSync(_ context.Context, rs ...*kgo.Record) kgo.ProduceResults {
+	var res kgo.ProduceResults
+	for _, r := range rs {
+		r.Offset = int64(len(m.records))
+		m.records = append(m.records, r)
+		res = append(res, kgo.ProduceResult{Record: r})
+	}
+	return res
+}
+
+func ExampleMiddleware() {
+	prod := &memoryProducer{} // in a worker: the *kgo.Client
+	park, err := dlq.Middleware(prod,
+		// Error text is stored in the DLQ topic: keep secrets out of it.
+		dlq.Redact(func(err error) string { return strings.ReplaceAll(err.Error(), "s3cret", "***") }),
+		dlq.OnPark(func(job *handler.Job, reason string) { fmt.Println("parked", job.ID(), "reason", reason) }),
+		dlq.Logger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+	)
+	if err != nil {
+		panic(err)
+	}
+	send := handler.Func(func(ctx context.Context, job *handler.Job) error {
+		return handler.Permanent(errors.New("smtp login with password s3cret refused"))
+	})
+	h := handler.Chain(send, park)
+
+	job := &handler.Job{
+		Topic: "emails", Partition: 0, Offset: 7,
+		Value:         []byte(`{"to":"ada@example.com"}`),
+		Headers:       []handler.Header{{Key: handler.JobIDHeader, Value: []byte("welcome-ada")}},
+		DeliveryCount: 1, DeliveryLimit: 5,
+	}
+	fmt.Println("handler result:", h.Handle(context.Background(), job))
+
+	// What an operator sees when reading the DLQ topic back.
+	p, err := dlq.Parse(prod.records[0])
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("dlq topic:", prod.records[0].Topic)
+	fmt.Println("reason:", p.Reason)
+	fmt.Println("error:", p.Error)
+	fmt.Printf("from: %s/%d/%d, delivery %d\n", p.SourceTopic, p.SourcePartition, p.SourceOffset, p.DeliveryCount)
+	fmt.Println("job id:", p.JobID())
+	fmt.Println("value:", string(p.Value))
+	// Output:
+	// parked welcome-ada reason permanent
+	// handler result: <nil>
+	// dlq topic: emails.dlq
+	// reason: permanent
+	// error: permanent failure (permanent): smtp login with password *** refused
+	// from: emails/0/7, delivery 1
+	// job id: welcome-ada
+	// value: {"to":"ada@example.com"}
+}

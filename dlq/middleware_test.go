@@ -1,0 +1,435 @@
+package dlq
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/shareq/shareq/handler"
+)
+
+func TestMiddlewareValidation(t *testing.T) {
+	t.Parallel()
+	p := &fakeProducer{}
+	tests := []struct {
+		name string
+		p    Producer
+		opts []Option
+		want string // substring of the error; "" for none
+	}{
+		{"defaults", p, nil, ""},
+		{"all options", p, []Option{Topic("dead"), DeliveryLimit(3), ProduceTimeout(time.Second), MaxErrorLength(100),
+			MaxStackLength(100), Redact(func(error) string { return "x" }), OnPark(func(*handler.Job, string) {}),
+			Logger(slog.Default()), TrackFirstAttempts(0)}, ""},
+		{"topic func", p, []Option{TopicFunc(func(*handler.Job) string { return "d" })}, ""},
+		{"nil producer", nil, nil, "producer is nil"},
+		{"nil option", p, []Option{nil}, "nil option"},
+		{"empty topic", p, []Option{Topic("")}, `Topic("")`},
+		{"spaced topic", p, []Option{Topic(" dead")}, "surrounding spaces"},
+		{"topic and func", p, []Option{Topic("a"), TopicFunc(func(*handler.Job) string { return "b" })}, "not both"},
+		{"nil topic func", p, []Option{TopicFunc(nil)}, "TopicFunc: function is nil"},
+		{"negative limit", p, []Option{DeliveryLimit(-1)}, "DeliveryLimit(-1)"},
+		{"zero timeout", p, []Option{ProduceTimeout(0)}, "ProduceTimeout(0s)"},
+		{"tiny error length", p, []Option{MaxErrorLength(10)}, "MaxErrorLength(10)"},
+		{"tiny stack length", p, []Option{MaxStackLength(10)}, "MaxStackLength(10)"},
+		{"negative tracking", p, []Option{TrackFirstAttempts(-1)}, "TrackFirstAttempts(-1)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			mw, err := Middleware(tt.p, tt.opts...)
+			if tt.want == "" {
+				if err != nil || mw == nil {
+					t.Fatalf("Middleware: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.HasPrefix(err.Error(), "dlq: ") {
+				t.Fatalf("Middleware error = %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// park runs job through h wrapped in a middleware made with opts and a
+// fake producer, and returns the result and what was produced.
+func park(t *testing.T, h handler.Handler, job *handler.Job, opts ...Option) (error, *fakeProducer) {
+	t.Helper()
+	p := &fakeProducer{}
+	mw, err := Middleware(p, append([]Option{Logger(slog.New(slog.NewTextHandler(io.Discard, nil)))}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return handler.Chain(h, mw).Handle(context.Background(), job), p
+}
+
+func TestMiddlewareParksPermanentFailureOnKafka(t *testing.T) {
+	t.Parallel()
+	c, cl := newCluster(t, 1, "jobs", "jobs.dlq")
+	var parkedReason atomic.Value
+	mw, err := Middleware(cl, OnPark(func(_ *handler.Job, reason string) { parkedReason.Store(reason) }),
+		Logger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := testJob(42, 2, handler.Header{Key: handler.JobIDHeader, Value: []byte("job-7")}, handler.Header{Key: "trace", Value: []byte("t1")})
+	before := time.Now()
+	err = handler.Chain(failWith(handler.Permanent(errors.New("bad address"))), mw).Handle(context.Background(), job)
+	if err != nil {
+		t.Fatalf("Handle = %v, want nil after parking", err)
+	}
+	if got := parkedReason.Load(); got != handler.ReasonPermanent {
+		t.Errorf("OnPark reason = %v, want %q", got, handler.ReasonPermanent)
+	}
+	recs := consumeAll(t, c, "jobs.dlq")
+	if len(recs) != 1 {
+		t.Fatalf("DLQ has %d records, want 1", len(recs))
+	}
+	r := recs[0]
+	if string(r.Key) != "key" || string(r.Value) != `{"n":1}` {
+		t.Errorf("DLQ record key/value = %q/%q", r.Key, r.Value)
+	}
+	// The job's headers come first, unchanged.
+	if r.Headers[0].Key != handler.JobIDHeader || string(r.Headers[0].Value) != "job-7" || r.Headers[1].Key != "trace" {
+		t.Errorf("job headers not kept first: %v", r.Headers[:2])
+	}
+	host := hostname()
+	want := map[string]string{
+		HeaderVersion:         "1",
+		HeaderReason:          "permanent",
+		HeaderError:           "permanent failure (permanent): bad address",
+		HeaderDeliveryCount:   "2",
+		HeaderSourceTopic:     "jobs",
+		HeaderSourcePartition: "1",
+		HeaderSourceOffset:    "42",
+		HeaderGroup:           "workers",
+		HeaderEnqueuedAt:      "2026-01-02T03:04:05.0000006Z",
+		HeaderFirstAttemptAt:  "2026-01-02T03:04:05.0000006Z", // delivery 2, earlier one unseen: enqueued-at
+		HeaderWorkerHost:      host,
+	}
+	for k, v := range want {
+		if got, ok := header(r.Headers, k); !ok || got != v {
+			t.Errorf("header %s = %q (present %v), want %q", k, got, ok, v)
+		}
+	}
+	if _, ok := header(r.Headers, HeaderStack); ok {
+		t.Errorf("stack header present without a panic")
+	}
+	for _, k := range []string{HeaderLastAttemptAt, HeaderParkedAt} {
+		v, _ := header(r.Headers, k)
+		ts, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil || ts.Before(before.Add(-time.Second)) || ts.After(time.Now().Add(time.Second)) {
+			t.Errorf("header %s = %q (%v), want about now", k, v, err)
+		}
+	}
+	p, err := Parse(r)
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if p.Reason != "permanent" || p.SourceOffset != 42 || p.JobID() != "job-7" || len(p.Headers) != 2 {
+		t.Errorf("Parse = %+v", p)
+	}
+}
+
+func TestMiddlewareParksOnLastDelivery(t *testing.T) {
+	t.Parallel()
+	base := errors.New("upstream 503")
+	err, p := park(t, failWith(handler.Retry("upstream", base)), testJob(1, 5))
+	if err != nil {
+		t.Fatalf("Handle = %v, want nil", err)
+	}
+	recs := p.produced()
+	if len(recs) != 1 || recs[0].Topic != "jobs.dlq" {
+		t.Fatalf("produced %v, want one record to jobs.dlq", recs)
+	}
+	if v, _ := header(recs[0].Headers, HeaderReason); v != handler.ReasonDeliveryLimit {
+		t.Errorf("reason = %q, want %q", v, handler.ReasonDeliveryLimit)
+	}
+	if v, _ := header(recs[0].Headers, HeaderError); v != "retry (upstream): upstream 503" {
+		t.Errorf("error = %q", v)
+	}
+}
+
+func TestMiddlewarePassesThroughBelowLimit(t *testing.T) {
+	t.Parallel()
+	base := errors.New("timeout")
+	err, p := park(t, failWith(base), testJob(1, 4))
+	if err != base {
+		t.Fatalf("Handle = %v, want the handler's error unchanged", err)
+	}
+	if n := len(p.produced()); n != 0 {
+		t.Fatalf("produced %d records, want none", n)
+	}
+}
+
+func TestMiddlewarePassesThroughSuccess(t *testing.T) {
+	t.Parallel()
+	err, p := park(t, failWith(nil), testJob(1, 5))
+	if err != nil || len(p.produced()) != 0 {
+		t.Fatalf("Handle = %v, produced %d; want nil and none", err, len(p.produced()))
+	}
+}
+
+func TestMiddlewareUnknownLimitParksOnlyPermanent(t *testing.T) {
+	t.Parallel()
+	job := testJob(1, 50)
+	job.DeliveryLimit = 0
+	base := errors.New("flaky")
+	if err, _ := park(t, failWith(base), job); err != base {
+		t.Fatalf("Handle = %v, want the error: the limit is unknown", err)
+	}
+	// DeliveryLimit overrides the job's.
+	job = testJob(1, 3)
+	err, p := park(t, failWith(base), job, DeliveryLimit(3))
+	if err != nil || len(p.produced()) != 1 {
+		t.Fatalf("Handle = %v, produced %d; want parked at the overridden limit", err, len(p.produced()))
+	}
+}
+
+func TestMiddlewareProduceFailureRetries(t *testing.T) {
+	t.Parallel()
+	for _, delivery := range []int32{1, 5} {
+		p := &fakeProducer{err: errors.New("broker down")}
+		log, buf := testLogger()
+		mw, err := Middleware(p, Logger(log))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = handler.Chain(failWith(handler.Permanent(errors.New("nope"))), mw).Handle(context.Background(), testJob(9, delivery))
+		if err == nil {
+			t.Fatalf("delivery %d: Handle = nil, want a retry error: the job was not parked", delivery)
+		}
+		var re *handler.RetryError
+		if !errors.As(err, &re) || re.Reason != "dlq-produce" || handler.IsPermanent(err) {
+			t.Fatalf("delivery %d: Handle = %v, want a RetryError with reason dlq-produce", delivery, err)
+		}
+		if !errors.Is(err, p.err) {
+			t.Errorf("delivery %d: error %v does not wrap the produce error", delivery, err)
+		}
+		logged := buf.String()
+		if !strings.Contains(logged, "level=ERROR") || !strings.Contains(logged, "job_id=jobs/1/9") {
+			t.Errorf("delivery %d: log = %q, want an error naming the job", delivery, logged)
+		}
+		if last := strings.Contains(logged, "LAST delivery"); last != (delivery == 5) {
+			t.Errorf("delivery %d: log mentions last delivery = %v: %q", delivery, last, logged)
+		}
+	}
+}
+
+func TestMiddlewareOnParkNotCalledOnFailure(t *testing.T) {
+	t.Parallel()
+	p := &fakeProducer{err: errors.New("down")}
+	called := false
+	mw, _ := Middleware(p, Logger(slog.New(slog.NewTextHandler(io.Discard, nil))), OnPark(func(*handler.Job, string) { called = true }))
+	_ = handler.Chain(failWith(handler.Permanent(errors.New("x"))), mw).Handle(context.Background(), testJob(1, 1))
+	if called {
+		t.Fatal("OnPark called although the park failed")
+	}
+}
+
+func TestMiddlewareParksAfterHandlerContextCancelled(t *testing.T) {
+	t.Parallel()
+	p := &fakeProducer{}
+	mw, _ := Middleware(p, Logger(slog.New(slog.NewTextHandler(io.Discard, nil))), ProduceTimeout(time.Minute))
+	ctx, cancel := context.WithCancel(context.Background())
+	h := handler.Func(func(ctx context.Context, _ *handler.Job) error {
+		cancel() // the worker shuts down while the job fails
+		return ctx.Err()
+	})
+	if err := handler.Chain(h, mw).Handle(ctx, testJob(1, 5)); err != nil {
+		t.Fatalf("Handle = %v, want nil", err)
+	}
+	if err := p.ctxErrs[0]; err != nil {
+		t.Fatalf("produce context was done (%v); parking must outlive the handler's context", err)
+	}
+	if dl := p.deadlines[0]; dl.IsZero() || time.Until(dl) > time.Minute {
+		t.Fatalf("produce context deadline = %v; want within ProduceTimeout", dl)
+	}
+}
+
+func TestMiddlewarePanicStack(t *testing.T) {
+	t.Parallel()
+	stack := "goroutine 7 [running]:\nmain.handle()\n\t/src/main.go:12\n" + strings.Repeat("frame\n", 100)
+	perr := &handler.PermanentError{Reason: handler.ReasonPanic, Err: &handler.PanicError{Value: "boom", Stack: []byte(stack)}}
+	err, p := park(t, failWith(perr), testJob(1, 1), MaxStackLength(200))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := p.produced()[0].Headers
+	got, ok := header(hs, HeaderStack)
+	if !ok || !strings.HasPrefix(got, "goroutine 7 [running]:\nmain.handle()") || len(got) > 200 || !strings.HasSuffix(got, truncated) {
+		t.Fatalf("stack header = %q (len %d), want the stack's top cut to 200 bytes", got, len(got))
+	}
+	if v, _ := header(hs, HeaderReason); v != handler.ReasonPanic {
+		t.Errorf("reason = %q, want panic", v)
+	}
+	if v, _ := header(hs, HeaderError); v != "permanent failure (panic): panic: boom" {
+		t.Errorf("error = %q", v)
+	}
+}
+
+func TestMiddlewareRedact(t *testing.T) {
+	t.Parallel()
+	secret := errors.New("dial postgres://app:hunter2@db/prod: refused")
+	err, p := park(t, failWith(handler.Permanent(secret)), testJob(1, 1),
+		Redact(func(err error) string { return strings.ReplaceAll(err.Error(), "hunter2", "***") }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range p.produced()[0].Headers {
+		if strings.Contains(string(h.Value), "hunter2") {
+			t.Fatalf("header %s leaks the secret: %q", h.Key, h.Value)
+		}
+	}
+	if v, _ := header(p.produced()[0].Headers, HeaderError); v != "permanent failure (permanent): dial postgres://app:***@db/prod: refused" {
+		t.Errorf("error = %q", v)
+	}
+}
+
+func TestMiddlewareTruncatesError(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("é", 100) // 200 bytes
+	err, p := park(t, failWith(handler.Permanent(errors.New(long))), testJob(1, 1), MaxErrorLength(101))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := header(p.produced()[0].Headers, HeaderError)
+	if len(v) > 101 || !strings.HasSuffix(v, truncated) || !strings.HasPrefix(v, "permanent failure") {
+		t.Fatalf("error header = %q (%d bytes)", v, len(v))
+	}
+	if !utf8.ValidString(v) {
+		t.Fatalf("error header is not valid UTF-8: %q", v)
+	}
+}
+
+func TestMiddlewareKeepsJobHeadersDropsStaleEnvelope(t *testing.T) {
+	t.Parallel()
+	job := testJob(1, 1,
+		handler.Header{Key: handler.JobIDHeader, Value: []byte("id-1")},
+		handler.Header{Key: HeaderReason, Value: []byte("stale")},
+		handler.Header{Key: HeaderReplayedFrom, Value: []byte("jobs.dlq/0/3")},
+	)
+	err, p := park(t, failWith(handler.Permanent(errors.New("x"))), job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := p.produced()[0].Headers
+	if n := countHeader(hs, HeaderReason); n != 1 {
+		t.Errorf("%d reason headers, want 1", n)
+	}
+	if v, _ := header(hs, HeaderReason); v != "permanent" {
+		t.Errorf("reason = %q", v)
+	}
+	for _, k := range []string{handler.JobIDHeader, HeaderReplayedFrom} {
+		if _, ok := header(hs, k); !ok {
+			t.Errorf("job header %s dropped", k)
+		}
+	}
+}
+
+func TestMiddlewareTopicChoice(t *testing.T) {
+	t.Parallel()
+	perm := failWith(handler.Permanent(errors.New("x")))
+	_, p := park(t, perm, testJob(1, 1), Topic("graveyard"))
+	if got := p.produced()[0].Topic; got != "graveyard" {
+		t.Errorf("Topic: produced to %q", got)
+	}
+	_, p = park(t, perm, testJob(1, 1), TopicFunc(func(j *handler.Job) string { return "dead-" + j.Topic }))
+	if got := p.produced()[0].Topic; got != "dead-jobs" {
+		t.Errorf("TopicFunc: produced to %q", got)
+	}
+	err, p := park(t, perm, testJob(1, 1), TopicFunc(func(*handler.Job) string { return "" }))
+	var re *handler.RetryError
+	if !errors.As(err, &re) || len(p.produced()) != 0 {
+		t.Errorf("TopicFunc returning \"\": Handle = %v, produced %d; want a retry and nothing produced", err, len(p.produced()))
+	}
+}
+
+func TestMiddlewareFirstAttemptAt(t *testing.T) {
+	t.Parallel()
+	p := &fakeProducer{}
+	clock := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	tick := func() time.Time { clock = clock.Add(time.Second); return clock } // each reading a second later
+	mw, err := Middleware(p, Logger(slog.New(slog.NewTextHandler(io.Discard, nil))), withClock(tick))
+	if err != nil {
+		t.Fatal(err)
+	}
+	flaky := handler.Chain(failWith(errors.New("flaky")), mw)
+	broken := handler.Chain(failWith(handler.Permanent(errors.New("broken"))), mw)
+	ok := handler.Chain(failWith(nil), mw)
+	lastEnv := func() Envelope {
+		t.Helper()
+		recs := p.produced()
+		env, err := ParseHeaders(recs[len(recs)-1].Headers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return env
+	}
+
+	// Every delivery seen by this process: the first one's start.
+	firstStart := clock.Add(time.Second)
+	for d := int32(1); d <= 5; d++ {
+		_ = flaky.Handle(context.Background(), testJob(7, d))
+	}
+	if got := lastEnv().FirstAttemptAt; !got.Equal(firstStart) {
+		t.Errorf("all deliveries seen: first-attempt-at = %v, want the first delivery's start %v", got, firstStart)
+	}
+
+	// A first delivery parked at once: its own start.
+	start := clock.Add(time.Second)
+	_ = broken.Handle(context.Background(), testJob(8, 1))
+	if got := lastEnv().FirstAttemptAt; !got.Equal(start) {
+		t.Errorf("first delivery: first-attempt-at = %v, want %v", got, start)
+	}
+
+	// Earlier deliveries unseen: the enqueue time, a lower bound.
+	_ = broken.Handle(context.Background(), testJob(9, 3))
+	if env := lastEnv(); !env.FirstAttemptAt.Equal(env.EnqueuedAt) {
+		t.Errorf("unseen deliveries: first-attempt-at = %v, want enqueued-at %v", env.FirstAttemptAt, env.EnqueuedAt)
+	}
+
+	// Parking forgets: the same job ID failing again later starts afresh.
+	_ = broken.Handle(context.Background(), testJob(7, 2))
+	if env := lastEnv(); !env.FirstAttemptAt.Equal(env.EnqueuedAt) {
+		t.Errorf("after parking: first-attempt-at = %v, want enqueued-at", env.FirstAttemptAt)
+	}
+
+	// Success forgets too.
+	_ = flaky.Handle(context.Background(), testJob(10, 1))
+	_ = ok.Handle(context.Background(), testJob(10, 2))
+	_ = broken.Handle(context.Background(), testJob(10, 3))
+	if env := lastEnv(); !env.FirstAttemptAt.Equal(env.EnqueuedAt) {
+		t.Errorf("after success: first-attempt-at = %v, want enqueued-at", env.FirstAttemptAt)
+	}
+}
+
+func TestFirstSeenIsBounded(t *testing.T) {
+	t.Parallel()
+	f := newFirstSeen(2)
+	t0 := time.Unix(0, 0)
+	f.remember("a", t0)
+	f.remember("a", t0.Add(time.Hour)) // keeps the earlier
+	f.remember("b", t0)
+	f.remember("c", t0)
+	if _, ok := f.lookup("a"); ok {
+		t.Error("oldest entry kept past the bound")
+	}
+	if at, ok := f.lookup("b"); !ok || !at.Equal(t0) {
+		t.Error("b forgotten")
+	}
+	if f.len() != 2 {
+		t.Errorf("len %d", f.len())
+	}
+	var none *firstSeen = newFirstSeen(0)
+	none.remember("a", t0)
+	if _, ok := none.lookup("a"); ok || none.len() != 0 {
+		t.Error("tracking off still remembers")
+	}
+}
