@@ -1,5 +1,5 @@
-// Package dlq parks jobs that cannot succeed in a dead-letter (DLQ) topic
-// and reads the DLQ envelope back.
+// Package dlq parks jobs that cannot succeed in a dead-letter (DLQ) topic,
+// reads them back, and replays them.
 //
 // # Why workers park jobs themselves
 //
@@ -37,6 +37,17 @@
 // Error text is stored in the DLQ topic and read by anyone who can read
 // that topic. If handler errors can contain secrets or personal data,
 // pass [Redact].
+//
+// # Reading and replaying
+//
+// [List] and [Get] read parked jobs; [Replay] re-produces selected jobs to
+// the topics they came from, at a limited rate, saving its progress as
+// offsets committed for a consumer group on the DLQ topic after each
+// job's produce is acknowledged. An interrupted replay resumes where it
+// stopped without losing a job; a replay that dies between a produce and
+// its commit re-produces that one job again with the same job ID, which
+// the idempotency middleware absorbs. The shareq CLI wraps these as
+// "shareq dlq list|show|replay".
 //
 // A DLQ topic is an ordinary topic: create it (with a retention long
 // enough for someone to look at its jobs) before the workers start, one

@@ -73,3 +73,22 @@ func ExampleMiddleware() {
 	// job id: welcome-ada
 	// value: {"to":"ada@example.com"}
 }
+
+// Replay needs a broker, so this example is compiled but not run.
+func ExampleReplay() {
+	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:9092"))
+	if err != nil {
+		panic(err)
+	}
+	defer cl.Close()
+	stats, err := dlq.Replay(context.Background(), cl, dlq.ReplayOptions{
+		Topic:  "emails.dlq",
+		Filter: dlq.Filter{Reason: handler.ReasonDecode},
+		Rate:   50, // records per second
+	})
+	if err != nil {
+		// Interrupted or failed: the same call resumes where it stopped.
+		fmt.Println(err)
+	}
+	fmt.Printf("replayed %d of %d read; progress in group %s\n", stats.Replayed, stats.Read, stats.Group)
+}

@@ -1,0 +1,405 @@
+package dlq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// PreviewBytes is how much of each parked job's value [List] keeps.
+const PreviewBytes = 256
+
+// ErrNoTopic is returned (wrapped, with the topic's name) by [List], [Get]
+// and [Replay] when the DLQ topic does not exist.
+var ErrNoTopic = errors.New("dlq: topic does not exist")
+
+// ErrNoRecord is returned (wrapped) by [Get] when there is no record at
+// the requested offset.
+var ErrNoRecord = errors.New("dlq: no record at that offset")
+
+// OffsetRange selects offsets From (inclusive) to End (exclusive) in each
+// partition of a DLQ topic. End 0 means no upper bound, so the zero value
+// selects every offset.
+type OffsetRange struct {
+	From int64
+	End  int64
+}
+
+// Contains reports whether off is in r.
+func (r OffsetRange) Contains(off int64) bool {
+	return off >= r.From && (r.End == 0 || off < r.End)
+}
+
+// String returns r as "FROM-LAST" with LAST inclusive, "FROM-" when r has
+// no upper bound, or "" for the zero value.
+func (r OffsetRange) String() string {
+	switch {
+	case r == OffsetRange{}:
+		return ""
+	case r.End == 0:
+		return strconv.FormatInt(r.From, 10) + "-"
+	}
+	return strconv.FormatInt(r.From, 10) + "-" + strconv.FormatInt(r.End-1, 10)
+}
+
+func (r OffsetRange) validate() error {
+	if r.From < 0 || r.End < 0 {
+		return fmt.Errorf("dlq: offset range %d..%d: offsets must not be negative", r.From, r.End)
+	}
+	if r.End != 0 && r.End <= r.From {
+		return fmt.Errorf("dlq: offset range: end %d is not after start %d", r.End, r.From)
+	}
+	return nil
+}
+
+// Filter selects parked jobs. The zero value selects all of them.
+type Filter struct {
+	// Reason keeps jobs parked with exactly this reason ("" for any).
+	Reason string
+	// SourceTopic keeps jobs from exactly this topic ("" for any).
+	SourceTopic string
+	// Partitions keeps the DLQ topic's partitions listed (nil for all).
+	Partitions []int32
+	// Offsets keeps the DLQ records in this range, in every partition
+	// read.
+	Offsets OffsetRange
+}
+
+// matches reports whether the envelope of a parsed record passes f. The
+// offset and partition parts are applied while reading.
+func (f *Filter) matches(p *Parked) bool {
+	return (f.Reason == "" || p.Reason == f.Reason) &&
+		(f.SourceTopic == "" || p.SourceTopic == f.SourceTopic)
+}
+
+// String describes f, for logs and replay progress metadata; "all" for
+// the zero value. Equal filters give equal strings.
+func (f *Filter) String() string {
+	var parts []string
+	if f.Reason != "" {
+		parts = append(parts, "reason="+strconv.Quote(f.Reason))
+	}
+	if f.SourceTopic != "" {
+		parts = append(parts, "source-topic="+strconv.Quote(f.SourceTopic))
+	}
+	if len(f.Partitions) > 0 {
+		ps := slices.Clone(f.Partitions)
+		slices.Sort(ps)
+		ps = slices.Compact(ps)
+		s := make([]string, len(ps))
+		for i, p := range ps {
+			s[i] = strconv.FormatInt(int64(p), 10)
+		}
+		parts = append(parts, "partitions="+strings.Join(s, ","))
+	}
+	if r := f.Offsets.String(); r != "" {
+		parts = append(parts, "offsets="+r)
+	}
+	if len(parts) == 0 {
+		return "all"
+	}
+	return strings.Join(parts, " ")
+}
+
+// span is the offsets [next, end) still to read in one partition.
+type span struct{ next, end int64 }
+
+// spans returns, for each partition of topic that f selects, the offsets
+// to read: from the later of the log start and f.Offsets.From, to the
+// earlier of the high-water mark now and f.Offsets.End.
+func spans(ctx context.Context, adm *kadm.Client, topic string, f *Filter) (map[int32]span, error) {
+	if err := f.Offsets.validate(); err != nil {
+		return nil, err
+	}
+	if err := topicExists(ctx, adm, topic); err != nil {
+		return nil, err
+	}
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dlq: list start offsets of %s: %w", topic, err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dlq: list end offsets of %s: %w", topic, err)
+	}
+	want := func(p int32) bool { return len(f.Partitions) == 0 || slices.Contains(f.Partitions, p) }
+	out := make(map[int32]span)
+	for p, e := range ends[topic] {
+		if !want(p) {
+			continue
+		}
+		s := span{next: max(f.Offsets.From, 0), end: e.Offset}
+		if st, ok := starts.Lookup(topic, p); ok && st.Offset > s.next {
+			s.next = st.Offset
+		}
+		if f.Offsets.End > 0 && f.Offsets.End < s.end {
+			s.end = f.Offsets.End
+		}
+		out[p] = s
+	}
+	for _, p := range f.Partitions {
+		if _, ok := ends[topic][p]; !ok {
+			return nil, fmt.Errorf("dlq: topic %s has no partition %d", topic, p)
+		}
+	}
+	return out, nil
+}
+
+func topicExists(ctx context.Context, adm *kadm.Client, topic string) error {
+	if topic == "" {
+		return errors.New("dlq: no DLQ topic given")
+	}
+	tds, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("dlq: describe topic %s: %w", topic, err)
+	}
+	td, ok := tds[topic]
+	if !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
+		return fmt.Errorf("%w: %s", ErrNoTopic, topic)
+	}
+	if td.Err != nil {
+		return fmt.Errorf("dlq: describe topic %s: %w", topic, td.Err)
+	}
+	return nil
+}
+
+// checkReader returns an error unless cl can read topic's partitions
+// directly: it must not be a group, share-group or regex consumer, nor
+// consume topics or partitions of its own, nor be reading topic already.
+func checkReader(cl *kgo.Client, topic string) error {
+	if cl == nil {
+		return errors.New("dlq: client is nil")
+	}
+	const advice = "; pass a client that consumes nothing (a plain producer client)"
+	if g, _ := cl.OptValue(kgo.ConsumerGroup).(string); g != "" {
+		return fmt.Errorf("dlq: the client is a member of consumer group %q%s", g, advice)
+	}
+	if g, _ := cl.OptValue(kgo.ShareGroup).(string); g != "" {
+		return fmt.Errorf("dlq: the client is a member of share group %q%s", g, advice)
+	}
+	if re, _ := cl.OptValue(kgo.ConsumeRegex).(bool); re {
+		return fmt.Errorf("dlq: the client consumes by regex%s", advice)
+	}
+	if ts, _ := cl.OptValue(kgo.ConsumeTopics).([]string); len(ts) > 0 {
+		return fmt.Errorf("dlq: the client consumes topics %v%s", ts, advice)
+	}
+	if ps, _ := cl.OptValue(kgo.ConsumePartitions).(map[string]map[int32]kgo.Offset); len(ps) > 0 {
+		return fmt.Errorf("dlq: the client consumes partitions directly%s", advice)
+	}
+	if slices.Contains(cl.GetConsumeTopics(), topic) {
+		return fmt.Errorf("dlq: the client is already reading %s: List, Get and Replay calls on one client must not overlap", topic)
+	}
+	return nil
+}
+
+// idleTimeout is how long read waits for records it knows exist before it
+// gives up. A var for tests.
+var idleTimeout = 30 * time.Second
+
+// errPartitionDone, returned by a read callback, stops reading that
+// record's partition.
+var errPartitionDone = errors.New("partition done")
+
+// read reads the offsets in ss from topic with cl, calling fn for each
+// record in offset order within a partition. It returns when every span
+// is read, fn returns an error other than errPartitionDone, or ctx ends.
+func read(ctx context.Context, cl *kgo.Client, topic string, ss map[int32]span, fn func(*kgo.Record) error) error {
+	ss = maps.Clone(ss)
+	assign := make(map[int32]kgo.Offset)
+	for p, s := range ss {
+		if s.next >= s.end {
+			delete(ss, p)
+			continue
+		}
+		assign[p] = kgo.NewOffset().At(s.next)
+	}
+	if len(ss) == 0 {
+		return nil
+	}
+	parts := make([]int32, 0, len(assign))
+	for p := range assign {
+		parts = append(parts, p)
+	}
+	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: assign})
+	defer func() {
+		cl.RemoveConsumePartitions(map[string][]int32{topic: parts})
+		cl.PurgeTopicsFromConsuming(topic) // leave cl as it was
+	}()
+
+	done := func(p int32) {
+		delete(ss, p)
+		cl.RemoveConsumePartitions(map[string][]int32{topic: {p}})
+	}
+	for len(ss) > 0 {
+		pctx, cancel := context.WithTimeout(ctx, idleTimeout)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if fs.IsClientClosed() {
+			return kgo.ErrClientClosed
+		}
+		var ferr error
+		fs.EachError(func(t string, p int32, err error) {
+			if ferr == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+				ferr = fmt.Errorf("dlq: read %s partition %d: %w", t, p, err)
+			}
+		})
+		if ferr != nil {
+			return ferr
+		}
+		if fs.NumRecords() == 0 {
+			p := slices.Min(slices.Collect(maps.Keys(ss)))
+			return fmt.Errorf("dlq: read %s partition %d: no record for %v at offset %d, below the end %d (compacted or transactional topic?)", topic, p, idleTimeout, ss[p].next, ss[p].end)
+		}
+		var stop error
+		fs.EachRecord(func(r *kgo.Record) {
+			if stop != nil || r.Topic != topic {
+				return
+			}
+			s, ok := ss[r.Partition]
+			if !ok || r.Offset < s.next {
+				return
+			}
+			if r.Offset >= s.end {
+				done(r.Partition)
+				return
+			}
+			s.next = r.Offset + 1
+			ss[r.Partition] = s
+			err := fn(r)
+			switch {
+			case errors.Is(err, errPartitionDone):
+				done(r.Partition)
+				return
+			case err != nil:
+				stop = err
+				return
+			}
+			if s.next >= s.end {
+				done(r.Partition)
+			}
+		})
+		if stop != nil {
+			return stop
+		}
+	}
+	return nil
+}
+
+// List returns up to limit parked jobs from the DLQ topic that pass f,
+// ordered by partition and offset: the first limit matches of partition
+// 0, then of partition 1, and so on. limit <= 0 means no limit. It reads
+// up to each partition's high-water mark at the call, so it returns even
+// while jobs are being parked. Each entry's Value is cut to
+// [PreviewBytes]. Records that are not DLQ envelopes are listed, with
+// Parked.Err set, when f selects by neither reason nor source topic.
+//
+// cl must consume nothing itself (no consumer or share group, no
+// ConsumeTopics or ConsumePartitions): List reads through it by adding
+// the topic's partitions for the duration of the call, so calls of List,
+// [Get] and [Replay] on one client must not overlap.
+func List(ctx context.Context, cl *kgo.Client, topic string, f Filter, limit int) ([]Parked, error) {
+	if err := checkReader(cl, topic); err != nil {
+		return nil, err
+	}
+	adm := kadm.NewClient(cl)
+	ss, err := spans(ctx, adm, topic, &f)
+	if err != nil {
+		return nil, err
+	}
+	byPart := make(map[int32][]Parked)
+	err = read(ctx, cl, topic, ss, func(r *kgo.Record) error {
+		p, err := Parse(r)
+		if err != nil {
+			if f.Reason != "" || f.SourceTopic != "" {
+				return nil
+			}
+			p.Err = err
+		} else if !f.matches(&p) {
+			return nil
+		}
+		if len(p.Value) > PreviewBytes {
+			p.Value = slices.Clone(p.Value[:PreviewBytes])
+		}
+		byPart[r.Partition] = append(byPart[r.Partition], p)
+		if limit > 0 && len(byPart[r.Partition]) >= limit {
+			return errPartitionDone
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	parts := make([]int32, 0, len(byPart))
+	for p := range byPart {
+		parts = append(parts, p)
+	}
+	slices.Sort(parts)
+	var out []Parked
+	for _, p := range parts {
+		out = append(out, byPart[p]...)
+	}
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// Get reads the parked job at partition and offset of the DLQ topic, with
+// its full value. It returns an error wrapping [ErrNoRecord] when the
+// offset is past the end, was removed by retention, or holds no record,
+// and one wrapping [ErrMalformed] (with the Parked still filled in as far
+// as possible) when the record is not a DLQ envelope. cl must meet the
+// conditions given for [List].
+func Get(ctx context.Context, cl *kgo.Client, topic string, partition int32, offset int64) (Parked, error) {
+	if err := checkReader(cl, topic); err != nil {
+		return Parked{}, err
+	}
+	if offset < 0 {
+		return Parked{}, fmt.Errorf("dlq: offset %d: must not be negative", offset)
+	}
+	adm := kadm.NewClient(cl)
+	ss, err := spans(ctx, adm, topic, &Filter{Partitions: []int32{partition}})
+	if err != nil {
+		return Parked{}, err
+	}
+	s := ss[partition]
+	switch {
+	case offset >= s.end:
+		return Parked{}, fmt.Errorf("%w: %s partition %d ends at offset %d (next to be written), asked for %d", ErrNoRecord, topic, partition, s.end, offset)
+	case offset < s.next:
+		return Parked{}, fmt.Errorf("%w: %s partition %d starts at offset %d (earlier records were removed by retention), asked for %d", ErrNoRecord, topic, partition, s.next, offset)
+	}
+	var (
+		rec   *kgo.Record
+		found bool
+	)
+	err = read(ctx, cl, topic, map[int32]span{partition: {next: offset, end: s.end}}, func(r *kgo.Record) error {
+		rec, found = r, r.Offset == offset
+		return errPartitionDone
+	})
+	if err != nil {
+		return Parked{}, err
+	}
+	if !found {
+		return Parked{}, fmt.Errorf("%w: %s partition %d has no record at offset %d (compacted, or a transaction marker)", ErrNoRecord, topic, partition, offset)
+	}
+	return Parse(rec)
+}

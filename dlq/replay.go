@@ -1,0 +1,365 @@
+package dlq
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shareq/shareq/handler"
+)
+
+// ReplayGroupPrefix starts the name of the consumer group in which
+// [Replay] saves its progress.
+const ReplayGroupPrefix = "shareq-dlq-replay."
+
+// ReplayOptions configures [Replay].
+type ReplayOptions struct {
+	// Topic is the DLQ topic to replay from. Required.
+	Topic string
+	// Filter selects the parked jobs to replay; the zero value selects
+	// all. Records it does not select are passed over, and progress moves
+	// past them.
+	Filter Filter
+	// Rate caps replayed records per second; 0 means no cap. Records the
+	// filter passes over do not count.
+	Rate float64
+	// DryRun reads and filters as a real run would, from the saved
+	// progress, and reports what it would replay, without producing or
+	// saving progress.
+	DryRun bool
+	// Group is the consumer group whose committed offsets on Topic hold
+	// the replay's progress. Default: [ReplayGroup](Topic, Filter), so
+	// rerunning the same replay resumes it and a replay with another
+	// filter starts afresh. Name another group to start over.
+	Group string
+	// ProduceTimeout bounds re-producing one record, and saving progress
+	// after it. Default [ProduceTimeoutDefault].
+	ProduceTimeout time.Duration
+	// OnRecord, if set, is called with each selected record after it was
+	// replayed and its progress saved (in a dry run: after it was
+	// selected). It runs on Replay's goroutine.
+	OnRecord func(p *Parked)
+	// Logger receives a warning for each record of Topic that is not a
+	// DLQ envelope. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// ReplayStats reports what [Replay] did. It is valid, as far as the replay
+// got, even when Replay returns an error.
+type ReplayStats struct {
+	// Group is the consumer group holding the progress.
+	Group string
+	// Read counts DLQ records read.
+	Read int
+	// Replayed counts records re-produced to their source topic with
+	// their progress saved; in a dry run, records that would be.
+	Replayed int
+	// Filtered counts records read but not selected by the filter.
+	Filtered int
+	// Malformed counts records that are not DLQ envelopes; they are
+	// passed over.
+	Malformed int
+	// Partitions holds, per DLQ partition read, where the run started,
+	// where it stands and where it stops.
+	Partitions map[int32]PartitionProgress
+}
+
+// PartitionProgress is a replay's position in one DLQ partition.
+type PartitionProgress struct {
+	// Start is the offset this run started at: the saved progress when
+	// there was some (Resumed), else the later of the log start and
+	// Filter.Offsets.From.
+	Start int64
+	// Next is the next offset to read; everything before it is done.
+	Next int64
+	// End is where this run stops: the high-water mark when the run
+	// started (or Filter.Offsets.End when lower). Jobs parked during the
+	// run, such as replayed jobs that fail again, are left for the next
+	// run.
+	End int64
+	// Resumed reports whether Start came from saved progress.
+	Resumed bool
+}
+
+// ReplayGroup returns the default progress group of a replay of topic with
+// filter f: "shareq-dlq-replay.<topic>" for the zero filter, else that
+// followed by "." and a short hash of the filter.
+func ReplayGroup(topic string, f Filter) string {
+	g := ReplayGroupPrefix + topic
+	if s := f.String(); s != "all" {
+		sum := sha256.Sum256([]byte(s))
+		g += "." + hex.EncodeToString(sum[:4])
+	}
+	return g
+}
+
+// Replay re-produces parked jobs from a DLQ topic to the topics they came
+// from, so the workers run them again. Each job gets its original key,
+// value and headers (the envelope headers removed), a [handler.JobIDHeader]
+// header (its original one, or "sourcetopic/partition/offset" as
+// [handler.Job.ID] computed it when it had none), and a
+// [HeaderReplayedFrom] header naming the DLQ record.
+//
+// Replay reads each selected partition from the saved progress up to the
+// high-water mark it finds at the start, and returns at that mark (it
+// does not wait for new records). Records are handled one at a time, in
+// offset order within a partition: re-produce, wait for the broker's
+// acknowledgement, then save progress by committing the next offset for
+// the consumer group opts.Group on the DLQ topic. Passed-over records
+// move the progress too, saved with the next commit.
+//
+// Resuming: cancelling ctx stops Replay before its next record; a record
+// already being produced is finished and committed (within
+// ProduceTimeout) first. Replay then returns ctx's error, and the next
+// Replay with the same options continues where it stopped. No job is
+// lost: progress is committed only past records whose produce was
+// acknowledged. A job can be replayed twice only when Replay dies (or
+// its commit fails) between the acknowledgement and the commit; the copy
+// replayed again carries the same job ID, so the idempotency middleware's
+// claim row absorbs it. At most one job per interruption is replayed
+// twice, and at most one effective re-run results: the claim row absorbs
+// a replay interrupted between produce and commit.
+//
+// Replay reads through cl, with the conditions given for [List], and
+// produces with it; the client's producer settings apply (the default
+// idempotent producer with acks from all replicas is right).
+func Replay(ctx context.Context, cl *kgo.Client, opts ReplayOptions) (ReplayStats, error) {
+	if err := checkReader(cl, opts.Topic); err != nil {
+		return ReplayStats{}, err
+	}
+	adm := kadm.NewClient(cl)
+	r := &replayer{read: cl, adm: adm, prod: cl, com: kadmCommitter{adm}}
+	return r.run(ctx, opts)
+}
+
+// committer saves and loads replay progress. The kadm one commits
+// offsets for a group that has no members; tests wrap it to fail.
+type committer interface {
+	fetch(ctx context.Context, group, topic string) (map[int32]int64, error)
+	commit(ctx context.Context, group, topic string, offsets map[int32]int64, meta string) error
+}
+
+type kadmCommitter struct{ adm *kadm.Client }
+
+func (k kadmCommitter) fetch(ctx context.Context, group, topic string) (map[int32]int64, error) {
+	rs, err := k.adm.FetchOffsetsForTopics(ctx, group, topic)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return nil, nil // no progress saved yet
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int32]int64)
+	for p, r := range rs[topic] {
+		if r.Err != nil {
+			return nil, fmt.Errorf("partition %d: %w", p, r.Err)
+		}
+		if r.At >= 0 {
+			out[p] = r.At
+		}
+	}
+	return out, nil
+}
+
+func (k kadmCommitter) commit(ctx context.Context, group, topic string, offsets map[int32]int64, meta string) error {
+	var os kadm.Offsets
+	for p, at := range offsets {
+		os.Add(kadm.Offset{Topic: topic, Partition: p, At: at, LeaderEpoch: -1, Metadata: meta})
+	}
+	return k.adm.CommitAllOffsets(ctx, group, os)
+}
+
+type replayer struct {
+	read *kgo.Client
+	adm  *kadm.Client
+	prod Producer
+	com  committer
+}
+
+func (rp *replayer) run(ctx context.Context, opts ReplayOptions) (ReplayStats, error) {
+	if opts.Topic == "" {
+		return ReplayStats{}, errors.New("dlq: replay: no DLQ topic given")
+	}
+	if opts.Rate < 0 || math.IsNaN(opts.Rate) || math.IsInf(opts.Rate, 0) {
+		return ReplayStats{}, fmt.Errorf("dlq: replay: rate %v: must be 0 (no cap) or a positive number", opts.Rate)
+	}
+	if opts.ProduceTimeout < 0 {
+		return ReplayStats{}, fmt.Errorf("dlq: replay: produce timeout %v: must not be negative", opts.ProduceTimeout)
+	}
+	if opts.ProduceTimeout == 0 {
+		opts.ProduceTimeout = ProduceTimeoutDefault
+	}
+	if opts.Group == "" {
+		opts.Group = ReplayGroup(opts.Topic, opts.Filter)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	topic, f := opts.Topic, opts.Filter
+	stats := ReplayStats{Group: opts.Group, Partitions: map[int32]PartitionProgress{}}
+
+	ss, err := spans(ctx, rp.adm, topic, &f)
+	if err != nil {
+		return stats, err
+	}
+	saved, err := rp.com.fetch(ctx, opts.Group, topic)
+	if err != nil {
+		return stats, fmt.Errorf("dlq: replay: load progress from group %s: %w", opts.Group, err)
+	}
+	for p, s := range ss {
+		pp := PartitionProgress{Start: s.next, End: s.end}
+		if at, ok := saved[p]; ok {
+			switch {
+			case at >= s.next:
+				pp.Start, pp.Resumed = at, true
+				s.next = at
+				ss[p] = s
+			case at >= f.Offsets.From:
+				log.LogAttrs(ctx, slog.LevelWarn, "dlq: replay: records were deleted by retention before they were replayed",
+					slog.String("topic", topic), slog.Int("partition", int(p)),
+					slog.Int64("saved_progress", at), slog.Int64("log_start", s.next))
+			}
+		}
+		pp.Next = pp.Start
+		stats.Partitions[p] = pp
+	}
+
+	meta := "shareq dlq replay: " + f.String()
+	pending := map[int32]int64{}
+	save := func() error {
+		if opts.DryRun || len(pending) == 0 {
+			return nil
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.ProduceTimeout)
+		defer cancel()
+		if err := rp.com.commit(cctx, opts.Group, topic, pending, meta); err != nil {
+			return err
+		}
+		clear(pending)
+		return nil
+	}
+	advance := func(r *kgo.Record) {
+		pending[r.Partition] = r.Offset + 1
+		pp := stats.Partitions[r.Partition]
+		pp.Next = r.Offset + 1
+		stats.Partitions[r.Partition] = pp
+	}
+	var pace pacer
+	if opts.Rate > 0 && !opts.DryRun {
+		pace.interval = time.Duration(float64(time.Second) / opts.Rate)
+	}
+
+	err = read(ctx, rp.read, topic, ss, func(r *kgo.Record) error {
+		stats.Read++
+		p, err := Parse(r)
+		if err != nil {
+			stats.Malformed++
+			log.LogAttrs(ctx, slog.LevelWarn, "dlq: replay: passing over a record that is not a DLQ envelope",
+				slog.String("record", sourceID(r.Topic, r.Partition, r.Offset)), slog.String("error", err.Error()))
+			advance(r)
+			return nil
+		}
+		if !f.matches(&p) {
+			stats.Filtered++
+			advance(r)
+			return nil
+		}
+		if opts.DryRun {
+			stats.Replayed++
+			advance(r)
+			if opts.OnRecord != nil {
+				opts.OnRecord(&p)
+			}
+			return nil
+		}
+		// Stop between records, never inside one.
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := pace.wait(ctx); err != nil {
+			return err
+		}
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.ProduceTimeout)
+		res := rp.prod.ProduceSync(pctx, replayRecord(&p))
+		cancel()
+		perr := res.FirstErr()
+		if perr == nil && len(res) == 0 {
+			perr = errors.New("producer returned no result")
+		}
+		if perr != nil {
+			return fmt.Errorf("dlq: replay %s to %s: %w", p.Location(), p.SourceTopic, perr)
+		}
+		advance(r)
+		if err := save(); err != nil {
+			return fmt.Errorf("dlq: replayed %s to %s but could not save progress in group %s: %w; a later run may replay it again, with the same job ID %s",
+				p.Location(), p.SourceTopic, opts.Group, err, p.JobID())
+		}
+		stats.Replayed++
+		if opts.OnRecord != nil {
+			opts.OnRecord(&p)
+		}
+		return nil
+	})
+	if serr := save(); serr != nil {
+		err = errors.Join(err, fmt.Errorf("dlq: replay: save progress in group %s: %w", opts.Group, serr))
+	}
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		err = fmt.Errorf("dlq: replay stopped, progress saved in group %s (run again to resume): %w", opts.Group, err)
+	}
+	return stats, err
+}
+
+// replayRecord returns the record that re-queues p in its source topic.
+func replayRecord(p *Parked) *kgo.Record {
+	hs := make([]kgo.RecordHeader, 0, len(p.Headers)+2)
+	hasID := false
+	for _, h := range p.Headers {
+		switch h.Key {
+		case HeaderReplayedFrom:
+			continue // replaced below
+		case handler.JobIDHeader:
+			hasID = hasID || len(h.Value) > 0
+		}
+		hs = append(hs, h)
+	}
+	if !hasID {
+		hs = append(hs, kgo.RecordHeader{Key: handler.JobIDHeader, Value: []byte(p.JobID())})
+	}
+	hs = append(hs, kgo.RecordHeader{Key: HeaderReplayedFrom, Value: []byte(p.Location())})
+	return &kgo.Record{Topic: p.SourceTopic, Key: p.Key, Value: p.Value, Headers: hs}
+}
+
+// pacer spaces calls to wait by interval; the zero pacer never waits.
+type pacer struct {
+	interval time.Duration
+	next     time.Time
+}
+
+func (p *pacer) wait(ctx context.Context) error {
+	if p.interval <= 0 {
+		return nil
+	}
+	now := time.Now()
+	if d := p.next.Sub(now); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		now = p.next
+	}
+	p.next = now.Add(p.interval)
+	return nil
+}
