@@ -11,7 +11,7 @@ set -euo pipefail
 
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo_root"
-# shellcheck source=versions.env
+# shellcheck source=versions.env source-path=SCRIPTDIR
 . scripts/versions.env
 logs=.cache/test-logs
 mkdir -p "$logs"

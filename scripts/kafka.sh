@@ -1,0 +1,249 @@
+#!/usr/bin/env bash
+# Runs a single-node Apache Kafka broker (KRaft, combined broker+controller)
+# for the integration tests, without Docker: the broker jars come from Maven
+# and the JVM runs straight from them.
+#
+#   scripts/kafka.sh up [--fresh]  start (clean data) or reuse a healthy broker
+#   scripts/kafka.sh down          stop it (idempotent)
+#   scripts/kafka.sh status        exit 0 if running and serving, else 1
+#   scripts/kafka.sh logs [-f|N]   tail the server log (follow, or last N lines)
+#   scripts/kafka.sh env           print SHAREQ_TEST_KAFKA=host:port
+#
+# Versions and ports: scripts/versions.env. Broker settings:
+# scripts/kafka/server.properties. Everything it writes is under .cache/ at
+# the repository root:
+#   .cache/kafka-<version>/libs   the broker classpath (kept between runs)
+#   .cache/kafka-run/             server.properties, data, server.log (wiped
+#                                 by every `up` that starts a broker)
+#   .cache/kafka.pid              pid of the broker this script started
+#
+# Environment: SHAREQ_CACHE_DIR (default <repo>/.cache), KAFKA_START_TIMEOUT
+# (seconds, default 90), KAFKA_JAVA_OPTS (extra JVM flags).
+set -euo pipefail
+
+script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo_root=$(cd "$script_dir/.." && pwd)
+# shellcheck source=versions.env source-path=SCRIPTDIR
+. "$script_dir/versions.env"
+
+cache_dir=${SHAREQ_CACHE_DIR:-$repo_root/.cache}
+jars_dir=$cache_dir/kafka-$KAFKA_VERSION
+libs_dir=$jars_dir/libs
+run_dir=$cache_dir/kafka-run
+pid_file=$cache_dir/kafka.pid
+server_log=$run_dir/server.log
+start_timeout=${KAFKA_START_TIMEOUT:-90}
+stop_timeout=30
+
+log() { printf 'kafka.sh: %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# port_open PORT: something accepts TCP connections on 127.0.0.1:PORT.
+port_open() {
+  # shellcheck disable=SC2016 # $1 expands in the inner bash, on purpose.
+  timeout 2 bash -c ': <>"/dev/tcp/127.0.0.1/$1"' _ "$1" 2>/dev/null
+}
+
+# broker_pid: print the pid from the pid file if that process is still the
+# broker this script started (guards against a recycled pid); else fail.
+broker_pid() {
+  local pid cmdline
+  [[ -f $pid_file ]] || return 1
+  pid=$(<"$pid_file")
+  [[ $pid =~ ^[0-9]+$ ]] || return 1
+  kill -0 "$pid" 2>/dev/null || return 1
+  # The command line holds the absolute path of our server.properties.
+  cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
+  [[ $cmdline == *"kafka.Kafka $run_dir/server.properties"* ]] || return 1
+  printf '%s\n' "$pid"
+}
+
+# healthy: our broker runs, finished starting and accepts connections.
+healthy() {
+  broker_pid >/dev/null &&
+    grep -q 'Kafka Server started' "$server_log" 2>/dev/null &&
+    port_open "$KAFKA_PORT"
+}
+
+# fetch_jars: copy the broker's runtime classpath into $libs_dir with Maven,
+# unless a previous run already did it for the same versions (marker file).
+fetch_jars() {
+  local want marker=$jars_dir/.complete tmp=$jars_dir/libs.tmp
+  want="kafka=$KAFKA_VERSION log4j=$LOG4J_VERSION slf4j=$SLF4J_VERSION"
+  if [[ -f $marker && $(<"$marker") == "$want" ]]; then
+    return 0
+  fi
+  command -v mvn >/dev/null || die "mvn not found (install Maven 3.8+)"
+  log "resolving Kafka $KAFKA_VERSION jars with Maven into $libs_dir"
+  mkdir -p "$jars_dir"
+  rm -rf "$tmp"
+  if ! mvn -q -B -f "$script_dir/kafka/pom.xml" \
+    dependency:copy-dependencies -DincludeScope=runtime \
+    -DoutputDirectory="$tmp" \
+    -Dkafka.version="$KAFKA_VERSION" \
+    -Dlog4j.version="$LOG4J_VERSION" \
+    -Dslf4j.version="$SLF4J_VERSION" \
+    </dev/null >"$jars_dir/mvn.log" 2>&1; then
+    tail -n 40 "$jars_dir/mvn.log" >&2
+    die "Maven could not resolve the Kafka jars (full log: $jars_dir/mvn.log)"
+  fi
+  # Swap in the new classpath only once it is complete.
+  rm -rf "$libs_dir"
+  mv "$tmp" "$libs_dir"
+  printf '%s\n' "$want" >"$marker"
+}
+
+# new_cluster_id: what `StorageTool random-uuid` prints (16 random bytes,
+# URL-safe base64 without padding, not starting with '-'), without paying
+# for a JVM start.
+new_cluster_id() {
+  local id
+  while :; do
+    id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
+    [[ $id == -* ]] || break
+  done
+  printf '%s\n' "$id"
+}
+
+print_env() {
+  printf 'SHAREQ_TEST_KAFKA=127.0.0.1:%s\n' "$KAFKA_PORT"
+}
+
+cmd_down() {
+  local pid i
+  if ! pid=$(broker_pid); then
+    rm -f "$pid_file"
+    log "not running"
+    return 0
+  fi
+  log "stopping broker (pid $pid)"
+  kill -TERM "$pid" 2>/dev/null || true
+  for ((i = 0; i < stop_timeout * 10; i++)); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    log "broker did not stop within ${stop_timeout}s; killing it"
+    kill -KILL "$pid" 2>/dev/null || true
+    for ((i = 0; i < 50; i++)); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+  fi
+  rm -f "$pid_file"
+  log "stopped"
+}
+
+cmd_up() {
+  local fresh=false cluster_id pid deadline p
+  case ${1:-} in
+    --fresh) fresh=true ;;
+    "") ;;
+    *) die "usage: $0 up [--fresh]" ;;
+  esac
+
+  if broker_pid >/dev/null; then
+    if ! $fresh && healthy; then
+      log "already running (pid $(<"$pid_file")) on 127.0.0.1:$KAFKA_PORT; 'up --fresh' restarts it with clean data"
+      print_env
+      return 0
+    fi
+    cmd_down
+  fi
+  rm -f "$pid_file"
+  for p in "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT"; do
+    if port_open "$p"; then
+      die "port $p on 127.0.0.1 is in use by a process this script did not start"
+    fi
+  done
+  command -v java >/dev/null || die "java not found (install a JDK 17+)"
+
+  fetch_jars
+
+  # Tests want a clean broker: new data directory and cluster id every time.
+  rm -rf "$run_dir"
+  mkdir -p "$run_dir"
+  sed -e "s|@KAFKA_PORT@|$KAFKA_PORT|g" \
+    -e "s|@KAFKA_CONTROLLER_PORT@|$KAFKA_CONTROLLER_PORT|g" \
+    -e "s|@DATA_DIR@|$run_dir|g" \
+    "$script_dir/kafka/server.properties" >"$run_dir/server.properties"
+
+  # StorageTool format runs without a log4j2 config (its warnings go to
+  # format.log) and with the C1 JIT only, which roughly halves its start-up.
+  cluster_id=$(new_cluster_id)
+  if ! java -XX:TieredStopAtLevel=1 -cp "$libs_dir/*" \
+    kafka.tools.StorageTool format --standalone \
+    --cluster-id "$cluster_id" --config "$run_dir/server.properties" \
+    </dev/null >>"$run_dir/format.log" 2>&1; then
+    cat "$run_dir/format.log" >&2
+    die "formatting the broker storage failed"
+  fi
+
+  # setsid: own session, so the broker outlives this shell and its terminal
+  # or CI step. All three standard streams are redirected so a caller that
+  # reads our output through a pipe does not wait for the broker to exit.
+  # (The word splitting of KAFKA_JAVA_OPTS is intended.)
+  # shellcheck disable=SC2086
+  setsid java -Xmx512m -Xms256m ${KAFKA_JAVA_OPTS:-} \
+    -Dkafka.logs.dir="$run_dir" \
+    -Dlog4j2.configurationFile="$script_dir/kafka/log4j2.properties" \
+    -cp "$libs_dir/*" \
+    kafka.Kafka "$run_dir/server.properties" \
+    </dev/null >"$run_dir/kafka.out" 2>&1 &
+  pid=$!
+  printf '%s\n' "$pid" >"$pid_file"
+  log "starting broker (pid $pid), waiting up to ${start_timeout}s"
+
+  deadline=$((SECONDS + start_timeout))
+  until grep -q 'Kafka Server started' "$server_log" 2>/dev/null && port_open "$KAFKA_PORT"; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      rm -f "$pid_file"
+      tail -n 40 "$server_log" "$run_dir/kafka.out" >&2 2>/dev/null || true
+      die "broker exited during start-up (logs above, in $run_dir)"
+    fi
+    if ((SECONDS >= deadline)); then
+      tail -n 40 "$server_log" "$run_dir/kafka.out" >&2 2>/dev/null || true
+      cmd_down
+      die "broker did not start within ${start_timeout}s (logs above, in $run_dir)"
+    fi
+    sleep 0.25
+  done
+  log "broker ready on 127.0.0.1:$KAFKA_PORT"
+  print_env
+}
+
+cmd_status() {
+  local pid
+  if healthy; then
+    pid=$(<"$pid_file")
+    log "running (pid $pid) on 127.0.0.1:$KAFKA_PORT"
+    return 0
+  fi
+  if pid=$(broker_pid); then
+    log "process $pid exists but is not serving on 127.0.0.1:$KAFKA_PORT"
+  else
+    log "not running"
+  fi
+  return 1
+}
+
+cmd_logs() {
+  [[ -f $server_log ]] || die "no log yet ($server_log)"
+  case ${1:-} in
+    -f) exec tail -n 50 -F "$server_log" ;;
+    "") tail -n 100 "$server_log" ;;
+    *) tail -n "$1" "$server_log" ;;
+  esac
+}
+
+case ${1:-} in
+  up) shift; cmd_up "$@" ;;
+  down) cmd_down ;;
+  status) cmd_status ;;
+  logs) shift; cmd_logs "$@" ;;
+  env) print_env ;;
+  *)
+    echo "usage: $0 up [--fresh] | down | status | logs [-f|N] | env" >&2
+    exit 2
+    ;;
+esac
