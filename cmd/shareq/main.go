@@ -31,6 +31,7 @@ type command struct {
 
 var commands = map[string]command{
 	"dev": {"run an in-process Kafka broker for local development", runDev},
+	"dlq": {"list, show and replay parked (dead-lettered) jobs", runDLQ},
 }
 
 // commandOrder lists commands in the order usage shows them.
