@@ -1,0 +1,110 @@
+// Package metrics exports a shareq worker's events and a share group's
+// backlog as Prometheus metrics.
+//
+// [New] registers the worker metrics with a prometheus.Registerer the
+// application owns and returns a [Metrics], which is a worker.Observer:
+//
+//	reg := prometheus.NewRegistry()
+//	m, err := metrics.New(reg)
+//	if err != nil { … }
+//	w, err := worker.New(…, worker.WithObserver(m))
+//
+// Its [Metrics.Parked] and [Metrics.Duplicate] methods fit the hooks of the
+// dlq and idempotency middleware, so parked jobs and suppressed duplicates
+// are counted too:
+//
+//	park, err := dlq.Middleware(producer, dlq.OnPark(m.Parked))
+//	claim, err := idempotency.Middleware(store, idempotency.OnDuplicate(m.Duplicate))
+//
+// [NewLagCollector] returns a prometheus.Collector that reads a share
+// group's lag from the broker when it is scraped.
+//
+// # Worker metrics
+//
+// Every name starts with the namespace "shareq". Labels are few and
+// bounded: topic, the acknowledgement, a result, a park reason. A record's
+// key or a job ID is never a label.
+//
+//	shareq_jobs_total{topic,ack}
+//	    Counter. Records acknowledged, by ack: accept, release or reject.
+//	    One per delivery: a job released once and then accepted counts one
+//	    release and one accept.
+//	shareq_job_duration_seconds{topic}
+//	    Histogram. How long handlers ran; only records whose handler ran
+//	    (see shareq_jobs_expired_total for the others). A handler that is
+//	    abandoned (shutdown timeout, MaxHold, lost lock) counts the time
+//	    until its record was released.
+//	shareq_jobs_in_flight{topic}
+//	    Gauge. Handlers started and not yet acknowledged.
+//	shareq_lock_renewals_total{topic,result}
+//	    Counter. Lock renewals of long-running jobs, by result: ok, or
+//	    error when the broker did not confirm the renewal.
+//	shareq_delivery_count{topic}
+//	    Histogram, buckets 1 to 10. The delivery count of each acknowledged
+//	    record: 1 on the first delivery. Its _count equals the sum of
+//	    shareq_jobs_total over ack; mass in the higher buckets means jobs
+//	    are failing and being retried.
+//	shareq_ack_errors_total{topic}
+//	    Counter. Acknowledgement batches the broker reported as failed, per
+//	    partition. The records of a failed batch are delivered again after
+//	    their locks run out, so their jobs run again.
+//	shareq_jobs_parked_total{topic,reason}
+//	    Counter. Jobs parked in a dead-letter topic ([Metrics.Parked], the
+//	    dlq middleware's hook), by reason: permanent, decode, panic,
+//	    delivery-limit, or a reason of the handler's own.
+//	shareq_duplicates_suppressed_total{topic}
+//	    Counter. Jobs accepted without running because the idempotency
+//	    middleware found their key already claimed ([Metrics.Duplicate]).
+//	shareq_lock_remaining_seconds{topic}
+//	    Histogram. Time left on the record's lock when it was acknowledged.
+//	    A lock that had already run out counts as 0 (the lowest bucket,
+//	    le="0"): such an acknowledgement may come too late, and the job may
+//	    run again elsewhere. Mass near 0 means the lock duration or the
+//	    renewal margin is too short for the jobs.
+//	shareq_lanes_active
+//	    Gauge. Lanes (share-group members, one Kafka client each) polling.
+//	    It drops to 0 when the worker stops.
+//	shareq_jobs_expired_total{topic}
+//	    Counter. Records released without running because their lock had
+//	    run out before the worker could start them (Result.Ran false).
+//	    They are also counted in shareq_jobs_total{ack="release"}.
+//
+// A process that runs several workers makes one [Metrics] for each, with
+// distinct [ConstLabels], on the same registerer.
+//
+// # Share-group lag
+//
+// A [LagCollector] exports, for one group, read with
+// DescribeShareGroupOffsets (Kafka 4.2+, KIP-1226):
+//
+//	shareq_share_group_lag{group,topic,partition}
+//	    Gauge. Records of the share-partition that are not yet acknowledged
+//	    or archived: waiting for delivery, or delivered and locked.
+//	shareq_share_group_start_offset{group,topic,partition}
+//	    Gauge. The share-partition start offset: every record before it is
+//	    acknowledged or archived.
+//	shareq_share_group_lag_total{group,topic}
+//	    Gauge. The sum of shareq_share_group_lag over the topic's
+//	    partitions: the backlog to scale on.
+//	shareq_lag_scrape_errors_total{group}
+//	    Counter. Failed readings; the lag series are absent from a scrape
+//	    whose reading failed (see [LagCollector] for why).
+//
+// kadm.Lag and consumer-group lag exporters do not understand share
+// groups: a share group commits no offsets, so they see none.
+//
+// # Autoscaling with KEDA
+//
+// KEDA's Prometheus scaler can size a worker Deployment by the backlog:
+//
+//	triggers:
+//	  - type: prometheus
+//	    metadata:
+//	      serverAddress: http://prometheus.monitoring.svc:9090
+//	      query: sum(shareq_share_group_lag_total{group="thumbnails"})
+//	      threshold: "50"          # backlog per replica
+//	      ignoreNullValues: "false"
+//
+// The full ScaledObject, with the fallback for failed readings and a note
+// on scaling to zero, is in keda-example.yaml in this package's directory.
+package metrics

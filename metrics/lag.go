@@ -1,0 +1,255 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Defaults for the options of [NewLagCollector].
+const (
+	// LagTimeoutDefault bounds one DescribeShareGroupOffsets request.
+	// Prometheus's default scrape timeout is 10 s.
+	LagTimeoutDefault = 5 * time.Second
+	// LagMinIntervalDefault is how long a lag reading is reused before a
+	// scrape asks the broker again.
+	LagMinIntervalDefault = 5 * time.Second
+)
+
+// A LagOption configures [NewLagCollector].
+type LagOption interface{ applyLag(*LagCollector) }
+
+type lagOptionFunc func(*LagCollector)
+
+func (f lagOptionFunc) applyLag(c *LagCollector) { f(c) }
+
+// LagTimeout bounds each request to the broker; a request that takes
+// longer counts as a scrape error. 0 or less means the default,
+// [LagTimeoutDefault].
+func LagTimeout(d time.Duration) LagOption {
+	return lagOptionFunc(func(c *LagCollector) { c.timeout = d })
+}
+
+// LagMinInterval sets how long a reading (or a failure) is reused: scrapes
+// within d of the last request to the broker export the same values
+// without asking again, so several Prometheus servers or a short scrape
+// interval do not load the group coordinator. 0 asks on every scrape.
+// Default [LagMinIntervalDefault].
+func LagMinInterval(d time.Duration) LagOption {
+	return lagOptionFunc(func(c *LagCollector) { c.minInterval = d })
+}
+
+// LagLogger sets the logger for failed readings (Warn). Default
+// slog.Default().
+func LagLogger(l *slog.Logger) LagOption {
+	return lagOptionFunc(func(c *LagCollector) { c.log = l })
+}
+
+// LagCollector is a prometheus.Collector that exports a share group's
+// backlog: on each scrape it describes the group's share-partition offsets
+// (DescribeShareGroupOffsets, KIP-932 and KIP-1226, Kafka 4.2+) and exports
+//
+//	shareq_share_group_lag{group,topic,partition}
+//	shareq_share_group_start_offset{group,topic,partition}
+//	shareq_share_group_lag_total{group,topic}
+//	shareq_lag_scrape_errors_total{group}
+//
+// It starts no goroutine and has nothing to stop: the broker is asked from
+// Collect, at most once per [LagMinInterval], with a [LagTimeout]. Make
+// one with [NewLagCollector] and register it with a registry. Several
+// collectors for different groups may share a registry (group is a const
+// label of each). Safe for concurrent use; concurrent scrapes share one
+// request.
+//
+// # Errors
+//
+// A failed reading does not fail the scrape (which would hide every other
+// metric of the process behind one HTTP 500): it adds one to
+// shareq_lag_scrape_errors_total, is logged, and the lag series are left
+// out of the scrape until a reading succeeds, so dashboards show a gap
+// instead of a stale number. A reading in which only some partitions
+// failed exports the others (but no shareq_share_group_lag_total for a
+// topic with a failed partition: a partial sum would under-report) and
+// also counts one error. A group the
+// coordinator does not know (no member has joined yet) is not an error: it
+// has no series.
+//
+// # Semantics
+//
+// The lag of a partition is the broker's count of records between the
+// share-partition start offset and the high watermark that are not yet
+// acknowledged or archived: records waiting to be delivered, and records
+// delivered and still locked (being worked on). A partition whose start
+// offset is not yet initialized (no member has fetched from it) reports no
+// lag and has no series.
+type LagCollector struct {
+	adm         *kadm.Client
+	group       string
+	timeout     time.Duration
+	minInterval time.Duration
+	log         *slog.Logger
+	now         func() time.Time
+
+	lagDesc   *prometheus.Desc
+	startDesc *prometheus.Desc
+	totalDesc *prometheus.Desc
+	errors    prometheus.Counter
+
+	mu      sync.Mutex
+	fetched time.Time // zero until the first reading
+	metrics []prometheus.Metric
+}
+
+var _ prometheus.Collector = (*LagCollector)(nil)
+
+// NewLagCollector returns a collector of group's lag, read through adm.
+// adm is the application's: the collector does not close it. It panics if
+// adm is nil or group is empty (programmer errors).
+func NewLagCollector(adm *kadm.Client, group string, opts ...LagOption) *LagCollector {
+	if adm == nil {
+		panic("metrics: NewLagCollector: nil *kadm.Client")
+	}
+	if group == "" {
+		panic("metrics: NewLagCollector: empty group")
+	}
+	c := &LagCollector{
+		adm:         adm,
+		group:       group,
+		timeout:     LagTimeoutDefault,
+		minInterval: LagMinIntervalDefault,
+		log:         slog.Default(),
+		now:         time.Now,
+	}
+	for _, o := range opts {
+		if o != nil {
+			o.applyLag(c)
+		}
+	}
+	if c.timeout <= 0 {
+		c.timeout = LagTimeoutDefault
+	}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	groupLabel := prometheus.Labels{"group": group}
+	c.lagDesc = prometheus.NewDesc(Namespace+"_share_group_lag",
+		"Records of a share-partition not yet acknowledged or archived: waiting for delivery or being worked on.",
+		[]string{"topic", "partition"}, groupLabel)
+	c.startDesc = prometheus.NewDesc(Namespace+"_share_group_start_offset",
+		"The share-partition start offset (SPSO): every record before it is acknowledged or archived.",
+		[]string{"topic", "partition"}, groupLabel)
+	c.totalDesc = prometheus.NewDesc(Namespace+"_share_group_lag_total",
+		"Sum of shareq_share_group_lag over a topic's partitions.",
+		[]string{"topic"}, groupLabel)
+	c.errors = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace:   Namespace,
+		Name:        "lag_scrape_errors_total",
+		Help:        "Failed readings of a share group's offsets (DescribeShareGroupOffsets).",
+		ConstLabels: groupLabel,
+	})
+	return c
+}
+
+// Describe sends the descriptors of the collector's metrics.
+func (c *LagCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.lagDesc
+	ch <- c.startDesc
+	ch <- c.totalDesc
+	c.errors.Describe(ch)
+}
+
+// Collect reads the group's offsets, or reuses a reading younger than
+// [LagMinInterval], and sends the metrics.
+func (c *LagCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	if now := c.now(); c.fetched.IsZero() || now.Sub(c.fetched) >= c.minInterval {
+		c.metrics = c.read()
+		c.fetched = c.now()
+	}
+	ms := c.metrics
+	c.mu.Unlock()
+	for _, m := range ms {
+		ch <- m
+	}
+	ch <- c.errors
+}
+
+// read asks the broker and returns the metrics to export; it counts and
+// logs a failure.
+func (c *LagCollector) read() []prometheus.Metric {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	offsets, err := c.describe(ctx)
+	if err != nil {
+		c.errors.Inc()
+		c.log.Warn("shareq: reading share group lag", "group", c.group, "error", err)
+		return nil
+	}
+	var (
+		ms      []prometheus.Metric
+		totals  = map[string]int64{}
+		partial = map[string]bool{} // topics with a failed partition
+		failed  error
+		nFailed int
+	)
+	for _, o := range offsets {
+		if o.Err != nil {
+			failed = o.Err
+			nFailed++
+			partial[o.Topic] = true
+			continue
+		}
+		p := strconv.Itoa(int(o.Partition))
+		if o.StartOffset >= 0 {
+			ms = append(ms, prometheus.MustNewConstMetric(c.startDesc, prometheus.GaugeValue, float64(o.StartOffset), o.Topic, p))
+		}
+		if o.Lag >= 0 {
+			ms = append(ms, prometheus.MustNewConstMetric(c.lagDesc, prometheus.GaugeValue, float64(o.Lag), o.Topic, p))
+			totals[o.Topic] += o.Lag
+		}
+	}
+	topics := make([]string, 0, len(totals))
+	for t := range totals {
+		if !partial[t] {
+			topics = append(topics, t)
+		}
+	}
+	sort.Strings(topics)
+	for _, t := range topics {
+		ms = append(ms, prometheus.MustNewConstMetric(c.totalDesc, prometheus.GaugeValue, float64(totals[t]), t))
+	}
+	if failed != nil {
+		c.errors.Inc()
+		c.log.Warn("shareq: reading share group lag: some partitions failed", "group", c.group, "partitions", nFailed, "error", failed)
+	}
+	return ms
+}
+
+// describe returns the group's share offsets sorted by topic and
+// partition; none for a group the coordinator does not know.
+func (c *LagCollector) describe(ctx context.Context) ([]kadm.ShareOffset, error) {
+	described, err := c.adm.DescribeShareGroupOffsets(ctx, c.group)
+	if err != nil {
+		return nil, fmt.Errorf("describe share group offsets: %w", err)
+	}
+	d, ok := described[c.group]
+	if !ok {
+		return nil, nil
+	}
+	if d.Err != nil {
+		if errors.Is(d.Err, kerr.GroupIDNotFound) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("describe share group offsets: %w", d.Err)
+	}
+	return d.Offsets.Sorted(), nil
+}

@@ -1,0 +1,266 @@
+package metrics
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/worker"
+)
+
+// Namespace is the prefix of every metric name.
+const Namespace = "shareq"
+
+// Default histogram buckets, in seconds for the time histograms.
+var (
+	// DurationBucketsDefault are the buckets of shareq_job_duration_seconds:
+	// 5 ms to 10 minutes, for jobs from a webhook call to a video encode.
+	DurationBucketsDefault = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
+	// LockRemainingBucketsDefault are the buckets of
+	// shareq_lock_remaining_seconds. The 0 bucket counts records
+	// acknowledged after their lock had run out.
+	LockRemainingBucketsDefault = []float64{0, 0.5, 1, 2, 5, 10, 15, 20, 25, 30, 60, 120, 300}
+	// DeliveryCountBuckets are the buckets of shareq_delivery_count: 1 to
+	// 10, one per delivery; Kafka's default delivery limit is 5 and the
+	// broker caps it at 10.
+	DeliveryCountBuckets = prometheus.LinearBuckets(1, 1, 10)
+)
+
+// An Option configures [New].
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	durationBuckets []float64
+	lockBuckets     []float64
+	constLabels     prometheus.Labels
+	topics          []string
+}
+
+// DurationBuckets sets the buckets of shareq_job_duration_seconds, in
+// seconds, increasing. Default [DurationBucketsDefault].
+func DurationBuckets(b ...float64) Option {
+	return optionFunc(func(c *config) { c.durationBuckets = b })
+}
+
+// LockRemainingBuckets sets the buckets of shareq_lock_remaining_seconds,
+// in seconds, increasing. Keep a bucket at 0 to count acknowledgements
+// sent after the lock ran out. Default [LockRemainingBucketsDefault].
+func LockRemainingBuckets(b ...float64) Option {
+	return optionFunc(func(c *config) { c.lockBuckets = b })
+}
+
+// ConstLabels adds labels with fixed values to every metric, for example
+// {"worker": "thumbnails"} when one process runs several workers (each
+// needs its own [Metrics] and distinct labels to share a registerer).
+// Default: none.
+func ConstLabels(l prometheus.Labels) Option {
+	return optionFunc(func(c *config) { c.constLabels = l })
+}
+
+// Topics creates the per-topic series of the counters at zero for the
+// given topics, so that rate() and increase() see the first job of each
+// topic rather than a series appearing at 1. Default: series appear when
+// their first event happens.
+func Topics(topics ...string) Option {
+	return optionFunc(func(c *config) { c.topics = append(c.topics, topics...) })
+}
+
+// Metrics records a worker's events as Prometheus metrics (see the package
+// documentation for the list). It implements [worker.Observer]: pass it to
+// the worker with worker.WithObserver. Its [Metrics.Parked] and
+// [Metrics.Duplicate] methods are hooks for the dlq and idempotency
+// middleware. A Metrics is safe for concurrent use.
+type Metrics struct {
+	jobs        *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	inFlight    *prometheus.GaugeVec
+	renewals    *prometheus.CounterVec
+	deliveries  *prometheus.HistogramVec
+	ackErrors   *prometheus.CounterVec
+	parked      *prometheus.CounterVec
+	duplicates  *prometheus.CounterVec
+	lockLeft    *prometheus.HistogramVec
+	lanesActive prometheus.Gauge
+	expired     *prometheus.CounterVec
+}
+
+var _ worker.Observer = (*Metrics)(nil)
+
+// New creates the worker metrics and registers them with reg. It returns
+// an error for an invalid option or when a metric cannot be registered
+// (for example because another Metrics with the same const labels is
+// already registered with reg); then nothing stays registered.
+//
+// A nil reg creates the metrics without registering them, like promauto.With(nil):
+// the methods work and nothing is exported.
+func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
+	c := &config{
+		durationBuckets: DurationBucketsDefault,
+		lockBuckets:     LockRemainingBucketsDefault,
+	}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(c)
+		}
+	}
+	if err := checkBuckets("DurationBuckets", c.durationBuckets); err != nil {
+		return nil, err
+	}
+	if err := checkBuckets("LockRemainingBuckets", c.lockBuckets); err != nil {
+		return nil, err
+	}
+
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help, ConstLabels: c.constLabels}, labels)
+	}
+	histogram := func(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: name, Help: help, Buckets: buckets, ConstLabels: c.constLabels}, labels)
+	}
+	m := &Metrics{
+		jobs: counter("jobs_total",
+			"Records acknowledged by the worker, by topic and acknowledgement (accept, release, reject).", "topic", "ack"),
+		duration: histogram("job_duration_seconds",
+			"How long handlers ran, in seconds, for records whose handler ran.", c.durationBuckets, "topic"),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "jobs_in_flight",
+			Help: "Handlers started and not yet acknowledged.", ConstLabels: c.constLabels}, []string{"topic"}),
+		renewals: counter("lock_renewals_total",
+			"Lock renewals of running jobs, by result (ok, error).", "topic", "result"),
+		deliveries: histogram("delivery_count",
+			"Delivery count of each acknowledged record (1 on the first delivery).", DeliveryCountBuckets, "topic"),
+		ackErrors: counter("ack_errors_total",
+			"Acknowledgement batches the broker reported as failed, per partition.", "topic"),
+		parked: counter("jobs_parked_total",
+			"Jobs parked in a dead-letter topic, by reason.", "topic", "reason"),
+		duplicates: counter("duplicates_suppressed_total",
+			"Jobs accepted without running because their idempotency key was already claimed.", "topic"),
+		lockLeft: histogram("lock_remaining_seconds",
+			"Time left on a record's lock when it was acknowledged, in seconds; a lock that had run out counts as 0.", c.lockBuckets, "topic"),
+		lanesActive: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "lanes_active",
+			Help: "Lanes (share-group members) polling.", ConstLabels: c.constLabels}),
+		expired: counter("jobs_expired_total",
+			"Records released without running because their lock had run out before a handler was free.", "topic"),
+	}
+	for _, t := range c.topics {
+		for _, a := range []worker.Ack{worker.AckAccept, worker.AckRelease, worker.AckReject} {
+			m.jobs.WithLabelValues(t, a.String())
+		}
+		m.inFlight.WithLabelValues(t)
+		m.renewals.WithLabelValues(t, "ok")
+		m.renewals.WithLabelValues(t, "error")
+		m.ackErrors.WithLabelValues(t)
+		m.duplicates.WithLabelValues(t)
+		m.expired.WithLabelValues(t)
+	}
+	if reg == nil {
+		return m, nil
+	}
+	var done []prometheus.Collector
+	for _, col := range m.collectors() {
+		if err := reg.Register(col); err != nil {
+			for _, d := range done {
+				reg.Unregister(d)
+			}
+			return nil, fmt.Errorf("metrics: register: %w", err)
+		}
+		done = append(done, col)
+	}
+	return m, nil
+}
+
+func (m *Metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.jobs, m.duration, m.inFlight, m.renewals, m.deliveries,
+		m.ackErrors, m.parked, m.duplicates, m.lockLeft, m.lanesActive, m.expired}
+}
+
+// Unregister removes the metrics from reg, for an app that replaces its
+// worker at run time. It reports whether all of them were registered.
+func (m *Metrics) Unregister(reg prometheus.Registerer) bool {
+	ok := true
+	for _, col := range m.collectors() {
+		ok = reg.Unregister(col) && ok
+	}
+	return ok
+}
+
+func checkBuckets(opt string, b []float64) error {
+	if len(b) == 0 {
+		return fmt.Errorf("metrics: %s: no buckets", opt)
+	}
+	for i := 1; i < len(b); i++ {
+		if b[i] <= b[i-1] {
+			return fmt.Errorf("metrics: %s(%v): buckets must increase", opt, b)
+		}
+	}
+	return nil
+}
+
+// JobStarted counts a running handler in shareq_jobs_in_flight.
+func (m *Metrics) JobStarted(job *handler.Job) {
+	m.inFlight.WithLabelValues(job.Topic).Inc()
+}
+
+// JobFinished records an acknowledged record: shareq_jobs_total,
+// shareq_delivery_count and shareq_lock_remaining_seconds for every record;
+// shareq_job_duration_seconds and shareq_jobs_in_flight for a record whose
+// handler ran; shareq_jobs_expired_total for one whose handler did not run.
+func (m *Metrics) JobFinished(job *handler.Job, res worker.Result) {
+	m.jobs.WithLabelValues(job.Topic, res.Ack.String()).Inc()
+	m.deliveries.WithLabelValues(job.Topic).Observe(float64(job.DeliveryCount))
+	m.lockLeft.WithLabelValues(job.Topic).Observe(max(0, res.LockLeft.Seconds()))
+	if res.Ran {
+		m.duration.WithLabelValues(job.Topic).Observe(res.Duration.Seconds())
+		m.inFlight.WithLabelValues(job.Topic).Dec()
+	} else {
+		m.expired.WithLabelValues(job.Topic).Inc()
+	}
+}
+
+// LockRenewed counts a lock renewal in shareq_lock_renewals_total.
+func (m *Metrics) LockRenewed(job *handler.Job, err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.renewals.WithLabelValues(job.Topic, result).Inc()
+}
+
+// AckFailed counts failed acknowledgements in shareq_ack_errors_total.
+func (m *Metrics) AckFailed(topic string, _ int32, _ error) {
+	m.ackErrors.WithLabelValues(topic).Inc()
+}
+
+// LanesActive sets shareq_lanes_active.
+func (m *Metrics) LanesActive(n int) {
+	m.lanesActive.Set(float64(n))
+}
+
+// Parked counts a job parked in a dead-letter topic in
+// shareq_jobs_parked_total. Its shape fits the dlq middleware's hook:
+//
+//	park, err := dlq.Middleware(producer, dlq.OnPark(m.Parked))
+//
+// reason becomes a label value: the dlq middleware passes one of the
+// handler.Reason constants or a reason given to handler.PermanentError,
+// which must be few and fixed (never an ID or a message).
+func (m *Metrics) Parked(job *handler.Job, reason string) {
+	if reason == "" {
+		reason = "unknown"
+	}
+	m.parked.WithLabelValues(job.Topic, reason).Inc()
+}
+
+// Duplicate counts a job that the idempotency middleware accepted without
+// running, in shareq_duplicates_suppressed_total. Its shape fits the
+// idempotency middleware's hook:
+//
+//	claim, err := idempotency.Middleware(store, idempotency.OnDuplicate(m.Duplicate))
+//
+// The key is not recorded: a job key is never a label.
+func (m *Metrics) Duplicate(job *handler.Job, _ string) {
+	m.duplicates.WithLabelValues(job.Topic).Inc()
+}

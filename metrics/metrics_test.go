@@ -1,0 +1,345 @@
+package metrics_test
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/metrics"
+	"github.com/shareq/shareq/worker"
+)
+
+// setup returns a fresh registry and Metrics registered with it.
+func setup(t *testing.T, opts ...metrics.Option) (*prometheus.Registry, *metrics.Metrics) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, opts...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return reg, m
+}
+
+func job(topic string, delivery int32) *handler.Job {
+	return &handler.Job{Topic: topic, Partition: 0, Offset: 1, Key: []byte("user-123"), DeliveryCount: delivery}
+}
+
+func TestNewRegistersEveryMetricWithTopics(t *testing.T) {
+	t.Parallel()
+	reg, m := setup(t, metrics.Topics("emails"))
+	m.LanesActive(0)
+
+	var got []string
+	for name := range scrape(t, reg) {
+		got = append(got, name)
+	}
+	slices.Sort(got)
+	// The histograms and the parked counter have no series until their
+	// first event; every other metric exists at zero for the topic.
+	want := []string{
+		"shareq_ack_errors_total",
+		"shareq_duplicates_suppressed_total",
+		"shareq_jobs_expired_total",
+		"shareq_jobs_in_flight",
+		"shareq_jobs_total",
+		"shareq_lanes_active",
+		"shareq_lock_renewals_total",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("families = %v, want %v", got, want)
+	}
+	err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP shareq_jobs_total Records acknowledged by the worker, by topic and acknowledgement (accept, release, reject).
+# TYPE shareq_jobs_total counter
+shareq_jobs_total{ack="accept",topic="emails"} 0
+shareq_jobs_total{ack="reject",topic="emails"} 0
+shareq_jobs_total{ack="release",topic="emails"} 0
+`), "shareq_jobs_total")
+	if err != nil {
+		t.Error(err)
+	}
+}
+
+func TestMetricNamesPassLint(t *testing.T) {
+	t.Parallel()
+	reg, m := setup(t)
+	driveEveryMethod(m)
+	problems, err := testutil.GatherAndLint(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("lint %s: %s", p.Metric, p.Text)
+	}
+	if n := len(scrape(t, reg)); n != 11 {
+		t.Errorf("%d metric families after every event, want 11", n)
+	}
+}
+
+func driveEveryMethod(m *metrics.Metrics) {
+	j := job("emails", 1)
+	m.JobStarted(j)
+	m.JobFinished(j, worker.Result{Ack: worker.AckAccept, Ran: true, Duration: time.Second, LockLeft: time.Second})
+	m.JobFinished(j, worker.Result{Ack: worker.AckRelease, Err: worker.ErrLockExpired})
+	m.LockRenewed(j, nil)
+	m.AckFailed("emails", 0, errors.New("x"))
+	m.LanesActive(1)
+	m.Parked(j, handler.ReasonDecode)
+	m.Duplicate(j, "emails/0/1")
+}
+
+func TestJobFinished(t *testing.T) {
+	t.Parallel()
+	reg, m := setup(t)
+
+	ok1, ok2, retry, bad, late := job("emails", 1), job("emails", 1), job("emails", 1), job("emails", 1), job("emails", 3)
+	for _, j := range []*handler.Job{ok1, ok2, retry, bad} {
+		m.JobStarted(j)
+	}
+	m.JobStarted(job("sms", 1))
+
+	mfs := scrape(t, reg)
+	if got := value(t, mfs, "shareq_jobs_in_flight", "topic", "emails"); got != 4 {
+		t.Errorf("in flight while running = %v, want 4", got)
+	}
+
+	m.JobFinished(ok1, worker.Result{Ack: worker.AckAccept, Ran: true, Duration: 30 * time.Millisecond, LockLeft: 25 * time.Second})
+	m.JobFinished(ok2, worker.Result{Ack: worker.AckAccept, Ran: true, Duration: 2 * time.Second, LockLeft: 1500 * time.Millisecond})
+	m.JobFinished(retry, worker.Result{Ack: worker.AckRelease, Err: errors.New("503"), Ran: true, Duration: 100 * time.Millisecond, LockLeft: 10 * time.Second})
+	m.JobFinished(bad, worker.Result{Ack: worker.AckReject, Err: handler.Permanent(errors.New("bad")), Ran: true, Duration: 5 * time.Millisecond, LockLeft: -3 * time.Second})
+	// Released unrun: its lock had run out before a handler was free.
+	m.JobFinished(late, worker.Result{Ack: worker.AckRelease, Err: worker.ErrLockExpired, LockLeft: -200 * time.Millisecond})
+
+	mfs = scrape(t, reg)
+	for _, c := range []struct {
+		ack  string
+		want float64
+	}{{"accept", 2}, {"release", 2}, {"reject", 1}} {
+		if got := value(t, mfs, "shareq_jobs_total", "topic", "emails", "ack", c.ack); got != c.want {
+			t.Errorf("jobs_total{ack=%q} = %v, want %v", c.ack, got, c.want)
+		}
+	}
+	if got := value(t, mfs, "shareq_jobs_in_flight", "topic", "emails"); got != 0 {
+		t.Errorf("in flight after all finished = %v, want 0", got)
+	}
+	if got := value(t, mfs, "shareq_jobs_in_flight", "topic", "sms"); got != 1 {
+		t.Errorf("in flight of another topic = %v, want 1", got)
+	}
+	if got := value(t, mfs, "shareq_jobs_expired_total", "topic", "emails"); got != 1 {
+		t.Errorf("jobs_expired_total = %v, want 1", got)
+	}
+
+	// Only the four jobs that ran are timed.
+	d := histogram(t, mfs, "shareq_job_duration_seconds", "topic", "emails")
+	if d.count != 4 || !near(d.sum, 2.135) {
+		t.Errorf("duration count, sum = %d, %v; want 4, 2.135", d.count, d.sum)
+	}
+	if d.buckets[0.005] != 1 || d.buckets[0.05] != 2 || d.buckets[0.1] != 3 || d.buckets[2.5] != 4 {
+		t.Errorf("duration buckets = %v", d.buckets)
+	}
+
+	// Every record counts its delivery.
+	dc := histogram(t, mfs, "shareq_delivery_count", "topic", "emails")
+	if dc.count != 5 || dc.sum != 7 || dc.buckets[1] != 4 || dc.buckets[2] != 4 || dc.buckets[3] != 5 || dc.buckets[10] != 5 {
+		t.Errorf("delivery_count = %+v; want count 5, sum 7, le1 4, le3 5", dc)
+	}
+	if len(dc.buckets) != 10 {
+		t.Errorf("delivery_count has %d buckets, want 10 (1..10)", len(dc.buckets))
+	}
+
+	// Run-out locks land in the lowest bucket and add nothing to the sum.
+	ll := histogram(t, mfs, "shareq_lock_remaining_seconds", "topic", "emails")
+	if ll.count != 5 || !near(ll.sum, 36.5) || ll.buckets[0] != 2 || ll.buckets[2] != 3 || ll.buckets[10] != 4 || ll.buckets[25] != 5 {
+		t.Errorf("lock_remaining = %+v; want count 5, sum 36.5, le0 2, le2 3, le10 4, le25 5", ll)
+	}
+}
+
+func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+
+func TestRenewalsAckErrorsLanes(t *testing.T) {
+	t.Parallel()
+	reg, m := setup(t)
+	j := job("images", 1)
+	m.LockRenewed(j, nil)
+	m.LockRenewed(j, nil)
+	m.LockRenewed(j, errors.New("lost"))
+	m.AckFailed("images", 3, errors.New("INVALID_RECORD_STATE"))
+	m.AckFailed("images", 4, errors.New("INVALID_RECORD_STATE"))
+	m.LanesActive(3)
+	m.LanesActive(2)
+
+	err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP shareq_lock_renewals_total Lock renewals of running jobs, by result (ok, error).
+# TYPE shareq_lock_renewals_total counter
+shareq_lock_renewals_total{result="error",topic="images"} 1
+shareq_lock_renewals_total{result="ok",topic="images"} 2
+# HELP shareq_ack_errors_total Acknowledgement batches the broker reported as failed, per partition.
+# TYPE shareq_ack_errors_total counter
+shareq_ack_errors_total{topic="images"} 2
+# HELP shareq_lanes_active Lanes (share-group members) polling.
+# TYPE shareq_lanes_active gauge
+shareq_lanes_active 2
+`), "shareq_lock_renewals_total", "shareq_ack_errors_total", "shareq_lanes_active")
+	if err != nil {
+		t.Error(err)
+	}
+}
+
+func TestParkedAndDuplicateHooks(t *testing.T) {
+	t.Parallel()
+	reg, m := setup(t)
+
+	// The shapes of the dlq and idempotency middleware hooks.
+	var onPark func(job *handler.Job, reason string) = m.Parked
+	var onDuplicate func(job *handler.Job, key string) = m.Duplicate
+
+	onPark(job("emails", 1), handler.ReasonDecode)
+	onPark(job("emails", 5), handler.ReasonDeliveryLimit)
+	onPark(job("emails", 5), handler.ReasonDeliveryLimit)
+	onPark(job("emails", 1), "")
+	onDuplicate(job("emails", 2), "emails/0/1")
+
+	err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP shareq_jobs_parked_total Jobs parked in a dead-letter topic, by reason.
+# TYPE shareq_jobs_parked_total counter
+shareq_jobs_parked_total{reason="decode",topic="emails"} 1
+shareq_jobs_parked_total{reason="delivery-limit",topic="emails"} 2
+shareq_jobs_parked_total{reason="unknown",topic="emails"} 1
+# HELP shareq_duplicates_suppressed_total Jobs accepted without running because their idempotency key was already claimed.
+# TYPE shareq_duplicates_suppressed_total counter
+shareq_duplicates_suppressed_total{topic="emails"} 1
+`), "shareq_jobs_parked_total", "shareq_duplicates_suppressed_total")
+	if err != nil {
+		t.Error(err)
+	}
+}
+
+func TestNoKeyInLabels(t *testing.T) {
+	t.Parallel()
+	reg, m := setup(t)
+	driveEveryMethod(m)
+	for name, mf := range scrape(t, reg) {
+		for _, s := range mf.GetMetric() {
+			for _, lp := range s.GetLabel() {
+				if v := lp.GetValue(); strings.Contains(v, "user-123") || strings.Contains(v, "emails/0/1") {
+					t.Errorf("%s has label %s=%q: a key or job ID", name, lp.GetName(), v)
+				}
+			}
+		}
+	}
+}
+
+func TestNewValidation(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		opts []metrics.Option
+		want string
+	}{
+		{"no duration buckets", []metrics.Option{metrics.DurationBuckets()}, "DurationBuckets: no buckets"},
+		{"decreasing duration buckets", []metrics.Option{metrics.DurationBuckets(1, 0.5)}, "DurationBuckets([1 0.5]): buckets must increase"},
+		{"repeated lock buckets", []metrics.Option{metrics.LockRemainingBuckets(0, 1, 1)}, "LockRemainingBuckets([0 1 1]): buckets must increase"},
+		{"reserved const label", []metrics.Option{metrics.ConstLabels(prometheus.Labels{"topic": "x"})}, "register"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			reg := prometheus.NewRegistry()
+			_, err := metrics.New(reg, c.opts...)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("New error = %v, want one containing %q", err, c.want)
+			}
+			if n := len(scrape(t, reg)); n != 0 {
+				t.Errorf("%d families registered after a failed New", n)
+			}
+		})
+	}
+}
+
+// A failed registration leaves nothing of the new Metrics behind, so the
+// app can fix the conflict and try again.
+func TestNewUnregistersOnConflict(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	blocker := prometheus.NewGauge(prometheus.GaugeOpts{Name: "shareq_lanes_active", Help: "Lanes (share-group members) polling."})
+	reg.MustRegister(blocker)
+
+	_, err := metrics.New(reg)
+	var are prometheus.AlreadyRegisteredError
+	if !errors.As(err, &are) {
+		t.Fatalf("New error = %v, want an AlreadyRegisteredError", err)
+	}
+	reg.Unregister(blocker)
+	m, err := metrics.New(reg)
+	if err != nil {
+		t.Fatalf("New after removing the conflict: %v", err)
+	}
+	if !m.Unregister(reg) {
+		t.Error("Unregister reported metrics that were not registered")
+	}
+	if n := len(scrape(t, reg)); n != 0 {
+		t.Errorf("%d families left after Unregister", n)
+	}
+}
+
+// Two workers in one process share a registerer with distinct const labels.
+func TestConstLabelsLetTwoWorkersShareARegistry(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	a, err := metrics.New(reg, metrics.ConstLabels(prometheus.Labels{"worker": "a"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := metrics.New(reg, metrics.ConstLabels(prometheus.Labels{"worker": "b"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := metrics.New(reg, metrics.ConstLabels(prometheus.Labels{"worker": "b"})); err == nil {
+		t.Error("a second Metrics with the same const labels registered")
+	}
+	a.LanesActive(2)
+	b.LanesActive(5)
+	mfs := scrape(t, reg)
+	if got := value(t, mfs, "shareq_lanes_active", "worker", "a"); got != 2 {
+		t.Errorf("lanes_active{worker=a} = %v, want 2", got)
+	}
+	if got := value(t, mfs, "shareq_lanes_active", "worker", "b"); got != 5 {
+		t.Errorf("lanes_active{worker=b} = %v, want 5", got)
+	}
+}
+
+func TestNilRegistererCountsWithoutExporting(t *testing.T) {
+	t.Parallel()
+	m, err := metrics.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	driveEveryMethod(m) // must not panic
+	// The collectors are still free to register.
+	reg := prometheus.NewRegistry()
+	if m.Unregister(reg) {
+		t.Error("Unregister found metrics registered with a registry never given to New")
+	}
+}
+
+func TestCustomBuckets(t *testing.T) {
+	t.Parallel()
+	reg, m := setup(t, metrics.DurationBuckets(1, 60), metrics.LockRemainingBuckets(-1, 0, 1))
+	j := job("emails", 1)
+	m.JobStarted(j)
+	m.JobFinished(j, worker.Result{Ack: worker.AckAccept, Ran: true, Duration: 90 * time.Second, LockLeft: -5 * time.Second})
+	mfs := scrape(t, reg)
+	d := histogram(t, mfs, "shareq_job_duration_seconds", "topic", "emails")
+	if len(d.buckets) != 2 || d.buckets[60] != 0 || d.count != 1 {
+		t.Errorf("duration = %+v, want buckets 1 and 60 and one sample above them", d)
+	}
+	ll := histogram(t, mfs, "shareq_lock_remaining_seconds", "topic", "emails")
+	if ll.buckets[-1] != 0 || ll.buckets[0] != 1 {
+		t.Errorf("lock_remaining = %+v, want the run-out lock clamped to 0", ll)
+	}
+}

@@ -1,0 +1,152 @@
+package metrics_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/internal/kafkatest"
+	"github.com/shareq/shareq/metrics"
+	"github.com/shareq/shareq/worker"
+)
+
+// startWorker runs a worker until the returned stop is called (or the test
+// ends); stop returns Run's error. The pattern of worker/helpers_test.go.
+func startWorker(t *testing.T, opts ...worker.Option) (stop func() error) {
+	t.Helper()
+	w, err := worker.New(append([]worker.Option{worker.Logger(quietLogger()), worker.ShutdownTimeout(5 * time.Second)}, opts...)...)
+	if err != nil {
+		t.Fatalf("worker.New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	var once sync.Once
+	var runErr error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case runErr = <-done:
+			case <-time.After(60 * time.Second):
+				t.Errorf("worker did not stop within 60s")
+			}
+		})
+		return runErr
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+// waitFor scrapes reg until cond holds, or fails t.
+func waitFor(t *testing.T, reg *prometheus.Registry, timeout time.Duration, what string, cond func(mfs map[string]*dto.MetricFamily) bool) map[string]*dto.MetricFamily {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		mfs := scrape(t, reg)
+		if cond(mfs) {
+			return mfs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func counter(mfs map[string]*dto.MetricFamily, name string, labels ...string) float64 {
+	m := series(mfs, name, labels...)
+	if m == nil {
+		return 0
+	}
+	return m.GetCounter().GetValue() + m.GetGauge().GetValue()
+}
+
+// A real worker on a share group: 5 jobs accepted, 2 released once and
+// then accepted, 1 rejected.
+func TestWorkerMetrics(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.New(t)
+	topic, group := c.Topic(t, 2), c.Group(t)
+	keys := []string{"ok-1", "ok-2", "ok-3", "ok-4", "ok-5", "retry-1", "retry-2", "bad"}
+	recs := make([]*kgo.Record, len(keys))
+	for i, k := range keys {
+		recs[i] = &kgo.Record{Topic: topic, Key: []byte(k), Value: []byte(k)}
+	}
+	c.Produce(t, recs...)
+
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, metrics.Topics(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := handler.Func(func(ctx context.Context, job *handler.Job) error {
+		switch k := string(job.Key); {
+		case strings.HasPrefix(k, "retry") && job.DeliveryCount == 1:
+			return errors.New("not yet")
+		case k == "bad":
+			return handler.Permanent(errors.New("bad job"))
+		}
+		return nil
+	})
+	const lanes = 2
+	stop := startWorker(t, worker.Brokers(c.Seeds...), worker.Group(group), worker.Handle(topic, h),
+		worker.Lanes(lanes), worker.Concurrency(2), worker.WithObserver(m))
+
+	mfs := waitFor(t, reg, 60*time.Second, "10 acknowledgements and both lanes active", func(mfs map[string]*dto.MetricFamily) bool {
+		n := 0.0
+		for _, ack := range []string{"accept", "release", "reject"} {
+			n += counter(mfs, "shareq_jobs_total", "topic", topic, "ack", ack)
+		}
+		return n >= 10 && counter(mfs, "shareq_lanes_active") == lanes
+	})
+	for ack, want := range map[string]float64{"accept": 7, "release": 2, "reject": 1} {
+		if got := value(t, mfs, "shareq_jobs_total", "topic", topic, "ack", ack); got != want {
+			t.Errorf("jobs_total{ack=%q} = %v, want %v", ack, got, want)
+		}
+	}
+	// One observation per delivery: 5 + 2*2 + 1 = 10, with counts
+	// 5*1 + 2*(1+2) + 1 = 12.
+	dc := histogram(t, mfs, "shareq_delivery_count", "topic", topic)
+	if dc.count != 10 || dc.sum != 12 || dc.buckets[1] != 8 || dc.buckets[2] != 10 {
+		t.Errorf("delivery_count count %d sum %v le1 %d le2 %d; want 10, 12, 8, 10", dc.count, dc.sum, dc.buckets[1], dc.buckets[2])
+	}
+	if d := histogram(t, mfs, "shareq_job_duration_seconds", "topic", topic); d.count != 10 {
+		t.Errorf("job_duration count = %d, want 10 (every delivery ran)", d.count)
+	}
+	ll := histogram(t, mfs, "shareq_lock_remaining_seconds", "topic", topic)
+	if ll.count != 10 || ll.buckets[0] != 0 {
+		t.Errorf("lock_remaining count %d, run out %d; want 10, 0", ll.count, ll.buckets[0])
+	}
+	if got := value(t, mfs, "shareq_jobs_in_flight", "topic", topic); got != 0 {
+		t.Errorf("jobs_in_flight after the last ack = %v, want 0", got)
+	}
+	if got := value(t, mfs, "shareq_jobs_expired_total", "topic", topic); got != 0 {
+		t.Errorf("jobs_expired_total = %v, want 0", got)
+	}
+	if got := value(t, mfs, "shareq_ack_errors_total", "topic", topic); got != 0 {
+		t.Errorf("ack_errors_total = %v, want 0", got)
+	}
+
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	mfs = scrape(t, reg)
+	if got := value(t, mfs, "shareq_lanes_active"); got != 0 {
+		t.Errorf("lanes_active after stop = %v, want 0", got)
+	}
+	if got := value(t, mfs, "shareq_jobs_in_flight", "topic", topic); got != 0 {
+		t.Errorf("jobs_in_flight after stop = %v, want 0", got)
+	}
+	if got := value(t, mfs, "shareq_jobs_total", "topic", topic, "ack", "accept"); got != 7 {
+		t.Errorf("jobs_total{ack=accept} after stop = %v, want 7 (no job ran twice)", got)
+	}
+}
