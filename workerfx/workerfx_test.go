@@ -1,0 +1,391 @@
+package workerfx_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxtest"
+	"go.uber.org/goleak"
+
+	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/internal/kafkatest"
+	"github.com/shareq/shareq/metrics"
+	"github.com/shareq/shareq/worker"
+	"github.com/shareq/shareq/workerfx"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// bundle is a cluster with a topic and a group of the test's own.
+type bundle struct {
+	c     *kafkatest.Cluster
+	topic string
+	group string
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	c := kafkatest.New(t)
+	return &bundle{c: c, topic: c.Topic(t, 2), group: c.Group(t)}
+}
+
+func (b *bundle) config() workerfx.Config {
+	return workerfx.Config{Group: b.group, Brokers: b.c.Seeds, Concurrency: 2}
+}
+
+func (b *bundle) produce(t *testing.T, values ...string) {
+	t.Helper()
+	recs := make([]*kgo.Record, len(values))
+	for i, v := range values {
+		recs[i] = &kgo.Record{Topic: b.topic, Value: []byte(v)}
+	}
+	b.c.Produce(t, recs...)
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// registerer supplies reg to the app as its prometheus.Registerer.
+func registerer(reg *prometheus.Registry) fx.Option {
+	return fx.Supply(fx.Annotate(reg, fx.As(new(prometheus.Registerer))))
+}
+
+// A handler registered through the value group processes a job; the
+// worker's events reach the metrics registered with the app's registry.
+func TestModuleRunsRoutedHandler(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.produce(t, "cat.jpg")
+
+	got := make(chan string, 1)
+	newRoute := func(logger *slog.Logger) workerfx.Route {
+		return workerfx.Route{Topic: b.topic, Handler: handler.Func(func(ctx context.Context, job *handler.Job) error {
+			got <- string(job.Value)
+			return nil
+		})}
+	}
+	reg := prometheus.NewRegistry()
+	app := fxtest.New(t,
+		workerfx.Module,
+		fx.Supply(b.config()),
+		fx.Provide(workerfx.AsRoute(newRoute)),
+		fx.Supply(quietLogger()),
+		registerer(reg),
+	).RequireStart()
+
+	select {
+	case v := <-got:
+		if v != "cat.jpg" {
+			t.Errorf("handler got %q, want cat.jpg", v)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the routed handler got no job within 30s")
+	}
+	waitFor(t, 10*time.Second, "the job to be acknowledged", func() bool {
+		return jobsTotal(t, reg, b.topic, "accept") == 1
+	})
+	app.RequireStop()
+	if n := gauge(t, reg, "shareq_lanes_active"); n != 0 {
+		t.Errorf("lanes_active after stop = %v, want 0", n)
+	}
+}
+
+// A worker whose topic does not exist fails its start-up check after the
+// app started; the module shuts the app down with exit code 1.
+func TestMissingTopicShutsDownWithExitCode1(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var logs lockedBuffer
+	app := fxtest.New(t,
+		workerfx.Module,
+		fx.Supply(b.config()),
+		workerfx.Handle("no-such-topic-"+b.topic, handler.Func(func(context.Context, *handler.Job) error { return nil })),
+		fx.Supply(slog.New(slog.NewTextHandler(&logs, nil))),
+	)
+	wait := app.Wait()
+	app.RequireStart()
+	select {
+	case sig := <-wait:
+		if sig.ExitCode != 1 {
+			t.Errorf("shutdown exit code = %d, want 1", sig.ExitCode)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the app was not shut down within 30s")
+	}
+	app.RequireStop()
+	if s := logs.String(); !strings.Contains(s, "worker failed") || !strings.Contains(s, "topic does not exist") {
+		t.Errorf("log does not say why the worker failed:\n%s", s)
+	}
+}
+
+// Stopping the app waits for the running handler to finish and for its
+// acknowledgement.
+func TestStopWaitsForRunningHandler(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.produce(t, "slow")
+	started := make(chan struct{})
+	var finished atomic.Bool
+	reg := prometheus.NewRegistry()
+	app := fxtest.New(t,
+		workerfx.Module,
+		fx.Supply(b.config()),
+		workerfx.Handle(b.topic, handler.Func(func(ctx context.Context, job *handler.Job) error {
+			close(started)
+			time.Sleep(500 * time.Millisecond)
+			finished.Store(true)
+			return nil
+		})),
+		fx.Supply(quietLogger()),
+		registerer(reg),
+	).RequireStart()
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no job started within 30s")
+	}
+	app.RequireStop()
+	if !finished.Load() {
+		t.Error("the app stopped before the running handler finished")
+	}
+	if n := jobsTotal(t, reg, b.topic, "accept"); n != 1 {
+		t.Errorf("jobs accepted by the time Stop returned = %v, want 1", n)
+	}
+}
+
+// The app's stop timeout bounds the wait for the worker: a handler that
+// outlasts it makes Stop return an error rather than hang. The worker
+// still stops by itself at its shutdown timeout.
+func TestStopIsBoundedByTheStopTimeout(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.produce(t, "stuck")
+	started := make(chan struct{})
+	reg := prometheus.NewRegistry()
+	cfg := b.config()
+	cfg.ShutdownTimeout = time.Second
+	app := fxtest.New(t,
+		workerfx.Module,
+		fx.Supply(cfg),
+		workerfx.Handle(b.topic, handler.Func(func(ctx context.Context, job *handler.Job) error {
+			close(started)
+			<-ctx.Done() // cancelled at the worker's shutdown timeout
+			return ctx.Err()
+		})),
+		fx.Supply(quietLogger()),
+		registerer(reg),
+	).RequireStart()
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no job started within 30s")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	err := app.Stop(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Stop = %v, want the stop timeout reported", err)
+	}
+	// The worker releases the job at its shutdown timeout and returns.
+	waitFor(t, 30*time.Second, "the worker to stop", func() bool {
+		return jobsTotal(t, reg, b.topic, "release") == 1 && gauge(t, reg, "shareq_lanes_active") == 0
+	})
+}
+
+func TestRoutesFromHandleAndAsRoute(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	other := b.c.Topic(t, 1)
+	b.produce(t, "a")
+	b.c.Produce(t, &kgo.Record{Topic: other, Value: []byte("b")})
+
+	got := make(chan string, 2)
+	h := handler.Func(func(ctx context.Context, job *handler.Job) error {
+		got <- job.Topic
+		return nil
+	})
+	// A route's middleware runs inside the Config's Use middleware.
+	var order []string
+	var orderMu sync.Mutex
+	mw := func(name string) handler.Middleware {
+		return func(next handler.Handler) handler.Handler {
+			return handler.Func(func(ctx context.Context, job *handler.Job) error {
+				if job.Topic == other {
+					orderMu.Lock()
+					order = append(order, name)
+					orderMu.Unlock()
+				}
+				return next.Handle(ctx, job)
+			})
+		}
+	}
+	cfg := b.config()
+	cfg.Use = []handler.Middleware{mw("use")}
+	app := fxtest.New(t,
+		workerfx.Module,
+		fx.Supply(cfg),
+		workerfx.Handle(b.topic, h),
+		fx.Provide(workerfx.AsRoute(func() (workerfx.Route, error) {
+			return workerfx.Route{Topic: other, Handler: h, Middleware: []handler.Middleware{mw("route")}}, nil
+		})),
+		fx.Supply(quietLogger()),
+	).RequireStart()
+	seen := map[string]bool{}
+	for len(seen) < 2 {
+		select {
+		case topic := <-got:
+			seen[topic] = true
+		case <-time.After(30 * time.Second):
+			t.Fatalf("jobs of topics %v only", seen)
+		}
+	}
+	app.RequireStop()
+	if !seen[b.topic] || !seen[other] {
+		t.Errorf("topics handled = %v", seen)
+	}
+	orderMu.Lock()
+	defer orderMu.Unlock()
+	if strings.Join(order, ",") != "use,route" {
+		t.Errorf("middleware order = %v, want [use route]", order)
+	}
+}
+
+// Without a registerer the worker runs without an observer, and the
+// *metrics.Metrics the module provides still works as a hook.
+func TestWithoutRegisterer(t *testing.T) {
+	t.Parallel()
+	var m *metrics.Metrics
+	var w *worker.Worker
+	app := fxtest.New(t,
+		workerfx.Module,
+		fx.Supply(workerfx.Config{Group: "g", Brokers: []string{"127.0.0.1:1"}}),
+		workerfx.Handle("t", handler.Func(func(context.Context, *handler.Job) error { return nil })),
+		fx.Populate(&m, &w),
+	)
+	if err := app.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if m == nil || w == nil {
+		t.Fatal("the module provided no *metrics.Metrics or *worker.Worker")
+	}
+	m.Duplicate(&handler.Job{Topic: "t"}, "k") // must not panic
+	if w.Group() != "g" || strings.Join(w.Topics(), ",") != "t" {
+		t.Errorf("worker group %q topics %v", w.Group(), w.Topics())
+	}
+}
+
+// Configuration errors fail the app's construction, before anything runs.
+func TestConfigErrors(t *testing.T) {
+	t.Parallel()
+	noop := handler.Func(func(context.Context, *handler.Job) error { return nil })
+	for _, c := range []struct {
+		name string
+		opts []fx.Option
+		want string
+	}{
+		{"no routes", []fx.Option{fx.Supply(workerfx.Config{Group: "g", Brokers: []string{"b:9092"}})}, "no routes"},
+		{"no group", []fx.Option{fx.Supply(workerfx.Config{Brokers: []string{"b:9092"}}), workerfx.Handle("t", noop)}, "Group: the share group name is required"},
+		{"bad concurrency", []fx.Option{fx.Supply(workerfx.Config{Group: "g", Brokers: []string{"b:9092"}, Concurrency: -1}), workerfx.Handle("t", noop)}, "Concurrency(-1)"},
+		{"topic twice", []fx.Option{fx.Supply(workerfx.Config{Group: "g", Brokers: []string{"b:9092"}}), workerfx.Handle("t", noop), workerfx.Handle("t", noop)}, `Handle("t"): topic registered twice`},
+		{"no config", []fx.Option{workerfx.Handle("t", noop)}, "missing type: workerfx.Config"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			app := fx.New(append([]fx.Option{workerfx.Module, fx.NopLogger}, c.opts...)...)
+			if err := app.Err(); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("app error = %v, want one containing %q", err, c.want)
+			}
+		})
+	}
+}
+
+// A registerer that already has the worker metrics fails construction.
+func TestRegistererConflict(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	if _, err := metrics.New(reg); err != nil {
+		t.Fatal(err)
+	}
+	app := fx.New(workerfx.Module, fx.NopLogger, registerer(reg),
+		fx.Supply(workerfx.Config{Group: "g", Brokers: []string{"b:9092"}}),
+		workerfx.Handle("t", handler.Func(func(context.Context, *handler.Job) error { return nil })))
+	var are prometheus.AlreadyRegisteredError
+	if err := app.Err(); !errors.As(err, &are) {
+		t.Errorf("app error = %v, want an AlreadyRegisteredError", err)
+	}
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// value returns the value of the counter or gauge series of name whose
+// labels include labels; a series not yet there reads as 0.
+func value(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if v, ok := labels[lp.GetName()]; ok && v != lp.GetValue() {
+					continue next
+				}
+			}
+			return m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return 0
+}
+
+func jobsTotal(t *testing.T, reg *prometheus.Registry, topic, ack string) float64 {
+	t.Helper()
+	return value(t, reg, "shareq_jobs_total", map[string]string{"topic": topic, "ack": ack})
+}
+
+func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	return value(t, reg, name, nil)
+}
+
+// lockedBuffer is a log sink safe for concurrent writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
