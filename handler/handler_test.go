@@ -1,0 +1,131 @@
+package handler_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/shareq/shareq/handler"
+)
+
+func TestChainOrder(t *testing.T) {
+	t.Parallel()
+	var order []string
+	mw := func(name string) handler.Middleware {
+		return func(next handler.Handler) handler.Handler {
+			return handler.Func(func(ctx context.Context, job *handler.Job) error {
+				order = append(order, name+">")
+				err := next.Handle(ctx, job)
+				order = append(order, "<"+name)
+				return err
+			})
+		}
+	}
+	h := handler.Chain(handler.Func(func(context.Context, *handler.Job) error {
+		order = append(order, "handler")
+		return nil
+	}), mw("a"), mw("b"))
+	if err := h.Handle(context.Background(), &handler.Job{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(order, " "); got != "a> b> handler <b <a" {
+		t.Fatalf("order %q, want the first middleware outermost", got)
+	}
+}
+
+func TestJSON(t *testing.T) {
+	t.Parallel()
+	type email struct {
+		To string `json:"to"`
+	}
+	var got email
+	h := handler.JSON(func(_ context.Context, _ *handler.Job, e email) error {
+		got = e
+		return nil
+	})
+	if err := h.Handle(context.Background(), &handler.Job{Value: []byte(`{"to":"a@b.c","extra":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if got.To != "a@b.c" {
+		t.Fatalf("decoded %+v", got)
+	}
+	for _, bad := range []string{``, `{`, `"string"`, `{"to":5}`} {
+		err := h.Handle(context.Background(), &handler.Job{Value: []byte(bad)})
+		var pe *handler.PermanentError
+		if !errors.As(err, &pe) || pe.Reason != handler.ReasonDecode {
+			t.Errorf("payload %q: error %v, want a permanent decode error", bad, err)
+		}
+	}
+}
+
+func FuzzJSON(f *testing.F) {
+	for _, s := range []string{`{"n":1}`, ``, `null`, `{"n":"x"}`, `[1,2]`, "\xff\xfe", `{"n":1e999}`} {
+		f.Add([]byte(s))
+	}
+	h := handler.JSON(func(_ context.Context, _ *handler.Job, v struct{ N int }) error { return nil })
+	f.Fuzz(func(t *testing.T, value []byte) {
+		err := h.Handle(context.Background(), &handler.Job{Value: value})
+		if err != nil && (!handler.IsPermanent(err) || handler.ReasonOf(err) != handler.ReasonDecode) {
+			t.Fatalf("payload %q: %v is not a permanent decode error", value, err)
+		}
+	})
+}
+
+func TestJobID(t *testing.T) {
+	t.Parallel()
+	base := handler.Job{Topic: "emails", Partition: 3, Offset: 42}
+	for _, tc := range []struct {
+		name    string
+		headers []handler.Header
+		want    string
+	}{
+		{"no header", nil, "emails/3/42"},
+		{"header", []handler.Header{{Key: handler.JobIDHeader, Value: []byte("job-7")}}, "job-7"},
+		{"empty header", []handler.Header{{Key: handler.JobIDHeader}}, "emails/3/42"},
+		{"last header wins", []handler.Header{{Key: handler.JobIDHeader, Value: []byte("a")}, {Key: handler.JobIDHeader, Value: []byte("b")}}, "b"},
+	} {
+		j := base
+		j.Headers = tc.headers
+		if got := j.ID(); got != tc.want {
+			t.Errorf("%s: ID() = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestLastDelivery(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		count, limit int32
+		want         bool
+	}{{1, 5, false}, {5, 5, true}, {6, 5, true}, {9, 0, false}} {
+		j := handler.Job{DeliveryCount: tc.count, DeliveryLimit: tc.limit}
+		if got := j.LastDelivery(); got != tc.want {
+			t.Errorf("count %d limit %d: LastDelivery() = %v", tc.count, tc.limit, got)
+		}
+	}
+}
+
+func TestOutcomeErrors(t *testing.T) {
+	t.Parallel()
+	base := errors.New("smtp 550")
+	if handler.Permanent(nil) != nil {
+		t.Error("Permanent(nil) is not nil")
+	}
+	p := fmt.Errorf("send: %w", handler.Permanent(base))
+	if !handler.IsPermanent(p) || !errors.Is(p, base) || handler.ReasonOf(p) != handler.ReasonPermanent {
+		t.Errorf("wrapped permanent error lost its kind, cause or reason: %v", p)
+	}
+	r := handler.Retry("rate-limited", base)
+	if handler.IsPermanent(r) || !errors.Is(r, base) || handler.ReasonOf(r) != "rate-limited" {
+		t.Errorf("retry error: %v", r)
+	}
+	if handler.ReasonOf(base) != "" || handler.ReasonOf(nil) != "" {
+		t.Error("plain errors have no reason")
+	}
+	pe := &handler.PanicError{Value: base}
+	if !errors.Is(pe, base) || pe.Error() != "panic: smtp 550" {
+		t.Errorf("panic error: %v", pe)
+	}
+}

@@ -1,0 +1,95 @@
+package middleware_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/middleware"
+)
+
+var job = &handler.Job{Topic: "emails", Partition: 1, Offset: 9, DeliveryCount: 2, DeliveryLimit: 5}
+
+func TestRecover(t *testing.T) {
+	t.Parallel()
+	h := middleware.Recover()(handler.Func(func(context.Context, *handler.Job) error { panic("boom") }))
+	err := h.Handle(context.Background(), job)
+	var pe *handler.PanicError
+	if !handler.IsPermanent(err) || handler.ReasonOf(err) != handler.ReasonPanic || !errors.As(err, &pe) {
+		t.Fatalf("error %v, want a permanent panic error", err)
+	}
+	if pe.Value != "boom" || !strings.Contains(string(pe.Stack), "middleware_test.go") {
+		t.Fatalf("panic value %v, stack %s", pe.Value, pe.Stack)
+	}
+	ok := middleware.Recover()(handler.Func(func(context.Context, *handler.Job) error { return nil }))
+	if err := ok.Handle(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTimeout(t *testing.T) {
+	t.Parallel()
+	if _, err := middleware.Timeout(0); err == nil || !strings.Contains(err.Error(), "Timeout(0s)") {
+		t.Fatalf("Timeout(0): %v", err)
+	}
+	mw, err := middleware.Timeout(20 * time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := mw(handler.Func(func(ctx context.Context, _ *handler.Job) error {
+		<-ctx.Done()
+		return ctx.Err()
+	}))
+	err = slow.Handle(context.Background(), job)
+	if handler.IsPermanent(err) || handler.ReasonOf(err) != "timeout" || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("timed-out handler: %v, want a retry error with reason timeout", err)
+	}
+	perm := mw(handler.Func(func(ctx context.Context, _ *handler.Job) error {
+		<-ctx.Done()
+		return handler.Permanent(errors.New("bad"))
+	}))
+	if err := perm.Handle(context.Background(), job); !handler.IsPermanent(err) {
+		t.Fatalf("a permanent error after the timeout stays permanent: %v", err)
+	}
+	fast := mw(handler.Func(func(context.Context, *handler.Job) error { return errors.New("plain") }))
+	if err := fast.Handle(context.Background(), job); handler.ReasonOf(err) != "" {
+		t.Fatalf("an error before the deadline is passed through unchanged: %v", err)
+	}
+}
+
+func TestLogging(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		err   error
+		job   handler.Job
+		level string
+		msg   string
+	}{
+		{"ok", nil, *job, "DEBUG", "job done"},
+		{"retry", errors.New("503"), *job, "WARN", "will retry"},
+		{"permanent", handler.Permanent(errors.New("bad")), *job, "ERROR", "permanently"},
+		{"last delivery", errors.New("503"), handler.Job{Topic: "emails", DeliveryCount: 5, DeliveryLimit: 5}, "ERROR", "last delivery"},
+	} {
+		var buf bytes.Buffer
+		l := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		h := middleware.Logging(l)(handler.Func(func(context.Context, *handler.Job) error { return tc.err }))
+		j := tc.job
+		j.Value = []byte("secret payload")
+		if err := h.Handle(context.Background(), &j); !errors.Is(err, tc.err) {
+			t.Errorf("%s: error changed to %v", tc.name, err)
+		}
+		out := buf.String()
+		if !strings.Contains(out, "level="+tc.level) || !strings.Contains(out, tc.msg) || !strings.Contains(out, "topic=emails") {
+			t.Errorf("%s: log %q, want level %s and %q", tc.name, out, tc.level, tc.msg)
+		}
+		if strings.Contains(out, "secret payload") {
+			t.Errorf("%s: payload logged: %q", tc.name, out)
+		}
+	}
+}
