@@ -82,7 +82,9 @@
 //	    or archived: waiting for delivery, or delivered and locked.
 //	shareq_share_group_start_offset{group,topic,partition}
 //	    Gauge. The share-partition start offset: every record before it is
-//	    acknowledged or archived.
+//	    acknowledged or archived. Apache Kafka reports the offset it last
+//	    persisted, which can trail the first unacknowledged record, so
+//	    end offset minus start offset over-counts: use the lag.
 //	shareq_share_group_lag_total{group,topic}
 //	    Gauge. The sum of shareq_share_group_lag over the topic's
 //	    partitions: the backlog to scale on.
@@ -90,8 +92,12 @@
 //	    Counter. Failed readings; the lag series are absent from a scrape
 //	    whose reading failed (see [LagCollector] for why).
 //
-// kadm.Lag and consumer-group lag exporters do not understand share
-// groups: a share group commits no offsets, so they see none.
+// A partition that no member of the group has fetched from yet has no
+// start offset, so the broker reports no lag for it and it adds nothing
+// to the total: a group that has never run reports no lag at all, however
+// many records wait for it. kadm.Lag and consumer-group lag exporters do
+// not understand share groups: a share group commits no offsets, so they
+// see none.
 //
 // # Autoscaling with KEDA
 //

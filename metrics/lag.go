@@ -90,7 +90,10 @@ func LagLogger(l *slog.Logger) LagOption {
 // acknowledged or archived: records waiting to be delivered, and records
 // delivered and still locked (being worked on). A partition whose start
 // offset is not yet initialized (no member has fetched from it) reports no
-// lag and has no series.
+// lag and has no series. The start offset is the one the broker last
+// persisted; Apache Kafka may persist it lazily, so it can trail the first
+// unacknowledged record (kfake moves it at once). The lag is exact on
+// both.
 type LagCollector struct {
 	adm         *kadm.Client
 	group       string
@@ -145,7 +148,7 @@ func NewLagCollector(adm *kadm.Client, group string, opts ...LagOption) *LagColl
 		"Records of a share-partition not yet acknowledged or archived: waiting for delivery or being worked on.",
 		[]string{"topic", "partition"}, groupLabel)
 	c.startDesc = prometheus.NewDesc(Namespace+"_share_group_start_offset",
-		"The share-partition start offset (SPSO): every record before it is acknowledged or archived.",
+		"The share-partition start offset (SPSO) as last persisted: every record before it is acknowledged or archived.",
 		[]string{"topic", "partition"}, groupLabel)
 	c.totalDesc = prometheus.NewDesc(Namespace+"_share_group_lag_total",
 		"Sum of shareq_share_group_lag over a topic's partitions.",

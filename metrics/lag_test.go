@@ -96,10 +96,12 @@ func TestLagAfterAcceptingSome(t *testing.T) {
 	if got := value(t, mfs, "shareq_share_group_lag", "group", b.group, "topic", b.topic, "partition", "0"); got != 6 {
 		t.Errorf("lag{partition=0} = %v, want 6", got)
 	}
-	// The four accepted records are the first four: the start offset
-	// moves past them.
-	if got := value(t, mfs, "shareq_share_group_start_offset", "group", b.group, "topic", b.topic, "partition", "0"); got != 4 {
-		t.Errorf("start_offset{partition=0} = %v, want 4", got)
+	// The four accepted records are the first four. kfake moves the start
+	// offset past them at once; Apache Kafka persists the start offset
+	// lazily, so there it may still trail them.
+	start := value(t, mfs, "shareq_share_group_start_offset", "group", b.group, "topic", b.topic, "partition", "0")
+	if b.c.Kind == "kfake" && start != 4 || start < 0 || start > 4 {
+		t.Errorf("start_offset{partition=0} = %v, want 4 (kfake) or 0..4 (Kafka)", start)
 	}
 	if got := value(t, mfs, "shareq_lag_scrape_errors_total", "group", b.group); got != 0 {
 		t.Errorf("scrape errors = %v, want 0", got)
@@ -107,10 +109,12 @@ func TestLagAfterAcceptingSome(t *testing.T) {
 }
 
 // With several partitions, the total is the sum of the partitions that
-// have a start offset, and start offset plus lag covers each such
-// partition's records. A partition no member has fetched from yet has no
+// have a start offset. A partition no member has fetched from yet has no
 // start offset and so no lag (kfake and Kafka alike): the consumer here
-// stops after five records, so some partitions may never be fetched.
+// stops after five records, so some partitions may never be fetched. On
+// kfake start offset plus lag is a partition's end offset; Apache Kafka's
+// start offset may trail (see TestLagAfterAcceptingSome), so there it is
+// at most the end offset.
 func TestLagTotalSumsPartitions(t *testing.T) {
 	t.Parallel()
 	b := setupLag(t, 3, 12, 5)
@@ -121,6 +125,7 @@ func TestLagTotalSumsPartitions(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	fake := b.c.Kind == "kfake"
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		mfs := scrape(t, reg)
@@ -135,8 +140,8 @@ func TestLagTotalSumsPartitions(t *testing.T) {
 				continue
 			}
 			l, s := lag.GetGauge().GetValue(), start.GetGauge().GetValue()
-			if s+l != float64(end.Offset) {
-				problems = append(problems, fmt.Sprintf("partition %d: start %v + lag %v != end offset %d", p, s, l, end.Offset))
+			if s+l != float64(end.Offset) && (fake || s+l > float64(end.Offset)) {
+				problems = append(problems, fmt.Sprintf("partition %d: start %v + lag %v, end offset %d", p, s, l, end.Offset))
 			}
 			lagSum += l
 			startSum += s
@@ -148,7 +153,7 @@ func TestLagTotalSumsPartitions(t *testing.T) {
 		case total.GetGauge().GetValue() != lagSum:
 			problems = append(problems, fmt.Sprintf("lag_total %v != sum of partition lags %v", total.GetGauge().GetValue(), lagSum))
 		}
-		if lagSum+unstarted != 7 || startSum != 5 {
+		if lagSum+unstarted != 7 || fake && startSum != 5 || startSum > 5 {
 			problems = append(problems, fmt.Sprintf("lag %v + unstarted %v, start offsets %v; want 7 left, 5 accepted", lagSum, unstarted, startSum))
 		}
 		if len(problems) == 0 {
