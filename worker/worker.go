@@ -34,7 +34,6 @@ import (
 	"github.com/sourcegraph/conc"
 	"github.com/sourcegraph/conc/pool"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sync/semaphore"
@@ -213,25 +212,39 @@ func (w *Worker) start(ctx context.Context, admin *kgo.Client) error {
 		return fmt.Errorf("%w: %s (create it; shareq never creates topics)", ErrTopicMissing, strings.Join(missing, ", "))
 	}
 
-	set := map[string]string{}
-	if w.cfg.offsetReset != "" {
-		set[groupcfg.AutoOffsetReset] = w.cfg.offsetReset
-	}
-	if len(set) > 0 {
-		if err := groupcfg.Set(ctx, admin, w.cfg.group, set); err != nil {
-			return fmt.Errorf("worker: AutoOffsetReset: %w", err)
-		}
-	}
-	// Kafka 4.3 added share.renew.acknowledge.enable; renewals fail
-	// without it. Older brokers and kfake do not know it and renew anyway.
-	if err := groupcfg.Set(ctx, admin, w.cfg.group, map[string]string{groupcfg.RenewAckEnable: "true"}); err != nil &&
-		!errors.Is(err, kerr.InvalidConfig) && !errors.Is(err, kerr.InvalidRequest) {
-		return fmt.Errorf("worker: enable lock renewal (%s=true on group %q): %w", groupcfg.RenewAckEnable, w.cfg.group, err)
+	if err := w.ensureGroupConfig(ctx, admin); err != nil {
+		return err
 	}
 
 	w.deliveryLimit = int32(w.cfg.deliveryLimit)
 	if w.deliveryLimit == 0 {
 		w.deliveryLimit = readLimit(ctx, admin, w.cfg.group)
+	}
+	return nil
+}
+
+// ensureGroupConfig sets the group configs the worker needs, writing only
+// those that differ, so a worker without ALTER_CONFIGS permission runs on
+// a group an operator configured.
+func (w *Worker) ensureGroupConfig(ctx context.Context, admin *kgo.Client) error {
+	current, err := groupcfg.Describe(ctx, admin, w.cfg.group, groupcfg.AutoOffsetReset, groupcfg.RenewAckEnable)
+	if err != nil {
+		current = map[string]string{} // a broker without group configs: try to set them
+	}
+	if w.cfg.offsetReset != "" && current[groupcfg.AutoOffsetReset] != w.cfg.offsetReset {
+		if err := groupcfg.Set(ctx, admin, w.cfg.group, map[string]string{groupcfg.AutoOffsetReset: w.cfg.offsetReset}); err != nil {
+			return fmt.Errorf("worker: AutoOffsetReset(%q): %w (set it with kafka-configs.sh --entity-type groups --entity-name %s --alter --add-config %s=%s, or grant ALTER_CONFIGS on the group)",
+				w.cfg.offsetReset, err, w.cfg.group, groupcfg.AutoOffsetReset, w.cfg.offsetReset)
+		}
+	}
+	// Kafka 4.3 added share.renew.acknowledge.enable (default true);
+	// renewals fail while it is false. Older brokers and kfake do not know
+	// it and renew anyway.
+	if v, ok := current[groupcfg.RenewAckEnable]; ok && v != "true" {
+		if err := groupcfg.Set(ctx, admin, w.cfg.group, map[string]string{groupcfg.RenewAckEnable: "true"}); err != nil {
+			return fmt.Errorf("worker: group %q has %s=%s, so long jobs cannot renew their locks, and setting it failed: %w (set it to true with kafka-configs.sh --entity-type groups --entity-name %s --alter --add-config %s=true)",
+				w.cfg.group, groupcfg.RenewAckEnable, v, err, w.cfg.group, groupcfg.RenewAckEnable)
+		}
 	}
 	return nil
 }
