@@ -80,6 +80,9 @@ type Config struct {
 	// Use is middleware for the handlers of every topic, outside each
 	// route's own middleware.
 	Use []handler.Middleware
+	// MetricsOptions configure the *metrics.Metrics the module provides:
+	// metrics.ConstLabels, metrics.Topics, buckets.
+	MetricsOptions []metrics.Option
 	// Options are further worker options, applied after everything above
 	// (so they win): worker.MaxHold, worker.RenewMargin,
 	// worker.FetchMaxWait, worker.WithObserver to replace the metrics
@@ -195,13 +198,14 @@ func New(p Params) (Result, error) {
 type metricsParams struct {
 	fx.In
 
+	Config     Config
 	Registerer prometheus.Registerer `optional:"true"`
 }
 
 // newMetrics registers the worker metrics with the app's registerer, or
 // makes unregistered ones (whose hooks still work) when there is none.
 func newMetrics(p metricsParams) (*metrics.Metrics, error) {
-	m, err := metrics.New(p.Registerer)
+	m, err := metrics.New(p.Registerer, p.Config.MetricsOptions...)
 	if err != nil {
 		return nil, fmt.Errorf("workerfx: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
@@ -307,6 +308,29 @@ func TestConfigErrors(t *testing.T) {
 				t.Errorf("app error = %v, want one containing %q", err, c.want)
 			}
 		})
+	}
+}
+
+// Config.MetricsOptions reach the metrics the module registers.
+func TestMetricsOptions(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	app := fx.New(workerfx.Module, fx.NopLogger, registerer(reg),
+		fx.Supply(workerfx.Config{Group: "g", Brokers: []string{"b:9092"}, MetricsOptions: []metrics.Option{
+			metrics.ConstLabels(prometheus.Labels{"app": "thumbs"}),
+			metrics.Topics("t"),
+		}}),
+		workerfx.Handle("t", handler.Func(func(context.Context, *handler.Job) error { return nil })))
+	if err := app.Err(); err != nil {
+		t.Fatal(err)
+	}
+	err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP shareq_jobs_in_flight Handlers started and not yet acknowledged.
+# TYPE shareq_jobs_in_flight gauge
+shareq_jobs_in_flight{app="thumbs",topic="t"} 0
+`), "shareq_jobs_in_flight")
+	if err != nil {
+		t.Error(err)
 	}
 }
 
