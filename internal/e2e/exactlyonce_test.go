@@ -1,0 +1,398 @@
+package e2e_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/worker"
+)
+
+// The side effect of every test here is one thumbnails row per job,
+// written through the claim's transaction behind idempotency.Middleware on
+// pgstore. Each test forces jobs to be delivered again after their claim
+// committed, in one of the ways that happen in production, and checks that
+// every job's row exists exactly once and that the extra deliveries were
+// suppressed as duplicates.
+
+// checkOnce fails t unless each of ids has exactly one thumbnails row and
+// there are no others.
+func checkOnce(t *testing.T, e *env, ids []string) {
+	t.Helper()
+	rows := e.db.rowsPerJob(t)
+	for _, id := range ids {
+		if rows[id] != 1 {
+			t.Errorf("job %s has %d thumbnails rows, want exactly 1", id, rows[id])
+		}
+	}
+	if len(rows) != len(ids) {
+		t.Errorf("thumbnails rows for %d jobs, want %d", len(rows), len(ids))
+	}
+	if n := e.db.claims(t); n != len(ids) {
+		t.Errorf("%d claim rows, want %d", n, len(ids))
+	}
+}
+
+func ids(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = jobID(i)
+	}
+	return out
+}
+
+// A producer that retries a send writes a job twice, both copies with the
+// job's shareq-job-id. The claim is keyed on it, so the handler runs once
+// and the other copy is accepted as a duplicate. Half the jobs have their
+// copies back to back, so two lanes usually hold both at once and the
+// second claim waits on the first one's uncommitted row; the other half's
+// second copies come after every first copy.
+func TestDuplicateProduceRunsOnce(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 3)
+	const n = 40
+	var order []string
+	for i := range n / 2 {
+		order = append(order, jobID(i), jobID(i))
+	}
+	for range 2 {
+		for i := n / 2; i < n; i++ {
+			order = append(order, jobID(i))
+		}
+	}
+	e.produce(t, order...)
+
+	var dups atomic.Int64
+	th := newThumbnailer(20 * time.Millisecond)
+	pool := e.db.connect(t, "", 10)
+	e.start(t, th, worker.Use(claimsMiddleware(t, pool, &dups)), worker.Concurrency(8))
+
+	es := e.obs.waitFor(t, 60*time.Second, "both copies of every job accepted", func(es []event) bool {
+		return countAck(es, worker.AckAccept) >= 2*n
+	})
+	if r, j := countAck(es, worker.AckRelease), countAck(es, worker.AckReject); r != 0 || j != 0 {
+		t.Errorf("%d releases and %d rejects, want none: %s", r, j, summarize(es))
+	}
+	for _, id := range ids(n) {
+		if got := th.ran(id); len(got) != 1 {
+			t.Errorf("handler ran job %s %d times (deliveries %v), want once", id, len(got), got)
+		}
+	}
+	if got := dups.Load(); got != n {
+		t.Errorf("OnDuplicate called %d times, want %d (one per second copy)", got, n)
+	}
+	checkOnce(t, e, ids(n))
+	t.Logf("%s: %d records of %d jobs, handler runs %d, duplicates suppressed %d", e.c.Kind, 2*n, n, th.totalRuns(), dups.Load())
+}
+
+// A middleware outside the claim fails after the claim committed (a step
+// after the side effect, such as a notification, failed): the record is
+// RELEASEd although its side effect is durable. The redelivery finds the
+// claim and is accepted without running the handler.
+func TestReleasedAfterCommitRunsOnce(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 2)
+	const n = 20
+	e.produce(t, ids(n)...)
+
+	afterCommit := func(next handler.Handler) handler.Handler {
+		return handler.Func(func(ctx context.Context, job *handler.Job) error {
+			err := next.Handle(ctx, job)
+			if err == nil && job.DeliveryCount == 1 {
+				return handler.Retry("notify", errors.New("e2e: notification after the commit failed"))
+			}
+			return err
+		})
+	}
+	var dups atomic.Int64
+	th := newThumbnailer(10 * time.Millisecond)
+	pool := e.db.connect(t, "", 10)
+	e.start(t, th, worker.Use(afterCommit, claimsMiddleware(t, pool, &dups)), worker.Concurrency(4))
+
+	es := e.obs.waitFor(t, 60*time.Second, "every job accepted", func(es []event) bool {
+		return len(acked(es)) == n
+	})
+	for _, id := range ids(n) {
+		var got []string
+		for _, ev := range es {
+			if ev.id == id {
+				got = append(got, fmt.Sprintf("%v#%d", ev.res.Ack, ev.count))
+			}
+		}
+		if want := fmt.Sprint([]string{worker.AckRelease.String() + "#1", worker.AckAccept.String() + "#2"}); fmt.Sprint(got) != want {
+			t.Errorf("job %s acknowledged %v, want %s", id, got, want)
+		}
+		if runs := th.ran(id); len(runs) != 1 || runs[0] != 1 {
+			t.Errorf("handler ran job %s on deliveries %v, want [1]", id, runs)
+		}
+	}
+	if got := dups.Load(); got != n {
+		t.Errorf("OnDuplicate called %d times, want %d (every redelivery)", got, n)
+	}
+	checkOnce(t, e, ids(n))
+	t.Logf("%s: %d jobs, %d released after commit, handler runs %d, duplicates suppressed %d",
+		e.c.Kind, n, countAck(es, worker.AckRelease), th.totalRuns(), dups.Load())
+}
+
+// A worker is stopped with a zero ShutdownTimeout while jobs run: every
+// running job is cancelled and RELEASEd. One job ("held") had committed its
+// claim and was still in a middleware outside it; others were anywhere in
+// their run, some in their COMMIT. A second worker finishes them all:
+// the held job is a duplicate, the rest run again from scratch, and each
+// job's row exists once.
+func TestStoppedAfterCommitRunsOnce(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 2)
+	const n = 60
+	all := append([]string{"held"}, ids(n)...)
+	e.produce(t, all...)
+
+	held := make(chan struct{})
+	var heldOnce sync.Once
+	// tail runs after the claim committed: the held job waits there until
+	// the worker cancels it; the others linger a little, so some of them
+	// are also past their commit when the worker stops.
+	tail := func(next handler.Handler) handler.Handler {
+		return handler.Func(func(ctx context.Context, job *handler.Job) error {
+			err := next.Handle(ctx, job)
+			if err != nil {
+				return err
+			}
+			if job.ID() == "held" {
+				heldOnce.Do(func() { close(held) })
+				<-ctx.Done()
+				return nil
+			}
+			select {
+			case <-time.After(30 * time.Millisecond):
+			case <-ctx.Done():
+			}
+			return nil
+		})
+	}
+	var dups atomic.Int64
+	th := newThumbnailer(20 * time.Millisecond)
+	pool := e.db.connect(t, "", 10)
+	claims := claimsMiddleware(t, pool, &dups)
+	stop := e.start(t, th, worker.Use(tail, claims), worker.Concurrency(6), worker.ShutdownTimeout(0))
+	select {
+	case <-held:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the held job did not commit within 60s; %s", summarize(e.obs.snapshot()))
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("first worker: %v", err)
+	}
+	first := e.obs.snapshot()
+	var shutdown int
+	for _, ev := range first {
+		if errors.Is(ev.res.Err, worker.ErrShutdown) {
+			shutdown++
+			if ev.res.Ack != worker.AckRelease {
+				t.Errorf("job %s stopped by shutdown was acknowledged %v, want RELEASE", ev.id, ev.res.Ack)
+			}
+		}
+	}
+	if rows := e.db.rowsPerJob(t); rows["held"] != 1 {
+		t.Fatalf("held job has %d rows after its commit, want 1", rows["held"])
+	}
+
+	e.start(t, th, worker.Use(claims), worker.Concurrency(6))
+	es := e.obs.waitFor(t, 60*time.Second, "every job accepted", func(es []event) bool {
+		return len(acked(es)) == len(all)
+	})
+	if runs := th.ran("held"); len(runs) != 1 {
+		t.Errorf("handler ran the held job on deliveries %v, want once", runs)
+	}
+	var heldEvents []string
+	for _, ev := range es {
+		if ev.id == "held" {
+			heldEvents = append(heldEvents, fmt.Sprintf("%v#%d", ev.res.Ack, ev.count))
+		}
+	}
+	if want := fmt.Sprint([]string{worker.AckRelease.String() + "#1", worker.AckAccept.String() + "#2"}); fmt.Sprint(heldEvents) != want {
+		t.Errorf("held job acknowledged %v, want %s", heldEvents, want)
+	}
+	if dups.Load() < 1 {
+		t.Errorf("OnDuplicate called %d times, want at least 1 (the held job)", dups.Load())
+	}
+	checkOnce(t, e, all)
+	t.Logf("%s: %d jobs, %d released at shutdown, handler runs %d, duplicates suppressed %d",
+		e.c.Kind, len(all), shutdown, th.totalRuns(), dups.Load())
+}
+
+// The worker process dies (SIGKILL) after a job's claim committed and
+// before its ACCEPT reached the broker. The broker delivers the job again
+// when its lock runs out; the next worker finds the claim and accepts it
+// without running the handler.
+func TestCrashAfterCommitRunsOnce(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 1)
+	e.produce(t, jobID(0))
+
+	id, count := runCrashWorker(t, e)
+	if id != jobID(0) || count != 1 {
+		t.Fatalf("crash worker committed %s on delivery %d, want %s on 1", id, count, jobID(0))
+	}
+	if rows := e.db.rowsPerJob(t); rows[id] != 1 {
+		t.Fatalf("after the crash, job %s has %d rows, want 1 (committed before the kill)", id, rows[id])
+	}
+
+	var dups atomic.Int64
+	th := newThumbnailer(0)
+	pool := e.db.connect(t, "", 4)
+	e.start(t, th, worker.Use(claimsMiddleware(t, pool, &dups)), worker.Concurrency(2))
+	// The lock of the dead member's record runs out within a lock duration.
+	es := e.obs.waitFor(t, e.c.LockDuration+e.c.LockSweep+30*time.Second, "the redelivered job accepted", func(es []event) bool {
+		return acked(es)[id]
+	})
+	if len(es) != 1 || es[0].count != 2 {
+		t.Errorf("second worker saw %s, want one ACCEPT on delivery 2", summarize(es))
+	}
+	if runs := th.ran(id); len(runs) != 0 {
+		t.Errorf("second worker ran the handler on deliveries %v, want never", runs)
+	}
+	if dups.Load() != 1 {
+		t.Errorf("OnDuplicate called %d times, want 1", dups.Load())
+	}
+	checkOnce(t, e, []string{id})
+	t.Logf("%s: crashed after commit; redelivered as #%d, duplicates suppressed %d", e.c.Kind, es[0].count, dups.Load())
+}
+
+// The crash worker is this test binary run again with crashWorkerEnv set
+// to a crashConfig: it runs a worker with the claim middleware, prints
+// "COMMITTED <id> <delivery>" when a job's claim has committed, and then
+// holds that job, unacknowledged, until it is killed.
+const crashWorkerEnv = "SHAREQ_E2E_CRASH_WORKER"
+
+type crashConfig struct {
+	Seeds   []string
+	Group   string
+	Topic   string
+	DBURL   string
+	Schema  string
+	Verbose bool
+}
+
+func crashWorker() {
+	die := func(err error) {
+		fmt.Println("ERR", err)
+		os.Exit(2)
+	}
+	var cfg crashConfig
+	if err := json.Unmarshal([]byte(os.Getenv(crashWorkerEnv)), &cfg); err != nil {
+		die(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	pcfg, err := pgxpool.ParseConfig(cfg.DBURL)
+	if err != nil {
+		die(err)
+	}
+	pcfg.ConnConfig.RuntimeParams["search_path"] = cfg.Schema
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		die(err)
+	}
+	var dups atomic.Int64
+	claims := claimsMiddleware(&dieTB{die: die, ctx: ctx}, pool, &dups)
+	hold := func(next handler.Handler) handler.Handler {
+		return handler.Func(func(ctx context.Context, job *handler.Job) error {
+			if err := next.Handle(ctx, job); err != nil {
+				return err
+			}
+			fmt.Printf("COMMITTED %s %d\n", job.ID(), job.DeliveryCount)
+			time.Sleep(time.Hour) // killed here, between the commit and the ACCEPT
+			return nil
+		})
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if cfg.Verbose {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	w, err := worker.New(worker.Brokers(cfg.Seeds...), worker.Group(cfg.Group),
+		worker.Handle(cfg.Topic, newThumbnailer(0)), worker.Use(hold, claims),
+		worker.Lanes(1), worker.Concurrency(1), worker.Logger(logger))
+	if err != nil {
+		die(err)
+	}
+	die(fmt.Errorf("worker stopped: %v", w.Run(ctx)))
+}
+
+// dieTB is the testing.TB of claimsMiddleware in the crash worker.
+type dieTB struct {
+	testing.TB
+	die func(error)
+	ctx context.Context
+}
+
+func (d *dieTB) Helper()                           {}
+func (d *dieTB) Context() context.Context          { return d.ctx }
+func (d *dieTB) Fatalf(format string, args ...any) { d.die(fmt.Errorf(format, args...)) }
+
+// runCrashWorker runs a crash worker on e's topic and group, waits for it
+// to commit a job, kills it with SIGKILL and returns the job's ID and
+// delivery count.
+func runCrashWorker(t *testing.T, e *env) (string, int32) {
+	t.Helper()
+	cfg, err := json.Marshal(crashConfig{Seeds: e.c.Seeds, Group: e.group, Topic: e.topic, DBURL: e.db.url, Schema: e.db.schema, Verbose: testing.Verbose()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), crashWorkerEnv+"="+string(cfg))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if testing.Verbose() {
+		cmd.Stderr = os.Stderr
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	kill := func() {
+		once.Do(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		})
+	}
+	defer kill()
+	lines := make(chan string, 1)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(out)
+		if sc.Scan() {
+			lines <- sc.Text()
+		}
+		_, _ = io.Copy(io.Discard, out)
+	}()
+	select {
+	case line := <-lines:
+		kill()
+		var id string
+		var count int32
+		if _, err := fmt.Sscanf(line, "COMMITTED %s %d", &id, &count); err != nil {
+			t.Fatalf("crash worker said %q", strings.TrimSpace(line))
+		}
+		return id, count
+	case <-time.After(60 * time.Second):
+		t.Fatal("crash worker committed no job within 60s")
+	}
+	return "", 0
+}

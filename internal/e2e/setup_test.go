@@ -1,0 +1,442 @@
+package e2e_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/idempotency"
+	"github.com/shareq/shareq/idempotency/pgstore"
+	"github.com/shareq/shareq/internal/kafkatest"
+	"github.com/shareq/shareq/migrations"
+	"github.com/shareq/shareq/worker"
+)
+
+// envDatabaseURL names the Postgres the tests use. Each test makes a
+// schema of its own in it.
+const envDatabaseURL = "SHAREQ_TEST_DATABASE_URL"
+
+// databaseURL returns SHAREQ_TEST_DATABASE_URL. Without it the test is
+// skipped, except under CI=true, where a missing database is a failure.
+func databaseURL(t testing.TB) string {
+	t.Helper()
+	url := os.Getenv(envDatabaseURL)
+	if url == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(envDatabaseURL + " is not set; CI must start Postgres and set it (scripts/postgres.sh up; scripts/postgres.sh url)")
+		}
+		t.Skip(envDatabaseURL + " is not set; skipping an end-to-end test that needs Postgres")
+	}
+	return url
+}
+
+// thumbnailsDDL is the application's own table: one row per thumbnail
+// made. It has no unique constraint on job_id on purpose, so a job whose
+// side effect happened twice shows up as two rows instead of an error.
+const thumbnailsDDL = `CREATE TABLE thumbnails (
+	id       bigserial   PRIMARY KEY,
+	job_id   text        NOT NULL,
+	image    text        NOT NULL,
+	delivery int         NOT NULL,
+	made_at  timestamptz NOT NULL DEFAULT clock_timestamp()
+)`
+
+// db is a Postgres schema of one test's own: shareq's migrations applied
+// and the thumbnails table created. It is dropped when the test ends.
+type db struct {
+	url    string
+	schema string
+	// pool connects to the schema directly; tests use it to set up and
+	// to check, never through a proxy.
+	pool *pgxpool.Pool
+}
+
+func newDB(t testing.TB) *db {
+	t.Helper()
+	url := databaseURL(t)
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	d := &db{url: url, schema: "shareq_e2e_" + hex.EncodeToString(b[:])}
+	ident := pgx.Identifier{d.schema}.Sanitize()
+	admin := func(ctx context.Context, sql string) error {
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			return fmt.Errorf("connect to %s: %w", envDatabaseURL, err)
+		}
+		defer conn.Close(context.WithoutCancel(ctx))
+		_, err = conn.Exec(ctx, sql)
+		return err
+	}
+	if err := admin(t.Context(), "CREATE SCHEMA "+ident); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := admin(ctx, "DROP SCHEMA "+ident+" CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", d.schema, err)
+		}
+	})
+	d.pool = d.connect(t, "", 4)
+	if err := migrations.Up(t.Context(), d.pool); err != nil {
+		t.Fatalf("migrations.Up: %v", err)
+	}
+	if _, err := d.pool.Exec(t.Context(), thumbnailsDDL); err != nil {
+		t.Fatalf("create thumbnails: %v", err)
+	}
+	return d
+}
+
+// connect returns a pool whose connections use the test's schema, closed
+// when the test ends. A non-empty addr ("host:port") replaces the
+// database's address: the outage test points it at its proxy.
+func (d *db) connect(t testing.TB, addr string, maxConns int32) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(d.url)
+	if err != nil {
+		t.Fatalf("parse %s: %v", envDatabaseURL, err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = d.schema
+	cfg.MaxConns = maxConns
+	if addr != "" {
+		host, port, ok := strings.Cut(addr, ":")
+		if !ok {
+			t.Fatalf("connect: address %q has no port", addr)
+		}
+		cfg.ConnConfig.Host = host
+		if _, err := fmt.Sscan(port, &cfg.ConnConfig.Port); err != nil {
+			t.Fatalf("connect: address %q: %v", addr, err)
+		}
+		cfg.ConnConfig.Fallbacks = nil
+	}
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("pool: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// rowsPerJob returns how many thumbnails rows each job ID has.
+func (d *db) rowsPerJob(t testing.TB) map[string]int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rows, err := d.pool.Query(ctx, "SELECT job_id, count(*) FROM thumbnails GROUP BY job_id")
+	if err != nil {
+		t.Fatalf("count thumbnails: %v", err)
+	}
+	out := map[string]int{}
+	for rows.Next() {
+		var id string
+		var n int
+		if err := rows.Scan(&id, &n); err != nil {
+			t.Fatalf("count thumbnails: %v", err)
+		}
+		out[id] = n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("count thumbnails: %v", err)
+	}
+	return out
+}
+
+// claims returns how many claim rows the schema holds.
+func (d *db) claims(t testing.TB) int {
+	t.Helper()
+	var n int
+	if err := d.pool.QueryRow(context.Background(), "SELECT count(*) FROM "+pgstore.TableDefault).Scan(&n); err != nil {
+		t.Fatalf("count claims: %v", err)
+	}
+	return n
+}
+
+// thumbnailer is the job handler of these tests. It "makes a thumbnail"
+// of the image named by the job's value: it works for a while, then
+// writes one row into thumbnails through the claim's transaction, so the
+// row commits with the claim or not at all. It counts its runs per job.
+type thumbnailer struct {
+	// work is how long a job takes before its write.
+	work time.Duration
+	// fail, when set, is asked first; a non-nil error is the outcome
+	// and nothing is written.
+	fail func(job *handler.Job) error
+
+	mu   sync.Mutex
+	runs map[string][]int32 // job ID → delivery counts of the runs
+}
+
+func newThumbnailer(work time.Duration) *thumbnailer {
+	return &thumbnailer{work: work, runs: map[string][]int32{}}
+}
+
+func (th *thumbnailer) Handle(ctx context.Context, job *handler.Job) error {
+	th.mu.Lock()
+	th.runs[job.ID()] = append(th.runs[job.ID()], job.DeliveryCount)
+	th.mu.Unlock()
+	tx := pgstore.Tx(ctx)
+	if tx == nil {
+		return handler.Permanent(errors.New("thumbnails: no claim transaction; wrap the handler in idempotency.Middleware"))
+	}
+	if th.fail != nil {
+		if err := th.fail(job); err != nil {
+			return err
+		}
+	}
+	if th.work > 0 {
+		select {
+		case <-time.After(th.work):
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	_, err := tx.Exec(ctx, "INSERT INTO thumbnails (job_id, image, delivery) VALUES ($1, $2, $3)",
+		job.ID(), string(job.Value), job.DeliveryCount)
+	return err
+}
+
+// ran returns the delivery counts the handler ran job id with.
+func (th *thumbnailer) ran(id string) []int32 {
+	th.mu.Lock()
+	defer th.mu.Unlock()
+	return append([]int32(nil), th.runs[id]...)
+}
+
+// totalRuns returns how many times the handler ran, over all jobs.
+func (th *thumbnailer) totalRuns() int {
+	th.mu.Lock()
+	defer th.mu.Unlock()
+	n := 0
+	for _, r := range th.runs {
+		n += len(r)
+	}
+	return n
+}
+
+// env is one end-to-end test's world: a Kafka cluster (kfake, or the real
+// broker), a topic and a share group of its own, a Postgres schema of its
+// own, and a recorder of the worker's events.
+type env struct {
+	c     *kafkatest.Cluster
+	topic string
+	group string
+	db    *db
+	obs   *recorder
+}
+
+func setup(t *testing.T, partitions int32) *env {
+	t.Helper()
+	d := newDB(t) // first: skips before any broker work when there is no database
+	c := kafkatest.New(t)
+	return &env{c: c, topic: c.Topic(t, partitions), group: c.Group(t), db: d, obs: newRecorder()}
+}
+
+// jobID returns the shareq-job-id of job i of a test.
+func jobID(i int) string { return fmt.Sprintf("job-%03d", i) }
+
+// record returns a job record for the test's topic with a job-id header;
+// its key is the ID (so copies of one job share a partition) and its value
+// the image it is about.
+func (e *env) record(id string) *kgo.Record {
+	return &kgo.Record{
+		Topic:   e.topic,
+		Key:     []byte(id),
+		Value:   []byte("image-" + id),
+		Headers: []kgo.RecordHeader{{Key: handler.JobIDHeader, Value: []byte(id)}},
+	}
+}
+
+// produce writes one record per ID, in order, and returns them with their
+// partitions, offsets and timestamps filled in.
+func (e *env) produce(t *testing.T, ids ...string) []*kgo.Record {
+	t.Helper()
+	recs := make([]*kgo.Record, len(ids))
+	for i, id := range ids {
+		recs[i] = e.record(id)
+	}
+	e.c.Produce(t, recs...)
+	return recs
+}
+
+// claimsMiddleware returns idempotency.Middleware on a pgstore Store over
+// pool, checked at start, counting suppressed duplicates in dups.
+func claimsMiddleware(t testing.TB, pool *pgxpool.Pool, dups *atomic.Int64) handler.Middleware {
+	t.Helper()
+	store, err := pgstore.New(pool)
+	if err != nil {
+		t.Fatalf("pgstore.New: %v", err)
+	}
+	if err := store.Check(t.Context()); err != nil {
+		t.Fatalf("pgstore Check: %v", err)
+	}
+	mw, err := idempotency.Middleware(store, idempotency.OnDuplicate(func(*handler.Job, string) { dups.Add(1) }))
+	if err != nil {
+		t.Fatalf("idempotency.Middleware: %v", err)
+	}
+	return mw
+}
+
+// start runs a worker for the test's topic and group until the returned
+// stop is called (or the test ends); stop returns Run's error. opts come
+// after the defaults and may override them.
+func (e *env) start(t *testing.T, h handler.Handler, opts ...worker.Option) (stop func() error) {
+	t.Helper()
+	base := []worker.Option{
+		worker.Brokers(e.c.Seeds...),
+		worker.Group(e.group),
+		worker.Handle(e.topic, h),
+		worker.WithObserver(e.obs),
+		worker.Logger(testLogger()),
+		worker.ShutdownTimeout(5 * time.Second),
+	}
+	w, err := worker.New(append(base, opts...)...)
+	if err != nil {
+		t.Fatalf("worker.New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	var once sync.Once
+	var runErr error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case runErr = <-done:
+			case <-time.After(60 * time.Second):
+				t.Errorf("worker did not stop within 60s")
+			}
+		})
+		return runErr
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("worker Run: %v", err)
+		}
+	})
+	return stop
+}
+
+func testLogger() *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// event is one JobFinished call.
+type event struct {
+	id    string
+	count int32
+	res   worker.Result
+	at    time.Time
+}
+
+// recorder is a worker.Observer that keeps every finished job.
+type recorder struct {
+	mu      sync.Mutex
+	events  []event
+	ackErrs int
+	changed chan struct{}
+}
+
+var _ worker.Observer = (*recorder)(nil)
+
+func newRecorder() *recorder { return &recorder{changed: make(chan struct{}, 1)} }
+
+func (r *recorder) JobStarted(*handler.Job) {}
+
+func (r *recorder) JobFinished(j *handler.Job, res worker.Result) {
+	r.mu.Lock()
+	r.events = append(r.events, event{id: j.ID(), count: j.DeliveryCount, res: res, at: time.Now()})
+	r.mu.Unlock()
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (r *recorder) LockRenewed(*handler.Job, error) {}
+
+func (r *recorder) AckFailed(string, int32, error) {
+	r.mu.Lock()
+	r.ackErrs++
+	r.mu.Unlock()
+}
+
+func (r *recorder) LanesActive(int) {}
+
+func (r *recorder) snapshot() []event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]event(nil), r.events...)
+}
+
+// waitFor waits until cond holds for the events so far, or fails t.
+func (r *recorder) waitFor(t *testing.T, timeout time.Duration, what string, cond func([]event) bool) []event {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		s := r.snapshot()
+		if cond(s) {
+			return s
+		}
+		select {
+		case <-r.changed:
+		case <-time.After(100 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("timed out after %v waiting for %s; %s", timeout, what, summarize(r.snapshot()))
+		}
+	}
+}
+
+// acked returns the IDs of the jobs with an ACCEPT among es.
+func acked(es []event) map[string]bool {
+	out := map[string]bool{}
+	for _, e := range es {
+		if e.res.Ack == worker.AckAccept {
+			out[e.id] = true
+		}
+	}
+	return out
+}
+
+// countAck counts the events with ack a.
+func countAck(es []event, a worker.Ack) int {
+	n := 0
+	for _, e := range es {
+		if e.res.Ack == a {
+			n++
+		}
+	}
+	return n
+}
+
+func summarize(es []event) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d events (%d accept, %d release, %d reject)", len(es),
+		countAck(es, worker.AckAccept), countAck(es, worker.AckRelease), countAck(es, worker.AckReject))
+	if len(es) > 40 {
+		es = es[len(es)-40:]
+		b.WriteString("; last 40:")
+	}
+	for _, e := range es {
+		fmt.Fprintf(&b, " [%s #%d %v err=%v]", e.id, e.count, e.res.Ack, e.res.Err)
+	}
+	return b.String()
+}
