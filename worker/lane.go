@@ -367,7 +367,7 @@ func (w *Worker) toJob(rec *kgo.Record) *handler.Job {
 		Timestamp:     rec.Timestamp,
 		Group:         w.cfg.group,
 		DeliveryCount: rec.DeliveryCount(),
-		DeliveryLimit: w.deliveryLimit,
+		DeliveryLimit: w.deliveryLimit.Load(),
 		LockDeadline:  rec.AcquisitionDeadline(),
 	}
 	if len(rec.Headers) > 0 {

@@ -77,11 +77,12 @@ type Worker struct {
 	handlers map[string]handler.Handler
 	topics   []string
 	ran      atomic.Bool
+	checked  atomic.Bool
 
 	// Set by Run.
 	sem           *semaphore.Weighted
 	pool          *pool.Pool
-	deliveryLimit int32
+	deliveryLimit atomic.Int32
 	lanesActive   atomic.Int32
 }
 
@@ -126,19 +127,16 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	log := w.cfg.logger.With("group", w.cfg.group)
 
-	admin, err := kgo.NewClient(w.baseOpts()...)
-	if err != nil {
-		return fmt.Errorf("worker: client options: %w", err)
-	}
-	defer admin.Close()
-	if err := w.start(ctx, admin); err != nil {
-		return err
+	if !w.checked.Load() {
+		if err := w.Check(ctx); err != nil {
+			return err
+		}
 	}
 
 	w.sem = semaphore.NewWeighted(int64(w.cfg.concurrency))
 	w.pool = pool.New().WithMaxGoroutines(w.cfg.concurrency)
 	log.Info("worker started", "topics", w.topics, "lanes", w.cfg.lanes,
-		"concurrency", w.cfg.concurrency, "batch_size", w.cfg.batchSize, "delivery_limit", w.deliveryLimit)
+		"concurrency", w.cfg.concurrency, "batch_size", w.cfg.batchSize, "delivery_limit", w.deliveryLimit.Load())
 
 	lanes := make([]*lane, 0, w.cfg.lanes)
 	for i := range w.cfg.lanes {
@@ -176,10 +174,28 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 }
 
-// start runs the start-up checks and reads the group's delivery limit.
-func (w *Worker) start(ctx context.Context, admin *kgo.Client) error {
+// Check runs the start-up checks of [Worker.Run] without starting: the
+// brokers are reachable and support share groups, every topic exists, and
+// the group's configuration is set as asked. It also reads the group's
+// delivery limit. Run calls it unless it already succeeded, so a caller
+// with a start-up deadline of its own (an fx OnStart hook) can fail there
+// and then start Run in the background. It is bounded by [StartTimeout].
+func (w *Worker) Check(ctx context.Context) error {
+	admin, err := kgo.NewClient(w.baseOpts()...)
+	if err != nil {
+		return fmt.Errorf("worker: client options: %w", err)
+	}
+	defer admin.Close()
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.startTimeout)
 	defer cancel()
+	if err := w.check(ctx, admin); err != nil {
+		return err
+	}
+	w.checked.Store(true)
+	return nil
+}
+
+func (w *Worker) check(ctx context.Context, admin *kgo.Client) error {
 	if err := admin.Ping(ctx); err != nil {
 		return fmt.Errorf("%w %v: %v (check Brokers/ClientOpts, TLS and SASL settings, and that the brokers listen there)", ErrBrokersUnreachable, w.cfg.brokers, err)
 	}
@@ -216,10 +232,11 @@ func (w *Worker) start(ctx context.Context, admin *kgo.Client) error {
 		return err
 	}
 
-	w.deliveryLimit = int32(w.cfg.deliveryLimit)
-	if w.deliveryLimit == 0 {
-		w.deliveryLimit = readLimit(ctx, admin, w.cfg.group)
+	limit := int32(w.cfg.deliveryLimit)
+	if limit == 0 {
+		limit = readLimit(ctx, admin, w.cfg.group)
 	}
+	w.deliveryLimit.Store(limit)
 	return nil
 }
 

@@ -51,12 +51,13 @@
 //
 // # Lifecycle
 //
-// OnStart does not block: it runs Worker.Run in a goroutine with a
-// context of its own. Run's start-up checks (brokers reachable, share
-// groups supported, topics present) therefore happen after the app has
-// started; if one fails, or the worker fails later, the error is logged
-// and the app is shut down through fx.Shutdowner with exit code 1, so
-// app.Run exits the process with status 1 and app.Wait delivers an
+// OnStart runs the worker's start-up checks (Worker.Check: brokers
+// reachable, share groups supported, topics present, group configured)
+// within the app's start timeout, so a failed check fails app.Start with
+// the reason. It then runs Worker.Run in a goroutine with a context of its
+// own and returns. If the worker fails later, the error is logged and the
+// app is shut down through fx.Shutdowner with exit code 1, so app.Run
+// exits the process with status 1 and app.Wait delivers an
 // fx.ShutdownSignal with ExitCode 1.
 //
 // OnStop cancels the worker's context and waits for Run to return: the

@@ -232,7 +232,10 @@ func run(p runParams) {
 		done   chan error // Run's error, or nil once the failure was reported
 	)
 	p.Lifecycle.Append(fx.Hook{
-		OnStart: func(context.Context) error {
+		OnStart: func(startCtx context.Context) error {
+			if err := p.Worker.Check(startCtx); err != nil {
+				return fmt.Errorf("workerfx: %w", err)
+			}
 			// The OnStart context ends when start-up does; the worker
 			// runs until OnStop.
 			var ctx context.Context

@@ -102,31 +102,26 @@ func TestModuleRunsRoutedHandler(t *testing.T) {
 	}
 }
 
-// A worker whose topic does not exist fails its start-up check after the
-// app started; the module shuts the app down with exit code 1.
-func TestMissingTopicShutsDownWithExitCode1(t *testing.T) {
+// A worker whose topic does not exist fails its start-up check in OnStart,
+// so the app does not start and says why.
+func TestMissingTopicFailsStart(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	var logs lockedBuffer
-	app := fxtest.New(t,
+	app := fx.New(
 		workerfx.Module,
 		fx.Supply(b.config()),
 		workerfx.Handle("no-such-topic-"+b.topic, handler.Func(func(context.Context, *handler.Job) error { return nil })),
-		fx.Supply(slog.New(slog.NewTextHandler(&logs, nil))),
+		fx.NopLogger,
 	)
-	wait := app.Wait()
-	app.RequireStart()
-	select {
-	case sig := <-wait:
-		if sig.ExitCode != 1 {
-			t.Errorf("shutdown exit code = %d, want 1", sig.ExitCode)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the app was not shut down within 30s")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := app.Start(ctx)
+	if err == nil {
+		_ = app.Stop(ctx)
+		t.Fatal("app started with a missing topic")
 	}
-	app.RequireStop()
-	if s := logs.String(); !strings.Contains(s, "worker failed") || !strings.Contains(s, "topic does not exist") {
-		t.Errorf("log does not say why the worker failed:\n%s", s)
+	if !errors.Is(err, worker.ErrTopicMissing) || !strings.Contains(err.Error(), "no-such-topic-") {
+		t.Fatalf("start error %v does not name the missing topic", err)
 	}
 }
 
