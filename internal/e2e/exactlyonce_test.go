@@ -30,21 +30,39 @@ import (
 // suppressed as duplicates.
 
 // checkOnce fails t unless each of ids has exactly one thumbnails row and
-// there are no others.
+// one claim row, and there are no others.
 func checkOnce(t *testing.T, e *env, ids []string) {
 	t.Helper()
 	rows := e.db.rowsPerJob(t)
+	var missing, twice []string
 	for _, id := range ids {
-		if rows[id] != 1 {
-			t.Errorf("job %s has %d thumbnails rows, want exactly 1", id, rows[id])
+		switch n := rows[id]; {
+		case n == 0:
+			missing = append(missing, id)
+		case n > 1:
+			twice = append(twice, fmt.Sprintf("%s×%d", id, n))
 		}
 	}
-	if len(rows) != len(ids) {
+	if len(missing) > 0 {
+		t.Errorf("%d of %d jobs have no thumbnails row: %s", len(missing), len(ids), abbrev(missing))
+	}
+	if len(twice) > 0 {
+		t.Errorf("%d jobs have more than one thumbnails row: %s", len(twice), abbrev(twice))
+	}
+	if len(rows) > len(ids)-len(missing) {
 		t.Errorf("thumbnails rows for %d jobs, want %d", len(rows), len(ids))
 	}
 	if n := e.db.claims(t); n != len(ids) {
 		t.Errorf("%d claim rows, want %d", n, len(ids))
 	}
+}
+
+// abbrev lists the first few of ss.
+func abbrev(ss []string) string {
+	if len(ss) > 8 {
+		return strings.Join(ss[:8], " ") + fmt.Sprintf(" … (%d more)", len(ss)-8)
+	}
+	return strings.Join(ss, " ")
 }
 
 func ids(n int) []string {
