@@ -5,6 +5,8 @@
 //	    development, until interrupted
 //	shareq dlq list|show|replay ...
 //	    inspect parked jobs and move them back to their topic
+//	shareq status GROUP [-json]
+//	    show a share group's state, members, start offsets and lag
 //
 // Commands that talk to a cluster take -brokers (default $SHAREQ_BROKERS,
 // else 127.0.0.1:9092).
@@ -30,12 +32,13 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"dev": {"run an in-process Kafka broker for local development", runDev},
-	"dlq": {"list, show and replay parked (dead-lettered) jobs", runDLQ},
+	"dev":    {"run an in-process Kafka broker for local development", runDev},
+	"dlq":    {"list, show and replay parked (dead-lettered) jobs", runDLQ},
+	"status": {"show a share group's members, start offsets and lag", runStatus},
 }
 
 // commandOrder lists commands in the order usage shows them.
-var commandOrder = []string{"dev", "dlq"}
+var commandOrder = []string{"dev", "dlq", "status"}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
