@@ -7,6 +7,8 @@
 //	    inspect parked jobs and move them back to their topic
 //	shareq status GROUP [-json]
 //	    show a share group's state, members, start offsets and lag
+//	shareq reset GROUP -to earliest|latest|OFFSET [-topic T] [-yes]
+//	    move an empty share group's start offsets
 //
 // Commands that talk to a cluster take -brokers (default $SHAREQ_BROKERS,
 // else 127.0.0.1:9092).
@@ -35,10 +37,11 @@ var commands = map[string]command{
 	"dev":    {"run an in-process Kafka broker for local development", runDev},
 	"dlq":    {"list, show and replay parked (dead-lettered) jobs", runDLQ},
 	"status": {"show a share group's members, start offsets and lag", runStatus},
+	"reset":  {"move an empty share group's start offsets", runReset},
 }
 
 // commandOrder lists commands in the order usage shows them.
-var commandOrder = []string{"dev", "dlq", "status"}
+var commandOrder = []string{"dev", "dlq", "status", "reset"}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
