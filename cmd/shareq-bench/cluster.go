@@ -1,0 +1,246 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shareq/shareq/internal/groupcfg"
+)
+
+// fakeLockDuration is the record lock duration of the in-process kfake
+// cluster, as in the test suite (internal/kafkatest).
+const fakeLockDuration = 2 * time.Second
+
+// cluster is the Kafka one backend of a run talks to.
+type cluster struct {
+	kind  string // "kfake" or "kafka"
+	seeds []string
+	lock  time.Duration // broker record lock duration
+	fake  *kfake.Cluster
+	cl    *kgo.Client
+	adm   *kadm.Client
+	run   string // unique prefix of this run's topics and groups
+
+	topics []string
+	groups []string
+}
+
+// newCluster starts an in-process kfake cluster (broker "kfake") or
+// connects to the real broker at addr.
+func newCluster(ctx context.Context, broker string) (*cluster, error) {
+	c := &cluster{kind: "kafka", run: "shareq-bench-" + randHex(4)}
+	if broker == "kfake" {
+		fake, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.BrokerConfigs(map[string]string{
+			"group.share.record.lock.duration.ms": strconv.Itoa(int(fakeLockDuration / time.Millisecond)),
+			"share.record.lock.sweep.interval.ms": "100",
+			"group.share.heartbeat.interval.ms":   "100",
+			"group.share.session.timeout.ms":      "3000",
+		}))
+		if err != nil {
+			return nil, fmt.Errorf("kfake: %w", err)
+		}
+		c.kind, c.fake, c.seeds, c.lock = "kfake", fake, fake.ListenAddrs(), fakeLockDuration
+	} else {
+		c.seeds = strings.Split(broker, ",")
+	}
+	// Round-robin: jobs spread evenly over partitions, as a job producer
+	// without keys spreads them.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds...), kgo.ProducerLinger(5*time.Millisecond),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
+		kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedRecords(50000))
+	if err != nil {
+		c.close()
+		return nil, err
+	}
+	c.cl, c.adm = cl, kadm.NewClient(cl)
+	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := cl.Ping(pctx); err != nil {
+		c.close()
+		return nil, fmt.Errorf("broker %v: %w (start it with scripts/kafka.sh up)", c.seeds, err)
+	}
+	if c.fake == nil {
+		cfg, err := groupcfg.Broker(pctx, cl, groupcfg.BrokerRecordLockDurationMs)
+		if err != nil {
+			c.close()
+			return nil, fmt.Errorf("broker %v: %w", c.seeds, err)
+		}
+		ms, _ := strconv.Atoi(cfg[groupcfg.BrokerRecordLockDurationMs])
+		if ms <= 0 {
+			c.close()
+			return nil, fmt.Errorf("broker %v: cannot read %s", c.seeds, groupcfg.BrokerRecordLockDurationMs)
+		}
+		c.lock = time.Duration(ms) * time.Millisecond
+	}
+	return c, nil
+}
+
+// close deletes the run's topics and groups and closes the clients.
+func (c *cluster) close() {
+	if c.adm != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		for _, g := range c.groups {
+			_, _ = c.adm.DeleteGroup(ctx, g)
+		}
+		if len(c.topics) > 0 {
+			_, _ = c.adm.DeleteTopics(ctx, c.topics...)
+		}
+		cancel()
+	}
+	if c.cl != nil {
+		c.cl.Close()
+	}
+	if c.fake != nil {
+		c.fake.Close()
+	}
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// topic creates a topic named after the run and what, with partitions.
+func (c *cluster) topic(ctx context.Context, what string, partitions int32) (string, error) {
+	name := c.run + "-" + what + "-" + randHex(2)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	resp, err := c.adm.CreateTopic(ctx, partitions, 1, nil, name)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		return "", fmt.Errorf("create topic %s: %w", name, err)
+	}
+	c.topics = append(c.topics, name)
+	// A new topic's leaders take a moment to be known everywhere.
+	for ctx.Err() == nil {
+		md, err := c.adm.ListTopics(ctx, name)
+		if err == nil && md[name].Err == nil && len(md[name].Partitions) == int(partitions) {
+			ok := true
+			for _, p := range md[name].Partitions {
+				ok = ok && p.Leader >= 0
+			}
+			if ok {
+				return name, nil
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return "", fmt.Errorf("topic %s: no leaders: %w", name, ctx.Err())
+}
+
+// shareGroup returns a new share group name whose
+// share.auto.offset.reset is earliest.
+func (c *cluster) shareGroup(ctx context.Context, what string) (string, error) {
+	g := c.run + "-" + what + "-" + randHex(2)
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := groupcfg.Set(ctx, c.cl, g, map[string]string{groupcfg.AutoOffsetReset: "earliest"}); err != nil {
+		return "", err
+	}
+	c.groups = append(c.groups, g)
+	return g, nil
+}
+
+// classicGroup returns a new consumer group name.
+func (c *cluster) classicGroup(what string) string {
+	g := c.run + "-" + what + "-" + randHex(2)
+	c.groups = append(c.groups, g)
+	return g
+}
+
+// produce writes recs and waits for all of them to be acknowledged.
+func (c *cluster) produce(ctx context.Context, recs []*kgo.Record) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	const chunk = 20000
+	for i := 0; i < len(recs); i += chunk {
+		if err := c.cl.ProduceSync(ctx, recs[i:min(i+chunk, len(recs))]...).FirstErr(); err != nil {
+			return fmt.Errorf("produce: %w", err)
+		}
+	}
+	return nil
+}
+
+// waitShareMembers waits until group has want members that all have an
+// assignment, so that a measurement does not include joining.
+func (c *cluster) waitShareMembers(ctx context.Context, group string, want int) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	var last string
+	for {
+		ds, err := c.adm.DescribeShareGroups(ctx, group)
+		if err == nil {
+			d := ds[group]
+			assigned := 0
+			for _, m := range d.Members {
+				if len(m.Assignment) > 0 {
+					assigned++
+				}
+			}
+			last = fmt.Sprintf("state %s, %d members, %d assigned", d.GroupState, len(d.Members), assigned)
+			if len(d.Members) == want && assigned == want && strings.EqualFold(d.GroupState, "stable") {
+				return nil
+			}
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("share group %s did not reach %d assigned members (%s)", group, want, last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// waitClassicStable waits until the consumer group is stable with want
+// members and every partition of topic assigned, unchanged for settle.
+func (c *cluster) waitClassicStable(ctx context.Context, group string, want int, partitions int, settle time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	var since time.Time
+	var last string
+	for {
+		ds, err := c.adm.DescribeGroups(ctx, group)
+		ok := false
+		if err == nil {
+			d := ds[group]
+			n := 0
+			for _, ps := range d.AssignedPartitions() {
+				n += len(ps)
+			}
+			last = fmt.Sprintf("state %s, %d members, %d partitions assigned", d.State, len(d.Members), n)
+			ok = d.State == "Stable" && len(d.Members) == want && n == partitions
+		} else {
+			last = err.Error()
+		}
+		switch {
+		case !ok:
+			since = time.Time{}
+		case since.IsZero():
+			since = time.Now()
+		case time.Since(since) >= settle:
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("consumer group %s did not settle (%s)", group, last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// errTimeout is returned by a scenario whose jobs did not all finish.
+var errTimeout = errors.New("timed out")

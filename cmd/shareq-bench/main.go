@@ -1,0 +1,441 @@
+// Command shareq-bench measures shareq against the alternatives a user
+// would weigh it against, in one run, and reports ratios within that run:
+//
+//	go run ./cmd/shareq-bench [-broker kfake|127.0.0.1:19092|both]
+//	    [-database URL] [-scenarios hol,overhead,eos,renew] [-out bench-out/] [-quick]
+//
+// Scenarios, each run on every backend asked for (kfake in process, and
+// a real broker):
+//
+//	hol       head-of-line blocking: 2,000 jobs of 20 ms and 5 of 4 s on
+//	          6 partitions and 24 workers; a classic consumer group vs
+//	          shareq vs the ideal list schedule (the physical limit). With
+//	          overhead also selected, it runs again at the best no-op
+//	          setting's batch size.
+//	overhead  no-op jobs: shareq's lanes × batch sweep vs a raw franz-go
+//	          share loop and a raw consumer group.
+//	eos       one INSERT per job, exactly once: shareq with the pgstore
+//	          claim middleware vs River completing the job in the same
+//	          transaction (needs -database).
+//	renew     jobs three lock durations long on two competing workers:
+//	          duplicate executions and lock renewals per job.
+//
+// It prints a table, writes results.csv (and hol-series.csv) and PNG
+// charts into -out. See BENCHMARKS.md for figures and what they mean.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/vg"
+)
+
+// realBrokerDefault is the test broker of scripts/kafka.sh, used for
+// -broker both.
+const realBrokerDefault = "127.0.0.1:19092"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "shareq-bench:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	backends  []string
+	database  string
+	scenarios map[string]bool
+	out       string
+	quick     bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	fs := flag.NewFlagSet("shareq-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	broker := fs.String("broker", "kfake", "kfake, a broker address (host:port), or both (kfake, then $SHAREQ_TEST_KAFKA or "+realBrokerDefault+")")
+	database := fs.String("database", os.Getenv("SHAREQ_TEST_POSTGRES"), "Postgres URL for the eos scenario (default $SHAREQ_TEST_POSTGRES; scripts/postgres.sh url)")
+	scen := fs.String("scenarios", "hol,overhead,eos,renew", "comma-separated scenarios to run")
+	out := fs.String("out", "bench-out", "directory for results.csv and the charts")
+	quick := fs.Bool("quick", false, "smaller counts and shorter sweep points (a few minutes on kfake)")
+	if err := fs.Parse(args); err != nil {
+		return options{}, err
+	}
+	if fs.NArg() > 0 {
+		return options{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	o := options{database: *database, out: *out, quick: *quick, scenarios: map[string]bool{}}
+	switch *broker {
+	case "both":
+		real := os.Getenv("SHAREQ_TEST_KAFKA")
+		if real == "" {
+			real = realBrokerDefault
+		}
+		o.backends = []string{"kfake", real}
+	case "":
+		return o, errors.New("-broker: empty")
+	default:
+		o.backends = []string{*broker}
+	}
+	for _, s := range strings.Split(*scen, ",") {
+		switch s = strings.TrimSpace(s); s {
+		case "hol", "overhead", "eos", "renew":
+			o.scenarios[s] = true
+		case "":
+		default:
+			return o, fmt.Errorf("-scenarios: unknown scenario %q (want hol, overhead, eos, renew)", s)
+		}
+	}
+	return o, nil
+}
+
+// sizes are the counts and limits of a run.
+type sizes struct {
+	noopRecords int
+	sweepLimit  time.Duration
+	eosJobs     int
+	eosConc     int
+	renewJobs   int
+}
+
+func sizesFor(quick bool) sizes {
+	if quick {
+		return sizes{noopRecords: 20000, sweepLimit: 2 * time.Second, eosJobs: 2000, eosConc: 16, renewJobs: 20}
+	}
+	return sizes{noopRecords: 200000, sweepLimit: 8 * time.Second, eosJobs: 20000, eosConc: 16, renewJobs: 20}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	logFile, err := os.Create(filepath.Join(o.out, "bench.log"))
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	log := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	sz := sizesFor(o.quick)
+	began := time.Now()
+	progress := func(backend, what string) {
+		fmt.Fprintf(stderr, "[%6.1fs] %s: %s\n", time.Since(began).Seconds(), backend, what)
+	}
+
+	var rows []row
+	env := func(metric string, v float64, unit, note string) {
+		rows = append(rows, row{Backend: "-", Scenario: "env", Variant: "machine", Metric: metric, Value: v, Unit: unit, Note: note})
+	}
+	env("nproc", float64(runtime.NumCPU()), "cores", cpuModel())
+	env("go", 0, "", runtime.Version())
+	if o.scenarios["eos"] && o.database != "" {
+		env("postgres", 0, "", postgresVersion(ctx, o.database))
+	}
+	if o.quick {
+		env("quick", 1, "", "-quick counts")
+	}
+
+	series := []seriesPoint{}
+	holPlots := []*plot.Plot{}
+	sweepPlots := []*plot.Plot{}
+	eosResults := map[string]eosResult{}
+	var backendNames []string
+	var errs []error
+
+	for _, b := range o.backends {
+		c, err := newCluster(ctx, b)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", b, err))
+			continue
+		}
+		name := c.kind
+		backendNames = append(backendNames, name)
+		l1, l5, _ := loadAvg()
+		rows = append(rows, row{Backend: name, Scenario: "env", Variant: "load", Metric: "loadavg_1m_start", Value: l1, Unit: "", Note: fmt.Sprintf("5m %.2f", l5)})
+		rows = append(rows, row{Backend: name, Scenario: "env", Variant: "broker", Metric: "lock_duration", Value: c.lock.Seconds(), Unit: "s", Note: strings.Join(c.seeds, ",")})
+
+		br, err := runBackend(ctx, c, log, o, sz, func(s string) { progress(name, s) })
+		rows = append(rows, br.rows...)
+		series = append(series, br.series...)
+		if len(br.hol) > 0 {
+			if p, perr := holPlot(name, br.hol); perr == nil {
+				holPlots = append(holPlots, p)
+			}
+		}
+		if br.overhead != nil {
+			if p, perr := sweepPlot(name, *br.overhead); perr == nil {
+				sweepPlots = append(sweepPlots, p)
+			}
+		}
+		if br.eos != nil {
+			eosResults[name] = *br.eos
+		}
+		l1, l5, _ = loadAvg()
+		rows = append(rows, row{Backend: name, Scenario: "env", Variant: "load", Metric: "loadavg_1m_end", Value: l1, Unit: "", Note: fmt.Sprintf("5m %.2f", l5)})
+		c.close()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+		// Write what we have after each backend, so a failure later keeps it.
+		if werr := writeOutputs(o.out, rows, series); werr != nil {
+			errs = append(errs, werr)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+
+	if err := writeTable(stdout, rows); err != nil {
+		return err
+	}
+	var charts []string
+	if len(holPlots) > 0 {
+		path := filepath.Join(o.out, "hol-throughput.png")
+		if err := writePanels(path, holPlots, 7.5*vg.Inch, 4.8*vg.Inch); err != nil {
+			errs = append(errs, err)
+		}
+		charts = append(charts, path)
+	}
+	if len(sweepPlots) > 0 {
+		path := filepath.Join(o.out, "overhead-sweep.png")
+		if err := writePanels(path, sweepPlots, 7.5*vg.Inch, 4.8*vg.Inch); err != nil {
+			errs = append(errs, err)
+		}
+		charts = append(charts, path)
+	}
+	if p, err := eosPlot(eosResults, backendNames); err != nil {
+		errs = append(errs, err)
+	} else if p != nil {
+		path := filepath.Join(o.out, "eos.png")
+		if err := writePanels(path, []*plot.Plot{p}, 5.5*vg.Inch, 4*vg.Inch); err != nil {
+			errs = append(errs, err)
+		}
+		charts = append(charts, path)
+	}
+	fmt.Fprintf(stdout, "\nwrote %s, %s, %s in %.0fs\n", filepath.Join(o.out, "results.csv"),
+		filepath.Join(o.out, "hol-series.csv"), strings.Join(charts, ", "), time.Since(began).Seconds())
+	return errors.Join(errs...)
+}
+
+func writeOutputs(dir string, rows []row, series []seriesPoint) error {
+	write := func(name string, fn func(io.Writer) error) error {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		if err := fn(f); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}
+	return errors.Join(
+		write("results.csv", func(w io.Writer) error { return writeCSV(w, rows) }),
+		write("hol-series.csv", func(w io.Writer) error { return writeSeriesCSV(w, series) }),
+	)
+}
+
+// backendResult is what one backend's scenarios produced.
+type backendResult struct {
+	rows     []row
+	series   []seriesPoint
+	hol      []holRun
+	overhead *overheadResult
+	eos      *eosResult
+}
+
+func runBackend(ctx context.Context, c *cluster, log *slog.Logger, o options, sz sizes, progress func(string)) (backendResult, error) {
+	var br backendResult
+	name := c.kind
+	add := func(scenario, variant, metric string, v float64, unit, note string) {
+		br.rows = append(br.rows, row{Backend: name, Scenario: scenario, Variant: variant, Metric: metric, Value: v, Unit: unit, Note: note})
+	}
+	var errs []error
+	jobs := holJobs(holFast, holSlow, holFastDur, holSlowDur, holPartitions)
+	ideal := idealHOL(jobs)
+	holRow := func(r holRun) {
+		add("hol", r.Variant, "makespan", r.Makespan.Seconds(), "s", "")
+		add("hol", r.Variant, "vs_ideal", r.Makespan.Seconds()/ideal.Makespan.Seconds(), "x", "makespan / ideal makespan")
+		if r.Dups > 0 {
+			add("hol", r.Variant, "duplicate_runs", float64(r.Dups), "count", "")
+		}
+		for k, n := range buckets(r.Times, holBucket) {
+			br.series = append(br.series, seriesPoint{Backend: name, Variant: r.Variant, Start: time.Duration(k) * holBucket, Count: n})
+		}
+	}
+
+	var holShareq []holRun
+	if o.scenarios["hol"] {
+		progress("hol: classic consumer group, 24 members")
+		classic, err := runClassicHOL(ctx, c, log, jobs, holWorkers)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("hol classic: %w", err))
+		} else {
+			holRow(classic)
+			br.hol = append(br.hol, classic)
+		}
+		progress("hol: shareq lanes=24 batch=1")
+		sq, err := runShareqHOL(ctx, c, log, jobs, holWorkers, 1, holWorkers)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("hol shareq: %w", err))
+		} else {
+			holRow(sq)
+			holShareq = append(holShareq, sq)
+			if classic.Makespan > 0 {
+				add("hol", "classic vs shareq", "makespan_ratio", classic.Makespan.Seconds()/sq.Makespan.Seconds(), "x", "classic makespan / shareq makespan")
+			}
+		}
+	}
+	if o.scenarios["overhead"] {
+		progress(fmt.Sprintf("overhead: producing %d no-op records", sz.noopRecords))
+		ov, err := runOverhead(ctx, c, log, sz.noopRecords, sz.sweepLimit, func(s string) { progress("overhead: " + s) })
+		if err != nil {
+			errs = append(errs, fmt.Errorf("overhead: %w", err))
+		}
+		br.overhead = &ov
+		if ov.RawShare > 0 {
+			add("overhead", "raw share loop (1 client, batch 500, prefetch)", "jobs_per_s", ov.RawShare, "jobs/s", fmt.Sprintf("%d records", ov.RawShareN))
+		}
+		if ov.RawGroup > 0 {
+			add("overhead", "raw consumer group (1 client, commit at end)", "jobs_per_s", ov.RawGroup, "jobs/s", fmt.Sprintf("%d records", ov.RawGroupN))
+			if ov.RawShare > 0 {
+				add("overhead", "raw consumer group (1 client, commit at end)", "vs_raw_share", ov.RawGroup/ov.RawShare, "x", "")
+			}
+		}
+		for _, p := range ov.Sweep {
+			v := fmt.Sprintf("shareq lanes=%d batch=%d conc=%d", p.Lanes, p.Batch, p.Lanes*p.Batch)
+			add("overhead", v, "jobs_per_s", p.Rate, "jobs/s", fmt.Sprintf("%d records", p.Done))
+			if ov.RawShare > 0 {
+				add("overhead", v, "vs_raw_share", p.Rate/ov.RawShare, "x", "")
+			}
+		}
+		if best, ok := ov.best(); ok {
+			note := fmt.Sprintf("lanes=%d batch=%d", best.Lanes, best.Batch)
+			add("overhead", "best shareq setting", "jobs_per_s", best.Rate, "jobs/s", note)
+			if ov.RawShare > 0 {
+				add("overhead", "best shareq setting", "vs_raw_share", best.Rate/ov.RawShare, "x", note)
+			}
+			if o.scenarios["hol"] {
+				// The head-of-line jobs again with the best setting's batch, on the
+				// same 24 handler slots; and a middle setting for scale.
+				b := min(best.Batch, holWorkers)
+				for _, s := range []struct{ lanes, batch int }{{best.Lanes, b}, {holWorkers, 4}} {
+					progress(fmt.Sprintf("hol: shareq lanes=%d batch=%d conc=%d", s.lanes, s.batch, holWorkers))
+					r, err := runShareqHOL(ctx, c, log, jobs, s.lanes, s.batch, holWorkers)
+					if err != nil {
+						errs = append(errs, fmt.Errorf("hol shareq batch %d: %w", s.batch, err))
+						continue
+					}
+					holRow(r)
+					holShareq = append(holShareq, r)
+				}
+			}
+		}
+	}
+	if o.scenarios["hol"] {
+		br.hol = append(br.hol, holShareq...)
+		holRow(ideal)
+		br.hol = append(br.hol, ideal)
+	}
+	if o.scenarios["eos"] {
+		if o.database == "" {
+			progress("eos: skipped, no -database (scripts/postgres.sh url)")
+		} else {
+			progress(fmt.Sprintf("eos: %d jobs, concurrency %d", sz.eosJobs, sz.eosConc))
+			res, err := runEOS(ctx, c, log, o.database, sz.eosJobs, sz.eosConc, func(s string) { progress("eos: " + s) })
+			if err != nil {
+				errs = append(errs, fmt.Errorf("eos: %w", err))
+			} else {
+				br.eos = &res
+				v1 := fmt.Sprintf("shareq + pgstore lanes=%d batch=1 conc=%d", res.Concurrency, res.Concurrency)
+				v2 := fmt.Sprintf("River MaxWorkers=%d cooldown=%v poll=%v", res.Concurrency, riverFetchCooldown, riverFetchPollInterval)
+				add("eos", v1, "jobs_per_s", res.Shareq, "jobs/s", fmt.Sprintf("%d jobs", res.Jobs))
+				add("eos", v1, "rows_written", float64(res.ShareqRows), "rows", fmt.Sprintf("want %d; claims %d", res.Jobs, res.ShareqClaims))
+				add("eos", v2, "jobs_per_s", res.River, "jobs/s", fmt.Sprintf("%d jobs", res.Jobs))
+				add("eos", v2, "rows_written", float64(res.RiverRows), "rows", fmt.Sprintf("want %d", res.Jobs))
+				if res.River > 0 {
+					add("eos", "shareq vs River", "rate_ratio", res.Shareq/res.River, "x", "shareq jobs/s / River jobs/s")
+				}
+			}
+		}
+	}
+	if o.scenarios["renew"] {
+		progress(fmt.Sprintf("renew: %d jobs of 3× the %v lock on two workers", sz.renewJobs, c.lock))
+		res, err := runRenew(ctx, c, log, sz.renewJobs)
+		v := fmt.Sprintf("2 workers × %d lanes, jobs of %v (lock %v)", res.Jobs, res.JobDur, res.Lock)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("renew: %w", err))
+		}
+		add("renew", v, "duplicate_runs", float64(res.Duplicates), "count", fmt.Sprintf("%d runs of %d jobs; must be 0", res.Executions, res.Jobs))
+		add("renew", v, "accepted", float64(res.Accepted), "count", "")
+		if res.Jobs > 0 {
+			add("renew", v, "renewals_per_job", float64(res.Renewals)/float64(res.Jobs), "count",
+				fmt.Sprintf("min %d max %d; expected %d at margin lock/2", res.MinPerJob, res.MaxPerJob, res.ExpectedRenew))
+		}
+		add("renew", v, "renew_errors", float64(res.RenewErrors), "count", "")
+		if res.JobDur > 0 && res.Makespan > 0 {
+			add("renew", v, "makespan_vs_job", res.Makespan.Seconds()/res.JobDur.Seconds(), "x", "all jobs ran at once: ideal 1")
+		}
+	}
+	return br, errors.Join(errs...)
+}
+
+// cpuModel returns the CPU model name from /proc/cpuinfo.
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return ""
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// loadAvg returns the 1- and 5-minute load averages.
+func loadAvg() (float64, float64, error) {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0, 0, err
+	}
+	var l1, l5 float64
+	_, err = fmt.Sscan(string(b), &l1, &l5)
+	return l1, l5, err
+}
+
+func postgresVersion(ctx context.Context, url string) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return "unreachable: " + err.Error()
+	}
+	defer conn.Close(ctx)
+	var v string
+	if err := conn.QueryRow(ctx, "SHOW server_version").Scan(&v); err != nil {
+		return err.Error()
+	}
+	return v
+}

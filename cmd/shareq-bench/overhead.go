@@ -1,0 +1,285 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/worker"
+)
+
+// The overhead sweep: lanes × batch, with as many handler slots as the
+// lanes can hold (lanes × batch).
+var (
+	sweepLanes   = []int{1, 4, 8, 24}
+	sweepBatches = []int{1, 10, 100, 500}
+)
+
+// sweepPoint is one measured setting of the no-op sweep.
+type sweepPoint struct {
+	Lanes, Batch int
+	Rate         float64 // jobs/s
+	Done         int
+}
+
+// overheadResult holds the figures of the overhead scenario.
+type overheadResult struct {
+	RawShare, RawGroup float64 // jobs/s
+	RawShareN          int
+	RawGroupN          int
+	Sweep              []sweepPoint
+	Skipped            []sweepPoint
+}
+
+// best returns the sweep point with the highest rate.
+func (o overheadResult) best() (sweepPoint, bool) {
+	var b sweepPoint
+	for _, p := range o.Sweep {
+		if p.Rate > b.Rate {
+			b = p
+		}
+	}
+	return b, b.Rate > 0
+}
+
+// sweepSkipped reports whether a sweep point would hold too much of the
+// topic at once to say anything about a steady rate: more than a
+// twentieth of the records in flight.
+func sweepSkipped(lanes, batch, records int) bool {
+	return lanes*batch*20 > records
+}
+
+// rateMeter measures a consumer's steady rate. The span starts at an
+// explicit begin (a consumer group's assignment) or else at the first
+// delivery, whose records are then not counted: a first poll can return
+// a large part of the topic at once, and its wait includes joining the
+// group. After a warm-up the rate is taken from the warm-up mark instead,
+// so lanes that join late do not weigh on it.
+type rateMeter struct {
+	n      atomic.Int64
+	mu     sync.Mutex
+	begun  bool
+	t0     time.Time
+	n0     int64
+	began  chan struct{}
+	closed sync.Once
+}
+
+func newRateMeter() *rateMeter { return &rateMeter{began: make(chan struct{})} }
+
+// begin starts the span now, with nothing counted yet.
+func (m *rateMeter) begin() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.begun {
+		m.begun, m.t0, m.n0 = true, time.Now(), m.n.Load()
+		m.closed.Do(func() { close(m.began) })
+	}
+}
+
+// add counts k records and returns the total.
+func (m *rateMeter) add(k int) int64 {
+	n := m.n.Add(int64(k))
+	m.mu.Lock()
+	if !m.begun {
+		m.begun, m.t0, m.n0 = true, time.Now(), n
+		m.closed.Do(func() { close(m.began) })
+	}
+	m.mu.Unlock()
+	return n
+}
+
+// measure waits for the span to begin (up to a minute), then until all
+// is closed or limit has passed since the beginning, and returns the rate
+// and the total count.
+func (m *rateMeter) measure(ctx context.Context, limit, warm time.Duration, all <-chan struct{}) (float64, int, error) {
+	select {
+	case <-m.began:
+	case <-ctx.Done():
+		return 0, 0, ctx.Err()
+	case <-time.After(time.Minute):
+		return 0, 0, fmt.Errorf("%w: nothing consumed in a minute", errTimeout)
+	}
+	m.mu.Lock()
+	t0, n0 := m.t0, m.n0
+	m.mu.Unlock()
+	var warmN int64 = -1
+	var warmAt time.Time
+	warmT := time.NewTimer(time.Until(t0.Add(warm)))
+	defer warmT.Stop()
+	end := time.NewTimer(time.Until(t0.Add(limit)))
+	defer end.Stop()
+wait:
+	for {
+		select {
+		case <-warmT.C:
+			warmN, warmAt = m.n.Load(), time.Now()
+		case <-all:
+			break wait
+		case <-end.C:
+			break wait
+		case <-ctx.Done():
+			return 0, 0, ctx.Err()
+		}
+	}
+	n, now := m.n.Load(), time.Now()
+	if warmN >= 0 && now.Sub(warmAt) >= limit/4 && n > warmN {
+		return float64(n-warmN) / now.Sub(warmAt).Seconds(), int(n), nil
+	}
+	if n <= n0 {
+		return 0, int(n), fmt.Errorf("%w: everything arrived in the first poll; use more records", errTimeout)
+	}
+	return float64(n-n0) / now.Sub(t0).Seconds(), int(n), nil
+}
+
+// runOverhead produces records no-op jobs of 100 bytes and consumes them
+// with a raw share loop, a raw consumer group and each shareq sweep
+// setting, each in its own group, each for at most limit.
+func runOverhead(ctx context.Context, c *cluster, log *slog.Logger, records int, limit time.Duration, progress func(string)) (overheadResult, error) {
+	var res overheadResult
+	topic, err := c.topic(ctx, "noop", 6)
+	if err != nil {
+		return res, err
+	}
+	value := make([]byte, 100)
+	recs := make([]*kgo.Record, records)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: topic, Value: value}
+	}
+	if err := c.produce(ctx, recs); err != nil {
+		return res, err
+	}
+	warm := limit / 8
+
+	progress("raw share loop")
+	res.RawShare, res.RawShareN, err = rawShareLoop(ctx, c, topic, records, limit, warm)
+	if err != nil {
+		return res, fmt.Errorf("raw share loop: %w", err)
+	}
+	progress("raw consumer group")
+	res.RawGroup, res.RawGroupN, err = rawGroupLoop(ctx, c, topic, records, limit, warm)
+	if err != nil {
+		return res, fmt.Errorf("raw consumer group: %w", err)
+	}
+	for _, lanes := range sweepLanes {
+		for _, batch := range sweepBatches {
+			p := sweepPoint{Lanes: lanes, Batch: batch}
+			if sweepSkipped(lanes, batch, records) {
+				res.Skipped = append(res.Skipped, p)
+				continue
+			}
+			progress(fmt.Sprintf("shareq lanes=%d batch=%d", lanes, batch))
+			p.Rate, p.Done, err = shareqNoop(ctx, c, log, topic, lanes, batch, records, limit, warm)
+			if err != nil {
+				return res, fmt.Errorf("shareq lanes=%d batch=%d: %w", lanes, batch, err)
+			}
+			res.Sweep = append(res.Sweep, p)
+		}
+	}
+	return res, nil
+}
+
+// rawShareLoop is franz-go's share consumer as its docs show it: one
+// client, default batches with prefetch, accept every record.
+func rawShareLoop(ctx context.Context, c *cluster, topic string, records int, limit, warm time.Duration) (float64, int, error) {
+	group, err := c.shareGroup(ctx, "raw-share")
+	if err != nil {
+		return 0, 0, err
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds...), kgo.ShareGroup(group), kgo.ConsumeTopics(topic),
+		kgo.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer cl.Close()
+	m := newRateMeter()
+	all := make(chan struct{})
+	lctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for lctx.Err() == nil {
+			fs := cl.PollFetches(lctx)
+			k := 0
+			fs.EachRecord(func(r *kgo.Record) { r.Ack(kgo.AckAccept); k++ })
+			if k > 0 && m.add(k) >= int64(records) {
+				close(all)
+				return
+			}
+		}
+	})
+	rate, n, err := m.measure(ctx, limit, warm, all)
+	cancel()
+	wg.Wait()
+	fctx, fcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer fcancel()
+	return rate, n, errors.Join(err, cl.FlushAcks(fctx))
+}
+
+// rawGroupLoop is a classic consumer group member that does nothing per
+// record and commits once at the end: the fastest way Kafka hands out
+// records, for scale.
+func rawGroupLoop(ctx context.Context, c *cluster, topic string, records int, limit, warm time.Duration) (float64, int, error) {
+	group := c.classicGroup("raw-group")
+	m := newRateMeter()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) { m.begin() }))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer cl.Close()
+	all := make(chan struct{})
+	lctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var commitErr error
+	wg.Go(func() {
+		for lctx.Err() == nil {
+			fs := cl.PollFetches(lctx)
+			if k := fs.NumRecords(); k > 0 && m.add(k) >= int64(records) {
+				commitErr = cl.CommitUncommittedOffsets(lctx)
+				close(all)
+				return
+			}
+		}
+	})
+	rate, n, err := m.measure(ctx, limit, warm, all)
+	cancel()
+	wg.Wait()
+	return rate, n, errors.Join(err, commitErr)
+}
+
+// shareqNoop runs a shareq worker with a no-op handler on the topic.
+func shareqNoop(ctx context.Context, c *cluster, log *slog.Logger, topic string, lanes, batch, records int, limit, warm time.Duration) (float64, int, error) {
+	group, err := c.shareGroup(ctx, fmt.Sprintf("noop-l%d-b%d", lanes, batch))
+	if err != nil {
+		return 0, 0, err
+	}
+	m := newRateMeter()
+	all := make(chan struct{})
+	var closeOnce sync.Once
+	nop := handler.Func(func(context.Context, *handler.Job) error {
+		if m.add(1) == int64(records) {
+			closeOnce.Do(func() { close(all) })
+		}
+		return nil
+	})
+	w, err := worker.New(worker.Brokers(c.seeds...), worker.Group(group), worker.Handle(topic, nop),
+		worker.Lanes(lanes), worker.BatchSize(batch), worker.Concurrency(lanes*batch),
+		worker.ShutdownTimeout(5*time.Second), worker.Logger(log))
+	if err != nil {
+		return 0, 0, err
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(wctx) }()
+	rate, n, err := m.measure(ctx, limit, warm, all)
+	cancel()
+	return rate, n, errors.Join(err, <-ran)
+}

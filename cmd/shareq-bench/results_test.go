@@ -1,0 +1,120 @@
+package main
+
+import (
+	"bytes"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestCSVRoundTrip(t *testing.T) {
+	t.Parallel()
+	rows := []row{
+		{"kfake", "hol", "shareq lanes=24 batch=1 conc=24", "makespan", 5.8125, "s", ""},
+		{"kafka", "overhead", "raw share loop, with a comma", "jobs_per_s", 123456, "jobs/s", `note with "quotes"`},
+		{"kafka", "eos", "shareq vs River", "rate_ratio", 0.4, "x", "line\nbreak"},
+	}
+	var buf bytes.Buffer
+	if err := writeCSV(&buf, rows); err != nil {
+		t.Fatal(err)
+	}
+	if first, _, _ := strings.Cut(buf.String(), "\n"); first != "backend,scenario,variant,metric,value,unit,note" {
+		t.Fatalf("header %q", first)
+	}
+	got, err := readCSV(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, rows) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", got, rows)
+	}
+}
+
+func TestCSVValuesArePlainNumbers(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	if err := writeCSV(&buf, []row{{Value: 200000}, {Value: 0.000125}}); err != nil {
+		t.Fatal(err)
+	}
+	if s := buf.String(); !strings.Contains(s, ",200000,") || !strings.Contains(s, ",0.000125,") || strings.Contains(s, "e+") {
+		t.Fatalf("values not plain: %q", s)
+	}
+}
+
+func TestReadCSVRejectsWrongHeader(t *testing.T) {
+	t.Parallel()
+	if _, err := readCSV(strings.NewReader("a,b\n1,2\n")); err == nil {
+		t.Fatal("accepted a wrong header")
+	}
+}
+
+func TestWriteTableGroupsByBackendAndScenario(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	err := writeTable(&buf, []row{
+		{Backend: "-", Scenario: "env", Variant: "machine", Metric: "nproc", Value: 2},
+		{Backend: "kfake", Scenario: "hol", Variant: "classic", Metric: "makespan", Value: 11.21, Unit: "s"},
+		{Backend: "kfake", Scenario: "hol", Variant: "classic", Metric: "vs_ideal", Value: 1.98, Unit: "x", Note: "makespan / ideal"},
+		{Backend: "kfake", Scenario: "overhead", Variant: "raw", Metric: "jobs_per_s", Value: 250605.4, Unit: "jobs/s"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{"== kfake: hol", "== kfake: overhead", "11.21 s", "1.98 x  (makespan / ideal)", "250605 jobs/s"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "nproc") {
+		t.Errorf("table shows env rows:\n%s", out)
+	}
+}
+
+func TestSeriesCSV(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	err := writeSeriesCSV(&buf, []seriesPoint{{"kfake", "ideal", 250 * time.Millisecond, 300}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "backend,variant,bucket_start_s,completed\nkfake,ideal,0.25,300\n"; buf.String() != want {
+		t.Fatalf("got %q, want %q", buf.String(), want)
+	}
+}
+
+func TestSweepSkipped(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		lanes, batch, records int
+		skip                  bool
+	}{
+		{24, 500, 200000, true},
+		{8, 500, 200000, false},
+		{24, 100, 20000, true},
+		{8, 100, 20000, false},
+		{1, 1, 20000, false},
+	} {
+		if got := sweepSkipped(tc.lanes, tc.batch, tc.records); got != tc.skip {
+			t.Errorf("sweepSkipped(%d, %d, %d) = %v", tc.lanes, tc.batch, tc.records, got)
+		}
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	t.Parallel()
+	o, err := parseFlags([]string{"-broker", "both", "-scenarios", "hol, eos", "-quick", "-database", "postgres://x"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.backends) != 2 || o.backends[0] != "kfake" || !o.quick || o.database != "postgres://x" ||
+		!o.scenarios["hol"] || !o.scenarios["eos"] || o.scenarios["overhead"] {
+		t.Fatalf("options %+v", o)
+	}
+	for _, bad := range [][]string{{"-scenarios", "hol,nope"}, {"-broker", ""}, {"extra"}} {
+		if _, err := parseFlags(bad, &bytes.Buffer{}); err == nil {
+			t.Errorf("parseFlags(%q) accepted", bad)
+		}
+	}
+}
