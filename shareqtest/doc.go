@@ -1,0 +1,65 @@
+// Package shareqtest runs shareq handlers against an in-process Kafka
+// broker in a user's own tests: produce some jobs, run a real worker until
+// every job has a final outcome, and assert on the outcomes.
+//
+//	func TestSendEmail(t *testing.T) {
+//		q := shareqtest.New(t, shareqtest.Topic("emails"))
+//		ok := q.ProduceJSON(t, Email{To: "ada@example.com"})
+//		bad := q.Produce(t, []byte("{oops"), shareqtest.JobID("bad-1"))
+//
+//		res := q.Run(t, handler.JSON(sendEmail))
+//
+//		res.RequireAccepted(t, ok)
+//		res.RequireRejected(t, bad, handler.ReasonDecode)
+//	}
+//
+// # What runs
+//
+// [New] starts a one-broker kfake cluster (franz-go's in-process Kafka,
+// nothing on disk, no network beyond 127.0.0.1) with the topic and share
+// group of the test, and stops it when the test ends. The broker locks a
+// delivered record for [LockDurationDefault] (2 s) and notices expired
+// locks within 100 ms, so a test that lets a lock run out takes seconds,
+// not the 30 s of a production broker.
+//
+// [Queue.Run] runs a real [worker.Worker] with the handler: the same lanes,
+// acknowledgements, lock renewals and middleware as in production. It
+// returns once every job produced with [Queue.Produce] or
+// [Queue.ProduceJSON] has a final outcome, and fails the test if that
+// takes longer than [RunTimeoutDefault] (30 s).
+//
+// # Outcomes
+//
+// Run watches the worker through a [worker.Observer] and records every
+// delivery of every record. A job's final outcome is one of:
+//
+//	Accepted  the handler returned nil: the worker ACCEPTed the record
+//	Rejected  the handler failed permanently (handler.Permanent, a decode
+//	          failure of handler.JSON, a panic): the worker REJECTed it
+//	Parked    the job was parked in the dead-letter topic (with DLQ):
+//	          the dlq middleware produced it there and the worker ACCEPTed
+//	Archived  the handler failed on the job's last delivery and the worker
+//	          RELEASEd it: the broker's delivery limit is reached, so the
+//	          broker archives the record and never delivers it again
+//
+// Any other failure RELEASEs the job and the broker delivers it again with
+// its delivery count raised by one; each such delivery is in
+// [JobResult.Deliveries]. The broker's delivery limit is
+// [DeliveryLimitDefault] (5, Kafka's default) unless [DeliveryLimit] sets
+// it: lower it to make retry tests shorter.
+//
+// # Differences from production
+//
+// kfake implements share groups closely but is not Apache Kafka: it is a
+// fast, faithful stand-in for testing handler logic and outcome mapping,
+// not a substitute for running the worker against a real broker before
+// release. Records are delivered in no guaranteed order, as on a real
+// share group.
+//
+// # Examples without a test
+//
+// Every function takes the test's testing.TB. The package's runnable
+// examples pass a zero *testing.T and close the Queue themselves, because
+// an Example has no t; a real test passes its own t, which closes the
+// Queue when the test ends.
+package shareqtest
