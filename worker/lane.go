@@ -47,7 +47,16 @@ type running struct {
 	cancel context.CancelCauseFunc
 	start  time.Time
 	ran    bool
+
+	// A job whose handler failed with a retryable error is held until
+	// releaseAt before it is released (retry backoff); res is its outcome.
+	releaseAt time.Time
+	res       result
 }
+
+// backingOff reports whether the handler returned and the record is held
+// for its retry backoff.
+func (r *running) backingOff() bool { return !r.releaseAt.IsZero() }
 
 type result struct {
 	seq  uint64
@@ -221,7 +230,7 @@ func (l *lane) runBatch(ctx context.Context, sd *shutdown, recs []*kgo.Record, p
 	defer timer.Stop()
 	for len(l.jobs) > 0 {
 		var wake <-chan time.Time
-		if next, ok := l.tracker.Next(); ok {
+		if next, ok := l.nextWake(); ok {
 			timer.Reset(time.Until(next))
 			wake = timer.C
 		}
@@ -238,17 +247,64 @@ func (l *lane) runBatch(ctx context.Context, sd *shutdown, recs []*kgo.Record, p
 				ack = AckReject
 			default:
 				ack = AckRelease
+				if d := l.backoff(r); d > 0 && stopping != nil {
+					// Hold the record, its lock renewed as needed, so
+					// the next delivery does not come at once: a failing
+					// dependency would otherwise use up the delivery
+					// limit in moments.
+					r.releaseAt, r.res = time.Now().Add(d), res
+					continue
+				}
 			}
 			l.finish(res.seq, r, ack, res.err, res.took)
 		case <-wake:
 			l.renewDue()
+			l.releaseDue(false)
 		case <-stopping:
 			stopping = nil
 			expired = sd.expired
+			l.releaseDue(true)
 		case <-expired:
 			for seq, r := range l.jobs {
 				l.abandon(seq, r, ErrShutdown)
 			}
+		}
+	}
+}
+
+// backoff returns how long to hold a job that failed with a retryable
+// error before releasing it: none on its last delivery (the broker
+// archives it either way) and never past MaxHold.
+func (l *lane) backoff(r *running) time.Duration {
+	f := l.w.cfg.retryBackoff
+	if f == nil || r.job.LastDelivery() {
+		return 0
+	}
+	d := f(r.job.DeliveryCount)
+	if limit := time.Until(r.start.Add(l.w.cfg.maxHold)) - time.Second; d > limit {
+		d = limit
+	}
+	return d
+}
+
+// nextWake returns when the lane must next act on its own: a renewal, a
+// MaxHold, or the end of a retry backoff.
+func (l *lane) nextWake() (time.Time, bool) {
+	next, ok := l.tracker.Next()
+	for _, r := range l.jobs {
+		if r.backingOff() && (!ok || r.releaseAt.Before(next)) {
+			next, ok = r.releaseAt, true
+		}
+	}
+	return next, ok
+}
+
+// releaseDue releases held jobs whose backoff is over, or all of them.
+func (l *lane) releaseDue(all bool) {
+	now := time.Now()
+	for seq, r := range l.jobs {
+		if r.backingOff() && (all || !now.Before(r.releaseAt)) {
+			l.finish(seq, r, AckRelease, r.res.err, r.res.took)
 		}
 	}
 }
@@ -299,6 +355,10 @@ func (l *lane) renewDue() {
 	due, over := l.tracker.Due(now)
 	for _, seq := range over {
 		if r, ok := l.jobs[seq]; ok {
+			if r.backingOff() {
+				l.finish(seq, r, AckRelease, r.res.err, r.res.took)
+				continue
+			}
 			l.abandon(seq, r, ErrMaxHold)
 		}
 	}

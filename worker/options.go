@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -30,6 +31,10 @@ const (
 	FetchMaxWaitDefault = 100 * time.Millisecond
 	// StartTimeoutDefault bounds the start-up checks of [Worker.Run].
 	StartTimeoutDefault = 30 * time.Second
+	// RetryBackoffBaseDefault and RetryBackoffMaxDefault shape the default
+	// retry backoff: base × 2^(delivery-1) with ±20% jitter, at most max.
+	RetryBackoffBaseDefault = time.Second
+	RetryBackoffMaxDefault  = time.Minute
 )
 
 // An Option configures a [Worker]. Options are applied in order by [New],
@@ -64,7 +69,8 @@ type config struct {
 	deliveryLimit   int
 	fetchMaxWait    time.Duration
 	observer        Observer
-	skipChecks      bool
+	retryBackoff    func(delivery int32) time.Duration
+	retryBackoffSet bool
 
 	errs []error
 }
@@ -178,6 +184,35 @@ func DeliveryLimit(n int) Option {
 	return optionFunc(func(c *config) { c.deliveryLimit = n })
 }
 
+// RetryBackoff sets how long a job that failed with a retryable error is
+// held before its record is released for the next delivery, given the
+// delivery count of the failed attempt. Share groups redeliver a released
+// record at once, so without a backoff a job whose dependency is down
+// (a database restart, an API outage) uses up its delivery limit in
+// moments and is archived. While held, the record keeps its lock (renewed
+// as needed) and its lane does not poll; the handler slot is free. No
+// backoff is applied on the last delivery, at shutdown, or past MaxHold.
+//
+// Default: 1 s × 2^(delivery-1) with ±20% jitter, at most 1 minute (1 s,
+// 2 s, 4 s, 8 s before deliveries 2 to 5). RetryBackoff(nil) releases at
+// once.
+func RetryBackoff(f func(delivery int32) time.Duration) Option {
+	return optionFunc(func(c *config) { c.retryBackoff = f; c.retryBackoffSet = true })
+}
+
+// ExponentialBackoff returns base × 2^(delivery-1) with ±20% jitter, at
+// most max: a backoff function for [RetryBackoff].
+func ExponentialBackoff(base, max time.Duration) func(delivery int32) time.Duration {
+	return func(delivery int32) time.Duration {
+		d := base
+		for i := int32(1); i < delivery && d < max; i++ {
+			d *= 2
+		}
+		d += time.Duration((rand.Float64()*0.4 - 0.2) * float64(d))
+		return min(d, max)
+	}
+}
+
 // FetchMaxWait sets how long a broker may hold a share fetch that has no
 // records. Default [FetchMaxWaitDefault].
 func FetchMaxWait(d time.Duration) Option {
@@ -207,6 +242,9 @@ func newConfig(opts []Option) (*config, error) {
 	}
 	if c.logger == nil {
 		c.logger = slog.Default()
+	}
+	if !c.retryBackoffSet {
+		c.retryBackoff = ExponentialBackoff(RetryBackoffBaseDefault, RetryBackoffMaxDefault)
 	}
 	if c.lanes == 0 && c.concurrency > 0 && c.batchSize > 0 {
 		c.lanes = (c.concurrency + c.batchSize - 1) / c.batchSize

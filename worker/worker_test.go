@@ -288,3 +288,63 @@ func TestStartupChecks(t *testing.T) {
 		}
 	}
 }
+
+// A job that fails with a retryable error is held for its backoff before
+// it is released, so its deliveries are spaced; a backoff longer than the
+// lock is bridged by renewals, and no other member gets the job meanwhile.
+func TestRetryBackoff(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	b.produce(t, "flaky")
+	hold := b.c.LockDuration + b.c.LockDuration/2
+	var mu sync.Mutex
+	var at []time.Time
+	var counts []int32
+	h := handler.Func(func(ctx context.Context, job *handler.Job) error {
+		mu.Lock()
+		defer mu.Unlock()
+		at = append(at, time.Now())
+		counts = append(counts, job.DeliveryCount)
+		if job.DeliveryCount < 3 {
+			return handler.Retry("upstream down", errRetry)
+		}
+		return nil
+	})
+	backoff := worker.RetryBackoff(func(int32) time.Duration { return hold })
+	b.start(t, h, backoff)
+	b.start(t, h, backoff) // a second member that would take the job if its lock ran out
+	fs := b.obs.waitFor(t, 4*hold+30*time.Second, "the flaky job accepted", func(fs []finished) bool {
+		return count(fs, "flaky", worker.AckAccept) == 1
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(counts) != "[1 2 3]" {
+		t.Fatalf("delivery counts %v, want [1 2 3]; finished: %s", counts, summarize(fs))
+	}
+	for i := 1; i < len(at); i++ {
+		if gap := at[i].Sub(at[i-1]); gap < hold {
+			t.Errorf("delivery %d came %v after the previous one, want at least the backoff %v", i+1, gap, hold)
+		}
+	}
+	for _, f := range fs {
+		if f.res.Ack == worker.AckRelease && handler.ReasonOf(f.res.Err) != "upstream down" {
+			t.Errorf("released with %v, want the handler's error", f.res.Err)
+		}
+	}
+}
+
+func TestExponentialBackoff(t *testing.T) {
+	t.Parallel()
+	f := worker.ExponentialBackoff(time.Second, 5*time.Second)
+	for _, tc := range []struct {
+		delivery int32
+		want     time.Duration
+	}{{1, time.Second}, {2, 2 * time.Second}, {3, 4 * time.Second}, {4, 5 * time.Second}, {9, 5 * time.Second}} {
+		for range 20 {
+			got := f(tc.delivery)
+			if got < tc.want*8/10 || got > min(tc.want*12/10, 5*time.Second) {
+				t.Fatalf("delivery %d: backoff %v, want %v ±20%% and at most 5s", tc.delivery, got, tc.want)
+			}
+		}
+	}
+}
