@@ -14,13 +14,15 @@
 //	handler result                                   acknowledgement
 //	nil                                              ACCEPT
 //	Permanent(err), a decode failure, a panic        REJECT (or parked in the DLQ, then ACCEPT)
-//	any other error, delivery count below the limit  RELEASE (delivered again)
+//	any other error, delivery count below the limit  RELEASE after a retry backoff (delivered again)
 //	any other error on the last delivery             RELEASE; the broker archives it
 //	                                                 (or parked in the DLQ, then ACCEPT)
 //	context cancelled by shutdown or the hold limit  RELEASE
 //
 // RELEASE makes the record available again at once, to any member of the
-// share group, with its delivery count raised by one. The broker stops
+// share group, with its delivery count raised by one; the worker holds a
+// failed record for a backoff first (see worker.RetryBackoff) so a failing
+// dependency does not use up the delivery limit in moments. The broker stops
 // delivering a record once its delivery count reaches the group's delivery
 // limit (5 by default) and archives it; the dlq package parks such a job on
 // its last delivery instead.
