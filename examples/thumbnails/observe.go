@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/metrics"
+	"github.com/shareq/shareq/worker"
+)
+
+// observers sends the worker's events to several observers: the demo's
+// tracker and, with -metrics-addr, the Prometheus metrics. The worker takes
+// one Observer; this is how to give it more.
+type observers []worker.Observer
+
+var _ worker.Observer = observers(nil)
+
+func (obs observers) JobStarted(job *handler.Job) {
+	for _, o := range obs {
+		o.JobStarted(job)
+	}
+}
+
+func (obs observers) JobFinished(job *handler.Job, res worker.Result) {
+	for _, o := range obs {
+		o.JobFinished(job, res)
+	}
+}
+
+func (obs observers) LockRenewed(job *handler.Job, err error) {
+	for _, o := range obs {
+		o.LockRenewed(job, err)
+	}
+}
+
+func (obs observers) AckFailed(topic string, partition int32, err error) {
+	for _, o := range obs {
+		o.AckFailed(topic, partition, err)
+	}
+}
+
+func (obs observers) LanesActive(n int) {
+	for _, o := range obs {
+		o.LanesActive(n)
+	}
+}
+
+// metricsServer serves Prometheus metrics at http://addr/metrics: the
+// worker's (shareq_jobs_total and the rest, see the metrics package), the
+// share group's lag, and the Go runtime's.
+type metricsServer struct {
+	m   *metrics.Metrics
+	srv *http.Server
+	ln  net.Listener
+}
+
+func startMetrics(addr string, adm *kadm.Client, log *slog.Logger) (*metricsServer, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m, err := metrics.New(reg, metrics.Topics(topic))
+	if err != nil {
+		return nil, err
+	}
+	reg.MustRegister(metrics.NewLagCollector(adm, group, metrics.LagLogger(log)))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("-metrics-addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	s := &metricsServer{m: m, ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
+	return s, nil
+}
+
+// serve serves until stop is called.
+func (s *metricsServer) serve() error {
+	if err := s.srv.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func (s *metricsServer) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s.srv.Shutdown(ctx)
+}

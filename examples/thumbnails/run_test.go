@@ -1,0 +1,252 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/internal/devbroker"
+)
+
+// syncBuffer is a bytes.Buffer safe for the concurrent writes of run's
+// goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// runJSON runs the program with cfg (and -json) and returns its summary.
+func runJSON(t *testing.T, cfg config) Summary {
+	t.Helper()
+	cfg.JSON = true
+	var stdout, stderr syncBuffer
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	start := time.Now()
+	err := run(ctx, cfg, &stdout, &stderr)
+	t.Logf("run took %v; stderr:\n%s", time.Since(start).Round(time.Millisecond), stderr.String())
+	if err != nil {
+		t.Fatalf("run: %v\nstdout:\n%s", err, stdout.String())
+	}
+	var s Summary
+	if err := json.Unmarshal([]byte(stdout.String()), &s); err != nil {
+		t.Fatalf("summary is not JSON: %v\n%s", err, stdout.String())
+	}
+	return s
+}
+
+// testConfig is the default configuration, scaled down for tests.
+func testConfig(t *testing.T, jobs int) config {
+	return config{
+		Jobs:        jobs,
+		JobsSet:     true,
+		ImageSize:   160, // small images: the race detector slows image work tenfold
+		Concurrency: 8,
+		Out:         t.TempDir(),
+		SlowDelay:   300 * time.Millisecond,
+		Timeout:     2 * time.Minute,
+	}
+}
+
+// checkSummary checks the figures of a run of n jobs of the demo's plan
+// (one corrupt, one flaky, the rest good) against each other.
+func checkSummary(t *testing.T, s Summary, n int) {
+	t.Helper()
+	good := n - 1
+	if s.Incomplete || s.Finished != n || s.Expected != n {
+		t.Errorf("finished %d of %d (expected %d, incomplete %v: %s)", s.Finished, n, s.Expected, s.Incomplete, s.StopReason)
+	}
+	if s.Done != good {
+		t.Errorf("done %d, want %d", s.Done, good)
+	}
+	// The corrupt image: parked at once in the DLQ with reason decode.
+	if s.Parked[handler.ReasonDecode] != 1 || len(s.Parked) != 1 || len(s.Rejected) != 0 || len(s.Archived) != 0 {
+		t.Errorf("parked %v, rejected %v, archived %v; want only the corrupt job parked with reason decode", s.Parked, s.Rejected, s.Archived)
+	}
+	// The flaky job: released once, done on its second delivery.
+	if s.Released != 1 || s.Retried != 1 {
+		t.Errorf("released %d, retried %d; want the flaky job's one release", s.Released, s.Retried)
+	}
+	// Every good job ran to completion exactly once.
+	if s.HandlerRuns != int64(good) || s.Images != good || len(s.SavedTwice) != 0 || s.Duplicates != 0 {
+		t.Errorf("handler runs %d, images %d, saved twice %v, duplicates %d; want %d, %d, none, 0",
+			s.HandlerRuns, s.Images, s.SavedTwice, s.Duplicates, good, good)
+	}
+	if s.Thumbnails != good*len(thumbnailSizes) {
+		t.Errorf("thumbnails %d, want %d", s.Thumbnails, good*len(thumbnailSizes))
+	}
+	if s.Elapsed <= 0 && s.ElapsedSeconds <= 0 || s.Throughput <= 0 || s.SlowestJob == "" {
+		t.Errorf("elapsed %vs, throughput %v, slowest %q: want them set", s.ElapsedSeconds, s.Throughput, s.SlowestJob)
+	}
+	if len(s.Slow) > 0 && s.SlowestSeconds < s.SlowDelaySeconds {
+		t.Errorf("slowest job took %vs, less than the slow jobs' %vs", s.SlowestSeconds, s.SlowDelaySeconds)
+	}
+}
+
+// The whole demo on the embedded broker: every job gets one outcome, the
+// good ones run once, the corrupt one is parked.
+func TestRunEmbedded(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t, 30)
+	s := runJSON(t, cfg)
+	if !s.Embedded || s.Produced != 30 || s.Store != "memory" || s.DLQTopic != dlqTopic {
+		t.Errorf("embedded %v, produced %d, store %q, dlq %q", s.Embedded, s.Produced, s.Store, s.DLQTopic)
+	}
+	checkSummary(t, s, 30)
+	if len(s.Slow) != 1 {
+		t.Errorf("slow jobs %v, want one", s.Slow)
+	}
+	files, err := filepath.Glob(filepath.Join(cfg.Out, "img-*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != s.Thumbnails {
+		t.Errorf("%d files in -out, summary says %d thumbnails", len(files), s.Thumbnails)
+	}
+	if leftovers, _ := filepath.Glob(filepath.Join(cfg.Out, ".tmp-*")); len(leftovers) > 0 {
+		t.Errorf("temporary files left: %v", leftovers)
+	}
+}
+
+// The text summary, with thumbnails kept in memory.
+func TestRunText(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t, 10)
+	cfg.Out = ""
+	var stdout, stderr syncBuffer
+	if err := run(t.Context(), cfg, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{
+		"thumbnails: 10 jobs in ",
+		"done             9 (1 needed more than one delivery)",
+		"parked           1 in thumbnails.dlq (decode: 1)",
+		"thumbnails       27 of 9 images",
+		"kept in memory",
+		"slowest job",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(stderr.String(), "started an in-process Kafka broker") {
+		t.Errorf("stderr lacks the broker line:\n%s", stderr.String())
+	}
+}
+
+// -produce-only and -work-only, as docker compose runs them, against one
+// broker: the worker stops after -jobs outcomes.
+func TestRunProduceThenWork(t *testing.T) {
+	t.Parallel()
+	c, err := devbroker.Start(0, partitions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+
+	produce := testConfig(t, 20)
+	produce.Brokers, produce.ProduceOnly = c.ListenAddrs(), true
+	p := runJSON(t, produce)
+	if p.Produced != 20 || p.Finished != 0 {
+		t.Fatalf("produce-only: produced %d, finished %d", p.Produced, p.Finished)
+	}
+
+	work := testConfig(t, 20)
+	work.Brokers, work.WorkOnly = c.ListenAddrs(), true
+	s := runJSON(t, work)
+	if s.Produced != 0 || s.Embedded {
+		t.Errorf("work-only: produced %d, embedded %v", s.Produced, s.Embedded)
+	}
+	checkSummary(t, s, 20)
+}
+
+func TestFlags(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		ok   bool
+	}{
+		{nil, true},
+		{[]string{"-jobs", "10", "-out="}, true},
+		{[]string{"-brokers", "a:9092,b:9092", "-work-only"}, true},
+		{[]string{"-produce-only"}, false},
+		{[]string{"-work-only"}, false},
+		{[]string{"-brokers", "a:9092", "-work-only", "-produce-only"}, false},
+		{[]string{"-concurrency", "0"}, false},
+		{[]string{"-jobs", "-1"}, false},
+		{[]string{"extra"}, false},
+	} {
+		cfg, err := parseFlags(tc.args, &bytes.Buffer{})
+		if (err == nil) != tc.ok {
+			t.Errorf("%q: err = %v, want ok %v", tc.args, err, tc.ok)
+		}
+		if len(tc.args) == 0 && (!cfg.OutTemp || cfg.JobsSet || cfg.Jobs != 300) {
+			t.Errorf("defaults: %+v", cfg)
+		}
+		if len(tc.args) > 0 && tc.args[0] == "-jobs" && tc.ok && (cfg.OutTemp || cfg.Out != "" || !cfg.JobsSet) {
+			t.Errorf("%q: OutTemp %v, Out %q, JobsSet %v", tc.args, cfg.OutTemp, cfg.Out, cfg.JobsSet)
+		}
+	}
+}
+
+// With -database the claims and a row per thumbnail go to Postgres, in
+// one transaction per job. Needs SHAREQ_TEST_DATABASE_URL; runs in a
+// schema of its own.
+func TestRunDatabase(t *testing.T) {
+	t.Parallel()
+	url := os.Getenv("SHAREQ_TEST_DATABASE_URL")
+	if url == "" {
+		t.Skip("SHAREQ_TEST_DATABASE_URL is not set; skipping the Postgres run")
+	}
+	schema := "thumbnails_test_" + strings.ReplaceAll(t.Name(), "/", "_") + "_" + time.Now().Format("150405")
+	ident := pgx.Identifier{strings.ToLower(schema)}.Sanitize()
+	admin := func(ctx context.Context, sql string) {
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	admin(t.Context(), "CREATE SCHEMA "+ident)
+	t.Cleanup(func() { admin(context.Background(), "DROP SCHEMA "+ident+" CASCADE") })
+
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	cfg := testConfig(t, 20)
+	cfg.DatabaseURL = url + sep + "search_path=" + strings.ToLower(schema)
+	s := runJSON(t, cfg)
+	if s.Store != "postgres" {
+		t.Errorf("store %q, want postgres", s.Store)
+	}
+	checkSummary(t, s, 20)
+	if s.DBRows != 19*len(thumbnailSizes) || s.DBJobs != 19 {
+		t.Errorf("database: %d rows for %d jobs, want %d for 19", s.DBRows, s.DBJobs, 19*len(thumbnailSizes))
+	}
+}
