@@ -14,7 +14,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -192,11 +194,17 @@ func (c *Cluster) CreateTopic(t testing.TB, name string, partitions int32) {
 // is earliest, so it sees records produced before it joins.
 func (c *Cluster) Group(t testing.TB) string {
 	t.Helper()
+	return c.GroupWith(t, map[string]string{groupcfg.AutoOffsetReset: "earliest"})
+}
+
+// GroupWith returns a unique share group name with the given group configs
+// set (none: the broker's defaults, so share.auto.offset.reset is latest).
+// The group is deleted when t ends.
+func (c *Cluster) GroupWith(t testing.TB, configs map[string]string) string {
+	t.Helper()
 	g := Name(t, "g")
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	if err := groupcfg.Set(ctx, c.cl, g, map[string]string{groupcfg.AutoOffsetReset: "earliest"}); err != nil {
-		t.Fatalf("group %s: %v", g, err)
+	if len(configs) > 0 {
+		c.SetGroupConfig(t, g, configs)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -204,6 +212,33 @@ func (c *Cluster) Group(t testing.TB) string {
 		_, _ = c.adm.DeleteGroup(ctx, g)
 	})
 	return g
+}
+
+// SetGroupConfig sets group configs and waits until the broker describes
+// them back: right after a group config is set, Apache Kafka can still
+// describe (and apply) the old value for a moment, most visibly on a
+// brand-new broker.
+func (c *Cluster) SetGroupConfig(t testing.TB, group string, configs map[string]string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := groupcfg.Set(ctx, c.cl, group, configs); err != nil {
+		t.Fatalf("group %s: %v", group, err)
+	}
+	names := slices.Sorted(maps.Keys(configs))
+	var got map[string]string
+	for {
+		var err error
+		got, err = groupcfg.Describe(ctx, c.cl, group, names...)
+		if err == nil && maps.Equal(got, configs) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("group %s: set %v, broker still describes %v (err %v)", group, configs, got, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // Produce writes records and waits for them to be acknowledged.
