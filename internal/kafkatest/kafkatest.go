@@ -52,6 +52,39 @@ type Cluster struct {
 	// times each lock out on its own timer.
 	LockSweep time.Duration
 
+	// The fields below state where kfake and Apache Kafka differ; each is
+	// pinned down by a test in share_behaviour_test.go and listed in
+	// docs/kafka-differences.md.
+
+	// HonoursGroupDeliveryLimit: the group config
+	// share.delivery.count.limit overrides the broker's delivery limit.
+	// kfake accepts the config but always uses the broker's limit.
+	HonoursGroupDeliveryLimit bool
+	// HonoursGroupLockDuration: the group config
+	// share.record.lock.duration.ms overrides the broker's lock
+	// duration. kfake accepts the config but always uses the broker's.
+	HonoursGroupLockDuration bool
+	// RenewAckConfig: the group config share.renew.acknowledge.enable
+	// exists (Apache Kafka 4.3+, default true) and a RENEW in a group
+	// that sets it to false fails with INVALID_RECORD_STATE. kfake
+	// rejects the config with INVALID_CONFIG and always accepts RENEW.
+	RenewAckConfig bool
+	// DescribesGroupConfigDefaults: DescribeConfigs of a group returns
+	// every group config, defaults included. kfake returns only the
+	// configs that were set on the group.
+	DescribesGroupConfigDefaults bool
+	// StaleShareStartOffset: DescribeShareGroupOffsets reports the start
+	// offset a share partition had before its latest share-state write
+	// (Kafka persists the start offset with each write, then moves it),
+	// so after the last ack it can trail the real start offset; the lag
+	// is exact. kfake reports the current start offset.
+	StaleShareStartOffset bool
+	// ThrottlesRedelivery: records already delivered ceil(limit/2) times
+	// come in batches halved for each delivery past that, and a record
+	// on its last delivery comes alone (Apache Kafka's delivery
+	// throttling). kfake delivers them like any other records.
+	ThrottlesRedelivery bool
+
 	fake *kfake.Cluster
 	cl   *kgo.Client
 	adm  *kadm.Client
@@ -104,6 +137,13 @@ func New(t testing.TB, opts ...Option) *Cluster {
 		DeliveryLimit: 5,
 		LockSweep:     100 * time.Millisecond,
 		fake:          fake,
+
+		HonoursGroupDeliveryLimit:    false,
+		HonoursGroupLockDuration:     false,
+		RenewAckConfig:               false,
+		DescribesGroupConfigDefaults: false,
+		StaleShareStartOffset:        false,
+		ThrottlesRedelivery:          false,
 	}
 	if v, ok := fc.configs["group.share.delivery.count.limit"]; ok {
 		c.DeliveryLimit, _ = strconv.Atoi(v)
@@ -116,7 +156,18 @@ func New(t testing.TB, opts ...Option) *Cluster {
 func realCluster(t testing.TB) *Cluster {
 	t.Helper()
 	seeds := strings.Split(os.Getenv(EnvBrokers), ",")
-	c := &Cluster{Kind: "kafka", Seeds: seeds, LockSweep: 0}
+	c := &Cluster{
+		Kind:      "kafka",
+		Seeds:     seeds,
+		LockSweep: 0,
+
+		HonoursGroupDeliveryLimit:    true,
+		HonoursGroupLockDuration:     true,
+		RenewAckConfig:               true,
+		DescribesGroupConfigDefaults: true,
+		StaleShareStartOffset:        true,
+		ThrottlesRedelivery:          true,
+	}
 	c.cl = c.Client(t)
 	c.adm = kadm.NewClient(c.cl)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
