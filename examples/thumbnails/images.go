@@ -64,7 +64,7 @@ func genImage(seed uint64, maxSide int) (image.Image, pattern) {
 					t = 1
 				}
 			case stripes:
-				if int(math.Abs(fx*dx+fy*dy))/period%2 == 1 {
+				if int(math.Floor((fx*dx+fy*dy)/float64(period)))&1 == 1 {
 					t = 1
 				}
 			}

@@ -218,6 +218,11 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
+	if sum.Embedded {
+		if err := shortenLocks(ctx, adm); err != nil {
+			return err
+		}
+	}
 	if err := ensureTopic(ctx, adm, con, sum.Embedded, topic, partitions); err != nil {
 		return err
 	}
@@ -235,8 +240,10 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 				sum.Slow = append(sum.Slow, j.imageID)
 			}
 		}
-		if len(sum.Slow) > 0 {
+		if cfg.SlowDelay > 0 && len(sum.Slow) > 0 {
 			sum.SlowDelay = cfg.SlowDelay
+		} else {
+			sum.Slow = nil
 		}
 	}
 	if cfg.ProduceOnly {
@@ -429,6 +436,7 @@ wait:
 	sum.Retried, sum.Released = c.retried, c.released
 	sum.Parked, sum.Rejected, sum.Archived = nonEmpty(c.parked), nonEmpty(c.rejected), nonEmpty(c.archived)
 	sum.Duplicates, sum.Others = c.dupes, c.others
+	sum.Renewals, sum.RenewalsFailed = c.renewals, c.renewalsFailed
 	sum.SlowestJob, sum.Slowest = c.slowestID, c.slowest
 	sum.Elapsed = c.elapsed
 	if c.elapsed > 0 {
@@ -506,6 +514,33 @@ func showProgress(con *console, tr *tracker, want int, stop <-chan struct{}) {
 			con.status(progressLine(c, want, now.Sub(start), con.tty))
 		}
 	}
+}
+
+// embeddedLock is how long the embedded broker locks a delivered record.
+const embeddedLock = 5 * time.Second
+
+// shortenLocks sets the embedded broker's record lock to embeddedLock
+// instead of Kafka's 30 s, so that the demo's slow jobs (3 s) outrun half
+// their lock and the worker renews it while they run, as it does for a job
+// of minutes on a real cluster. On a real cluster, set the group config
+// share.record.lock.duration.ms instead (the embedded broker ignores it).
+func shortenLocks(ctx context.Context, adm *kadm.Client) error {
+	ms := strconv.Itoa(int(embeddedLock / time.Millisecond))
+	res, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{
+		{Op: kadm.SetConfig, Name: "group.share.record.lock.duration.ms", Value: &ms},
+	})
+	if err == nil {
+		for _, r := range res {
+			if r.Err != nil {
+				err = r.Err
+				break
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("set the embedded broker's lock duration: %w", err)
+	}
+	return nil
 }
 
 // ensureTopic creates the topic name with n partitions and the cluster's

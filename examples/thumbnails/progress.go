@@ -33,6 +33,8 @@ type tracker struct {
 	retried   map[string]bool   // jobs released at least once
 	parked    map[string]string // job ID → reason, from the dlq middleware
 	dupes     int               // accepted without running: already done
+	renewals  int
+	renewFail int
 	running   int
 	slowestID string
 	slowest   time.Duration
@@ -120,9 +122,22 @@ func (t *tracker) JobFinished(job *handler.Job, res worker.Result) {
 	}
 }
 
-func (t *tracker) LockRenewed(*handler.Job, error) {}
-func (t *tracker) AckFailed(string, int32, error)  {}
-func (t *tracker) LanesActive(int)                 {}
+// LockRenewed counts renewals: a job that runs past half its lock has it
+// renewed by the worker.
+func (t *tracker) LockRenewed(_ *handler.Job, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err != nil {
+		t.renewFail++
+		return
+	}
+	t.renewals++
+}
+
+func (t *tracker) AckFailed(string, int32, error) {}
+func (t *tracker) LanesActive(int)                {}
+
+// parkedHook is the dlq middleware's OnPark hook.
 func (t *tracker) parkedHook(job *handler.Job, reason string) {
 	t.mu.Lock()
 	t.parked[job.ID()] = reason
@@ -145,19 +160,22 @@ func imageID(job *handler.Job) string {
 
 // counts is a snapshot of the tracker.
 type counts struct {
-	finished  int
-	done      int
-	parked    map[string]int
-	rejected  map[string]int
-	archived  map[string]int
-	released  int
-	retried   int // jobs that needed more than one delivery
-	dupes     int
-	others    int
-	running   int
-	slowestID string
-	slowest   time.Duration
-	elapsed   time.Duration // from start to the last final outcome
+	finished int
+	done     int
+	parked   map[string]int
+	rejected map[string]int
+	archived map[string]int
+	released int
+	retried  int // jobs that needed more than one delivery
+	dupes    int
+	others   int
+	running  int
+
+	renewals       int
+	renewalsFailed int
+	slowestID      string
+	slowest        time.Duration
+	elapsed        time.Duration // from start to the last final outcome
 }
 
 func (t *tracker) snapshot() counts {
@@ -167,6 +185,7 @@ func (t *tracker) snapshot() counts {
 		finished: len(t.finished), parked: map[string]int{}, rejected: map[string]int{}, archived: map[string]int{},
 		released: t.released, retried: len(t.retried), dupes: t.dupes, others: t.others,
 		running: t.running, slowestID: t.slowestID, slowest: t.slowest,
+		renewals: t.renewals, renewalsFailed: t.renewFail,
 	}
 	for _, o := range t.finished {
 		switch o.kind {
@@ -292,6 +311,9 @@ func progressLine(c counts, want int, since time.Duration, bar bool) string {
 	}
 	if c.dupes > 0 {
 		fmt.Fprintf(&b, "  duplicates %d", c.dupes)
+	}
+	if c.renewals > 0 {
+		fmt.Fprintf(&b, "  renewals %d", c.renewals)
 	}
 	return b.String()
 }

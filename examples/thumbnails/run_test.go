@@ -105,10 +105,14 @@ func checkSummary(t *testing.T, s Summary, n int) {
 }
 
 // The whole demo on the embedded broker: every job gets one outcome, the
-// good ones run once, the corrupt one is parked.
+// good ones run once, the corrupt one is parked, the slow one keeps its
+// lock.
 func TestRunEmbedded(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t, 30)
+	// The embedded broker locks records for 5 s: a 3-s job has its lock
+	// renewed once, at half the lock.
+	cfg.SlowDelay = 3 * time.Second
 	s := runJSON(t, cfg)
 	if !s.Embedded || s.Produced != 30 || s.Store != "memory" || s.DLQTopic != dlqTopic {
 		t.Errorf("embedded %v, produced %d, store %q, dlq %q", s.Embedded, s.Produced, s.Store, s.DLQTopic)
@@ -116,6 +120,9 @@ func TestRunEmbedded(t *testing.T) {
 	checkSummary(t, s, 30)
 	if len(s.Slow) != 1 {
 		t.Errorf("slow jobs %v, want one", s.Slow)
+	}
+	if s.Renewals < 1 || s.RenewalsFailed != 0 {
+		t.Errorf("lock renewals %d, failed %d; want the slow job's lock renewed", s.Renewals, s.RenewalsFailed)
 	}
 	files, err := filepath.Glob(filepath.Join(cfg.Out, "img-*"))
 	if err != nil {

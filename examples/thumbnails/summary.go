@@ -24,15 +24,17 @@ type Summary struct {
 	Expected int `json:"expected"` // final outcomes waited for (0: none)
 	Finished int `json:"finished"` // jobs with a final outcome
 
-	Done        int            `json:"done"`                  // succeeded
-	Retried     int            `json:"retried"`               // jobs that needed more than one delivery
-	Released    int            `json:"released"`              // RELEASE acknowledgements sent
-	Parked      map[string]int `json:"parked,omitempty"`      // reason → jobs parked in the DLQ
-	Rejected    map[string]int `json:"rejected,omitempty"`    // reason → jobs rejected
-	Archived    map[string]int `json:"archived,omitempty"`    // reason → jobs that failed their last delivery
-	Duplicates  int            `json:"duplicates_suppressed"` // deliveries accepted without running: already done
-	Others      int            `json:"other_jobs,omitempty"`  // final outcomes of jobs of other runs
-	HandlerRuns int64          `json:"handler_runs"`          // completed runs of the handler
+	Done           int            `json:"done"`                  // succeeded
+	Retried        int            `json:"retried"`               // jobs that needed more than one delivery
+	Released       int            `json:"released"`              // RELEASE acknowledgements sent
+	Parked         map[string]int `json:"parked,omitempty"`      // reason → jobs parked in the DLQ
+	Rejected       map[string]int `json:"rejected,omitempty"`    // reason → jobs rejected
+	Archived       map[string]int `json:"archived,omitempty"`    // reason → jobs that failed their last delivery
+	Duplicates     int            `json:"duplicates_suppressed"` // deliveries accepted without running: already done
+	Renewals       int            `json:"lock_renewals"`         // locks of running jobs renewed
+	RenewalsFailed int            `json:"lock_renewals_failed,omitempty"`
+	Others         int            `json:"other_jobs,omitempty"` // final outcomes of jobs of other runs
+	HandlerRuns    int64          `json:"handler_runs"`         // completed runs of the handler
 
 	Images     int      `json:"images"`     // distinct images with thumbnails saved
 	Thumbnails int      `json:"thumbnails"` // thumbnails saved
@@ -116,6 +118,13 @@ func (s *Summary) writeText(w io.Writer) {
 	}
 	if len(s.Slow) > 0 {
 		line("slow jobs", "%s (a simulated slow path of %v each)", strings.Join(s.Slow, " "), s.SlowDelay)
+	}
+	if s.Renewals > 0 || s.RenewalsFailed > 0 {
+		failed := ""
+		if s.RenewalsFailed > 0 {
+			failed = fmt.Sprintf(", %d failed", s.RenewalsFailed)
+		}
+		line("lock renewals", "%d%s (jobs that ran past half their lock kept it)", s.Renewals, failed)
 	}
 	if s.SlowestJob != "" {
 		line("slowest job", "%s, %v", s.SlowestJob, s.Slowest.Round(time.Millisecond))
