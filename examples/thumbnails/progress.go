@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -205,82 +203,6 @@ func (t *tracker) snapshot() counts {
 	return c
 }
 
-// console writes status to stderr. On a terminal the status is one line
-// redrawn in place (a progress bar); log lines written through console (it
-// is the slog handler's writer) erase the bar first and redraw it after,
-// so the two never mix. Elsewhere (a pipe, a CI log) status lines are
-// plain lines.
-type console struct {
-	mu    sync.Mutex
-	w     io.Writer
-	tty   bool
-	quiet bool
-	bar   string // the bar on screen, "" when none
-}
-
-func newConsole(w io.Writer, quiet bool) *console {
-	return &console{w: w, tty: isTerminal(w), quiet: quiet}
-}
-
-// isTerminal reports whether w is a character device, such as a
-// terminal, rather than a file or a pipe.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok || os.Getenv("TERM") == "dumb" {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
-// Write writes a log line.
-func (c *console) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.bar != "" {
-		io.WriteString(c.w, "\r\x1b[K")
-	}
-	n, err := c.w.Write(p)
-	if c.bar != "" {
-		io.WriteString(c.w, c.bar)
-	}
-	return n, err
-}
-
-// printf writes an informational line, unless quiet.
-func (c *console) printf(format string, args ...any) {
-	if c.quiet {
-		return
-	}
-	fmt.Fprintf(c, format+"\n", args...)
-}
-
-// status shows the progress line: redrawn in place on a terminal, else
-// printed as a line of its own.
-func (c *console) status(line string) {
-	if c.quiet {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.tty {
-		fmt.Fprintln(c.w, line)
-		return
-	}
-	c.bar = line
-	io.WriteString(c.w, "\r\x1b[K"+line)
-}
-
-// clear erases the progress bar for good.
-func (c *console) clear() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.bar != "" {
-		io.WriteString(c.w, "\r\x1b[K")
-		c.bar = ""
-	}
-}
-
 // progressLine renders c for want jobs (0: unknown), as a bar when bar is
 // set.
 func progressLine(c counts, want int, since time.Duration, bar bool) string {
@@ -324,4 +246,32 @@ func sum(m map[string]int) int {
 		n += v
 	}
 	return n
+}
+
+// showProgress shows the progress line until stop is closed: redrawn five
+// times a second on a terminal; elsewhere printed when it changes, at most
+// every two seconds (and every 30 seconds when idle).
+func showProgress(con *console, tr *tracker, want int, stop <-chan struct{}) {
+	every := 2 * time.Second
+	if con.tty {
+		every = 200 * time.Millisecond
+	}
+	start := time.Now()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var last counts
+	var lastAt time.Time
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-t.C:
+			c := tr.snapshot()
+			if !con.tty && c.finished == last.finished && c.running == last.running && now.Sub(lastAt) < 30*time.Second {
+				continue
+			}
+			last, lastAt = c, now
+			con.status(progressLine(c, want, now.Sub(start), con.tty))
+		}
+	}
 }

@@ -60,6 +60,27 @@ type Summary struct {
 	ElapsedSeconds   float64 `json:"elapsed_seconds"`
 }
 
+// add fills in the tracker's figures.
+func (s *Summary) add(c counts) {
+	s.Finished, s.Done = c.finished, c.done
+	s.Retried, s.Released = c.retried, c.released
+	s.Parked, s.Rejected, s.Archived = nonEmpty(c.parked), nonEmpty(c.rejected), nonEmpty(c.archived)
+	s.Duplicates, s.Others = c.dupes, c.others
+	s.Renewals, s.RenewalsFailed = c.renewals, c.renewalsFailed
+	s.SlowestJob, s.Slowest = c.slowestID, c.slowest
+	s.Elapsed = c.elapsed
+	if c.elapsed > 0 {
+		s.Throughput = float64(c.finished) / c.elapsed.Seconds()
+	}
+}
+
+func nonEmpty(m map[string]int) map[string]int {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
 func (s *Summary) writeJSON(w io.Writer) error {
 	s.SlowDelaySeconds = s.SlowDelay.Seconds()
 	s.SlowestSeconds = s.Slowest.Seconds()
