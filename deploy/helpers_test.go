@@ -263,43 +263,53 @@ func readProperties(t *testing.T, rel string, replace map[string]string) map[str
 }
 
 // exampleConsts returns the string and integer constants declared at the
-// top level of examples/thumbnails/main.go (topic, partitions, group).
+// top level of the example's non-test files (topic, partitions, group are
+// in examples/thumbnails/main.go today; any file will do).
 func exampleConsts(t *testing.T) map[string]string {
 	t.Helper()
-	const rel = "examples/thumbnails/main.go"
-	f, err := parser.ParseFile(token.NewFileSet(), repoPath(rel), nil, parser.SkipObjectResolution)
+	const dir = "examples/thumbnails"
+	files, err := filepath.Glob(repoPath(dir + "/*.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]string{}
-	for _, d := range f.Decls {
-		gd, ok := d.(*ast.GenDecl)
-		if !ok || gd.Tok != token.CONST {
+	for _, file := range files {
+		if strings.HasSuffix(file, "_test.go") {
 			continue
 		}
-		for _, spec := range gd.Specs {
-			vs := spec.(*ast.ValueSpec)
-			for i, name := range vs.Names {
-				if i >= len(vs.Values) {
-					continue
-				}
-				lit, ok := vs.Values[i].(*ast.BasicLit)
-				if !ok {
-					continue
-				}
-				v := lit.Value
-				if lit.Kind == token.STRING {
-					if v, err = strconv.Unquote(v); err != nil {
-						t.Fatal(err)
+		f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			gd, ok := d.(*ast.GenDecl)
+			if !ok || gd.Tok != token.CONST {
+				continue
+			}
+			for _, spec := range gd.Specs {
+				vs := spec.(*ast.ValueSpec)
+				for i, name := range vs.Names {
+					if i >= len(vs.Values) {
+						continue
 					}
+					lit, ok := vs.Values[i].(*ast.BasicLit)
+					if !ok {
+						continue
+					}
+					v := lit.Value
+					if lit.Kind == token.STRING {
+						if v, err = strconv.Unquote(v); err != nil {
+							t.Fatal(err)
+						}
+					}
+					out[name.Name] = v
 				}
-				out[name.Name] = v
 			}
 		}
 	}
 	for _, k := range []string{"topic", "partitions", "group"} {
 		if out[k] == "" {
-			t.Fatalf("%s: no constant %q; the compose stack creates the example's topic and configures its group, so the test reads them from there", rel, k)
+			t.Fatalf("%s: no constant %q; the compose stack creates the example's topic and configures its group, so the test reads them from there", dir, k)
 		}
 	}
 	return out

@@ -313,7 +313,7 @@ func TestKafkaInit(t *testing.T) {
 		"GROUP":      ex["group"],
 	} {
 		if vars[k] != want {
-			t.Errorf("%s: readonly %s=%q, want %q (examples/thumbnails/main.go, dlq.TopicSuffix)", rel, k, vars[k], want)
+			t.Errorf("%s: readonly %s=%q, want %q (the example's constants, dlq.TopicSuffix)", rel, k, vars[k], want)
 		}
 	}
 	for _, want := range []string{
