@@ -164,7 +164,7 @@ type counts struct {
 	rejected map[string]int
 	archived map[string]int
 	released int
-	retried  int // jobs that needed more than one delivery
+	retried  int // done jobs that needed more than one delivery
 	dupes    int
 	others   int
 	running  int
@@ -181,14 +181,17 @@ func (t *tracker) snapshot() counts {
 	defer t.mu.Unlock()
 	c := counts{
 		finished: len(t.finished), parked: map[string]int{}, rejected: map[string]int{}, archived: map[string]int{},
-		released: t.released, retried: len(t.retried), dupes: t.dupes, others: t.others,
+		released: t.released, dupes: t.dupes, others: t.others,
 		running: t.running, slowestID: t.slowestID, slowest: t.slowest,
 		renewals: t.renewals, renewalsFailed: t.renewFail,
 	}
-	for _, o := range t.finished {
+	for id, o := range t.finished {
 		switch o.kind {
 		case "done":
 			c.done++
+			if t.retried[id] {
+				c.retried++
+			}
 		case "parked":
 			c.parked[o.reason]++
 		case "rejected":

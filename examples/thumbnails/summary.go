@@ -25,7 +25,7 @@ type Summary struct {
 	Finished int `json:"finished"` // jobs with a final outcome
 
 	Done           int            `json:"done"`                  // succeeded
-	Retried        int            `json:"retried"`               // jobs that needed more than one delivery
+	Retried        int            `json:"retried"`               // done jobs that needed more than one delivery
 	Released       int            `json:"released"`              // RELEASE acknowledgements sent
 	Parked         map[string]int `json:"parked,omitempty"`      // reason → jobs parked in the DLQ
 	Rejected       map[string]int `json:"rejected,omitempty"`    // reason → jobs rejected
