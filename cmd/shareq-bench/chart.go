@@ -170,39 +170,56 @@ func batchTicks() []plot.Tick {
 	return ts
 }
 
-// eosPlot draws jobs/s of shareq with pgstore and of River per backend.
+// eosPlot draws jobs/s of shareq with pgstore (each setting) and of River,
+// one group of bars per backend.
 func eosPlot(results map[string]eosResult, backends []string) (*plot.Plot, error) {
-	p := newPlot("Exactly-once side effects: one INSERT per job, same Postgres", "", "jobs/s")
+	p := newPlot("Exactly-once side effects: one INSERT per job, 16 slots, same Postgres", "", "jobs/s")
 	var names []string
-	var sq, rv plotter.Values
+	type series struct {
+		label string
+		vals  plotter.Values
+	}
+	var ss []*series
+	get := func(i int, label string) *series {
+		for len(ss) <= i {
+			ss = append(ss, &series{})
+		}
+		ss[i].label = label
+		return ss[i]
+	}
 	for _, b := range backends {
 		r, ok := results[b]
 		if !ok {
 			continue
 		}
 		names = append(names, b)
-		sq = append(sq, r.Shareq)
-		rv = append(rv, r.River)
+		for i, sq := range r.Shareq {
+			s := get(i, fmt.Sprintf("shareq + pgstore lanes=%d batch=%d", sq.Lanes, sq.Batch))
+			s.vals = append(s.vals, sq.Rate)
+		}
+		s := get(len(r.Shareq), "River + JobCompleteTx")
+		s.vals = append(s.vals, r.River)
 	}
 	if len(names) == 0 {
 		return nil, nil
 	}
-	w := vg.Points(28)
-	b1, err := plotter.NewBarChart(sq, w)
-	if err != nil {
-		return nil, err
+	w := vg.Points(22)
+	for i, s := range ss {
+		if len(s.vals) != len(names) {
+			continue
+		}
+		bc, err := plotter.NewBarChart(s.vals, w)
+		if err != nil {
+			return nil, err
+		}
+		bc.Color = palette[i%len(palette)]
+		bc.LineStyle.Width = 0
+		bc.Offset = w * vg.Length(2*i-len(ss)+1) / 2
+		p.Add(bc)
+		p.Legend.Add(s.label, bc)
 	}
-	b2, err := plotter.NewBarChart(rv, w)
-	if err != nil {
-		return nil, err
-	}
-	b1.Color, b2.Color = palette[0], palette[1]
-	b1.LineStyle.Width, b2.LineStyle.Width = 0, 0
-	b1.Offset, b2.Offset = -w/2, w/2
-	p.Add(b1, b2)
-	p.Legend.Add("shareq + pgstore claim row", b1)
-	p.Legend.Add("River + JobCompleteTx", b2)
 	p.NominalX(names...)
 	p.Y.Min = 0
+	p.Y.Max *= 1.3 // room for the legend
 	return p, nil
 }

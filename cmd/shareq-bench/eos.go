@@ -36,11 +36,25 @@ const (
 
 // eosResult holds the figures of the exactly-once scenario.
 type eosResult struct {
-	Jobs, Concurrency     int
-	Shareq, River         float64 // jobs/s
-	ShareqRows, RiverRows int64   // side-effect rows written
-	ShareqClaims          int64
-	ShareqRuns, RiverRuns int64 // handler executions that committed
+	Jobs, Concurrency int
+	Shareq            []eosShareq
+	River             float64 // jobs/s
+	RiverRows         int64   // side-effect rows written
+	RiverRuns         int64   // worker runs that committed
+}
+
+// eosShareq is one shareq setting of the exactly-once scenario.
+type eosShareq struct {
+	Lanes, Batch int
+	Rate         float64 // jobs/s
+	Rows, Claims int64   // side-effect rows and claim rows written
+	Runs         int64   // handler runs that wrote their row
+}
+
+// eosSettings are the shareq settings compared with River: the default
+// (a lane per handler slot, batch 1) and batches of 4 on the same slots.
+func eosSettings(concurrency int) [][2]int {
+	return [][2]int{{concurrency, 1}, {concurrency / 4, 4}}
 }
 
 // span measures from the first job started to the last one committed.
@@ -111,9 +125,13 @@ func runEOS(ctx context.Context, c *cluster, log *slog.Logger, dbURL string, job
 		}
 	}()
 
-	progress("shareq + pgstore")
-	if err := shareqEOS(ctx, c, log, dbURL, schema, &res); err != nil {
-		return res, fmt.Errorf("shareq: %w", err)
+	for _, lb := range eosSettings(concurrency) {
+		progress(fmt.Sprintf("shareq + pgstore lanes=%d batch=%d", lb[0], lb[1]))
+		r, err := shareqEOS(ctx, c, log, dbURL, schema, jobs, lb[0], lb[1], concurrency)
+		if err != nil {
+			return res, fmt.Errorf("shareq lanes=%d batch=%d: %w", lb[0], lb[1], err)
+		}
+		res.Shareq = append(res.Shareq, r)
 	}
 	progress("River")
 	if err := riverEOS(ctx, log, dbURL, schema, riverSchema, &res); err != nil {
@@ -135,47 +153,49 @@ func newPool(ctx context.Context, dbURL, searchPath string, maxConns int32) (*pg
 	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
-func shareqEOS(ctx context.Context, c *cluster, log *slog.Logger, dbURL, schema string, res *eosResult) error {
-	pool, err := newPool(ctx, dbURL, schema, int32(res.Concurrency+4))
+func shareqEOS(ctx context.Context, c *cluster, log *slog.Logger, dbURL, schema string, jobs, lanes, batch, concurrency int) (eosShareq, error) {
+	res := eosShareq{Lanes: lanes, Batch: batch}
+	pool, err := newPool(ctx, dbURL, schema, int32(concurrency+4))
 	if err != nil {
-		return err
+		return res, err
 	}
 	defer pool.Close()
 	if err := migrations.Up(ctx, pool); err != nil {
-		return err
+		return res, err
 	}
-	if _, err := pool.Exec(ctx, "CREATE TABLE effects (job text PRIMARY KEY, at timestamptz NOT NULL DEFAULT now())"); err != nil {
-		return err
+	effects := fmt.Sprintf("effects_l%d_b%d", lanes, batch)
+	if _, err := pool.Exec(ctx, "CREATE TABLE "+effects+" (job text PRIMARY KEY, at timestamptz NOT NULL DEFAULT now())"); err != nil {
+		return res, err
 	}
 	store, err := pgstore.New(pool)
 	if err != nil {
-		return err
+		return res, err
 	}
 	if err := store.Check(ctx); err != nil {
-		return err
+		return res, err
 	}
 	claims, err := idempotency.Middleware(store)
 	if err != nil {
-		return err
+		return res, err
 	}
 
 	topic, err := c.topic(ctx, "eos", 6)
 	if err != nil {
-		return err
+		return res, err
 	}
 	group, err := c.shareGroup(ctx, "eos")
 	if err != nil {
-		return err
+		return res, err
 	}
-	recs := make([]*kgo.Record, res.Jobs)
+	recs := make([]*kgo.Record, jobs)
 	for i := range recs {
 		recs[i] = &kgo.Record{Topic: topic, Value: []byte(strconv.Itoa(i))}
 	}
 	if err := c.produce(ctx, recs); err != nil {
-		return err
+		return res, err
 	}
 
-	sp := newSpan(res.Jobs)
+	sp := newSpan(jobs)
 	var runs atomic.Int64
 	// Outermost: times the job including the claim's commit.
 	timing := func(next handler.Handler) handler.Handler {
@@ -188,12 +208,13 @@ func shareqEOS(ctx context.Context, c *cluster, log *slog.Logger, dbURL, schema 
 			return err
 		})
 	}
+	insert := "INSERT INTO " + effects + " (job) VALUES ($1)"
 	h := handler.Func(func(ctx context.Context, job *handler.Job) error {
 		tx := pgstore.Tx(ctx)
 		if tx == nil {
 			return handler.Permanent(errors.New("no claim transaction"))
 		}
-		if _, err := tx.Exec(ctx, "INSERT INTO effects (job) VALUES ($1)", job.ID()); err != nil {
+		if _, err := tx.Exec(ctx, insert, job.ID()); err != nil {
 			return err
 		}
 		runs.Add(1)
@@ -201,10 +222,10 @@ func shareqEOS(ctx context.Context, c *cluster, log *slog.Logger, dbURL, schema 
 	})
 	w, err := worker.New(worker.Brokers(c.seeds...), worker.Group(group), worker.Handle(topic, h),
 		worker.Use(timing, claims),
-		worker.Lanes(res.Concurrency), worker.BatchSize(1), worker.Concurrency(res.Concurrency),
+		worker.Lanes(lanes), worker.BatchSize(batch), worker.Concurrency(concurrency),
 		worker.ShutdownTimeout(10*time.Second), worker.Logger(log))
 	if err != nil {
-		return err
+		return res, err
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	ran := make(chan error, 1)
@@ -212,15 +233,17 @@ func shareqEOS(ctx context.Context, c *cluster, log *slog.Logger, dbURL, schema 
 	err = sp.wait(ctx, 10*time.Minute)
 	cancel()
 	if err := errors.Join(err, <-ran); err != nil {
-		return err
+		return res, err
 	}
-	res.Shareq = sp.rate()
-	res.ShareqRuns = runs.Load() // a rolled-back run counted here would show as runs > rows
-	if err := pool.QueryRow(ctx, "SELECT count(*) FROM effects").Scan(&res.ShareqRows); err != nil {
-		return err
+	res.Rate = sp.rate()
+	res.Runs = runs.Load() // a run whose claim did not commit shows as runs > rows
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+effects).Scan(&res.Rows); err != nil {
+		return res, err
 	}
-	// The check row of store.Check was rolled back; every claim is a job.
-	return pool.QueryRow(ctx, "SELECT count(*) FROM shareq_processed_jobs").Scan(&res.ShareqClaims)
+	// Claims are keyed group/topic/…; the check row of store.Check was
+	// rolled back.
+	err = pool.QueryRow(ctx, "SELECT count(*) FROM shareq_processed_jobs WHERE starts_with(key, $1)", group+"/").Scan(&res.Claims)
+	return res, err
 }
 
 // benchArgs is the River job of the comparison.

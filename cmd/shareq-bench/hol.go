@@ -24,6 +24,8 @@ const (
 	holFastDur    = 20 * time.Millisecond
 	holSlowDur    = 4 * time.Second
 	holBucket     = 250 * time.Millisecond
+	// holTimeout bounds one run; the slowest setting takes about 25 s.
+	holTimeout = 90 * time.Second
 )
 
 // encodeJob and decodeJob carry a job's stream index and duration in a
@@ -198,7 +200,7 @@ func runClassicHOL(ctx context.Context, c *cluster, log *slog.Logger, jobs []hol
 		stop()
 		return run, err
 	}
-	err = waitAll(ctx, comp, 5*time.Minute)
+	err = waitAll(ctx, comp, holTimeout)
 	stop()
 	commitErrs.Range(func(k, v any) bool {
 		log.Warn("classic: commit failed", "member", k, "error", v)
@@ -222,9 +224,9 @@ func waitAll(ctx context.Context, comp *completions, timeout time.Duration) erro
 	}
 }
 
-// runShareqHOL runs the jobs on a shareq worker. A job counts as finished
-// when its handler returns.
-func runShareqHOL(ctx context.Context, c *cluster, log *slog.Logger, jobs []holJob, lanes, batch, concurrency int) (holRun, error) {
+// runShareqHOL runs the jobs on a shareq worker, waiting up to timeout
+// for them. A job counts as finished when its handler returns.
+func runShareqHOL(ctx context.Context, c *cluster, log *slog.Logger, jobs []holJob, lanes, batch, concurrency int, timeout time.Duration) (holRun, error) {
 	run := holRun{Variant: fmt.Sprintf("shareq lanes=%d batch=%d conc=%d", lanes, batch, concurrency)}
 	topic, err := c.topic(ctx, "hol-shareq", holPartitions)
 	if err != nil {
@@ -270,7 +272,7 @@ func runShareqHOL(ctx context.Context, c *cluster, log *slog.Logger, jobs []holJ
 	if err := produceWith(ctx, prod, holRecords(topic, jobs)); err != nil {
 		return run, errors.Join(err, stop())
 	}
-	err = waitAll(ctx, comp, 5*time.Minute)
+	err = waitAll(ctx, comp, timeout)
 	err = errors.Join(err, stop())
 	run.Times, run.Makespan, run.Dups = comp.result()
 	return run, err

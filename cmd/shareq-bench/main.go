@@ -19,6 +19,9 @@
 //	          transaction (needs -database).
 //	renew     jobs three lock durations long on two competing workers:
 //	          duplicate executions and lock renewals per job.
+//	stall     (not run by default) the head-of-line jobs on 24 lanes of
+//	          batch 4 sharing 24 handler slots: shows the worker stalling
+//	          when Lanes × BatchSize exceeds Concurrency.
 //
 // It prints a table, writes results.csv (and hol-series.csv) and PNG
 // charts into -out. See BENCHMARKS.md for figures and what they mean.
@@ -96,11 +99,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	for _, s := range strings.Split(*scen, ",") {
 		switch s = strings.TrimSpace(s); s {
-		case "hol", "overhead", "eos", "renew":
+		case "hol", "overhead", "eos", "renew", "stall":
 			o.scenarios[s] = true
 		case "":
 		default:
-			return o, fmt.Errorf("-scenarios: unknown scenario %q (want hol, overhead, eos, renew)", s)
+			return o, fmt.Errorf("-scenarios: unknown scenario %q (want hol, overhead, eos, renew, stall)", s)
 		}
 	}
 	return o, nil
@@ -129,6 +132,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
+	}
+	// Keep the results out of git when -out is inside a checkout.
+	if ign := filepath.Join(o.out, ".gitignore"); !exists(ign) {
+		if err := os.WriteFile(ign, []byte("*\n"), 0o644); err != nil {
+			return err
+		}
 	}
 	logFile, err := os.Create(filepath.Join(o.out, "bench.log"))
 	if err != nil {
@@ -295,7 +304,7 @@ func runBackend(ctx context.Context, c *cluster, log *slog.Logger, o options, sz
 			br.hol = append(br.hol, classic)
 		}
 		progress("hol: shareq lanes=24 batch=1")
-		sq, err := runShareqHOL(ctx, c, log, jobs, holWorkers, 1, holWorkers)
+		sq, err := runShareqHOL(ctx, c, log, jobs, holWorkers, 1, holWorkers, holTimeout)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("hol shareq: %w", err))
 		} else {
@@ -336,14 +345,22 @@ func runBackend(ctx context.Context, c *cluster, log *slog.Logger, o options, sz
 				add("overhead", "best shareq setting", "vs_raw_share", best.Rate/ov.RawShare, "x", note)
 			}
 			if o.scenarios["hol"] {
-				// The head-of-line jobs again with the best setting's batch, on the
-				// same 24 handler slots; and a middle setting for scale.
-				b := min(best.Batch, holWorkers)
-				for _, s := range []struct{ lanes, batch int }{{best.Lanes, b}, {holWorkers, 4}} {
-					progress(fmt.Sprintf("hol: shareq lanes=%d batch=%d conc=%d", s.lanes, s.batch, holWorkers))
-					r, err := runShareqHOL(ctx, c, log, jobs, s.lanes, s.batch, holWorkers)
+				// The head-of-line jobs again at the best setting's batch size on
+				// the same 24 handler slots, with lanes × batch = slots (more
+				// lanes stall the worker: see -scenarios stall); and batch 4.
+				batches := []int{min(best.Batch, holWorkers)}
+				if batches[0] != 4 {
+					batches = append(batches, 4)
+				}
+				for _, batch := range batches {
+					if batch == 1 {
+						continue
+					}
+					lanes := holWorkers / batch
+					progress(fmt.Sprintf("hol: shareq lanes=%d batch=%d conc=%d", lanes, batch, holWorkers))
+					r, err := runShareqHOL(ctx, c, log, jobs, lanes, batch, holWorkers, holTimeout)
 					if err != nil {
-						errs = append(errs, fmt.Errorf("hol shareq batch %d: %w", s.batch, err))
+						errs = append(errs, fmt.Errorf("hol shareq batch %d: %w", batch, err))
 						continue
 					}
 					holRow(r)
@@ -357,6 +374,21 @@ func runBackend(ctx context.Context, c *cluster, log *slog.Logger, o options, sz
 		holRow(ideal)
 		br.hol = append(br.hol, ideal)
 	}
+	if o.scenarios["stall"] {
+		// More lanes than the handler slots can feed at once: idle lanes
+		// wait in PollRecords holding a batch of slots, and lanes whose
+		// partitions still have jobs cannot get any.
+		progress("stall: hol jobs on shareq lanes=24 batch=4 conc=24")
+		r, err := runShareqHOL(ctx, c, log, jobs, holWorkers, 4, holWorkers, 30*time.Second)
+		note := "finished"
+		if errors.Is(err, errTimeout) {
+			note = err.Error()
+		} else if err != nil {
+			errs = append(errs, fmt.Errorf("stall: %w", err))
+		}
+		add("stall", r.Variant, "jobs_finished", float64(len(r.Times)), "count", fmt.Sprintf("of %d; %s", len(jobs), note))
+		add("stall", r.Variant, "last_finish", r.Makespan.Seconds(), "s", fmt.Sprintf("duplicates %d", r.Dups))
+	}
 	if o.scenarios["eos"] {
 		if o.database == "" {
 			progress("eos: skipped, no -database (scripts/postgres.sh url)")
@@ -367,15 +399,17 @@ func runBackend(ctx context.Context, c *cluster, log *slog.Logger, o options, sz
 				errs = append(errs, fmt.Errorf("eos: %w", err))
 			} else {
 				br.eos = &res
-				v1 := fmt.Sprintf("shareq + pgstore lanes=%d batch=1 conc=%d", res.Concurrency, res.Concurrency)
 				v2 := fmt.Sprintf("River MaxWorkers=%d cooldown=%v poll=%v", res.Concurrency, riverFetchCooldown, riverFetchPollInterval)
-				add("eos", v1, "jobs_per_s", res.Shareq, "jobs/s", fmt.Sprintf("%d jobs", res.Jobs))
-				add("eos", v1, "rows_written", float64(res.ShareqRows), "rows", fmt.Sprintf("want %d; claims %d", res.Jobs, res.ShareqClaims))
-				add("eos", v2, "jobs_per_s", res.River, "jobs/s", fmt.Sprintf("%d jobs", res.Jobs))
-				add("eos", v2, "rows_written", float64(res.RiverRows), "rows", fmt.Sprintf("want %d", res.Jobs))
-				if res.River > 0 {
-					add("eos", "shareq vs River", "rate_ratio", res.Shareq/res.River, "x", "shareq jobs/s / River jobs/s")
+				for _, sq := range res.Shareq {
+					v1 := fmt.Sprintf("shareq + pgstore lanes=%d batch=%d conc=%d", sq.Lanes, sq.Batch, res.Concurrency)
+					add("eos", v1, "jobs_per_s", sq.Rate, "jobs/s", fmt.Sprintf("%d jobs", res.Jobs))
+					add("eos", v1, "rows_written", float64(sq.Rows), "rows", fmt.Sprintf("want %d; claims %d; runs %d", res.Jobs, sq.Claims, sq.Runs))
+					if res.River > 0 {
+						add("eos", v1, "vs_river", sq.Rate/res.River, "x", "shareq jobs/s / River jobs/s")
+					}
 				}
+				add("eos", v2, "jobs_per_s", res.River, "jobs/s", fmt.Sprintf("%d jobs", res.Jobs))
+				add("eos", v2, "rows_written", float64(res.RiverRows), "rows", fmt.Sprintf("want %d; runs %d", res.Jobs, res.RiverRuns))
 			}
 		}
 	}
@@ -398,6 +432,11 @@ func runBackend(ctx context.Context, c *cluster, log *slog.Logger, o options, sz
 		}
 	}
 	return br, errors.Join(errs...)
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // cpuModel returns the CPU model name from /proc/cpuinfo.

@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -69,9 +70,19 @@ func formatValue(v float64) string {
 	return strconv.FormatFloat(v, 'f', -1, 64)
 }
 
-// writeTable prints rows grouped by backend and scenario, in the order
-// they were recorded.
+// writeTable prints rows grouped by backend and scenario, groups in the
+// order of their first row, rows in the order they were recorded.
 func writeTable(w io.Writer, rows []row) error {
+	rank := map[string]int{}
+	for _, r := range rows {
+		if _, ok := rank[r.Backend+"/"+r.Scenario]; !ok {
+			rank[r.Backend+"/"+r.Scenario] = len(rank)
+		}
+	}
+	rows = slices.Clone(rows)
+	slices.SortStableFunc(rows, func(a, b row) int {
+		return rank[a.Backend+"/"+a.Scenario] - rank[b.Backend+"/"+b.Scenario]
+	})
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	last := ""
 	for _, r := range rows {

@@ -57,6 +57,7 @@ func TestWriteTableGroupsByBackendAndScenario(t *testing.T) {
 		{Backend: "kfake", Scenario: "hol", Variant: "classic", Metric: "makespan", Value: 11.21, Unit: "s"},
 		{Backend: "kfake", Scenario: "hol", Variant: "classic", Metric: "vs_ideal", Value: 1.98, Unit: "x", Note: "makespan / ideal"},
 		{Backend: "kfake", Scenario: "overhead", Variant: "raw", Metric: "jobs_per_s", Value: 250605.4, Unit: "jobs/s"},
+		{Backend: "kfake", Scenario: "hol", Variant: "ideal", Metric: "makespan", Value: 5.66, Unit: "s"},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -66,6 +67,9 @@ func TestWriteTableGroupsByBackendAndScenario(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
+	}
+	if strings.Count(out, "== kfake: hol") != 1 || strings.Index(out, "ideal") > strings.Index(out, "== kfake: overhead") {
+		t.Errorf("hol rows not kept together:\n%s", out)
 	}
 	if strings.Contains(out, "nproc") {
 		t.Errorf("table shows env rows:\n%s", out)
