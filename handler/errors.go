@@ -48,6 +48,16 @@ func Permanent(err error) error {
 	return &PermanentError{Reason: ReasonPermanent, Err: err}
 }
 
+// PermanentReason is [Permanent] with a reason of the caller's own (for
+// example "invalid-address"), which lands in dead-letter headers and logs.
+// PermanentReason(r, nil) returns nil.
+func PermanentReason(reason string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &PermanentError{Reason: reason, Err: err}
+}
+
 // IsPermanent reports whether err is or wraps a [PermanentError].
 func IsPermanent(err error) bool {
 	var p *PermanentError

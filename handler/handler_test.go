@@ -124,6 +124,12 @@ func TestOutcomeErrors(t *testing.T) {
 	if handler.ReasonOf(base) != "" || handler.ReasonOf(nil) != "" {
 		t.Error("plain errors have no reason")
 	}
+	if err := handler.PermanentReason("invalid-address", base); !handler.IsPermanent(err) || handler.ReasonOf(err) != "invalid-address" {
+		t.Errorf("PermanentReason: %v", err)
+	}
+	if handler.PermanentReason("x", nil) != nil {
+		t.Error("PermanentReason(r, nil) is not nil")
+	}
 	pe := &handler.PanicError{Value: base}
 	if !errors.Is(pe, base) || pe.Error() != "panic: smtp 550" {
 		t.Errorf("panic error: %v", pe)

@@ -344,7 +344,8 @@ func (l *lane) ack(r *running, ack Ack, err error, took time.Duration, deadline 
 		if deadline.IsZero() {
 			deadline = r.job.LockDeadline
 		}
-		o.JobFinished(r.job, Result{Ack: ack, Err: err, Ran: r.ran, Duration: took, LockLeft: time.Until(deadline)})
+		final := ack != AckRelease || r.job.LastDelivery()
+		o.JobFinished(r.job, Result{Ack: ack, Err: err, Ran: r.ran, Duration: took, LockLeft: time.Until(deadline), Final: final})
 	}
 }
 

@@ -47,6 +47,10 @@ type Result struct {
 	// LockLeft is the time left on the record's lock when it was
 	// acknowledged; negative when the lock had run out.
 	LockLeft time.Duration
+	// Final reports whether the broker will not deliver the record again:
+	// it was accepted or rejected, or released on its last delivery (the
+	// broker archives it).
+	Final bool
 }
 
 // Observer receives the worker's events, for metrics. Methods are called
@@ -67,4 +71,49 @@ type Observer interface {
 	// LanesActive is called with the number of lanes polling, when it
 	// changes.
 	LanesActive(n int)
+}
+
+// NopObserver does nothing. Embed it in an observer that needs only some
+// of the events.
+type NopObserver struct{}
+
+func (NopObserver) JobStarted(*handler.Job)          {}
+func (NopObserver) JobFinished(*handler.Job, Result) {}
+func (NopObserver) LockRenewed(*handler.Job, error)  {}
+func (NopObserver) AckFailed(string, int32, error)   {}
+func (NopObserver) LanesActive(int)                  {}
+
+var _ Observer = NopObserver{}
+
+// multiObserver passes every event to each observer in turn.
+type multiObserver []Observer
+
+func (m multiObserver) JobStarted(j *handler.Job) {
+	for _, o := range m {
+		o.JobStarted(j)
+	}
+}
+
+func (m multiObserver) JobFinished(j *handler.Job, r Result) {
+	for _, o := range m {
+		o.JobFinished(j, r)
+	}
+}
+
+func (m multiObserver) LockRenewed(j *handler.Job, err error) {
+	for _, o := range m {
+		o.LockRenewed(j, err)
+	}
+}
+
+func (m multiObserver) AckFailed(topic string, partition int32, err error) {
+	for _, o := range m {
+		o.AckFailed(topic, partition, err)
+	}
+}
+
+func (m multiObserver) LanesActive(n int) {
+	for _, o := range m {
+		o.LanesActive(n)
+	}
 }

@@ -68,7 +68,8 @@ type config struct {
 	maxHold         time.Duration
 	deliveryLimit   int
 	fetchMaxWait    time.Duration
-	observer        Observer
+	observers       []Observer
+	observer        Observer // all of observers, or nil
 	retryBackoff    func(delivery int32) time.Duration
 	retryBackoffSet bool
 
@@ -122,8 +123,10 @@ func Concurrency(n int) Option {
 // Lanes sets how many share-group members (one Kafka client and one poll
 // goroutine each) the worker runs. A lane holds one batch at a time, and
 // every record of a batch must be acknowledged before the lane polls again,
-// so a slow job holds back only its own lane. Default: enough lanes for
-// every handler slot to be fed, Concurrency / BatchSize rounded up.
+// so a slow job holds back only its own lane. Default (or 0): enough lanes
+// for every handler slot to be fed, Concurrency / BatchSize rounded up.
+// A lane holding a job in its retry backoff does not poll, so when many
+// jobs fail, more lanes than that keep the pool busy.
 func Lanes(n int) Option {
 	return optionFunc(func(c *config) { c.lanes = n })
 }
@@ -219,10 +222,19 @@ func FetchMaxWait(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.fetchMaxWait = d })
 }
 
-// WithObserver sets an [Observer] that receives the worker's events; the
-// metrics package provides one. Default: none.
-func WithObserver(o Observer) Option {
-	return optionFunc(func(c *config) { c.observer = o })
+// WithObserver adds observers that receive the worker's events, in the
+// order given; the metrics package provides one. It may be given several
+// times. Default: none.
+func WithObserver(os ...Observer) Option {
+	return optionFunc(func(c *config) {
+		for _, o := range os {
+			if o == nil {
+				c.errs = append(c.errs, errors.New("WithObserver: observer is nil"))
+				continue
+			}
+			c.observers = append(c.observers, o)
+		}
+	})
 }
 
 func newConfig(opts []Option) (*config, error) {
@@ -242,6 +254,13 @@ func newConfig(opts []Option) (*config, error) {
 	}
 	if c.logger == nil {
 		c.logger = slog.Default()
+	}
+	switch len(c.observers) {
+	case 0:
+	case 1:
+		c.observer = c.observers[0]
+	default:
+		c.observer = multiObserver(c.observers)
 	}
 	if !c.retryBackoffSet {
 		c.retryBackoff = ExponentialBackoff(RetryBackoffBaseDefault, RetryBackoffMaxDefault)
@@ -317,8 +336,8 @@ func newConfig(opts []Option) (*config, error) {
 	if c.deliveryLimit < 0 {
 		bad("DeliveryLimit(%d): must not be negative", c.deliveryLimit)
 	}
-	if c.fetchMaxWait <= 0 || c.fetchMaxWait > time.Minute {
-		bad("FetchMaxWait(%v): must be between 1ms and 1m", c.fetchMaxWait)
+	if c.fetchMaxWait < 10*time.Millisecond || c.fetchMaxWait > time.Minute {
+		bad("FetchMaxWait(%v): must be between 10ms (the client's minimum) and 1m", c.fetchMaxWait)
 	}
 	if len(errs) > 0 {
 		for i, e := range errs {

@@ -37,7 +37,8 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{"negative margin", []worker.Option{worker.RenewMargin(-time.Second)}, "RenewMargin(-1s)"},
 		{"zero max hold", []worker.Option{worker.MaxHold(0)}, "MaxHold(0s)"},
 		{"negative limit", []worker.Option{worker.DeliveryLimit(-1)}, "DeliveryLimit(-1)"},
-		{"fetch wait", []worker.Option{worker.FetchMaxWait(0)}, "FetchMaxWait(0s)"},
+		{"fetch wait", []worker.Option{worker.FetchMaxWait(5 * time.Millisecond)}, "FetchMaxWait(5ms)"},
+		{"nil observer", []worker.Option{worker.WithObserver(nil)}, "WithObserver: observer is nil"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -38,7 +38,8 @@ func TestOutcomes(t *testing.T) {
 		}
 		return nil
 	})
-	b.start(t, h, worker.Concurrency(4))
+	second := newRecorder() // observers add up
+	b.start(t, h, worker.Concurrency(4), worker.WithObserver(second))
 
 	b.obs.waitFor(t, 30*time.Second, "all outcomes", func(fs []finished) bool {
 		return count(fs, "ok", worker.AckAccept) == 1 && count(fs, "release", worker.AckRelease) == 1 &&
@@ -57,7 +58,13 @@ func TestOutcomes(t *testing.T) {
 			t.Errorf("%s ran with delivery counts %s, want %s", k, got, w)
 		}
 	}
+	if first, other := summarize(b.obs.snapshot()), summarize(second.snapshot()); first != other {
+		t.Errorf("second observer saw %s, first %s", other, first)
+	}
 	for _, f := range b.obs.snapshot() {
+		if want := f.res.Ack != worker.AckRelease; f.res.Final != want {
+			t.Errorf("%s %v on delivery %d: Final = %v, want %v", f.key, f.res.Ack, f.count, f.res.Final, want)
+		}
 		if f.key == "panic" {
 			var pe *handler.PanicError
 			if !errors.As(f.res.Err, &pe) || pe.Value != "boom" || !strings.Contains(string(pe.Stack), "worker_test") {
