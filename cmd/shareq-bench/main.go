@@ -23,8 +23,8 @@
 //	          batch 4 sharing 24 handler slots: shows the worker stalling
 //	          when Lanes × BatchSize exceeds Concurrency.
 //
-// It prints a table, writes results.csv (and hol-series.csv) and PNG
-// charts into -out. See BENCHMARKS.md for figures and what they mean.
+// It prints a table, writes results.csv, results.md (the same as Markdown
+// tables), hol-series.csv and PNG charts into -out. See BENCHMARKS.md for figures and what they mean.
 package main
 
 import (
@@ -261,6 +261,7 @@ func writeOutputs(dir string, rows []row, series []seriesPoint) error {
 	return errors.Join(
 		write("results.csv", func(w io.Writer) error { return writeCSV(w, rows) }),
 		write("hol-series.csv", func(w io.Writer) error { return writeSeriesCSV(w, series) }),
+		write("results.md", func(w io.Writer) error { return writeMarkdown(w, rows) }),
 	)
 }
 

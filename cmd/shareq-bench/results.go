@@ -105,6 +105,38 @@ func writeTable(w io.Writer, rows []row) error {
 	return tw.Flush()
 }
 
+// writeMarkdown prints the rows as one Markdown table per backend and
+// scenario, for BENCHMARKS.md, preceded by the env rows as a list.
+func writeMarkdown(w io.Writer, rows []row) error {
+	var b strings.Builder
+	for _, r := range rows {
+		if r.Scenario == "env" {
+			fmt.Fprintf(&b, "- %s %s %s: %s %s %s\n", r.Backend, r.Variant, r.Metric, humanValue(r.Value), r.Unit, r.Note)
+		}
+	}
+	rank := map[string]int{}
+	var order []string
+	for _, r := range rows {
+		k := r.Backend + ": " + r.Scenario
+		if _, ok := rank[k]; !ok && r.Scenario != "env" {
+			rank[k] = len(order)
+			order = append(order, k)
+		}
+	}
+	for _, k := range order {
+		fmt.Fprintf(&b, "\n**%s**\n\n| variant | metric | value | note |\n|---|---|---|---|\n", k)
+		for _, r := range rows {
+			if r.Backend+": "+r.Scenario != k {
+				continue
+			}
+			cell := strings.NewReplacer("|", "\\|", "\n", " ").Replace
+			fmt.Fprintf(&b, "| %s | %s | %s %s | %s |\n", cell(r.Variant), r.Metric, humanValue(r.Value), r.Unit, cell(r.Note))
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
 // humanValue prints v with three significant digits, or as an integer
 // when large.
 func humanValue(v float64) string {

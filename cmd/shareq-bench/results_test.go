@@ -122,3 +122,22 @@ func TestParseFlags(t *testing.T) {
 		}
 	}
 }
+
+func TestWriteMarkdown(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	err := writeMarkdown(&buf, []row{
+		{Backend: "-", Scenario: "env", Variant: "machine", Metric: "nproc", Value: 2, Unit: "cores", Note: "Some CPU"},
+		{Backend: "kfake", Scenario: "hol", Variant: "a|b", Metric: "makespan", Value: 5.68, Unit: "s"},
+		{Backend: "kfake", Scenario: "eos", Variant: "River", Metric: "jobs_per_s", Value: 808.7, Unit: "jobs/s"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{"- - machine nproc: 2 cores Some CPU", "**kfake: hol**", "| a\\|b | makespan | 5.68 s |  |", "**kfake: eos**", "808.7 jobs/s"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, out)
+		}
+	}
+}
