@@ -27,3 +27,24 @@ pg-up:
 	scripts/postgres.sh up
 pg-down:
 	scripts/postgres.sh down
+
+# make bench-all  cmd/shareq-bench on kfake and on the real broker, with
+#                 Postgres (about 15 minutes): starts the test broker and
+#                 Postgres if they are not running and stops only what it
+#                 started. Table on stdout; CSV and PNG charts in bench-out/.
+#                 BENCH_FLAGS=-quick for a short run. See BENCHMARKS.md.
+.PHONY: bench-all
+bench-all:
+	@kafka_started=; pg_started=; \
+	stop_started() { \
+	  if [ -n "$$kafka_started" ]; then scripts/kafka.sh down; fi; \
+	  if [ -n "$$pg_started" ]; then scripts/postgres.sh down; fi; \
+	}; \
+	trap stop_started EXIT; \
+	if ! scripts/kafka.sh status 2>/dev/null; then \
+	  kafka_started=1; scripts/kafka.sh up >/dev/null || exit 1; \
+	fi; \
+	if ! scripts/postgres.sh status 2>/dev/null; then \
+	  pg_started=1; scripts/postgres.sh up >/dev/null || exit 1; \
+	fi; \
+	go run ./cmd/shareq-bench -broker both -database "$$(scripts/postgres.sh url)" -out bench-out $(BENCH_FLAGS)
