@@ -14,6 +14,10 @@ import (
 	"github.com/shareq/shareq/renew"
 )
 
+// startMargin is the least time left on a record's lock for its job to be
+// started (or a quarter of the lock, if less).
+const startMargin = 500 * time.Millisecond
+
 // ackFlushTimeout bounds a FlushAcks call: a renewal and the final flush.
 const ackFlushTimeout = 10 * time.Second
 
@@ -196,7 +200,10 @@ func (l *lane) runBatch(ctx context.Context, sd *shutdown, recs []*kgo.Record, p
 			l.lockDur = d
 		}
 		job := l.w.toJob(rec)
-		if renew.Expired(time.Now(), deadline, 0) {
+		// The client's deadline is its receive time plus the time left the
+		// broker reported, so it can be a little optimistic: do not start
+		// a job whose lock is about to run out.
+		if renew.Expired(time.Now(), deadline, min(startMargin, l.lockDur/4)) {
 			l.log.Warn("lock expired before the job started; releasing it", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset)
 			l.ack(&running{rec: rec, job: job}, AckRelease, ErrLockExpired, 0, time.Time{})
 			l.w.sem.Release(1)

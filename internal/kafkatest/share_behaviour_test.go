@@ -835,7 +835,11 @@ func TestCutShortPollLocksRecord(t *testing.T) {
 	if len(stale) != 1 || string(stale[0].Key) != "job" || stale[0].DeliveryCount() != 1 {
 		t.Fatalf("a's next poll got %v, want the buffered job with delivery count 1", keys(stale))
 	}
-	if d := stale[0].AcquisitionDeadline(); !d.Before(time.Now()) {
+	// The client computes the deadline as its receive time plus the time
+	// left that the broker reported, so under load it can run a little
+	// past the broker's real deadline (franz-go says to assume it is a bit
+	// optimistic); it must not run past it by more than that.
+	if d := stale[0].AcquisitionDeadline(); !d.Before(time.Now().Add(250 * time.Millisecond)) {
 		t.Fatalf("stale record's acquisition deadline %v is not in the past", d)
 	}
 	// Acking the stale copy while b holds the record fails; b's lock
