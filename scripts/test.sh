@@ -44,7 +44,8 @@ gotest() {
   local label=$1 log="$logs/$1.log" rc=0
   shift
   go test -race -count=1 -v "$@" >"$log" 2>&1 || rc=$?
-  grep -E '^(ok|FAIL|panic:|--- FAIL|    --- FAIL|\s+[a-z_]+\.go:[0-9]+:)|^\s+.*_test\.go:[0-9]+:' "$log" | grep -v '^=== ' || true
+  # Package results, failed tests and what the failing tests said.
+  grep -E '^(ok|FAIL|panic:)|^\s*--- FAIL|^\s+[A-Za-z0-9_]+_test\.go:[0-9]+: ' "$log" | grep -v '^=== ' || true
   local p f s
   p=$(grep -cE '^\s*--- PASS' "$log" || true)
   f=$(grep -cE '^\s*--- FAIL' "$log" || true)
