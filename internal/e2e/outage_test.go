@@ -1,7 +1,6 @@
 package e2e_test
 
 import (
-	"context"
 	"net"
 	"slices"
 	"strconv"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/worker"
 )
 
@@ -23,38 +21,47 @@ const outageJobs = 200
 const outageLength = 3 * time.Second
 
 // The database goes away for outageLength while 200 jobs run, each writing
-// a row through its claim. Jobs that hit the outage fail (their claim
-// cannot begin, or their transaction dies under them) and are RELEASEd; a
-// retry hold outside the claim spaces their deliveries so the outage does
-// not use up their delivery limit. After the database is back every job's
-// row exists exactly once.
+// a row through its claim, on the stack as shipped (the worker's default
+// retry backoff). Jobs that hit the outage fail (their claim cannot begin,
+// or their transaction dies under them) and are RELEASEd after a backoff
+// hold, which spaces their deliveries so the outage does not use up their
+// delivery limit. After the database is back every job's row exists
+// exactly once, and no job is lost.
 //
-// The numbers, with D the outage, L the delivery limit and h the hold:
+// The numbers, with D the outage, L the delivery limit and h(n) the hold
+// after a failed delivery n (base × 2^(n-1), ±20%: 1 s, 2 s, 4 s, …):
 //
-//   - A failing delivery is held h, then released, and delivered again at
-//     once, so a job fails at t0, t0+h, t0+2h, … while the database is
-//     down: at most ceil(D/h) failures, plus one for a delivery that
-//     starts just as the database comes back and loses the race.
-//   - h = D/(L-3) makes that at most L-2 failures, so no job gets past
-//     delivery L-1 and one delivery is to spare. With D = 3 s and L = 5
-//     (both clusters), h = 1.5 s and a job fails at most 3 times.
-//   - h is shorter than the record lock (2 s on kfake, 5 s on the real
-//     broker), and the worker renews a lock at half its duration anyway,
-//     so a held job never loses its lock: the hold delays the RELEASE, it
-//     does not turn into a lock expiry.
-//   - The whole run takes about D + 2h plus the jobs' own time: ~7 s.
+//   - A job fails first at t0 ≥ 0 (the cut) and is delivered again at
+//     t0 + h(1), t0 + h(1) + h(2), …: its delivery n+1 comes at least
+//     0.8 × base × (2^n - 1) after its first failure.
+//   - Delivery L-1 comes at least 0.8 × base × (2^(L-2) - 1) after the
+//     first failure: 5.6 s with L = 5. D must be shorter, so that delivery
+//     finds the database back and one delivery is left to spare. With
+//     D = 3 s a job fails at most 3 times (at t0, ≥ t0+0.8 s and
+//     ≥ t0+2.4 s) and is done by its 4th delivery.
+//   - Holds of 1 to 4.8 s outlast kfake's 2 s lock, so the worker renews
+//     held records there; on the broker (5 s lock) it renews at half the
+//     lock. A hold never turns into a lock expiry.
+//   - The run takes about D plus the longest hold after it (≤ 4.8 s) plus
+//     the jobs' own time: ~10 s.
+//
+// Without the backoff (RetryBackoff(nil), or before the worker had one)
+// the same outage made the 150 jobs not yet done use up their 5
+// deliveries in under a second and the broker archived them: 750 releases,
+// 150 jobs lost.
 func TestPostgresOutage(t *testing.T) {
 	t.Parallel()
 	e := setup(t, 3)
 	limit := e.c.DeliveryLimit
-	if limit < 4 {
-		t.Fatalf("delivery limit %d: the outage test needs at least 4 (see the numbers above)", limit)
+	budget := time.Duration(0.8 * float64(worker.RetryBackoffBaseDefault) * float64(int(1)<<(limit-2)-1))
+	if limit < 3 || outageLength >= budget {
+		t.Fatalf("delivery limit %d: the default backoff spreads deliveries 1 to %d over %v, not longer than the %v outage (see the numbers above)",
+			limit, limit-1, budget, outageLength)
 	}
-	hold := outageLength / time.Duration(limit-3)
-	r := runOutage(t, e, hold)
+	r := runOutage(t, e)
 
 	if len(r.exhausted) > 0 {
-		t.Errorf("%d jobs used up their delivery limit of %d: %v", len(r.exhausted), limit, r.exhausted)
+		t.Errorf("%d jobs used up their delivery limit of %d and were archived: %s", len(r.exhausted), limit, abbrev(r.exhausted))
 	}
 	if r.maxDelivery > int32(limit-1) {
 		t.Errorf("a job was delivered %d times, want at most %d (one delivery to spare)", r.maxDelivery, limit-1)
@@ -72,37 +79,9 @@ func TestPostgresOutage(t *testing.T) {
 		t.Errorf("%d of %d jobs accepted", len(r.accepted), outageJobs)
 	}
 	checkOnce(t, e, ids(outageJobs))
-	t.Logf("%s: %d jobs; outage %v, hold %v, delivery limit %d; %d jobs released (%d releases, most deliveries of one job %d), "+
+	t.Logf("%s: %d jobs; outage %v, delivery limit %d, default backoff; %d jobs released (%d releases, most deliveries of one job %d), "+
 		"duplicates suppressed %d, handler runs %d, connections refused during the outage %d",
-		e.c.Kind, outageJobs, outageLength, hold, limit, len(r.released), r.releases, r.maxDelivery, r.dups, r.runs, r.refused)
-}
-
-// The same outage without the retry hold: what the stack does on its own.
-// The idempotency middleware turns the failed claim into a retryable error
-// at once, the worker RELEASEs at once, and the broker delivers the job
-// again at once, so each job that meets the outage burns through its whole
-// delivery limit in milliseconds and is archived by the broker: a database
-// outage of a few seconds loses every job that was queued.
-//
-// This test fails until the worker (or the claim middleware) spaces the
-// deliveries of jobs that fail for a reason outside the job, for example
-// a hold before a RELEASE of a retryable error, as retryHold does here.
-func TestPostgresOutageWithoutHold(t *testing.T) {
-	t.Parallel()
-	e := setup(t, 3)
-	r := runOutage(t, e, 0)
-	if len(r.exhausted) > 0 {
-		t.Errorf("a %v database outage used up the delivery limit (%d) of %d jobs, which the broker archived, "+
-			"the last %v after the cut: %d releases in the outage, only %d of %d jobs done",
-			outageLength, e.c.DeliveryLimit, len(r.exhausted), r.lastArchived.Round(time.Millisecond),
-			r.releases, len(r.accepted), outageJobs)
-	}
-	if len(r.accepted) != outageJobs {
-		t.Errorf("%d of %d jobs accepted", len(r.accepted), outageJobs)
-	}
-	checkOnce(t, e, ids(outageJobs))
-	t.Logf("%s: %d jobs; outage %v, no hold, delivery limit %d; %d jobs released (%d releases), %d archived at the limit, duplicates suppressed %d",
-		e.c.Kind, outageJobs, outageLength, e.c.DeliveryLimit, len(r.released), r.releases, len(r.exhausted), r.dups)
+		e.c.Kind, outageJobs, outageLength, limit, len(r.released), r.releases, r.maxDelivery, r.dups, r.runs, r.refused)
 }
 
 // outageRun is what runOutage saw.
@@ -116,16 +95,13 @@ type outageRun struct {
 	dups        int64
 	runs        int
 	refused     int64
-	// lastArchived is how long after the cut the last job was archived.
-	lastArchived time.Duration
 }
 
 // runOutage runs outageJobs jobs through a worker whose pool reaches
 // Postgres through a proxy, cuts the proxy for outageLength once a quarter
 // of the jobs are done, restores it, and waits until every job is
-// accepted or archived at its delivery limit. hold > 0 puts retryHold(hold)
-// outside the claim.
-func runOutage(t *testing.T, e *env, hold time.Duration) outageRun {
+// accepted or archived at its delivery limit.
+func runOutage(t *testing.T, e *env) outageRun {
 	t.Helper()
 	e.produce(t, ids(outageJobs)...)
 	px := newProxy(t, dbAddr(t, e.db.url))
@@ -133,17 +109,12 @@ func runOutage(t *testing.T, e *env, hold time.Duration) outageRun {
 	pool := e.db.connect(t, px.Addr(), concurrency+2)
 	var dups atomic.Int64
 	th := newThumbnailer(20 * time.Millisecond)
-	mws := []handler.Middleware{claimsMiddleware(t, pool, &dups)}
-	if hold > 0 {
-		mws = append([]handler.Middleware{retryHold(hold)}, mws...)
-	}
-	e.start(t, th, worker.Use(mws...), worker.Concurrency(concurrency))
+	e.start(t, th, worker.Use(claimsMiddleware(t, pool, &dups)), worker.Concurrency(concurrency))
 
 	e.obs.waitFor(t, 60*time.Second, "a quarter of the jobs done", func(es []event) bool {
 		return len(acked(es)) >= outageJobs/4
 	})
 	px.Cut()
-	cut := time.Now()
 	time.Sleep(outageLength)
 	px.Restore()
 
@@ -166,9 +137,6 @@ func runOutage(t *testing.T, e *env, hold time.Duration) outageRun {
 		if ev.res.Ack == worker.AckRelease {
 			r.releases++
 			r.released[ev.id] = true
-			if ev.count >= limit {
-				r.lastArchived = max(r.lastArchived, ev.at.Sub(cut))
-			}
 		}
 	}
 	for id := range exhausted(es) {
@@ -176,26 +144,6 @@ func runOutage(t *testing.T, e *env, hold time.Duration) outageRun {
 	}
 	slices.Sort(r.exhausted)
 	return r
-}
-
-// retryHold returns middleware that holds a job that failed with a
-// retryable error for d before returning the error, so its RELEASE, and
-// the next delivery, come d later. The worker keeps the job's lock
-// renewed meanwhile. The handler's context ending (shutdown) ends the hold.
-func retryHold(d time.Duration) handler.Middleware {
-	return func(next handler.Handler) handler.Handler {
-		return handler.Func(func(ctx context.Context, job *handler.Job) error {
-			err := next.Handle(ctx, job)
-			if err == nil || handler.IsPermanent(err) {
-				return err
-			}
-			select {
-			case <-time.After(d):
-			case <-ctx.Done():
-			}
-			return err
-		})
-	}
 }
 
 // dbAddr returns "host:port" of the database url names.
