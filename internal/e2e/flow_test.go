@@ -1,0 +1,80 @@
+package e2e_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/worker"
+)
+
+// As many failing jobs as the worker has lanes sit at the head of a
+// one-partition topic, with good jobs behind them: an upstream rejects a
+// handful of images with a retryable error, say. A share group lets the
+// good jobs flow past failing ones, so they should all be done long before
+// the failing jobs have used up their deliveries and are parked.
+//
+// The worker's retry backoff holds a failed record in its lane until the
+// hold ends (1 s, 2 s, 4 s, 8 s), and a lane does not poll while it holds a
+// record. With every lane holding a failing job, nothing polls; when a
+// hold ends, the lane releases its record and polls, and the broker hands
+// it the lowest available offset, which is a failing job again. The good
+// jobs wait until the failing jobs are parked, some 15 s: head-of-line
+// blocking, which share groups exist to avoid.
+func TestFailingJobsDoNotBlockGoodJobs(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 1)
+	const lanes, good = 4, 40
+	var order []string
+	for i := range lanes {
+		order = append(order, fmt.Sprintf("failing-%d", i))
+	}
+	e.produce(t, append(order, ids(good)...)...)
+
+	upstream := errors.New("thumbnails: upstream rejected the image (503)")
+	th := newThumbnailer(10 * time.Millisecond)
+	th.fail = func(job *handler.Job) error {
+		if strings.HasPrefix(job.ID(), "failing-") {
+			return upstream
+		}
+		return nil
+	}
+	pl := newParkLog()
+	park, _ := e.parkMiddleware(t, pl)
+	var dups atomic.Int64
+	pool := e.db.connect(t, "", lanes+2)
+	start := time.Now()
+	e.start(t, th, worker.Use(park, claimsMiddleware(t, pool, &dups)), worker.Concurrency(lanes), worker.Lanes(lanes))
+
+	es := e.obs.waitFor(t, 60*time.Second, "every job done", func(es []event) bool {
+		return len(acked(es)) == good+lanes
+	})
+	var lastGood, firstPark time.Time
+	for _, ev := range es {
+		if ev.res.Ack == worker.AckAccept && strings.HasPrefix(ev.id, "job-") && ev.at.After(lastGood) {
+			lastGood = ev.at
+		}
+	}
+	for _, p := range pl.snapshot() {
+		if firstPark.IsZero() || p.at.Before(firstPark) {
+			firstPark = p.at
+		}
+	}
+	before := 0
+	for _, ev := range es {
+		if ev.res.Ack == worker.AckAccept && strings.HasPrefix(ev.id, "job-") && ev.at.Before(firstPark) {
+			before++
+		}
+	}
+	t.Logf("%s: %d lanes, %d failing jobs, %d good jobs: %d good jobs done before the first failing job was parked (%v after the start), the last %v after the start",
+		e.c.Kind, lanes, lanes, good, before, firstPark.Sub(start).Round(time.Millisecond), lastGood.Sub(start).Round(time.Millisecond))
+	if !lastGood.Before(firstPark) {
+		t.Errorf("the good jobs waited for the failing ones: the last good job finished %v after the first failing job was parked (%v after the start); "+
+			"held records keep their lanes from polling (worker/lane.go runBatch)",
+			lastGood.Sub(firstPark).Round(time.Millisecond), firstPark.Sub(start).Round(time.Millisecond))
+	}
+}
