@@ -236,21 +236,27 @@ func TestStoppedAfterCommitRunsOnce(t *testing.T) {
 	if runs := th.ran("held"); len(runs) != 1 {
 		t.Errorf("handler ran the held job on deliveries %v, want once", runs)
 	}
-	var heldEvents []string
+	// The held job was released at shutdown on delivery 1 and accepted,
+	// without running, on a later one. Usually that is delivery 2, but a
+	// lane's poll in flight while the first worker stopped can take the
+	// just-released record and give it back at close, so a delivery may
+	// be spent without reaching a handler.
+	var heldEvs []event
 	for _, ev := range es {
 		if ev.id == "held" {
-			heldEvents = append(heldEvents, fmt.Sprintf("%v#%d", ev.res.Ack, ev.count))
+			heldEvs = append(heldEvs, ev)
 		}
 	}
-	if want := fmt.Sprint([]string{worker.AckRelease.String() + "#1", worker.AckAccept.String() + "#2"}); fmt.Sprint(heldEvents) != want {
-		t.Errorf("held job acknowledged %v, want %s", heldEvents, want)
+	if len(heldEvs) != 2 || heldEvs[0].count != 1 || heldEvs[0].res.Ack != worker.AckRelease || !errors.Is(heldEvs[0].res.Err, worker.ErrShutdown) ||
+		heldEvs[1].res.Ack != worker.AckAccept || heldEvs[1].count < 2 {
+		t.Errorf("held job: %s; want a RELEASE on delivery 1 at shutdown, then one ACCEPT", summarize(heldEvs))
 	}
 	if dups.Load() < 1 {
 		t.Errorf("OnDuplicate called %d times, want at least 1 (the held job)", dups.Load())
 	}
 	checkOnce(t, e, all)
-	t.Logf("%s: %d jobs, %d released at shutdown, handler runs %d, duplicates suppressed %d",
-		e.c.Kind, len(all), shutdown, th.totalRuns(), dups.Load())
+	t.Logf("%s: %d jobs, %d released at shutdown, handler runs %d, duplicates suppressed %d, held job accepted on delivery %d",
+		e.c.Kind, len(all), shutdown, th.totalRuns(), dups.Load(), heldEvs[len(heldEvs)-1].count)
 }
 
 // The worker process dies (SIGKILL) after a job's claim committed and
