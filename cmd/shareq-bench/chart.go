@@ -82,18 +82,21 @@ func holPlot(backend string, runs []holRun) (*plot.Plot, error) {
 	}
 	p.Y.Min = 0
 	p.Y.Max *= 1.25 // room for the legend
-	p.Y.Tick.Marker = plot.TickerFunc(func(lo, hi float64) []plot.Tick {
-		var ts []plot.Tick
-		for _, t := range (plot.DefaultTicks{}).Ticks(lo, hi) {
-			if t.Label != "" {
-				t.Label = strconv.FormatFloat(t.Value, 'f', 0, 64)
-			}
-			ts = append(ts, t)
-		}
-		return ts
-	})
+	p.Y.Tick.Marker = intTicks
 	return p, nil
 }
+
+// intTicks is the default ticker with whole-number labels.
+var intTicks = plot.TickerFunc(func(lo, hi float64) []plot.Tick {
+	var ts []plot.Tick
+	for _, t := range (plot.DefaultTicks{}).Ticks(lo, hi) {
+		if t.Label != "" {
+			t.Label = strconv.FormatFloat(t.Value, 'f', 0, 64)
+		}
+		ts = append(ts, t)
+	}
+	return ts
+})
 
 // sweepPlot draws jobs/s against batch size, one line per lane count,
 // with the raw loops as horizontal references. Both axes are logarithmic.
@@ -221,5 +224,6 @@ func eosPlot(results map[string]eosResult, backends []string) (*plot.Plot, error
 	p.NominalX(names...)
 	p.Y.Min = 0
 	p.Y.Max *= 1.3 // room for the legend
+	p.Y.Tick.Marker = intTicks
 	return p, nil
 }
