@@ -139,39 +139,78 @@ func (l *lane) run(ctx context.Context, sd *shutdown) {
 	defer l.flush()
 
 	batch := int64(l.w.cfg.batchSize)
+	// A lane fetches only from the partitions the group assigns it, so a
+	// lane must not sit on pool slots while its partitions are empty:
+	// polls are bounded, and an empty one gives the slots back when
+	// another lane waits for them.
+	window := max(10*l.w.cfg.fetchMaxWait, 500*time.Millisecond)
+	var held int64 // pool slots this lane holds for its next batch
+	defer func() {
+		if held > 0 {
+			l.w.sem.Release(held)
+		}
+	}()
 	backoff := time.Duration(0)
 	for ctx.Err() == nil {
 		// Poll only with room in the pool for a whole batch, so no record
 		// waits for a handler while its lock runs.
-		if err := l.w.sem.Acquire(ctx, batch); err != nil {
-			return
+		if held == 0 {
+			l.w.waiting.Add(1)
+			err := l.w.sem.Acquire(ctx, batch)
+			l.w.waiting.Add(-1)
+			if err != nil {
+				return
+			}
+			held = batch
 		}
-		fetches := l.cl.PollRecords(ctx, int(batch))
+		pctx, cancel := context.WithTimeout(ctx, window)
+		fetches := l.cl.PollRecords(pctx, int(batch))
+		timedOut := pctx.Err() != nil && ctx.Err() == nil
+		cancel()
 		polled := time.Now()
 		recs := fetches.Records()
-		held := batch
-		if n := int64(len(recs)); n < held {
-			l.w.sem.Release(held - n)
-			held = n
-		} else if n > held {
-			// Not expected with strict batches; take the extra room.
-			if err := l.w.sem.Acquire(context.WithoutCancel(ctx), n-held); err == nil {
-				held = n
+		if len(recs) == 0 {
+			if l.pollErrors(fetches) {
+				l.w.sem.Release(held)
+				held = 0
+				backoff = min(max(2*backoff, 50*time.Millisecond), 2*time.Second)
+				sleep(ctx, backoff)
+				continue
 			}
-		}
-		if l.pollErrors(fetches) && len(recs) == 0 {
-			backoff = min(max(2*backoff, 50*time.Millisecond), 2*time.Second)
-			select {
-			case <-ctx.Done():
-			case <-time.After(backoff):
+			if timedOut && l.w.waiting.Load() > 0 {
+				// The fetch that was in flight when the poll ended can
+				// still bring records into the client's buffer, locked
+				// to this lane: wait it out and take them, or else give
+				// the slots to a waiting lane.
+				sleep(ctx, l.w.cfg.fetchMaxWait+100*time.Millisecond)
+				if l.cl.BufferedFetchRecords() == 0 {
+					l.w.sem.Release(held)
+					held = 0
+				}
 			}
 			continue
 		}
 		backoff = 0
-		if len(recs) == 0 {
-			continue
+		// The slots now belong to the jobs: each job's goroutine gives
+		// its slot back when its handler returns.
+		if n := int64(len(recs)); n < held {
+			l.w.sem.Release(held - n)
+		} else if n > held {
+			// Not expected with strict batches; take the extra room.
+			_ = l.w.sem.Acquire(context.WithoutCancel(ctx), n-held)
 		}
+		held = 0
 		l.runBatch(ctx, sd, recs, polled)
+	}
+}
+
+// sleep waits for d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
 	}
 }
 

@@ -123,10 +123,14 @@ func Concurrency(n int) Option {
 // Lanes sets how many share-group members (one Kafka client and one poll
 // goroutine each) the worker runs. A lane holds one batch at a time, and
 // every record of a batch must be acknowledged before the lane polls again,
-// so a slow job holds back only its own lane. Default (or 0): enough lanes
-// for every handler slot to be fed, Concurrency / BatchSize rounded up.
-// A lane holding a job in its retry backoff does not poll, so when many
-// jobs fail, more lanes than that keep the pool busy.
+// so a slow job holds back only its own lane. A lane polls only when the
+// handler pool has room for a batch, so lanes beyond Concurrency /
+// BatchSize wait; they stand in for lanes that hold a failed job in its
+// retry backoff (such a lane does not poll, but frees its handler slot).
+// Default (or 0): twice Concurrency / BatchSize rounded up, so up to that
+// many jobs can back off at once without slowing the others. Each lane is
+// a member of the share group (Kafka allows 200 per group by default,
+// group.share.max.size).
 func Lanes(n int) Option {
 	return optionFunc(func(c *config) { c.lanes = n })
 }
@@ -266,7 +270,7 @@ func newConfig(opts []Option) (*config, error) {
 		c.retryBackoff = ExponentialBackoff(RetryBackoffBaseDefault, RetryBackoffMaxDefault)
 	}
 	if c.lanes == 0 && c.concurrency > 0 && c.batchSize > 0 {
-		c.lanes = (c.concurrency + c.batchSize - 1) / c.batchSize
+		c.lanes = 2 * ((c.concurrency + c.batchSize - 1) / c.batchSize)
 	}
 	errs := c.errs
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }

@@ -83,6 +83,7 @@ type Worker struct {
 	sem           *semaphore.Weighted
 	pool          *pool.Pool
 	deliveryLimit atomic.Int32
+	waiting       atomic.Int32 // lanes waiting for pool slots
 	lanesActive   atomic.Int32
 }
 
