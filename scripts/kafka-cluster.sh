@@ -27,9 +27,11 @@
 # Broker settings: scripts/kafka/cluster/server.properties. Everything it
 # writes is under .cache/kafka-cluster/ (node-N/ holds server.properties,
 # data, server.log, kafka.out and the pid file); `up` wipes it when it
-# starts a cluster.
+# starts a cluster. A second cluster needs its own KAFKA_CLUSTER_DIR and
+# KAFKA_CLUSTER_PORT_BASE (the soak's -own-broker runs a one-node one).
 #
-# Environment: SHAREQ_CACHE_DIR (default <repo>/.cache), KAFKA_CLUSTER_NODES,
+# Environment: SHAREQ_CACHE_DIR (default <repo>/.cache), KAFKA_CLUSTER_DIR
+# (default $SHAREQ_CACHE_DIR/kafka-cluster), KAFKA_CLUSTER_NODES,
 # KAFKA_CLUSTER_PORT_BASE (default 19092), KAFKA_START_TIMEOUT (seconds per
 # wait, default 120), KAFKA_JAVA_OPTS (extra JVM flags), KAFKA_CLUSTER_HEAP
 # (default 512m).
@@ -43,7 +45,7 @@ repo_root=$(cd "$script_dir/.." && pwd)
 cache_dir=${SHAREQ_CACHE_DIR:-$repo_root/.cache}
 jars_dir=$cache_dir/kafka-$KAFKA_VERSION
 libs_dir=$jars_dir/libs
-cluster_dir=$cache_dir/kafka-cluster
+cluster_dir=${KAFKA_CLUSTER_DIR:-$cache_dir/kafka-cluster}
 nodes=${KAFKA_CLUSTER_NODES:-3}
 port_base=${KAFKA_CLUSTER_PORT_BASE:-19092}
 start_timeout=${KAFKA_START_TIMEOUT:-120}
