@@ -1,0 +1,997 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shareq/shareq/dlq"
+	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/internal/groupcfg"
+	"github.com/shareq/shareq/migrations"
+)
+
+const (
+	phaseSingle   = "single"
+	phaseCluster3 = "cluster3"
+
+	partitions    = 6
+	dlqPartitions = 3
+	// workerShutdown is the workers' worker.ShutdownTimeout: shorter than
+	// a slow job, so a SIGTERM cancels and releases slow jobs in flight.
+	workerShutdown = 3 * time.Second
+	// leaderDownFor is how long a stopped cluster node stays down.
+	leaderDownFor = 20 * time.Second
+)
+
+// Fault kinds.
+const (
+	faultSigkill       = "worker-sigkill"
+	faultSigterm       = "worker-sigterm"
+	faultBrokerRestart = "broker-restart"
+	faultPGRestart     = "postgres-restart"
+	faultLeaderStop    = "leader-stop"
+	faultLeaderKill    = "leader-kill"
+	faultKillParking   = "worker-sigkill-parking"
+)
+
+// jobSpec is one job the soak produces.
+type jobSpec struct {
+	id   string
+	kind string
+	ms   int
+}
+
+// phase is the state of one phase of the soak.
+type phase struct {
+	name    string
+	o       options
+	svc     *services
+	rng     *rand.Rand
+	seeds   []string
+	kc      *cluster // the cluster the phase runs on; nil: the shared test broker
+	pgURL   string
+	runID   string
+	topic   string
+	dlq     string
+	group   string
+	schema  string
+	logDir  string
+	lock    time.Duration
+	limit   int
+	cl      *kgo.Client
+	adm     *kadm.Client
+	db      *pgxpool.Pool // search_path = schema
+	ev      *events
+	fleet   *fleet
+	jobs    []jobSpec
+	byID    map[string]*jobSpec
+	faults  []faultRecord
+	faultMu sync.Mutex
+
+	produced    atomic.Int64
+	produceErrs atomic.Int64
+	producedIDs sync.Map // job ID → struct{}, acknowledged by the broker
+
+	dlqMu   sync.Mutex
+	dlqSeen map[string]int // from the tailing consumer
+
+	timings map[string]time.Duration
+
+	killedParking string // the poison job whose parking delivery was killed
+	drainStop     string // why the drain stopped short
+
+	replayed     map[string]bool // healthy jobs replayed from the DLQ
+	replayErr    error
+	replayGroups []string
+}
+
+// faultRecord is one injected fault, for the report.
+type faultRecord struct {
+	kind   string
+	at     time.Duration // since the phase's production started
+	took   time.Duration
+	detail string
+	err    error
+}
+
+func runPhase(ctx context.Context, svc *services, o options, name string, seed uint64) (*report, error) {
+	p := &phase{
+		name: name, o: o, svc: svc,
+		rng:     rand.New(rand.NewPCG(seed, seed^0x5eed)),
+		dlqSeen: map[string]int{},
+		timings: map[string]time.Duration{},
+	}
+	phaseStart := time.Now()
+	fmt.Printf("\n=== phase %s (seed %d)\n", name, seed)
+
+	var err error
+	if p.pgURL, err = svc.ensurePG(ctx); err != nil {
+		return nil, err
+	}
+	switch {
+	case name == phaseCluster3:
+		p.kc = cluster3()
+	case o.ownBroker:
+		p.kc = ownBroker(svc.cacheDir())
+	}
+	if p.kc != nil {
+		if p.seeds, err = svc.ensureCluster(ctx, p.kc); err != nil {
+			return nil, err
+		}
+	} else {
+		addr, err := svc.ensureKafka(ctx)
+		if err != nil {
+			return nil, err
+		}
+		p.seeds = []string{addr}
+	}
+	p.timings["services"] = time.Since(phaseStart)
+
+	p.runID = fmt.Sprintf("%s-%s-%d", name, time.Now().Format("150405"), seed)
+	p.topic = "soak-" + p.runID
+	p.dlq = p.topic + dlq.TopicSuffix
+	p.group = "soak-" + p.runID
+	p.schema = "soak_" + strings.NewReplacer("-", "_").Replace(p.runID)
+	p.logDir = filepath.Join(svc.cacheDir(), "soak", p.runID)
+	if err := os.MkdirAll(p.logDir, 0o755); err != nil {
+		return nil, err
+	}
+	evLog, err := os.Create(filepath.Join(p.logDir, "events.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer evLog.Close()
+	p.ev = newEvents(os.Stdout, evLog)
+	fmt.Printf("topic %s, group %s, schema %s, brokers %s\nlogs: %s\n", p.topic, p.group, p.schema, strings.Join(p.seeds, ","), p.logDir)
+
+	if err := p.setup(ctx); err != nil {
+		return nil, fmt.Errorf("setup: %w", err)
+	}
+	defer p.cl.Close()
+	defer p.db.Close()
+
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	workerDeadline, _ := ctx.Deadline()
+	p.fleet = newFleet(exe, []string{
+		"-brokers", strings.Join(p.seeds, ","),
+		"-group", p.group,
+		"-topic", p.topic,
+		"-pg", p.pgURL,
+		"-schema", p.schema,
+		"-concurrency", strconv.Itoa(o.concurrency),
+		"-shutdown-timeout", workerShutdown.String(),
+		"-park-at", strconv.Itoa(p.parkAt()),
+		"-deadline", workerDeadline.Add(time.Minute).Format(time.RFC3339Nano),
+	}, p.logDir, p.ev, o.workers)
+	fleetCtx, stopFleet := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopFleet()
+	p.fleet.start(fleetCtx)
+	stopped := false
+	stopWorkers := func() {
+		if !stopped {
+			stopped = true
+			p.fleet.stop(workerShutdown + 15*time.Second)
+		}
+	}
+	defer stopWorkers()
+
+	tailCtx, stopTail := context.WithCancel(ctx)
+	var tailWG sync.WaitGroup
+	tailWG.Add(1)
+	go func() { defer tailWG.Done(); p.tailDLQ(tailCtx) }()
+	defer func() { stopTail(); tailWG.Wait() }()
+
+	runStart := time.Now()
+	p.ev.start = runStart
+	window := time.Duration(float64(len(p.jobs)) / o.rate * float64(time.Second))
+	schedule := p.schedule(window)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); p.produce(ctx, runStart) }()
+	go func() { defer wg.Done(); p.inject(ctx, runStart, schedule) }()
+	progressCtx, stopProgress := context.WithCancel(ctx)
+	var progressWG sync.WaitGroup
+	progressWG.Add(1)
+	go func() { defer progressWG.Done(); p.progress(progressCtx) }()
+	defer func() { stopProgress(); progressWG.Wait() }()
+	wg.Wait()
+	p.timings["produce+faults"] = time.Since(runStart)
+	p.ev.note("production and faults done: %d produced, %d produce errors", p.produced.Load(), p.produceErrs.Load())
+
+	drainStart := time.Now()
+	complete := p.drain(ctx)
+	p.timings["drain"] = time.Since(drainStart)
+	if complete {
+		p.settle(ctx)
+		// Healthy jobs parked by an outage are not lost: an operator
+		// replays them. Do that, with dlq.Replay, and wait for them.
+		if replayed, err := p.replayHealthy(ctx); err != nil {
+			p.ev.note("replay of parked healthy jobs: %v", err)
+			p.replayErr = err
+		} else if len(replayed) > 0 {
+			p.replayed = replayed
+			complete = p.waitEffects(ctx, replayed)
+			if complete {
+				p.settle(ctx)
+			}
+		}
+	}
+	if !complete {
+		p.ev.note("NOT every job accounted for: %s", p.drainStop)
+	}
+	stopWorkers()
+	p.timings["run"] = time.Since(runStart)
+
+	vctx, vcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer vcancel()
+	rep, err := p.verify(vctx)
+	if err != nil {
+		return nil, fmt.Errorf("verify: %w", err)
+	}
+	rep.complete = complete
+	rep.interrupted = errors.Is(ctx.Err(), context.Canceled)
+	p.timings["phase"] = time.Since(phaseStart)
+	rep.timings = p.timings
+	if rep.ok() && !o.keep {
+		p.cleanup(vctx)
+	} else {
+		rep.kept = fmt.Sprintf("kept for inspection: topic %s, DLQ %s, group %s, schema %s", p.topic, p.dlq, p.group, p.schema)
+	}
+	return rep, nil
+}
+
+// setup creates the topics, the group's configuration, the schema, and the
+// job plan.
+func (p *phase) setup(ctx context.Context) error {
+	var err error
+	p.cl, err = kgo.NewClient(kgo.SeedBrokers(p.seeds...), kgo.FetchMaxWait(500*time.Millisecond))
+	if err != nil {
+		return err
+	}
+	p.adm = kadm.NewClient(p.cl)
+	rf := int16(1)
+	if len(p.seeds) >= 3 {
+		rf = 3
+	}
+	for _, t := range []struct {
+		name  string
+		parts int32
+	}{{p.topic, partitions}, {p.dlq, dlqPartitions}} {
+		if _, err := p.adm.CreateTopic(ctx, t.parts, rf, nil, t.name); err != nil {
+			return fmt.Errorf("create topic %s: %w", t.name, err)
+		}
+	}
+	if err := groupcfg.Set(ctx, p.cl, p.group, map[string]string{groupcfg.AutoOffsetReset: "earliest"}); err != nil {
+		return err
+	}
+	bc, err := groupcfg.Broker(ctx, p.cl, groupcfg.BrokerRecordLockDurationMs, groupcfg.BrokerDeliveryCountLimit)
+	if err != nil {
+		return err
+	}
+	ms, _ := strconv.Atoi(bc[groupcfg.BrokerRecordLockDurationMs])
+	p.lock = time.Duration(ms) * time.Millisecond
+	p.limit, _ = strconv.Atoi(bc[groupcfg.BrokerDeliveryCountLimit])
+	if p.lock <= 0 || p.limit <= 0 {
+		return fmt.Errorf("broker configs: lock duration %v, delivery limit %d", p.lock, p.limit)
+	}
+
+	admin, err := pgxpool.New(ctx, p.pgURL)
+	if err != nil {
+		return err
+	}
+	_, err = admin.Exec(ctx, "CREATE SCHEMA "+p.schema)
+	admin.Close()
+	if err != nil {
+		return fmt.Errorf("create schema: %w", err)
+	}
+	cfg, err := pgxpool.ParseConfig(p.pgURL)
+	if err != nil {
+		return err
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = p.schema
+	if p.db, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+		return err
+	}
+	if err := migrations.Up(ctx, p.db); err != nil {
+		return err
+	}
+	// No key on job_id: a second effect of a job is stored, and counted.
+	if _, err := p.db.Exec(ctx, `CREATE TABLE soak_effects (
+		job_id   text        NOT NULL,
+		kind     text        NOT NULL,
+		worker   text        NOT NULL,
+		pid      int         NOT NULL,
+		delivery int         NOT NULL,
+		part     int         NOT NULL,
+		off      bigint      NOT NULL,
+		at       timestamptz NOT NULL DEFAULT clock_timestamp()
+	)`); err != nil {
+		return fmt.Errorf("create soak_effects: %w", err)
+	}
+
+	p.jobs = planJobs(p.rng, p.o.jobs, p.runID, p.o.poisonPct, p.o.slowPct, int((p.lock + 2*time.Second).Milliseconds()))
+	if p.o.killParking {
+		// Long enough for the driver to see a parking delivery start and
+		// kill its worker before the park is done.
+		for i := range p.jobs {
+			if p.jobs[i].kind == kindPoison {
+				p.jobs[i].ms = 300
+			}
+		}
+	}
+	p.byID = make(map[string]*jobSpec, len(p.jobs))
+	for i := range p.jobs {
+		p.byID[p.jobs[i].id] = &p.jobs[i]
+	}
+	fmt.Printf("lock duration %v, delivery limit %d; jobs: %d quick, %d slow (%v each), %d poison\n",
+		p.lock, p.limit, countKind(p.jobs, kindQuick), countKind(p.jobs, kindSlow), p.lock+2*time.Second, countKind(p.jobs, kindPoison))
+	return nil
+}
+
+// planJobs makes n jobs: poisonPct and slowPct percent (at least one each)
+// of poison and slow jobs at random positions, the rest quick.
+func planJobs(rng *rand.Rand, n int, runID string, poisonPct, slowPct float64, slowMS int) []jobSpec {
+	atLeastOne := func(pct float64) int {
+		k := int(float64(n)*pct/100 + 0.5)
+		if pct > 0 && k == 0 {
+			k = 1
+		}
+		return k
+	}
+	poison, slow := atLeastOne(poisonPct), atLeastOne(slowPct)
+	jobs := make([]jobSpec, n)
+	for i := range jobs {
+		jobs[i] = jobSpec{id: fmt.Sprintf("%s-%06d", runID, i), kind: kindQuick, ms: 1 + rng.IntN(5)}
+	}
+	perm := rng.Perm(n)
+	for i, j := range perm[:poison+slow] {
+		if i < poison {
+			jobs[j].kind, jobs[j].ms = kindPoison, 1+rng.IntN(3)
+		} else {
+			jobs[j].kind, jobs[j].ms = kindSlow, slowMS
+		}
+	}
+	return jobs
+}
+
+func countKind(jobs []jobSpec, kind string) int {
+	n := 0
+	for _, j := range jobs {
+		if j.kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+// produce writes the jobs at the configured rate, from runStart.
+func (p *phase) produce(ctx context.Context, runStart time.Time) {
+	interval := time.Duration(float64(time.Second) / p.o.rate)
+	var wg sync.WaitGroup
+	for i := range p.jobs {
+		j := &p.jobs[i]
+		if d := time.Until(runStart.Add(time.Duration(i) * interval)); d > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(d):
+			}
+		}
+		v, _ := json.Marshal(payload{Kind: j.kind, SleepMS: j.ms})
+		rec := &kgo.Record{
+			Topic:   p.topic,
+			Key:     []byte(j.id),
+			Value:   v,
+			Headers: []kgo.RecordHeader{{Key: handler.JobIDHeader, Value: []byte(j.id)}},
+		}
+		wg.Add(1)
+		p.cl.Produce(ctx, rec, func(r *kgo.Record, err error) {
+			defer wg.Done()
+			if err != nil {
+				p.produceErrs.Add(1)
+				p.ev.note("produce %s failed: %v", j.id, err)
+				return
+			}
+			p.producedIDs.Store(j.id, struct{}{})
+			p.produced.Add(1)
+		})
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	if err := p.cl.Flush(fctx); err != nil {
+		p.ev.note("producer flush: %v", err)
+	}
+	wg.Wait()
+}
+
+// schedule draws the phase's faults and their moments within the
+// production window.
+func (p *phase) schedule(window time.Duration) []faultRecord {
+	var kinds []string
+	switch {
+	case p.name == phaseCluster3:
+		kinds = []string{faultSigkill, faultSigterm, faultLeaderStop, faultLeaderKill}
+	case p.o.short:
+		kinds = []string{faultSigkill, faultSigterm, faultBrokerRestart, faultPGRestart}
+	default:
+		kinds = []string{faultSigkill, faultSigkill, faultSigkill, faultSigterm, faultSigterm, faultSigterm, faultBrokerRestart, faultPGRestart}
+	}
+	if p.o.killParking {
+		kinds = append(kinds, faultKillParking)
+	}
+	out := make([]faultRecord, len(kinds))
+	for i, k := range kinds {
+		// Between 10% and 80% of the window: the last faults still find
+		// jobs arriving.
+		at := time.Duration((0.1 + 0.7*p.rng.Float64()) * float64(window))
+		out[i] = faultRecord{kind: k, at: at}
+	}
+	// Sort by time (insertion sort: a handful of entries).
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && out[j].at < out[j-1].at; j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	fmt.Print("fault schedule:")
+	for _, f := range out {
+		fmt.Printf(" %s@%.0fs", f.kind, f.at.Seconds())
+	}
+	fmt.Println()
+	return out
+}
+
+// inject runs the fault schedule, one fault at a time: a fault whose
+// moment passed while the previous one ran starts at once.
+func (p *phase) inject(ctx context.Context, runStart time.Time, schedule []faultRecord) {
+	for _, f := range schedule {
+		if d := time.Until(runStart.Add(f.at)); d > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(d):
+			}
+		}
+		f.at = time.Since(runStart)
+		start := time.Now()
+		p.ev.note("FAULT %s", f.kind)
+		f.detail, f.err = p.fault(ctx, f.kind)
+		f.took = time.Since(start)
+		if f.err != nil {
+			p.ev.note("FAULT %s failed after %v: %v", f.kind, f.took.Round(time.Millisecond), f.err)
+		} else {
+			p.ev.note("FAULT %s done in %v: %s", f.kind, f.took.Round(time.Millisecond), f.detail)
+		}
+		p.faultMu.Lock()
+		p.faults = append(p.faults, f)
+		p.faultMu.Unlock()
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+func (p *phase) fault(ctx context.Context, kind string) (string, error) {
+	switch kind {
+	case faultSigkill, faultSigterm:
+		i, busy, err := p.pickWorker(ctx)
+		if err != nil {
+			return "", err
+		}
+		sig, wait := syscall.SIGKILL, 10*time.Second
+		if kind == faultSigterm {
+			sig, wait = syscall.SIGTERM, workerShutdown+20*time.Second
+		}
+		pid, exited, err := p.fleet.signal(i, sig, kind)
+		if err != nil {
+			return "", err
+		}
+		start := time.Now()
+		select {
+		case <-exited:
+		case <-time.After(wait):
+			return "", fmt.Errorf("worker %s (pid %d) still running %v after %v", p.fleet.slots[i].name, pid, wait, sig)
+		}
+		return fmt.Sprintf("worker %s (pid %d, %d jobs in hand) exited %v after %v; restarted after %v",
+			p.fleet.slots[i].name, pid, busy, time.Since(start).Round(time.Millisecond), sig, restartDelay), nil
+
+	case faultKillParking:
+		return p.killParking(ctx)
+
+	case faultBrokerRestart:
+		busy := p.waitBusy(ctx)
+		var down time.Duration
+		if p.kc != nil {
+			start := time.Now()
+			err := p.svc.stopNode(ctx, p.kc, 1, true)
+			if err == nil {
+				err = p.svc.startNode(ctx, p.kc, 1)
+			}
+			down = time.Since(start)
+			if err != nil {
+				return "", err
+			}
+		} else if d, err := p.svc.restartTestBroker(ctx, p.seeds[0], syscall.SIGKILL); err != nil {
+			return "", err
+		} else {
+			down = d
+		}
+		return fmt.Sprintf("broker %s SIGKILLed with %d jobs in hand, restarted on its data; unavailable %v", p.seeds[0], busy, down.Round(100*time.Millisecond)), nil
+
+	case faultPGRestart:
+		busy := p.waitBusy(ctx)
+		before, err := p.countEffects(ctx)
+		if err != nil {
+			return "", fmt.Errorf("count effects before the restart: %w", err)
+		}
+		down, err := p.svc.restartPG(ctx, p.o.pgDownFor)
+		if err != nil {
+			return "", err
+		}
+		var after int64
+		for range 20 {
+			if after, err = p.countEffects(ctx); err == nil {
+				break
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		if err != nil {
+			return "", fmt.Errorf("count effects after the restart: %w", err)
+		}
+		if after < before {
+			return "", fmt.Errorf("postgres lost data across the restart: %d effect rows before, %d after", before, after)
+		}
+		return fmt.Sprintf("postgres down+up in %v with %d jobs in hand; data kept (%d effect rows before, %d after)", down.Round(100*time.Millisecond), busy, before, after), nil
+
+	case faultLeaderStop, faultLeaderKill:
+		p.waitBusy(ctx)
+		part, node, err := p.busiestLeader(ctx)
+		if err != nil {
+			return "", err
+		}
+		kill := kind == faultLeaderKill
+		how := "SIGTERM (controlled shutdown)"
+		if kill {
+			how = "SIGKILL"
+		}
+		start := time.Now()
+		if err := p.svc.stopNode(ctx, p.kc, int(node), kill); err != nil {
+			return "", err
+		}
+		newLeader := p.waitNewLeader(ctx, part, node, leaderDownFor)
+		if d := time.Until(start.Add(leaderDownFor)); d > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(d):
+			}
+		}
+		if err := p.svc.startNode(ctx, p.kc, int(node)); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("partition %d's leader, node %d, stopped by %s; %s; back after %v",
+			part, node, how, newLeader, time.Since(start).Round(100*time.Millisecond)), nil
+	}
+	return "", fmt.Errorf("unknown fault %q", kind)
+}
+
+// parkAt returns the delivery on which the workers park a failing job: 0
+// (the group's limit) unless -park-early.
+func (p *phase) parkAt() int {
+	if p.o.parkEarly {
+		return p.limit - 1
+	}
+	return 0
+}
+
+// killParking waits for a poison job to start the delivery on which it
+// is to be parked, and SIGKILLs the worker running it.
+func (p *phase) killParking(ctx context.Context) (string, error) {
+	parking := p.limit
+	if p.o.parkEarly {
+		parking = p.limit - 1
+	}
+	type hit struct{ proc, id string }
+	hits := make(chan hit, 1)
+	p.ev.mu.Lock()
+	p.ev.onStart = func(proc, id, delivery string) {
+		if j, ok := p.byID[id]; ok && j.kind == kindPoison && delivery == strconv.Itoa(parking) {
+			select {
+			case hits <- hit{proc, id}:
+			default:
+			}
+		}
+	}
+	p.ev.mu.Unlock()
+	defer func() {
+		p.ev.mu.Lock()
+		p.ev.onStart = nil
+		p.ev.mu.Unlock()
+	}()
+	var h hit
+	select {
+	case h = <-hits:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	case <-time.After(2 * time.Minute):
+		return "", fmt.Errorf("no poison job started its delivery %d within 2m", parking)
+	}
+	i, ok := p.fleet.slotOf(h.proc)
+	if !ok {
+		return "", fmt.Errorf("process %s is gone", h.proc)
+	}
+	pid, exited, err := p.fleet.signal(i, syscall.SIGKILL, faultKillParking)
+	if err != nil {
+		return "", err
+	}
+	<-exited
+	p.killedParking = h.id
+	return fmt.Sprintf("worker %s (pid %d) SIGKILLed while running poison job %s's delivery %d, the one it parks on", h.proc, pid, h.id, parking), nil
+}
+
+// busyWait bounds how long a fault waits for the workers to be busy.
+const busyWait = 10 * time.Second
+
+// waitBusy waits (up to busyWait) until handlers are running and jobs are
+// finishing, so that the fault hits work in progress; it returns how many
+// handlers are running.
+func (p *phase) waitBusy(ctx context.Context) int {
+	deadline := time.Now().Add(busyWait)
+	for {
+		n, since := p.ev.busy("")
+		if (n > 0 && since < time.Second) || time.Now().After(deadline) || ctx.Err() != nil {
+			return n
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// pickWorker chooses the worker process to signal: a random one among
+// those with the most jobs in hand (running, or held in retry backoff), waiting (up to busyWait) for one
+// to have a quick job running besides any slow ones.
+func (p *phase) pickWorker(ctx context.Context) (int, int, error) {
+	deadline := time.Now().Add(busyWait)
+	for {
+		running := p.fleet.running()
+		if len(running) == 0 {
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				return 0, 0, errors.New("no worker process running")
+			}
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		best, most := []int(nil), -1
+		for _, i := range slices.Sorted(maps.Keys(running)) {
+			n, _ := p.ev.busy(running[i])
+			switch {
+			case n > most:
+				best, most = []int{i}, n
+			case n == most:
+				best = append(best, i)
+			}
+		}
+		if most >= 2 || time.Now().After(deadline) || ctx.Err() != nil {
+			return best[p.rng.IntN(len(best))], most, nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// busiestLeader returns the partition of the job topic with the most
+// records not yet acknowledged by the group, and its leader.
+func (p *phase) busiestLeader(ctx context.Context) (int32, int32, error) {
+	best, bestLag := int32(0), int64(-1)
+	if offs, err := p.adm.DescribeShareGroupOffsets(ctx, p.group); err == nil {
+		if g, ok := offs[p.group]; ok {
+			g.Offsets.Each(func(o kadm.ShareOffset) {
+				if o.Topic == p.topic && o.Err == nil && o.Lag > bestLag {
+					best, bestLag = o.Partition, o.Lag
+				}
+			})
+		}
+	}
+	md, err := p.adm.Metadata(ctx, p.topic)
+	if err != nil {
+		return 0, 0, err
+	}
+	pd, ok := md.Topics[p.topic].Partitions[best]
+	if !ok || pd.Leader < 0 {
+		return 0, 0, fmt.Errorf("partition %d of %s has no leader", best, p.topic)
+	}
+	return best, pd.Leader, nil
+}
+
+// waitNewLeader waits (up to max) for partition part to get a leader other
+// than old, and describes the outcome.
+func (p *phase) waitNewLeader(ctx context.Context, part, old int32, max time.Duration) string {
+	start := time.Now()
+	for time.Since(start) < max && ctx.Err() == nil {
+		mctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		md, err := p.adm.Metadata(mctx, p.topic)
+		cancel()
+		if err == nil {
+			if pd, ok := md.Topics[p.topic].Partitions[part]; ok && pd.Leader >= 0 && pd.Leader != old {
+				return fmt.Sprintf("node %d led it %v later (ISR %v)", pd.Leader, time.Since(start).Round(100*time.Millisecond), pd.ISR)
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Sprintf("no new leader seen within %v", max)
+}
+
+func (p *phase) countEffects(ctx context.Context) (int64, error) {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var n int64
+	err := p.db.QueryRow(cctx, "SELECT count(*) FROM soak_effects").Scan(&n)
+	return n, err
+}
+
+// tailDLQ reads the DLQ topic as it grows, for the progress and drain
+// checks. (The final check reads it again with dlq.List.)
+func (p *phase) tailDLQ(ctx context.Context) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(p.seeds...), kgo.ConsumeTopics(p.dlq),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(500*time.Millisecond))
+	if err != nil {
+		p.ev.note("DLQ tail: %v", err)
+		return
+	}
+	defer cl.Close()
+	for ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		fs.EachRecord(func(r *kgo.Record) {
+			pk, err := dlq.Parse(r)
+			if err != nil {
+				return
+			}
+			p.dlqMu.Lock()
+			p.dlqSeen[pk.JobID()]++
+			p.dlqMu.Unlock()
+		})
+	}
+}
+
+// accounted returns how many produced jobs have an effect row or a DLQ
+// record, and the parts of that count.
+func (p *phase) accounted(ctx context.Context) (total, effects, parked int, err error) {
+	p.dlqMu.Lock()
+	ids := make([]string, 0, len(p.dlqSeen))
+	for id := range p.dlqSeen {
+		ids = append(ids, id)
+	}
+	p.dlqMu.Unlock()
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var both int
+	err = p.db.QueryRow(cctx, `SELECT count(DISTINCT job_id), count(DISTINCT job_id) FILTER (WHERE job_id = ANY($1)) FROM soak_effects`, ids).Scan(&effects, &both)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	return effects + len(ids) - both, effects, len(ids), nil
+}
+
+func (p *phase) progress(ctx context.Context) {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		total, effects, parked, err := p.accounted(ctx)
+		p.ev.mu.Lock()
+		dups, renew := sumMap(p.ev.dups), p.ev.renewOK
+		p.ev.mu.Unlock()
+		if err != nil {
+			p.ev.note("progress: produced %d/%d; database unavailable (%v)", p.produced.Load(), len(p.jobs), firstLine(err))
+			continue
+		}
+		p.ev.note("progress: produced %d/%d, accounted %d (effects %d, DLQ %d), duplicates absorbed %d, renewals %d",
+			p.produced.Load(), len(p.jobs), total, effects, parked, dups, renew)
+	}
+}
+
+// drain waits until every produced job is accounted for, or ctx ends, or
+// the broker has had nothing left to deliver for a while (the share group's
+// lag is 0 on every partition) while jobs are still unaccounted for: those
+// are lost, and waiting longer would not find them.
+func (p *phase) drain(ctx context.Context) bool {
+	want := int(p.produced.Load())
+	var last int
+	var idleSince time.Time
+	idleFor := 2*p.lock + 5*time.Second
+	for {
+		total, _, _, err := p.accounted(ctx)
+		if err == nil {
+			last = total
+			if total >= want {
+				return true
+			}
+		}
+		if p.lagZero(ctx) {
+			if idleSince.IsZero() {
+				idleSince = time.Now()
+			}
+			if time.Since(idleSince) > idleFor {
+				p.drainStop = fmt.Sprintf("the broker had nothing left to deliver for %v with %d of %d jobs accounted for", idleFor, last, want)
+				p.ev.note("drain stopped: %s", p.drainStop)
+				return false
+			}
+		} else {
+			idleSince = time.Time{}
+		}
+		select {
+		case <-ctx.Done():
+			p.drainStop = fmt.Sprintf("the time limit came with %d of %d jobs accounted for", last, want)
+			p.ev.note("drain stopped: %s", p.drainStop)
+			return false
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// lagZero reports whether the broker says the group has nothing left on
+// any partition of the job topic: no record available or in flight.
+func (p *phase) lagZero(ctx context.Context) bool {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	offs, err := p.adm.DescribeShareGroupOffsets(cctx, p.group)
+	if err != nil {
+		return false
+	}
+	g, ok := offs[p.group]
+	if !ok || g.Err != nil {
+		return false
+	}
+	n, zero := 0, true
+	g.Offsets.Each(func(o kadm.ShareOffset) {
+		if o.Topic != p.topic {
+			return
+		}
+		n++
+		if o.Err != nil || o.Lag != 0 {
+			zero = false
+		}
+	})
+	return zero && n == partitions
+}
+
+// settle lets late deliveries (a lock that ran out just now, a released
+// job delivered again) land, so that a double effect shows.
+func (p *phase) settle(ctx context.Context) {
+	d := p.lock + 3*time.Second
+	p.ev.note("every job accounted for; settling %v for late deliveries", d)
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// replayHealthy replays, one dlq.Replay call each, the DLQ records of
+// non-poison jobs that have no effect: jobs that an outage made fail on
+// every delivery. It returns the replayed job IDs.
+func (p *phase) replayHealthy(ctx context.Context) (map[string]bool, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(p.seeds...))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	parked, err := dlq.List(ctx, cl, p.dlq, dlq.Filter{}, 0)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, pk := range parked {
+		if j, ok := p.byID[pk.JobID()]; ok && j.kind != kindPoison && pk.Err == nil {
+			ids = append(ids, j.id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := p.db.Query(ctx, "SELECT DISTINCT job_id FROM soak_effects WHERE job_id = ANY($1)", ids)
+	if err != nil {
+		return nil, err
+	}
+	ran, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, err
+	}
+	done := map[string]bool{}
+	for _, id := range ran {
+		done[id] = true
+	}
+	out := map[string]bool{}
+	for _, pk := range parked {
+		id := pk.JobID()
+		if j, ok := p.byID[id]; !ok || j.kind == kindPoison || pk.Err != nil || done[id] || out[id] {
+			continue
+		}
+		group := fmt.Sprintf("%s-replay-%d-%d", p.group, pk.Partition, pk.Offset)
+		p.replayGroups = append(p.replayGroups, group)
+		st, err := dlq.Replay(ctx, cl, dlq.ReplayOptions{
+			Topic:  p.dlq,
+			Filter: dlq.Filter{Partitions: []int32{pk.Partition}, Offsets: dlq.OffsetRange{From: pk.Offset, End: pk.Offset + 1}},
+			Group:  group,
+		})
+		if err != nil {
+			return out, fmt.Errorf("replay %s (%s): %w", id, pk.Location(), err)
+		}
+		if st.Replayed != 1 {
+			return out, fmt.Errorf("replay %s (%s): replayed %d records, want 1", id, pk.Location(), st.Replayed)
+		}
+		out[id] = true
+		p.ev.note("replayed healthy job %s from %s (parked: %s)", id, pk.Location(), pk.Reason)
+	}
+	return out, nil
+}
+
+// waitEffects waits until every job in ids has an effect row, or ctx ends.
+func (p *phase) waitEffects(ctx context.Context, ids map[string]bool) bool {
+	list := slices.Collect(maps.Keys(ids))
+	for {
+		var n int
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := p.db.QueryRow(cctx, "SELECT count(DISTINCT job_id) FROM soak_effects WHERE job_id = ANY($1)", list).Scan(&n)
+		cancel()
+		if err == nil && n == len(list) {
+			p.ev.note("all %d replayed jobs ran", n)
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			p.drainStop = fmt.Sprintf("the time limit came with %d of %d replayed jobs run", n, len(list))
+			p.ev.note("replayed jobs: %d of %d ran before %v", n, len(list), ctx.Err())
+			return false
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// cleanup removes a passing phase's topics, group and schema.
+func (p *phase) cleanup(ctx context.Context) {
+	if _, err := p.adm.DeleteTopics(ctx, p.topic, p.dlq); err != nil {
+		p.ev.note("cleanup: delete topics: %v", err)
+	}
+	for _, g := range append([]string{p.group}, p.replayGroups...) {
+		if _, err := p.adm.DeleteGroup(ctx, g); err != nil {
+			p.ev.note("cleanup: delete group %s: %v", g, err)
+		}
+	}
+	if _, err := p.db.Exec(ctx, "DROP SCHEMA "+p.schema+" CASCADE"); err != nil {
+		p.ev.note("cleanup: drop schema: %v", err)
+	}
+}
+
+func sumMap(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+func firstLine(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return s
+}
