@@ -1,0 +1,217 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shareq/shareq/dlq"
+	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/internal/kafkatest"
+	"github.com/shareq/shareq/worker"
+)
+
+// rig is what a bad-input test works with: a cluster, a job topic with
+// its DLQ topic, a share group starting at the earliest offset, a plain
+// client, and the events of the workers it runs.
+type rig struct {
+	c     *kafkatest.Cluster
+	topic string
+	dlq   string
+	group string
+	cl    *kgo.Client
+	obs   *recorder
+	logs  *syncBuffer
+}
+
+func newRig(t *testing.T, opts ...kafkatest.Option) *rig {
+	t.Helper()
+	c := kafkatest.New(t, opts...)
+	topic := c.Topic(t, 1)
+	r := &rig{c: c, topic: topic, dlq: topic + dlq.TopicSuffix, group: c.Group(t), obs: newRecorder(), logs: &syncBuffer{}}
+	c.CreateTopic(t, r.dlq, 1)
+	r.cl = c.Client(t)
+	return r
+}
+
+// start runs a worker on the rig's topic with dlq.Middleware (parking
+// through the rig's client) outside mws, until the returned stop is called
+// or the test ends; stop returns Run's error.
+func (r *rig) start(t *testing.T, h handler.Handler, mws []handler.Middleware, opts ...worker.Option) (stop func() error) {
+	t.Helper()
+	park, err := dlq.Middleware(r.cl, dlq.Logger(r.logger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := []worker.Option{
+		worker.Brokers(r.c.Seeds...),
+		worker.Group(r.group),
+		worker.Handle(r.topic, h),
+		worker.Use(append([]handler.Middleware{park}, mws...)...),
+		worker.WithObserver(r.obs),
+		worker.Logger(r.logger(t)),
+		worker.ShutdownTimeout(2 * time.Second),
+		worker.Concurrency(2),
+	}
+	w, err := worker.New(append(base, opts...)...)
+	if err != nil {
+		t.Fatalf("worker.New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	var once sync.Once
+	var runErr error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case runErr = <-done:
+			case <-time.After(60 * time.Second):
+				t.Errorf("worker did not stop within 60s of its context's end")
+			}
+		})
+		return runErr
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+// logger writes to the rig's buffer, and to stderr under go test -v.
+func (r *rig) logger(t *testing.T) *slog.Logger {
+	var w io.Writer = r.logs
+	if testing.Verbose() {
+		w = io.MultiWriter(r.logs, os.Stderr)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+func (r *rig) produce(t *testing.T, recs ...*kgo.Record) {
+	t.Helper()
+	for _, rec := range recs {
+		if rec.Topic == "" {
+			rec.Topic = r.topic
+		}
+	}
+	r.c.Produce(t, recs...)
+}
+
+// parked reads the rig's DLQ topic with dlq.List.
+func (r *rig) parked(t *testing.T) []dlq.Parked {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl := r.c.Client(t)
+	ps, err := dlq.List(ctx, cl, r.dlq, dlq.Filter{}, 0)
+	if err != nil {
+		t.Fatalf("dlq.List: %v", err)
+	}
+	return ps
+}
+
+// waitFor polls cond every 50ms until it holds or d passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// finishedJob is one JobFinished event.
+type finishedJob struct {
+	at    time.Time
+	id    string
+	count int32
+	res   worker.Result
+}
+
+// recorder is a worker.Observer that keeps the events tests look at.
+type recorder struct {
+	mu       sync.Mutex
+	finished []finishedJob
+	ackErrs  []error
+}
+
+var _ worker.Observer = (*recorder)(nil)
+
+func newRecorder() *recorder { return &recorder{} }
+
+func (r *recorder) JobStarted(*handler.Job) {}
+func (r *recorder) JobFinished(job *handler.Job, res worker.Result) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.finished = append(r.finished, finishedJob{at: time.Now(), id: job.ID(), count: job.DeliveryCount, res: res})
+}
+func (r *recorder) LockRenewed(*handler.Job, error) {}
+func (r *recorder) AckFailed(_ string, _ int32, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ackErrs = append(r.ackErrs, err)
+}
+func (r *recorder) LanesActive(int) {}
+
+// count returns how many jobs finished with ack (0: any).
+func (r *recorder) count(ack worker.Ack) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, f := range r.finished {
+		if ack == 0 || f.res.Ack == ack {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *recorder) all() []finishedJob {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]finishedJob(nil), r.finished...)
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// jobRec returns a record with a job-id header.
+func jobRec(id string, value []byte) *kgo.Record {
+	return &kgo.Record{Value: value, Headers: []kgo.RecordHeader{{Key: handler.JobIDHeader, Value: []byte(id)}}}
+}
+
+func describe(fs []finishedJob) string {
+	var b bytes.Buffer
+	for i, f := range fs {
+		since := time.Duration(0)
+		if i > 0 {
+			since = f.at.Sub(fs[0].at)
+		}
+		fmt.Fprintf(&b, "  +%v %q delivery %d: %v %v\n", since.Round(time.Millisecond), f.id, f.count, f.res.Ack, f.res.Err)
+	}
+	return b.String()
+}

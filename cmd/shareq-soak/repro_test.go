@@ -1,0 +1,117 @@
+package main
+
+// Reproductions of what the soak found (RELIABILITY.md), small enough to
+// run on kfake and on the real broker, and a test of the mitigation.
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shareq/shareq/dlq"
+	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/worker"
+)
+
+// member is a raw share-group client that plays another worker of the
+// group: it takes the job, and releases it or lets its lock run out.
+type member struct {
+	t  *testing.T
+	cl *kgo.Client
+}
+
+func (r *rig) member(t *testing.T) *member {
+	return &member{t: t, cl: r.c.ShareConsumer(t, r.group, []string{r.topic}, kgo.ShareMaxRecords(1), kgo.ShareMaxRecordsStrict())}
+}
+
+// take polls until it gets the job, and returns it unacknowledged.
+func (m *member) take() *kgo.Record {
+	m.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		if recs := m.cl.PollRecords(ctx, 1).Records(); len(recs) > 0 {
+			return recs[0]
+		}
+	}
+	m.t.Fatalf("no delivery within 30s")
+	return nil
+}
+
+// releaseUntil takes the job and releases it until it is on delivery n,
+// which it returns unacknowledged.
+func (m *member) releaseUntil(n int32) *kgo.Record {
+	m.t.Helper()
+	for {
+		rec := m.take()
+		if rec.DeliveryCount() >= n {
+			return rec
+		}
+		rec.Ack(kgo.AckRelease)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = m.cl.FlushAcks(ctx)
+		cancel()
+	}
+}
+
+// die models a worker process killed while it held rec: nothing
+// acknowledges it, and the broker takes it back when its lock runs out.
+func (m *member) die(rec *kgo.Record, lock time.Duration) {
+	time.Sleep(time.Until(rec.AcquisitionDeadline()) + lock/2 + time.Second)
+	m.cl.Close()
+}
+
+// Known issue (RELIABILITY.md, "A crash during the last delivery loses
+// the job"). The dlq middleware parks a failing job on its last delivery.
+// When the worker holding that delivery dies (SIGKILL, OOM, node loss),
+// nothing parks it: its lock runs out at the delivery limit, and the
+// broker archives the record. The job is in neither the DLQ nor the queue.
+func TestReproCrashOnLastDeliveryLosesJob(t *testing.T) {
+	t.Parallel()
+	knownIssue(t, "a crash during a job's last delivery makes the broker archive it unparked")
+	r := newRig(t)
+	r.produce(t, jobRec("poison", []byte("x")))
+	m := r.member(t)
+	last := m.releaseUntil(int32(r.c.DeliveryLimit)) // deliveries 1..limit-1 failed and were released
+	m.die(last, r.c.LockDuration)
+
+	fails := handler.Func(func(context.Context, *handler.Job) error { return errors.New("poison") })
+	stop := r.start(t, fails, nil)
+	time.Sleep(2*r.c.LockDuration + 2*time.Second)
+	_ = stop()
+	if ps := r.parked(t); len(ps) != 1 {
+		t.Errorf("DLQ holds %d records after a crash during the job's last delivery (%d), want 1; the worker was then delivered the job %d times",
+			len(ps), r.c.DeliveryLimit, r.obs.count(0))
+	}
+}
+
+// The mitigation: park before the broker's limit (dlq.DeliveryLimit
+// below share.delivery.count.limit), so a crash during the parking
+// delivery leaves deliveries for the job to be parked on.
+func TestParkBeforeBrokerLimitSurvivesCrash(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	limit := r.c.DeliveryLimit
+	if limit < 3 {
+		t.Skipf("delivery limit %d: no room to park before it", limit)
+	}
+	r.produce(t, jobRec("poison", []byte("x")))
+	m := r.member(t)
+	rec := m.releaseUntil(int32(limit - 1)) // the parking delivery, under dlq.DeliveryLimit(limit-1)
+	m.die(rec, r.c.LockDuration)
+
+	park, err := dlq.Middleware(r.cl, dlq.DeliveryLimit(limit-1), dlq.Logger(r.logger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fails := handler.Func(func(context.Context, *handler.Job) error { return errors.New("poison") })
+	r.start(t, fails, nil, worker.Use(park))
+	waitFor(t, 30*time.Second, "the job parked", func() bool { return r.obs.count(worker.AckAccept) >= 1 })
+	ps := r.parked(t)
+	if len(ps) < 1 || ps[0].JobID() != "poison" || ps[0].Reason != handler.ReasonDeliveryLimit || int(ps[0].DeliveryCount) != limit {
+		t.Fatalf("DLQ = %+v; want the job parked with reason delivery-limit on delivery %d", ps, limit)
+	}
+}
