@@ -139,29 +139,30 @@ func (l *lane) run(ctx context.Context, sd *shutdown) {
 	defer l.flush()
 
 	batch := int64(l.w.cfg.batchSize)
-	// A lane fetches only from the partitions the group assigns it, so a
-	// lane must not sit on pool slots while its partitions are empty:
-	// polls are bounded, and an empty one gives the slots back when
-	// another lane waits for them.
-	window := max(10*l.w.cfg.fetchMaxWait, 500*time.Millisecond)
+	fetchWait := l.w.cfg.fetchMaxWait
 	var held int64 // pool slots this lane holds for its next batch
 	defer func() {
 		if held > 0 {
-			l.w.sem.Release(held)
+			l.w.slots.release(held)
 		}
 	}()
-	backoff := time.Duration(0)
+	hot := false // the last poll brought records
+	var backoff, idle time.Duration
 	for ctx.Err() == nil {
 		// Poll only with room in the pool for a whole batch, so no record
 		// waits for a handler while its lock runs.
 		if held == 0 {
-			l.w.waiting.Add(1)
-			err := l.w.sem.Acquire(ctx, batch)
-			l.w.waiting.Add(-1)
-			if err != nil {
+			if err := l.w.slots.acquire(ctx, batch, hot); err != nil {
 				return
 			}
 			held = batch
+		}
+		// A lane fetches only from the partitions the group assigns it,
+		// so it must not sit on pool slots while they are empty: polls are
+		// bounded, briefly when other lanes wait for slots.
+		window := max(10*fetchWait, 500*time.Millisecond)
+		if l.w.slots.waiting() {
+			window = 2*fetchWait + 100*time.Millisecond
 		}
 		pctx, cancel := context.WithTimeout(ctx, window)
 		fetches := l.cl.PollRecords(pctx, int(batch))
@@ -170,34 +171,39 @@ func (l *lane) run(ctx context.Context, sd *shutdown) {
 		polled := time.Now()
 		recs := fetches.Records()
 		if len(recs) == 0 {
+			hot = false
 			if l.pollErrors(fetches) {
-				l.w.sem.Release(held)
+				l.w.slots.release(held)
 				held = 0
 				backoff = min(max(2*backoff, 50*time.Millisecond), 2*time.Second)
 				sleep(ctx, backoff)
 				continue
 			}
-			if timedOut && l.w.waiting.Load() > 0 {
+			if timedOut && l.w.slots.waiting() {
 				// The fetch that was in flight when the poll ended can
 				// still bring records into the client's buffer, locked
 				// to this lane: wait it out and take them, or else give
 				// the slots to a waiting lane.
-				sleep(ctx, l.w.cfg.fetchMaxWait+100*time.Millisecond)
+				sleep(ctx, fetchWait+100*time.Millisecond)
 				if l.cl.BufferedFetchRecords() == 0 {
-					l.w.sem.Release(held)
+					l.w.slots.release(held)
 					held = 0
+					// Stand back a while, longer the longer this lane
+					// finds nothing, so lanes with work get the slots.
+					idle = min(max(2*idle, 100*time.Millisecond), 2*time.Second)
+					sleep(ctx, idle)
 				}
 			}
 			continue
 		}
-		backoff = 0
+		hot, backoff, idle = true, 0, 0
 		// The slots now belong to the jobs: each job's goroutine gives
 		// its slot back when its handler returns.
 		if n := int64(len(recs)); n < held {
-			l.w.sem.Release(held - n)
+			l.w.slots.release(held - n)
 		} else if n > held {
 			// Not expected with strict batches; take the extra room.
-			_ = l.w.sem.Acquire(context.WithoutCancel(ctx), n-held)
+			_ = l.w.slots.acquire(context.WithoutCancel(ctx), n-held, true)
 		}
 		held = 0
 		l.runBatch(ctx, sd, recs, polled)
@@ -245,13 +251,13 @@ func (l *lane) runBatch(ctx context.Context, sd *shutdown, recs []*kgo.Record, p
 		if renew.Expired(time.Now(), deadline, min(startMargin, l.lockDur/4)) {
 			l.log.Warn("lock expired before the job started; releasing it", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset)
 			l.ack(&running{rec: rec, job: job}, AckRelease, ErrLockExpired, 0, time.Time{})
-			l.w.sem.Release(1)
+			l.w.slots.release(1)
 			continue
 		}
 		h := l.w.handlers[rec.Topic]
 		if h == nil { // cannot happen: the lane consumes registered topics only
 			l.ack(&running{rec: rec, job: job}, AckRelease, fmt.Errorf("worker: no handler for topic %q", rec.Topic), 0, time.Time{})
-			l.w.sem.Release(1)
+			l.w.slots.release(1)
 			continue
 		}
 		jctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
@@ -263,7 +269,7 @@ func (l *lane) runBatch(ctx context.Context, sd *shutdown, recs []*kgo.Record, p
 		}
 		results := l.results
 		l.w.pool.Go(func() {
-			defer l.w.sem.Release(1)
+			defer l.w.slots.release(1)
 			start := time.Now()
 			err := safeHandle(jctx, h, job)
 			results <- result{seq: seq, err: err, took: time.Since(start)}

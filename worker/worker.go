@@ -36,7 +36,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"golang.org/x/sync/semaphore"
 
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/groupcfg"
@@ -80,10 +79,9 @@ type Worker struct {
 	checked  atomic.Bool
 
 	// Set by Run.
-	sem           *semaphore.Weighted
+	slots         *slots
 	pool          *pool.Pool
 	deliveryLimit atomic.Int32
-	waiting       atomic.Int32 // lanes waiting for pool slots
 	lanesActive   atomic.Int32
 }
 
@@ -134,7 +132,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 	}
 
-	w.sem = semaphore.NewWeighted(int64(w.cfg.concurrency))
+	w.slots = newSlots(int64(w.cfg.concurrency), time.Second)
 	w.pool = pool.New().WithMaxGoroutines(w.cfg.concurrency)
 	log.Info("worker started", "topics", w.topics, "lanes", w.cfg.lanes,
 		"concurrency", w.cfg.concurrency, "batch_size", w.cfg.batchSize, "delivery_limit", w.deliveryLimit.Load())

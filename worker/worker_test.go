@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/worker"
 )
@@ -354,4 +356,33 @@ func TestExponentialBackoff(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Each lane fetches only from the partitions the group assigns it. With
+// more lanes than pool slots and every job on one partition, lanes whose
+// partitions are empty must give their slots to the lanes that have work.
+func TestLanesWithEmptyPartitionsDoNotStall(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 4)
+	cl := b.c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	var recs []*kgo.Record
+	for i := range 30 {
+		recs = append(recs, &kgo.Record{Topic: b.topic, Partition: 0, Key: []byte(fmt.Sprintf("job-%02d", i))})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	nop := handler.Func(func(context.Context, *handler.Job) error { return nil })
+	b.start(t, nop, worker.Concurrency(2), worker.Lanes(8))
+	b.obs.waitFor(t, 60*time.Second, "all 30 jobs", func(fs []finished) bool {
+		n := 0
+		for _, f := range fs {
+			if f.res.Ack == worker.AckAccept {
+				n++
+			}
+		}
+		return n == 30
+	})
 }
