@@ -48,3 +48,14 @@ bench-all:
 	  pg_started=1; scripts/postgres.sh up >/dev/null || exit 1; \
 	fi; \
 	go run ./cmd/shareq-bench -broker both -database "$$(scripts/postgres.sh url)" -out bench-out $(BENCH_FLAGS)
+
+# make soak  the chaos soak (cmd/shareq-soak, see RELIABILITY.md): worker
+#            processes on the real test broker, then on a 3-node cluster
+#            (scripts/kafka-cluster.sh), with Postgres; workers, brokers and
+#            Postgres are killed and restarted while they work, then every
+#            job is checked to have run exactly once or been parked. About
+#            10 minutes; stops every process it started. SOAK_FLAGS=-short
+#            for the 2-minute run that make test does.
+.PHONY: soak
+soak:
+	go run ./cmd/shareq-soak $(SOAK_FLAGS)

@@ -83,6 +83,26 @@ if [[ $real == 1 ]]; then
   SHAREQ_TEST_BROKERS=127.0.0.1:$KAFKA_PORT gotest kafka "${kafka_pkgs[@]}"
 fi
 
+# --- short chaos soak (cmd/shareq-soak -short; RELIABILITY.md) -------------
+# Two worker processes against the broker and Postgres above, with one
+# SIGKILL, one SIGTERM, one Postgres restart and one in-place broker restart
+# that keeps the broker's data; then every job must have run exactly once
+# or been parked. About two minutes; counts as one test. SHAREQ_TEST_SOAK=0
+# skips it.
+if [[ $real == 1 && ${SHAREQ_TEST_SOAK:-1} == 1 ]]; then
+  say "short chaos soak (cmd/shareq-soak -short)"
+  soak_log="$logs/soak.log"
+  if go run ./cmd/shareq-soak -short -duration-limit 5m >"$soak_log" 2>&1; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+  fi
+  sed -n '/^--- report/,/^RESULT/p' "$soak_log"
+  grep -E '^(WARNING|shareq-soak: .* (PASS|FAIL|INCOMPLETE))' "$soak_log" || true
+  echo "soak log: $soak_log"
+fi
+# --- end short chaos soak ----------------------------------------------------
+
 say "total"
 echo "$passed passed, $failed failed, $skipped skipped"
 [[ $failed -eq 0 ]]
