@@ -81,10 +81,14 @@ func (p *phase) inject(ctx context.Context, runStart time.Time, schedule []fault
 			}
 		}
 		f.at = time.Since(runStart)
+		p.hitAt = 0
 		start := time.Now()
 		p.ev.note("FAULT %s", f.kind)
 		f.detail, f.err = p.fault(ctx, f.kind)
 		f.took = time.Since(start)
+		if p.hitAt > 0 {
+			f.at = p.hitAt // when it struck, after waiting for work in hand
+		}
 		if f.err != nil {
 			p.ev.note("FAULT %s failed after %v: %v", f.kind, f.took.Round(time.Millisecond), f.err)
 		} else {
@@ -110,6 +114,7 @@ func (p *phase) fault(ctx context.Context, kind string) (string, error) {
 		if kind == faultSigterm {
 			sig, wait = syscall.SIGTERM, workerShutdown+20*time.Second
 		}
+		p.hit()
 		pid, exited, err := p.fleet.signal(i, sig, kind)
 		if err != nil {
 			return "", err
@@ -129,8 +134,12 @@ func (p *phase) fault(ctx context.Context, kind string) (string, error) {
 	case faultBrokerRestart:
 		busy := p.waitBusy(ctx)
 		var down time.Duration
+		if p.kc == nil {
+			p.hit()
+		}
 		if p.kc != nil {
 			start := time.Now()
+			p.hit()
 			err := p.svc.stopNode(ctx, p.kc, 1, true)
 			if err == nil {
 				err = p.svc.startNode(ctx, p.kc, 1)
@@ -152,6 +161,7 @@ func (p *phase) fault(ctx context.Context, kind string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("count effects before the restart: %w", err)
 		}
+		p.hit()
 		down, err := p.svc.restartPG(ctx, p.o.pgDownFor)
 		if err != nil {
 			return "", err
@@ -183,6 +193,7 @@ func (p *phase) fault(ctx context.Context, kind string) (string, error) {
 			how = "SIGKILL"
 		}
 		start := time.Now()
+		p.hit()
 		if err := p.svc.stopNode(ctx, p.kc, int(node), kill); err != nil {
 			return "", err
 		}
@@ -201,6 +212,9 @@ func (p *phase) fault(ctx context.Context, kind string) (string, error) {
 	}
 	return "", fmt.Errorf("unknown fault %q", kind)
 }
+
+// hit records the moment the fault in progress strikes.
+func (p *phase) hit() { p.hitAt = time.Since(p.ev.start) }
 
 // parkAt returns the delivery on which the workers park a failing job: 0
 // (the group's limit) unless -park-early.
@@ -247,6 +261,7 @@ func (p *phase) killParking(ctx context.Context) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("process %s is gone", h.proc)
 	}
+	p.hit()
 	pid, exited, err := p.fleet.signal(i, syscall.SIGKILL, faultKillParking)
 	if err != nil {
 		return "", err

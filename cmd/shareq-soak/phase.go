@@ -83,8 +83,9 @@ type phase struct {
 
 	timings map[string]time.Duration
 
-	killedParking string // the poison job whose parking delivery was killed
-	drainStop     string // why the drain stopped short
+	killedParking string        // the poison job whose parking delivery was killed
+	drainStop     string        // why the drain stopped short
+	hitAt         time.Duration // when the fault in progress struck (set by hit)
 
 	replayed     map[string]bool // healthy jobs replayed from the DLQ
 	replayErr    error
