@@ -51,6 +51,9 @@ var (
 	ErrShareGroupsUnsupported = errors.New("worker: the brokers do not support share groups (KIP-932); use Apache Kafka 4.2 or newer with share.version=1")
 	// ErrTopicMissing: a topic with a registered handler does not exist.
 	ErrTopicMissing = errors.New("worker: topic does not exist")
+	// ErrGroupNotShare: the group name belongs to a group of another type
+	// (a consumer group); a share group needs a name of its own.
+	ErrGroupNotShare = errors.New("worker: the group is not a share group")
 	// ErrAlreadyRan: Run was called twice on one Worker.
 	ErrAlreadyRan = errors.New("worker: Run called twice; make a new Worker")
 
@@ -227,6 +230,15 @@ func (w *Worker) check(ctx context.Context, admin *kgo.Client) error {
 		return fmt.Errorf("%w: %s (create it; shareq never creates topics)", ErrTopicMissing, strings.Join(missing, ", "))
 	}
 
+	// A name taken by a consumer group would make every share-group
+	// heartbeat fail; say so now. Best effort: a broker that cannot list
+	// groups is not a reason to refuse to start.
+	if groups, err := adm.ListGroups(ctx); err == nil {
+		if g, ok := groups[w.cfg.group]; ok && g.GroupType != "" && g.GroupType != "share" {
+			return fmt.Errorf("%w: %q is a %s group (protocol %q); pick another Group name for the share group",
+				ErrGroupNotShare, w.cfg.group, g.GroupType, g.ProtocolType)
+		}
+	}
 	if err := w.ensureGroupConfig(ctx, admin); err != nil {
 		return err
 	}

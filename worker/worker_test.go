@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/internal/kafkatest"
 	"github.com/shareq/shareq/worker"
 )
 
@@ -286,6 +287,22 @@ func TestStartupChecks(t *testing.T) {
 	if !errors.Is(err, worker.ErrBrokersUnreachable) {
 		t.Errorf("unreachable brokers: %v", err)
 	}
+	// A group name a consumer group already uses.
+	classic := kafkatest.Name(t, "classic")
+	cg := b.c.Client(t, kgo.ConsumerGroup(classic), kgo.ConsumeTopics(b.topic))
+	b.produce(t, "x")
+	pctx, pcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	for cg.PollFetches(pctx).NumRecords() == 0 && pctx.Err() == nil {
+	}
+	if err := cg.CommitUncommittedOffsets(pctx); err != nil {
+		t.Fatalf("consumer group commit: %v", err)
+	}
+	pcancel()
+	err = run(worker.Brokers(b.c.Seeds...), worker.Handle(b.topic, nop), worker.Group(classic))
+	if !errors.Is(err, worker.ErrGroupNotShare) || !strings.Contains(err.Error(), classic) {
+		t.Errorf("consumer group name: %v", err)
+	}
+
 	w, _ := worker.New(worker.Brokers(b.c.Seeds...), worker.Group(b.group), worker.Handle(b.topic, nop))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
