@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -140,6 +141,7 @@ type finishedJob struct {
 // recorder is a worker.Observer that keeps the events tests look at.
 type recorder struct {
 	mu       sync.Mutex
+	started  []int32 // delivery counts of the jobs started
 	finished []finishedJob
 	ackErrs  []error
 }
@@ -148,7 +150,11 @@ var _ worker.Observer = (*recorder)(nil)
 
 func newRecorder() *recorder { return &recorder{} }
 
-func (r *recorder) JobStarted(*handler.Job) {}
+func (r *recorder) JobStarted(job *handler.Job) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.started = append(r.started, job.DeliveryCount)
+}
 func (r *recorder) JobFinished(job *handler.Job, res worker.Result) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -179,6 +185,20 @@ func (r *recorder) all() []finishedJob {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]finishedJob(nil), r.finished...)
+}
+
+// heldAt reports whether a job started its delivery n and has not been
+// acknowledged yet: a failing one is held in its retry backoff.
+func (r *rig) heldAt(n int32) bool {
+	r.obs.mu.Lock()
+	defer r.obs.mu.Unlock()
+	started := slices.Contains(r.obs.started, n)
+	for _, f := range r.obs.finished {
+		if f.count == n {
+			return false
+		}
+	}
+	return started
 }
 
 // syncBuffer is a bytes.Buffer safe for concurrent use.
