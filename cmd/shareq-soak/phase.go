@@ -36,6 +36,9 @@ const (
 	// workerShutdown is the workers' worker.ShutdownTimeout: shorter than
 	// a slow job, so a SIGTERM cancels and releases slow jobs in flight.
 	workerShutdown = 3 * time.Second
+	// produceTimeout bounds the delivery of one job record, retries
+	// included: longer than any broker outage the soak causes.
+	produceTimeout = 3 * time.Minute
 	// leaderDownFor is how long a stopped cluster node stays down.
 	leaderDownFor = 20 * time.Second
 )
@@ -245,7 +248,8 @@ func runPhase(ctx context.Context, svc *services, o options, name string, seed u
 // job plan.
 func (p *phase) setup(ctx context.Context) error {
 	var err error
-	p.cl, err = kgo.NewClient(kgo.SeedBrokers(p.seeds...), kgo.FetchMaxWait(500*time.Millisecond))
+	p.cl, err = kgo.NewClient(kgo.SeedBrokers(p.seeds...), kgo.FetchMaxWait(500*time.Millisecond),
+		kgo.RecordDeliveryTimeout(produceTimeout))
 	if err != nil {
 		return err
 	}
@@ -397,10 +401,12 @@ func (p *phase) produce(ctx context.Context, runStart time.Time) {
 			p.produced.Add(1)
 		})
 	}
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-	defer cancel()
-	if err := p.cl.Flush(fctx); err != nil {
+	// Every record ends within produceTimeout (the client's record
+	// delivery timeout), so its callback runs; an interrupt stops the wait
+	// sooner, and the records still buffered fail when the client closes.
+	if err := p.cl.Flush(ctx); err != nil {
 		p.ev.note("producer flush: %v", err)
+		return
 	}
 	wg.Wait()
 }

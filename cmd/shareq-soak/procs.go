@@ -15,8 +15,12 @@ import (
 )
 
 // restartDelay is how long a supervisor waits before restarting a worker
-// process that exited.
-const restartDelay = time.Second
+// process that exited; a process that keeps failing within a minute of its
+// start waits twice as long each time, up to maxRestartDelay.
+const (
+	restartDelay    = time.Second
+	maxRestartDelay = 15 * time.Second
+)
 
 // fleet runs the worker processes of a phase: one supervisor goroutine per
 // slot keeps a process running in it, restarting it after it exits, until
@@ -65,12 +69,14 @@ func (f *fleet) start(ctx context.Context) {
 }
 
 func (f *fleet) supervise(ctx context.Context, s *slot) {
+	delay := restartDelay
 	for {
 		f.mu.Lock()
 		if f.stopping || ctx.Err() != nil {
 			f.mu.Unlock()
 			return
 		}
+		started := time.Now()
 		err := f.launch(s)
 		exited := s.exited
 		f.mu.Unlock()
@@ -80,15 +86,21 @@ func (f *fleet) supervise(ctx context.Context, s *slot) {
 			<-exited
 		}
 		f.mu.Lock()
-		stopping := f.stopping
+		stopping, crashed := f.stopping, s.expect == ""
 		f.mu.Unlock()
 		if stopping {
 			return
 		}
+		switch {
+		case err == nil && !crashed, time.Since(started) > time.Minute:
+			delay = restartDelay
+		default:
+			delay = min(2*delay, maxRestartDelay)
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(restartDelay):
+		case <-time.After(delay):
 		}
 	}
 }

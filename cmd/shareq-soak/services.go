@@ -233,6 +233,7 @@ func (s *services) restartPG(ctx context.Context, downFor time.Duration) (time.D
 // directory and pid file, so kafka.sh still recognises it afterwards.
 // (kafka.sh up would wipe its data; it has no restart.)
 type brokerProc struct {
+	oldPID    int // the process the soak stopped
 	pidFile   string
 	serverLog string
 	outFile   string
@@ -256,6 +257,7 @@ func (s *services) findTestBroker(addr string) (*brokerProc, error) {
 	if err != nil {
 		return nil, err
 	}
+	b.oldPID = pid
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	if err != nil {
 		return nil, fmt.Errorf("test broker pid %d: %w", pid, err)
@@ -321,6 +323,15 @@ func zombie(stat []byte) bool {
 // session like kafka.sh does, writes the pid file, and waits until the
 // broker logs that it started and accepts connections.
 func (b *brokerProc) start(ctx context.Context) error {
+	// Someone else may have started a broker while this one was down (a
+	// concurrent make test runs scripts/kafka.sh up when it finds none,
+	// and that wipes the data): then leave theirs, and their pid file, alone.
+	if pid, err := b.pid(); err == nil && pid != b.oldPID {
+		return fmt.Errorf("while the soak restarted the test broker, another process started one (pid %d, per %s): its data was wiped, and the soak's topic with it; run the soak with -own-broker on a shared machine", pid, b.pidFile)
+	}
+	if portOpen(b.addr) {
+		return fmt.Errorf("while the soak restarted the test broker, another process took %s; run the soak with -own-broker on a shared machine", b.addr)
+	}
 	logStart := fileSize(b.serverLog)
 	out, err := os.OpenFile(b.outFile, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
