@@ -280,12 +280,26 @@ func (l *lane) runBatch(ctx context.Context, sd *shutdown, recs []*kgo.Record, p
 	var expired <-chan struct{}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	for len(l.jobs) > 0 {
-		var wake <-chan time.Time
+	// The wake-up time is recomputed only when it can move earlier: after
+	// a wake-up (renewals move deadlines) or a new retry hold. A finished
+	// job can only make it later, and waking early is harmless; computing
+	// it after every result would cost O(batch²) per batch.
+	var wake <-chan time.Time
+	rearm := func() {
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		wake = nil
 		if next, ok := l.nextWake(); ok {
 			timer.Reset(time.Until(next))
 			wake = timer.C
 		}
+	}
+	rearm()
+	for len(l.jobs) > 0 {
 		select {
 		case res := <-l.results:
 			r, ok := l.jobs[res.seq]
@@ -305,13 +319,16 @@ func (l *lane) runBatch(ctx context.Context, sd *shutdown, recs []*kgo.Record, p
 					// dependency would otherwise use up the delivery
 					// limit in moments.
 					r.releaseAt, r.res = time.Now().Add(d), res
+					rearm()
 					continue
 				}
 			}
 			l.finish(res.seq, r, ack, res.err, res.took)
 		case <-wake:
+			wake = nil // the timer fired: its channel is drained
 			l.renewDue()
 			l.releaseDue(false)
+			rearm()
 		case <-stopping:
 			stopping = nil
 			expired = sd.expired
