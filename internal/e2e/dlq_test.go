@@ -79,8 +79,11 @@ func readTopic(t *testing.T, e *env, topic string) []*kgo.Record {
 	}
 	var want int64
 	ends.Each(func(o kadm.ListedOffset) { want += o.Offset })
-	cl := e.c.Client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxWait(100*time.Millisecond))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.c.Seeds...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatalf("read %s: %v", topic, err)
+	}
 	defer cl.Close()
 	var out []*kgo.Record
 	for int64(len(out)) < want {

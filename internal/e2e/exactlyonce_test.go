@@ -333,7 +333,10 @@ func crashWorker() {
 		die(err)
 	}
 	var dups atomic.Int64
-	claims := claimsMiddleware(&dieTB{die: die, ctx: ctx}, pool, &dups)
+	claims, err := newClaims(ctx, pool, &dups)
+	if err != nil {
+		die(err)
+	}
 	hold := func(next handler.Handler) handler.Handler {
 		return handler.Func(func(ctx context.Context, job *handler.Job) error {
 			if err := next.Handle(ctx, job); err != nil {
@@ -356,17 +359,6 @@ func crashWorker() {
 	}
 	die(fmt.Errorf("worker stopped: %v", w.Run(ctx)))
 }
-
-// dieTB is the testing.TB of claimsMiddleware in the crash worker.
-type dieTB struct {
-	testing.TB
-	die func(error)
-	ctx context.Context
-}
-
-func (d *dieTB) Helper()                           {}
-func (d *dieTB) Context() context.Context          { return d.ctx }
-func (d *dieTB) Fatalf(format string, args ...any) { d.die(fmt.Errorf(format, args...)) }
 
 // runCrashWorker runs a crash worker on e's topic and group, waits for it
 // to commit a job, kills it with SIGKILL and returns the job's ID and

@@ -277,18 +277,22 @@ func (e *env) produce(t *testing.T, ids ...string) []*kgo.Record {
 // pool, checked at start, counting suppressed duplicates in dups.
 func claimsMiddleware(t testing.TB, pool *pgxpool.Pool, dups *atomic.Int64) handler.Middleware {
 	t.Helper()
-	store, err := pgstore.New(pool)
+	mw, err := newClaims(t.Context(), pool, dups)
 	if err != nil {
-		t.Fatalf("pgstore.New: %v", err)
-	}
-	if err := store.Check(t.Context()); err != nil {
-		t.Fatalf("pgstore Check: %v", err)
-	}
-	mw, err := idempotency.Middleware(store, idempotency.OnDuplicate(func(*handler.Job, string) { dups.Add(1) }))
-	if err != nil {
-		t.Fatalf("idempotency.Middleware: %v", err)
+		t.Fatal(err)
 	}
 	return mw
+}
+
+func newClaims(ctx context.Context, pool *pgxpool.Pool, dups *atomic.Int64) (handler.Middleware, error) {
+	store, err := pgstore.New(pool)
+	if err != nil {
+		return nil, err
+	}
+	if err := store.Check(ctx); err != nil {
+		return nil, err
+	}
+	return idempotency.Middleware(store, idempotency.OnDuplicate(func(*handler.Job, string) { dups.Add(1) }))
 }
 
 // start runs a worker for the test's topic and group until the returned
