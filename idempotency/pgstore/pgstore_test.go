@@ -17,11 +17,12 @@ import (
 	"github.com/shareq/shareq/idempotency"
 	"github.com/shareq/shareq/idempotency/pgstore"
 	"github.com/shareq/shareq/idempotency/storetest"
+	"github.com/shareq/shareq/internal/pgtest"
 )
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	databaseURL(t)
+	pgtest.URL(t)
 	storetest.Run(t, func(t *testing.T) idempotency.Store {
 		s, _ := setup(t)
 		return s

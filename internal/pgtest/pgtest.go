@@ -1,0 +1,79 @@
+// Package pgtest gives tests a Postgres of their own: a pool on a new,
+// empty schema, dropped when the test ends, so tests run in parallel on
+// one database. The database is SHAREQ_TEST_DATABASE_URL (make test sets
+// it from scripts/postgres.sh); without it a test is skipped, except under
+// CI=true, where a missing database is a failure.
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// EnvURL names the environment variable with the test database's URL.
+const EnvURL = "SHAREQ_TEST_DATABASE_URL"
+
+// URL returns the test database's URL, or skips t (fails it under CI=true).
+func URL(t testing.TB) string {
+	t.Helper()
+	url := os.Getenv(EnvURL)
+	if url == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(EnvURL + " is not set; CI must start Postgres and set it (scripts/postgres.sh)")
+		}
+		t.Skip(EnvURL + " is not set; skipping a test that needs Postgres")
+	}
+	return url
+}
+
+// NewPool returns a pool of at most maxConns connections whose
+// search_path is a new, empty schema, and the schema's name. The pool is
+// closed and the schema dropped when t ends.
+func NewPool(t testing.TB, maxConns int32) (*pgxpool.Pool, string) {
+	t.Helper()
+	url := URL(t)
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "shareq_test_" + hex.EncodeToString(b[:])
+	ident := pgx.Identifier{schema}.Sanitize()
+
+	admin := func(ctx context.Context, sql string) {
+		t.Helper()
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Fatalf("connect to %s: %v", EnvURL, err)
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin(ctx, "CREATE SCHEMA "+ident)
+
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatalf("parse %s: %v", EnvURL, err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	cfg.MaxConns = maxConns
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		pool.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		admin(ctx, "DROP SCHEMA "+ident+" CASCADE")
+	})
+	return pool, schema
+}
