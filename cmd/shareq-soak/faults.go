@@ -216,11 +216,22 @@ func (p *phase) fault(ctx context.Context, kind string) (string, error) {
 // hit records the moment the fault in progress strikes.
 func (p *phase) hit() { p.hitAt = time.Since(p.ev.start) }
 
-// parkAt returns the delivery on which the workers park a failing job: 0
-// (the group's limit) unless -park-early.
+// parkAt returns the delivery on which the workers park a failing job:
+// the broker's limit, one less with -park-early. (With -spare-deliveries
+// the group's limit is above it.)
 func (p *phase) parkAt() int {
 	if p.o.parkEarly {
 		return p.limit - 1
+	}
+	return p.limit
+}
+
+// dlqLimit is the workers' dlq.DeliveryLimit: 0 (the middleware's
+// default, the group's limit as the worker read it) unless a mitigation is
+// on.
+func (p *phase) dlqLimit() int {
+	if p.o.parkEarly || p.o.spareDeliveries > 0 {
+		return p.parkAt()
 	}
 	return 0
 }
@@ -228,10 +239,7 @@ func (p *phase) parkAt() int {
 // killParking waits for a poison job to start the delivery on which it
 // is to be parked, and SIGKILLs the worker running it.
 func (p *phase) killParking(ctx context.Context) (string, error) {
-	parking := p.limit
-	if p.o.parkEarly {
-		parking = p.limit - 1
-	}
+	parking := p.parkAt()
 	type hit struct{ proc, id string }
 	hits := make(chan hit, 1)
 	p.ev.mu.Lock()

@@ -68,25 +68,26 @@ func main() {
 
 // options are the driver's flags.
 type options struct {
-	jobs          int
-	workers       int
-	concurrency   int
-	rate          float64
-	durationLimit time.Duration
-	short         bool
-	cluster3      bool
-	single        bool
-	seed          uint64
-	repo          string
-	keep          bool
-	ownBroker     bool
-	strictParking bool
-	pgDownFor     time.Duration
-	commit        string // git describe of the code under test, for the report
-	killParking   bool
-	parkEarly     bool
-	poisonPct     float64
-	slowPct       float64
+	jobs            int
+	workers         int
+	concurrency     int
+	rate            float64
+	durationLimit   time.Duration
+	short           bool
+	cluster3        bool
+	single          bool
+	seed            uint64
+	repo            string
+	keep            bool
+	ownBroker       bool
+	strictParking   bool
+	pgDownFor       time.Duration
+	commit          string // git describe of the code under test, for the report
+	killParking     bool
+	parkEarly       bool
+	spareDeliveries int
+	poisonPct       float64
+	slowPct         float64
 }
 
 func driverMain(args []string) int {
@@ -106,7 +107,8 @@ func driverMain(args []string) int {
 	fs.BoolVar(&o.strictParking, "strict-parking", false, "fail when healthy jobs were parked in the DLQ by an outage, even though a replay ran them once")
 	fs.DurationVar(&o.pgDownFor, "pg-down-for", 0, "keep Postgres down this long on its restart (default: down and straight up again)")
 	fs.BoolVar(&o.killParking, "kill-parking", false, "add a fault: SIGKILL a worker while it runs a poison job's parking delivery (poison jobs then take 300ms each); reproduces the loss described in RELIABILITY.md")
-	fs.BoolVar(&o.parkEarly, "park-early", false, "workers park one delivery before the broker's limit (dlq.DeliveryLimit(limit-1)), the mitigation for -kill-parking")
+	fs.BoolVar(&o.parkEarly, "park-early", false, "workers park one delivery before the broker's limit (dlq.DeliveryLimit(limit-1)): one spare delivery")
+	fs.IntVar(&o.spareDeliveries, "spare-deliveries", 0, "raise the group's share.delivery.count.limit by N above the broker's while workers park at the broker's (dlq.DeliveryLimit): N spare deliveries, the mitigation for lost last deliveries (RELIABILITY.md)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the topics, group and schema of a passing phase (a failing one always keeps them)")
 	fs.Float64Var(&o.poisonPct, "poison", 1, "percent of jobs that are poison")
 	fs.Float64Var(&o.slowPct, "slow", 1, "percent of jobs that outrun the record lock")
@@ -144,6 +146,10 @@ func driverMain(args []string) int {
 		return usage("-short and -cluster3: give one")
 	case o.single && o.cluster3:
 		return usage("-single and -cluster3: give one")
+	case o.spareDeliveries < 0 || o.spareDeliveries > 8:
+		return usage("-spare-deliveries %d: want 0 to 8 (the group limit may not pass 10)", o.spareDeliveries)
+	case o.spareDeliveries > 0 && o.parkEarly:
+		return usage("-spare-deliveries and -park-early: give one")
 	}
 	if o.repo == "" {
 		r, err := findRepo()

@@ -52,30 +52,33 @@ type jobSpec struct {
 
 // phase is the state of one phase of the soak.
 type phase struct {
-	name    string
-	o       options
-	svc     *services
-	rng     *rand.Rand
-	seeds   []string
-	kc      *cluster // the cluster the phase runs on; nil: the shared test broker
-	pgURL   string
-	runID   string
-	topic   string
-	dlq     string
-	group   string
-	schema  string
-	logDir  string
-	lock    time.Duration
-	limit   int
-	cl      *kgo.Client
-	adm     *kadm.Client
-	db      *pgxpool.Pool // search_path = schema
-	ev      *events
-	fleet   *fleet
-	jobs    []jobSpec
-	byID    map[string]*jobSpec
-	faults  []faultRecord
-	faultMu sync.Mutex
+	name   string
+	o      options
+	svc    *services
+	rng    *rand.Rand
+	seeds  []string
+	kc     *cluster // the cluster the phase runs on; nil: the shared test broker
+	pgURL  string
+	runID  string
+	topic  string
+	dlq    string
+	group  string
+	schema string
+	logDir string
+	lock   time.Duration
+	limit  int // the broker's default delivery limit
+	// groupLimit is the group's delivery limit: limit, or more with
+	// -spare-deliveries.
+	groupLimit int
+	cl         *kgo.Client
+	adm        *kadm.Client
+	db         *pgxpool.Pool // search_path = schema
+	ev         *events
+	fleet      *fleet
+	jobs       []jobSpec
+	byID       map[string]*jobSpec
+	faults     []faultRecord
+	faultMu    sync.Mutex
 
 	produced    atomic.Int64
 	produceErrs atomic.Int64
@@ -164,7 +167,7 @@ func runPhase(ctx context.Context, svc *services, o options, name string, seed u
 		"-schema", p.schema,
 		"-concurrency", strconv.Itoa(o.concurrency),
 		"-shutdown-timeout", workerShutdown.String(),
-		"-park-at", strconv.Itoa(p.parkAt()),
+		"-park-at", strconv.Itoa(p.dlqLimit()),
 		"-deadline", workerDeadline.Add(time.Minute).Format(time.RFC3339Nano),
 	}, p.logDir, p.ev, o.workers)
 	fleetCtx, stopFleet := context.WithCancel(context.WithoutCancel(ctx))
@@ -279,6 +282,16 @@ func (p *phase) setup(ctx context.Context) error {
 	if p.lock <= 0 || p.limit <= 0 {
 		return fmt.Errorf("broker configs: lock duration %v, delivery limit %d", p.lock, p.limit)
 	}
+	p.groupLimit = p.limit
+	if n := p.o.spareDeliveries; n > 0 {
+		// The broker archives at the group's limit; the workers park at
+		// the broker default, leaving n deliveries that can be lost to a
+		// crash or a stop without losing the job.
+		p.groupLimit = p.limit + n
+		if err := groupcfg.Set(ctx, p.cl, p.group, map[string]string{groupcfg.DeliveryCountLimit: strconv.Itoa(p.groupLimit)}); err != nil {
+			return fmt.Errorf("-spare-deliveries: %w", err)
+		}
+	}
 
 	admin, err := pgxpool.New(ctx, p.pgURL)
 	if err != nil {
@@ -328,8 +341,8 @@ func (p *phase) setup(ctx context.Context) error {
 	for i := range p.jobs {
 		p.byID[p.jobs[i].id] = &p.jobs[i]
 	}
-	fmt.Printf("lock duration %v, delivery limit %d; jobs: %d quick, %d slow (%v each), %d poison\n",
-		p.lock, p.limit, countKind(p.jobs, kindQuick), countKind(p.jobs, kindSlow), p.lock+2*time.Second, countKind(p.jobs, kindPoison))
+	fmt.Printf("lock duration %v, delivery limit %d (group %d, parked on delivery %d); jobs: %d quick, %d slow (%v each), %d poison\n",
+		p.lock, p.limit, p.groupLimit, p.parkAt(), countKind(p.jobs, kindQuick), countKind(p.jobs, kindSlow), p.lock+2*time.Second, countKind(p.jobs, kindPoison))
 	return nil
 }
 

@@ -18,13 +18,14 @@ import (
 
 // report is the outcome of one phase.
 type report struct {
-	phase   string
-	brokers string
-	lock    time.Duration
-	limit   int
-	parkAt  int // the delivery failing jobs are parked on
-	workers int
-	commit  string
+	phase      string
+	brokers    string
+	lock       time.Duration
+	limit      int
+	parkAt     int // the delivery failing jobs are parked on
+	groupLimit int
+	workers    int
+	commit     string
 
 	planned     map[string]int // kind → jobs planned
 	produced    int
@@ -74,7 +75,7 @@ type report struct {
 func (p *phase) verify(ctx context.Context) (*report, error) {
 	r := &report{
 		phase: p.name, brokers: strings.Join(p.seeds, ","), lock: p.lock, limit: p.limit, workers: p.o.workers,
-		parkAt: p.limit, commit: p.o.commit,
+		parkAt: p.parkAt(), groupLimit: p.groupLimit, commit: p.o.commit,
 		planned:       map[string]int{},
 		poisonExtra:   map[string]int{},
 		healthyParked: map[string]string{},
@@ -86,9 +87,6 @@ func (p *phase) verify(ctx context.Context) (*report, error) {
 		deliveries:    map[string]int{},
 		produced:      int(p.produced.Load()),
 		produceErrs:   int(p.produceErrs.Load()),
-	}
-	if p.o.parkEarly {
-		r.parkAt = p.limit - 1
 	}
 	for _, j := range p.jobs {
 		r.planned[j.kind]++
@@ -259,7 +257,7 @@ func (r *report) ok() bool { return len(r.problems()) == 0 }
 func (r *report) print(w io.Writer) {
 	pf := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 	pf("")
-	pf("--- report: phase %s, brokers %s, %d worker processes, lock %v, delivery limit %d, code %s", r.phase, r.brokers, r.workers, r.lock, r.limit, r.commit)
+	pf("--- report: phase %s, brokers %s, %d worker processes, lock %v, delivery limit %d (parked on delivery %d), code %s", r.phase, r.brokers, r.workers, r.lock, r.groupLimit, r.parkAt, r.commit)
 	pf("jobs produced            %d of %d (quick %d, slow %d, poison %d); produce errors %d",
 		r.produced, r.planned[kindQuick]+r.planned[kindSlow]+r.planned[kindPoison],
 		r.planned[kindQuick], r.planned[kindSlow], r.planned[kindPoison], r.produceErrs)
