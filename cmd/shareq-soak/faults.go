@@ -91,6 +91,12 @@ func (p *phase) inject(ctx context.Context, runStart time.Time, schedule []fault
 		}
 		if f.err != nil {
 			p.ev.note("FAULT %s failed after %v: %v", f.kind, f.took.Round(time.Millisecond), f.err)
+			switch f.kind {
+			case faultBrokerRestart, faultPGRestart, faultLeaderStop, faultLeaderKill:
+				// A service left in an unknown state: the rest of the
+				// phase would measure that, not the workers.
+				p.abort(fmt.Errorf("fault %s failed: %w", f.kind, f.err))
+			}
 		} else {
 			p.ev.note("FAULT %s done in %v: %s", f.kind, f.took.Round(time.Millisecond), f.detail)
 		}

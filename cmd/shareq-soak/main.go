@@ -192,6 +192,9 @@ func driverMain(args []string) int {
 		pctx, pcancel := context.WithTimeout(ctx, left/time.Duration(len(phases)-i))
 		rep, err := runPhase(pctx, svc, o, name, o.seed+uint64(i))
 		pcancel()
+		rctx, rcancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		svc.restore(rctx)
+		rcancel()
 		if rep != nil {
 			reports = append(reports, rep)
 			rep.print(os.Stdout)

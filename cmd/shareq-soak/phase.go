@@ -92,6 +92,7 @@ type phase struct {
 	killedParking string        // the poison job whose parking delivery was killed
 	drainStop     string        // why the drain stopped short
 	hitAt         time.Duration // when the fault in progress struck (set by hit)
+	abort         context.CancelCauseFunc
 
 	replayed     map[string]bool // healthy jobs replayed from the DLQ
 	replayErr    error
@@ -107,6 +108,9 @@ func runPhase(ctx context.Context, svc *services, o options, name string, seed u
 	}
 	phaseStart := time.Now()
 	fmt.Printf("\n=== phase %s (seed %d)\n", name, seed)
+	outer := ctx
+	ctx, p.abort = context.WithCancelCause(ctx)
+	defer p.abort(nil)
 
 	var err error
 	if p.pgURL, err = svc.ensurePG(ctx); err != nil {
@@ -236,7 +240,7 @@ func runPhase(ctx context.Context, svc *services, o options, name string, seed u
 		return nil, fmt.Errorf("verify: %w", err)
 	}
 	rep.complete = complete
-	rep.interrupted = errors.Is(ctx.Err(), context.Canceled)
+	rep.interrupted = errors.Is(outer.Err(), context.Canceled)
 	p.timings["phase"] = time.Since(phaseStart)
 	rep.timings = p.timings
 	if rep.ok() && !o.keep {
@@ -528,7 +532,7 @@ func (p *phase) drain(ctx context.Context) bool {
 		}
 		select {
 		case <-ctx.Done():
-			p.drainStop = fmt.Sprintf("the time limit came with %d of %d jobs accounted for", last, want)
+			p.drainStop = fmt.Sprintf("%v with %d of %d jobs accounted for", stopCause(ctx), last, want)
 			p.ev.note("drain stopped: %s", p.drainStop)
 			return false
 		case <-time.After(time.Second):
@@ -646,7 +650,7 @@ func (p *phase) waitEffects(ctx context.Context, ids map[string]bool) bool {
 		}
 		select {
 		case <-ctx.Done():
-			p.drainStop = fmt.Sprintf("the time limit came with %d of %d replayed jobs run", n, len(list))
+			p.drainStop = fmt.Sprintf("%v with %d of %d replayed jobs run", stopCause(ctx), n, len(list))
 			p.ev.note("replayed jobs: %d of %d ran before %v", n, len(list), ctx.Err())
 			return false
 		case <-time.After(time.Second):
@@ -666,6 +670,18 @@ func (p *phase) cleanup(ctx context.Context) {
 	}
 	if _, err := p.db.Exec(ctx, "DROP SCHEMA "+p.schema+" CASCADE"); err != nil {
 		p.ev.note("cleanup: drop schema: %v", err)
+	}
+}
+
+// stopCause says why ctx ended.
+func stopCause(ctx context.Context) string {
+	switch err := context.Cause(ctx); {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "the time limit came"
+	case errors.Is(err, context.Canceled):
+		return "interrupted"
+	default:
+		return fmt.Sprintf("stopped (%v)", err)
 	}
 }
 

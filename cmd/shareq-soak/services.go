@@ -22,6 +22,7 @@ type services struct {
 
 	startedPG    bool
 	startedKafka bool
+	pgDown       bool // a restart stopped Postgres and has not started it again
 	clusters     []*cluster
 	// brokerDown is set while the single test broker is down for a
 	// restart, so close can bring back a broker it took away.
@@ -170,21 +171,8 @@ func (s *services) startNode(ctx context.Context, c *cluster, n int) error {
 func (s *services) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if b := s.brokerDown; b != nil {
-		fmt.Println("shareq-soak: bringing back the test broker a restart left down")
-		if err := b.start(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "shareq-soak:", err)
-		}
-		s.brokerDown = nil
-	}
+	s.restore(ctx)
 	for _, c := range s.clusters {
-		for n := range c.down {
-			fmt.Printf("shareq-soak: bringing back node %d of the %s, which a fault left down\n", n, c.name)
-			if _, err := s.clusterScript(ctx, c, "start", strconv.Itoa(n)); err != nil {
-				fmt.Fprintln(os.Stderr, "shareq-soak:", err)
-			}
-			delete(c.down, n)
-		}
 		if c.started {
 			fmt.Printf("shareq-soak: stopping the %s it started\n", c.name)
 			if _, err := s.clusterScript(ctx, c, "down"); err != nil {
@@ -203,9 +191,34 @@ func (s *services) close() {
 		if _, err := s.script(ctx, "postgres.sh", "down"); err != nil {
 			fmt.Fprintln(os.Stderr, "shareq-soak:", err)
 		}
-	} else if _, err := s.script(ctx, "postgres.sh", "status"); err != nil {
-		// Running before the soak, and a restart left it down.
-		_, _ = s.script(ctx, "postgres.sh", "up")
+	}
+}
+
+// restore brings back what a fault left down: the test broker, cluster
+// nodes, Postgres. It runs after every phase and at exit.
+func (s *services) restore(ctx context.Context) {
+	if b := s.brokerDown; b != nil {
+		fmt.Println("shareq-soak: bringing back the test broker a restart left down")
+		if err := b.start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "shareq-soak:", err)
+		}
+		s.brokerDown = nil
+	}
+	for _, c := range s.clusters {
+		for n := range c.down {
+			fmt.Printf("shareq-soak: bringing back node %d of the %s, which a fault left down\n", n, c.name)
+			if _, err := s.clusterScript(ctx, c, "start", strconv.Itoa(n)); err != nil {
+				fmt.Fprintln(os.Stderr, "shareq-soak:", err)
+			}
+			delete(c.down, n)
+		}
+	}
+	if s.pgDown {
+		fmt.Println("shareq-soak: bringing back Postgres, which a restart left down")
+		if _, err := s.script(ctx, "postgres.sh", "up"); err != nil {
+			fmt.Fprintln(os.Stderr, "shareq-soak:", err)
+		}
+		s.pgDown = false
 	}
 }
 
@@ -220,12 +233,16 @@ func (s *services) cacheDir() string {
 // up, which keep its data directory, and returns how long it was down.
 func (s *services) restartPG(ctx context.Context, downFor time.Duration) (time.Duration, error) {
 	start := time.Now()
+	s.pgDown = true
 	if _, err := s.script(ctx, "postgres.sh", "down"); err != nil {
 		return 0, err
 	}
 	time.Sleep(downFor)
-	_, err := s.script(context.WithoutCancel(ctx), "postgres.sh", "up")
-	return time.Since(start), err
+	if _, err := s.script(context.WithoutCancel(ctx), "postgres.sh", "up"); err != nil {
+		return time.Since(start), err
+	}
+	s.pgDown = false
+	return time.Since(start), nil
 }
 
 // brokerProc is the single-node test broker as scripts/kafka.sh started
@@ -298,25 +315,40 @@ func (b *brokerProc) kill(sig syscall.Signal) error {
 		return fmt.Errorf("kill test broker %d: %w", pid, err)
 	}
 	deadline := time.Now().Add(60 * time.Second)
-	for syscall.Kill(pid, 0) == nil {
-		// A zombie counts as gone: when the soak launched the broker, the
-		// goroutine in start reaps it.
-		if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && zombie(st) {
-			break
-		}
+	// Gone means reaped, or a zombie with no thread left: the thread group
+	// leader of a multithreaded process (a JVM) shows as a zombie while its
+	// other threads still exit and its sockets are still open.
+	for syscall.Kill(pid, 0) == nil && !zombie(pid) {
 		if time.Now().After(deadline) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 			return fmt.Errorf("test broker %d did not exit within 60s of %v; killed", pid, sig)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// And its listener closed.
+	for portOpen(b.addr) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("test broker %d exited, but %s still accepts connections 60s after %v", pid, b.addr, sig)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	return nil
 }
 
-func zombie(stat []byte) bool {
+// zombie reports whether pid has exited and waits to be reaped: a zombie
+// with a single task left.
+func zombie(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
 	// /proc/PID/stat: "pid (comm) S ...": the state follows the last ')'.
 	i := bytes.LastIndexByte(stat, ')')
-	return i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z'
+	if i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z' {
+		return false
+	}
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	return err != nil || len(tasks) <= 1
 }
 
 // start relaunches the broker with its recorded command line, in its own
