@@ -350,15 +350,13 @@ func deleteAndRecreate(t *testing.T, wait time.Duration) (*rig, bool) {
 	return r, resumed
 }
 
-// Known issue (RELIABILITY.md, "A classic consumer group's name"): a
-// group name that a classic consumer group already uses. Kafka keeps one
-// namespace for all group types, so the share group cannot be created; Run
-// should say so at start-up. Instead it runs without error and handles
-// nothing, and every lane's client repeats ShareGroupHeartbeat in a tight
-// loop (GROUP_ID_NOT_FOUND, "resetting epoch", again).
-func TestReproClassicConsumerGroupName(t *testing.T) {
+// A group name that a classic consumer group already uses. Kafka keeps one
+// namespace for all group types, so the share group cannot be created: Run
+// must fail at start with ErrGroupNotShare. (Before 990ad41 it ran without
+// error, handled nothing, and every lane's client repeated
+// ShareGroupHeartbeat in a tight loop, GROUP_ID_NOT_FOUND each time.)
+func TestClassicConsumerGroupName(t *testing.T) {
 	t.Parallel()
-	knownIssue(t, "a share group named like a classic consumer group runs silently and spins")
 	r := newRig(t)
 	r.produce(t, jobRec("j", []byte("x")))
 	name := kafkatest.Name(t, "classic")
@@ -388,8 +386,11 @@ func TestReproClassicConsumerGroupName(t *testing.T) {
 	took := time.Since(start)
 	t.Logf("%s: Run with a classic group's name returned after %v: %v; jobs finished: %d; ShareGroupHeartbeat responses: %d (%.0f/s); log:\n%s",
 		r.c.Kind, took.Round(time.Millisecond), runErr, r.obs.count(0), beats.n.Load(), float64(beats.n.Load())/took.Seconds(), lastLines(r.logs.String(), 8))
-	if runErr == nil || rctx.Err() != nil {
-		t.Errorf("Run ran (for %v, until its context ended) with a group name that a classic consumer group holds; want a start-up error", took.Round(time.Millisecond))
+	if !errors.Is(runErr, worker.ErrGroupNotShare) || rctx.Err() != nil {
+		t.Errorf("Run with a group name that a classic consumer group holds: %v after %v; want ErrGroupNotShare at start", runErr, took.Round(time.Millisecond))
+	}
+	if n := beats.n.Load(); n > 10 {
+		t.Errorf("%d ShareGroupHeartbeat requests for a group that cannot be a share group", n)
 	}
 }
 
