@@ -63,23 +63,7 @@ func (b *bundle) start(t *testing.T, h handler.Handler, opts ...worker.Option) (
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	var once sync.Once
-	var runErr error
-	stop = func() error {
-		once.Do(func() {
-			cancel()
-			select {
-			case runErr = <-done:
-			case <-time.After(60 * time.Second):
-				t.Errorf("worker did not stop within 60s")
-			}
-		})
-		return runErr
-	}
-	t.Cleanup(func() { _ = stop() })
+	stop = kafkatest.Run(t, w.Run)
 	return stop
 }
 

@@ -66,23 +66,7 @@ func (r *rig) start(t *testing.T, h handler.Handler, mws []handler.Middleware, o
 	if err != nil {
 		t.Fatalf("worker.New: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	var once sync.Once
-	var runErr error
-	stop = func() error {
-		once.Do(func() {
-			cancel()
-			select {
-			case runErr = <-done:
-			case <-time.After(60 * time.Second):
-				t.Errorf("worker did not stop within 60s of its context's end")
-			}
-		})
-		return runErr
-	}
-	t.Cleanup(func() { _ = stop() })
+	stop = kafkatest.Run(t, w.Run)
 	return stop
 }
 

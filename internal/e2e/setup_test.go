@@ -312,22 +312,7 @@ func (e *env) start(t *testing.T, h handler.Handler, opts ...worker.Option) (sto
 	if err != nil {
 		t.Fatalf("worker.New: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	var once sync.Once
-	var runErr error
-	stop = func() error {
-		once.Do(func() {
-			cancel()
-			select {
-			case runErr = <-done:
-			case <-time.After(60 * time.Second):
-				t.Errorf("worker did not stop within 60s")
-			}
-		})
-		return runErr
-	}
+	stop = kafkatest.Run(t, w.Run)
 	t.Cleanup(func() {
 		if err := stop(); err != nil {
 			t.Errorf("worker Run: %v", err)

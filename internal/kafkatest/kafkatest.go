@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -311,4 +312,30 @@ func (c *Cluster) ShareConsumer(t testing.TB, group string, topics []string, opt
 		kgo.ConsumeTopics(topics...),
 		kgo.FetchMaxWait(100 * time.Millisecond),
 	}, opts...)...)
+}
+
+// Run starts run (a worker's Run) in a goroutine with a context of its own
+// and returns stop, which cancels that context and returns run's error;
+// stop is safe to call more than once and is called when t ends. A run
+// that does not return within 60 s of stop fails t.
+func Run(t testing.TB, run func(context.Context) error) (stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	var once sync.Once
+	var runErr error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case runErr = <-done:
+			case <-time.After(60 * time.Second):
+				t.Errorf("worker did not stop within 60s of its context's end")
+			}
+		})
+		return runErr
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
 }
