@@ -135,14 +135,11 @@ func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	current := kadm.ShareOffsets{}
 	if !isNew {
-		described, err := adm.DescribeShareGroupOffsets(ctx, group)
+		d, ok, err := describeOffsets(ctx, adm, group)
 		if err != nil {
-			return fmt.Errorf("describe offsets of share group %s: %w", group, err)
+			return err
 		}
-		if d, ok := described[group]; ok {
-			if d.Err != nil {
-				return fmt.Errorf("describe offsets of share group %s: %w", group, d.Err)
-			}
+		if ok {
 			current = d.Offsets
 		}
 	}
@@ -196,7 +193,11 @@ func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	for _, r := range rows {
 		offsets.Add(kadm.Offset{Topic: r.topic, Partition: r.partition, At: r.next})
 	}
-	resp, err := adm.AlterShareGroupOffsets(ctx, group, offsets)
+	var resp kadm.AlterShareGroupOffsetsResponses
+	err = untilCoordinatorReady(ctx, func() (err error) {
+		resp, err = adm.AlterShareGroupOffsets(ctx, group, offsets)
+		return err
+	})
 	if errors.Is(err, kerr.NonEmptyGroup) {
 		return fmt.Errorf("group %s has active members; stop its workers first: %w", group, err)
 	}

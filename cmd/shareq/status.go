@@ -138,11 +138,22 @@ func (e *groupNotFoundError) Error() string { return "share group " + e.group + 
 // group that does not exist is a *groupNotFoundError; a group of another
 // type (a consumer group) is an error that says so.
 func describeShareGroup(ctx context.Context, adm *kadm.Client, group string) (kadm.DescribedShareGroup, error) {
-	described, err := adm.DescribeShareGroups(ctx, group)
-	if err != nil {
+	var (
+		g  kadm.DescribedShareGroup
+		ok bool
+	)
+	err := untilCoordinatorReady(ctx, func() error {
+		g, ok = kadm.DescribedShareGroup{}, false
+		described, err := adm.DescribeShareGroups(ctx, group)
+		if err != nil {
+			return err
+		}
+		g, ok = described[group]
+		return g.Err
+	})
+	if err != nil && !ok {
 		return kadm.DescribedShareGroup{}, fmt.Errorf("describe share group %s: %w", group, err)
 	}
-	g, ok := described[group]
 	if ok && g.Err == nil {
 		return g, nil
 	}
@@ -162,6 +173,24 @@ func describeShareGroup(ctx context.Context, adm *kadm.Client, group string) (ka
 		return g, &groupNotFoundError{group}
 	}
 	return g, fmt.Errorf("describe share group %s: %w", group, g.Err)
+}
+
+// describeOffsets describes the share group's start offsets and lags; ok
+// is false when the broker has no answer for the group.
+func describeOffsets(ctx context.Context, adm *kadm.Client, group string) (d kadm.DescribedShareGroupOffsets, ok bool, err error) {
+	err = untilCoordinatorReady(ctx, func() error {
+		d, ok = kadm.DescribedShareGroupOffsets{}, false
+		described, err := adm.DescribeShareGroupOffsets(ctx, group)
+		if err != nil {
+			return err
+		}
+		d, ok = described[group]
+		return d.Err
+	})
+	if err != nil {
+		return d, false, fmt.Errorf("describe offsets of share group %s: %w", group, err)
+	}
+	return d, ok, nil
 }
 
 // groupKind names a listed group's type as an operator knows it: classic
@@ -249,14 +278,11 @@ func groupStatus(ctx context.Context, adm *kadm.Client, g kadm.DescribedShareGro
 		st.Members = append(st.Members, ms)
 	}
 
-	offsets, err := adm.DescribeShareGroupOffsets(ctx, g.GroupID)
+	d, ok, err := describeOffsets(ctx, adm, g.GroupID)
 	if err != nil {
-		return nil, fmt.Errorf("describe offsets of share group %s: %w", g.GroupID, err)
+		return nil, err
 	}
-	if d, ok := offsets[g.GroupID]; ok {
-		if d.Err != nil {
-			return nil, fmt.Errorf("describe offsets of share group %s: %w", g.GroupID, d.Err)
-		}
+	if ok {
 		for _, o := range d.Offsets.Sorted() {
 			ps := add(o.Topic, o.Partition)
 			if o.Err != nil {
