@@ -18,6 +18,11 @@ import (
 // started (or a quarter of the lock, if less).
 const startMargin = 500 * time.Millisecond
 
+// fetchLandMargin is how long past FetchMaxWait a share fetch that was in
+// flight when its lane stopped fetching may take to land in the client's
+// buffer.
+const fetchLandMargin = 500 * time.Millisecond
+
 // ackFlushTimeout bounds a FlushAcks call: a renewal and the final flush.
 const ackFlushTimeout = 10 * time.Second
 
@@ -38,6 +43,7 @@ type lane struct {
 	jobs    map[uint64]*running
 	tracker *renew.Tracker[uint64]
 	lockDur time.Duration // longest lock duration seen on this lane
+	stopped bool          // the lane stopped fetching (stopFetching)
 }
 
 type topicPartition struct {
@@ -129,15 +135,87 @@ func (l *lane) setActive(delta int32) {
 	}
 }
 
-// run polls and processes batches until ctx is done, then finishes the
-// batch in hand within the shutdown deadline, flushes acks and closes the
-// client.
+// run polls and processes batches until ctx is done, then stops: it
+// finishes the batch in hand within the shutdown deadline, stops
+// fetching, runs what the fetches in flight brought in, flushes acks and
+// closes the client.
 func (l *lane) run(ctx context.Context, sd *shutdown) {
 	l.setActive(1)
 	defer l.setActive(-1)
 	defer l.cl.Close() // releases anything not acknowledged
 	defer l.flush()
 
+	l.work(ctx, sd)
+	l.stopFetching(sd)
+	l.drain(ctx, sd)
+}
+
+// stopFetching pauses the lane's client so it sends no more share fetches,
+// and tells the shutdown. Held jobs are released, and buffered records
+// drained, only once every lane has stopped fetching (sd.quiet): a record
+// released while another lane of this worker still has a fetch waiting at
+// the broker could be acquired by that fetch, and a client that closes
+// holding an unpolled record releases it, which on the record's last
+// delivery makes the broker archive it without any handler having seen
+// it.
+func (l *lane) stopFetching(sd *shutdown) {
+	if l.stopped {
+		return
+	}
+	l.stopped = true
+	l.cl.PauseFetchTopics(l.w.topics...)
+	sd.laneStopped()
+}
+
+// drain runs the records the lane's client fetched after the lane last
+// polled, until the buffer is empty or the shutdown deadline passes. The
+// client strips paused topics from what a poll returns (and releases
+// them), so each poll resumes the topics and pauses them again; a fetch
+// the client sends between the two is drained in the next round.
+func (l *lane) drain(ctx context.Context, sd *shutdown) {
+	select {
+	case <-sd.quiet:
+	case <-sd.expired:
+		return
+	}
+	ectx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { // ends with drain (cancel) or at the shutdown deadline
+		select {
+		case <-sd.expired:
+			cancel()
+		case <-ectx.Done():
+		}
+	}()
+	batch := int64(l.w.cfg.batchSize)
+	for ectx.Err() == nil {
+		n := min(l.cl.BufferedFetchRecords(), batch)
+		if n == 0 {
+			return
+		}
+		if err := l.w.slots.acquire(ectx, n, true); err != nil {
+			return
+		}
+		l.cl.ResumeFetchTopics(l.w.topics...)
+		pctx, pcancel := context.WithTimeout(ectx, 100*time.Millisecond)
+		recs := l.cl.PollRecords(pctx, int(n)).Records()
+		pcancel()
+		l.cl.PauseFetchTopics(l.w.topics...)
+		if m := int64(len(recs)); m < n {
+			l.w.slots.release(n - m)
+		}
+		if len(recs) == 0 {
+			return
+		}
+		l.log.Info("running jobs fetched while the worker was stopping", "jobs", len(recs))
+		l.runBatch(ctx, sd, recs, time.Now())
+		sleep(ectx, l.w.cfg.fetchMaxWait+fetchLandMargin)
+	}
+}
+
+// work polls and processes batches until ctx is done and the batch in
+// hand is finished.
+func (l *lane) work(ctx context.Context, sd *shutdown) {
 	batch := int64(l.w.cfg.batchSize)
 	fetchWait := l.w.cfg.fetchMaxWait
 	var held int64 // pool slots this lane holds for its next batch
@@ -248,7 +326,11 @@ func (l *lane) runBatch(ctx context.Context, sd *shutdown, recs []*kgo.Record, p
 		// The client's deadline is its receive time plus the time left the
 		// broker reported, so it can be a little optimistic: do not start
 		// a job whose lock is about to run out.
-		if renew.Expired(time.Now(), deadline, min(startMargin, l.lockDur/4)) {
+		// On its last delivery the job runs all the same: a release would
+		// make the broker archive it unhandled and unparked, while a run
+		// renews the lock at once if it can, and a dlq middleware parks
+		// the job if it fails.
+		if renew.Expired(time.Now(), deadline, min(startMargin, l.lockDur/4)) && !job.LastDelivery() {
 			l.log.Warn("lock expired before the job started; releasing it", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset)
 			l.ack(&running{rec: rec, job: job}, AckRelease, ErrLockExpired, 0, time.Time{})
 			l.w.slots.release(1)
@@ -277,7 +359,8 @@ func (l *lane) runBatch(ctx context.Context, sd *shutdown, recs []*kgo.Record, p
 	}
 
 	stopping := ctx.Done()
-	var expired <-chan struct{}
+	var expired, quiet <-chan struct{}
+	released := false // held jobs released: the worker stopped fetching
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	// The wake-up time is recomputed only when it can move earlier: after
@@ -313,7 +396,16 @@ func (l *lane) runBatch(ctx context.Context, sd *shutdown, recs []*kgo.Record, p
 				ack = AckReject
 			default:
 				ack = AckRelease
-				if d := l.backoff(r); d > 0 && stopping != nil {
+				d := l.backoff(r)
+				if stopping == nil {
+					// Stopping: no backoff, but no release either until
+					// the worker has stopped fetching (stopFetching).
+					d = 0
+					if !released {
+						d = l.w.cfg.shutdownTimeout
+					}
+				}
+				if d > 0 {
 					// Hold the record, its lock renewed as needed, so
 					// the next delivery does not come at once: a failing
 					// dependency would otherwise use up the delivery
@@ -331,7 +423,10 @@ func (l *lane) runBatch(ctx context.Context, sd *shutdown, recs []*kgo.Record, p
 			rearm()
 		case <-stopping:
 			stopping = nil
-			expired = sd.expired
+			expired, quiet = sd.expired, sd.quiet
+			l.stopFetching(sd)
+		case <-quiet:
+			quiet, released = nil, true
 			l.releaseDue(true)
 		case <-expired:
 			for seq, r := range l.jobs {

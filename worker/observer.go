@@ -40,7 +40,8 @@ type Result struct {
 	// [ErrLockExpired], [ErrMaxHold], [ErrShutdown].
 	Err error
 	// Ran reports whether a handler ran. A job whose lock ran out before
-	// it could start is released without running.
+	// it could start is released without running, unless it is on its
+	// last delivery.
 	Ran bool
 	// Duration is how long the handler ran (0 when it did not).
 	Duration time.Duration

@@ -15,8 +15,14 @@
 //
 // A job that runs close to the end of its lock has the lock renewed (Kafka
 // 4.2+), up to [MaxHold]. When Run's context is cancelled the worker stops
-// polling, lets running handlers finish for up to [ShutdownTimeout],
-// acknowledges them, cancels and releases the rest, and closes its clients.
+// polling, lets running handlers finish for up to [ShutdownTimeout] and
+// acknowledges them, stops every lane's fetching, runs the records that
+// fetches still in flight brought in, and only then releases the jobs it
+// held in retry backoff; at the deadline it cancels and releases the rest
+// and closes its clients. The order matters on a job's last delivery: a
+// release there makes the broker archive the record, so no record is
+// released where a fetch of the same worker could take it and never run
+// it. A stop costs about FetchMaxWait + 0.5 s more than the jobs in hand.
 //
 // Delivery is at least once: see the handler package for what that means
 // for a handler.
@@ -58,7 +64,9 @@ var (
 	ErrAlreadyRan = errors.New("worker: Run called twice; make a new Worker")
 
 	// ErrLockExpired: the record's lock had run out before its job could
-	// start; it is released without running.
+	// start; it is released without running. On its last delivery the job
+	// runs all the same (a release would make the broker archive it
+	// unhandled).
 	ErrLockExpired = errors.New("worker: lock expired before the job started")
 	// ErrLockLost: a renewal failed and the lock ran out while the job
 	// ran; its context is cancelled and the record released.
@@ -153,7 +161,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 
 	// Every lane shares one shutdown deadline, set when ctx is done.
-	shutdown := newShutdown(ctx, w.cfg.shutdownTimeout)
+	shutdown := newShutdown(ctx, w.cfg.shutdownTimeout, len(lanes), w.cfg.fetchMaxWait+fetchLandMargin)
 	defer shutdown.close()
 
 	var wg conc.WaitGroup
@@ -302,35 +310,57 @@ func readLimit(ctx context.Context, cl *kgo.Client, group string) int32 {
 	return 5
 }
 
-// shutdown is the one graceful-stop deadline all lanes share: it starts
-// when Run's context is done.
+// shutdown is the graceful stop all lanes share. It starts when Run's
+// context is done: expired closes after the shutdown timeout, and quiet
+// closes once every lane has stopped fetching and the fetches that were in
+// flight had time to land (see [lane.stopFetching]).
 type shutdown struct {
 	timeout time.Duration
 	expired chan struct{}
 	stop    func() bool
 	once    sync.Once
+
+	quiet      chan struct{}
+	quietAfter time.Duration
+	fetching   atomic.Int32 // lanes that have not stopped fetching
+	quietTimer *time.Timer
+	mu         sync.Mutex
 }
 
-func newShutdown(ctx context.Context, timeout time.Duration) *shutdown {
-	s := &shutdown{timeout: timeout, expired: make(chan struct{})}
+func newShutdown(ctx context.Context, timeout time.Duration, lanes int, quietAfter time.Duration) *shutdown {
+	s := &shutdown{timeout: timeout, expired: make(chan struct{}), quiet: make(chan struct{}), quietAfter: quietAfter}
+	s.fetching.Store(int32(lanes))
 	var t *time.Timer
-	var mu sync.Mutex
 	s.stop = context.AfterFunc(ctx, func() {
-		mu.Lock()
-		defer mu.Unlock()
+		s.mu.Lock()
+		defer s.mu.Unlock()
 		t = time.AfterFunc(timeout, func() { s.once.Do(func() { close(s.expired) }) })
 	})
 	prev := s.stop
 	s.stop = func() bool {
 		stopped := prev()
-		mu.Lock()
+		s.mu.Lock()
 		if t != nil {
 			t.Stop()
 		}
-		mu.Unlock()
+		if s.quietTimer != nil {
+			s.quietTimer.Stop()
+		}
+		s.mu.Unlock()
 		return stopped
 	}
 	return s
+}
+
+// laneStopped records that a lane stopped fetching; after the last one,
+// quiet closes once quietAfter has passed.
+func (s *shutdown) laneStopped() {
+	if s.fetching.Add(-1) != 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.quietTimer = time.AfterFunc(s.quietAfter, func() { close(s.quiet) })
 }
 
 func (s *shutdown) close() { s.stop() }

@@ -403,3 +403,52 @@ func TestLanesWithEmptyPartitionsDoNotStall(t *testing.T) {
 		return n == 30
 	})
 }
+
+// latePoll is a kgo.HookFetchRecordUnbuffered that holds up the poll that
+// takes a record until the record's lock has run out, as if it had waited
+// in the client's buffer that long.
+type latePoll struct{}
+
+func (latePoll) OnFetchRecordUnbuffered(r *kgo.Record, polled bool) {
+	if polled {
+		time.Sleep(time.Until(r.AcquisitionDeadline()) + 50*time.Millisecond)
+	}
+}
+
+// A record whose lock runs out before its job can start is released
+// without running, except on its last delivery: a release then makes the
+// broker archive it without any handler (or dlq middleware) seeing it, so
+// the worker runs it all the same.
+func TestLastDeliveryRunsWithExpiredLock(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	if b.c.HonoursGroupLockDuration {
+		// The shortest lock the broker takes, so the test is quick.
+		b.group = b.c.GroupWith(t, map[string]string{"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": "1000"})
+	}
+	limit := int32(b.c.DeliveryLimit)
+	b.produce(t, "late")
+	var ranOn atomic.Int32
+	h := handler.Func(func(_ context.Context, job *handler.Job) error {
+		ranOn.Store(job.DeliveryCount)
+		return nil
+	})
+	b.start(t, h, worker.Concurrency(1), worker.Lanes(1), worker.ClientOpts(kgo.WithHooks(latePoll{})))
+	fs := b.obs.waitFor(t, time.Duration(limit)*(b.c.LockDuration+5*time.Second), "the job to run", func(fs []finished) bool {
+		for _, f := range fs {
+			if f.res.Ran {
+				return true
+			}
+		}
+		return false
+	})
+	for _, f := range fs {
+		last := f.count >= limit
+		if f.res.Ran != last || (!last && !errors.Is(f.res.Err, worker.ErrLockExpired)) {
+			t.Errorf("delivery %d of %d: ran %v, err %v; want released unrun with ErrLockExpired before the last delivery, run on it", f.count, limit, f.res.Ran, f.res.Err)
+		}
+	}
+	if got := ranOn.Load(); got != limit {
+		t.Errorf("handler ran on delivery %d, want %d (the last): %s", got, limit, summarize(fs))
+	}
+}
