@@ -88,6 +88,7 @@ type Worker struct {
 	topics   []string
 	ran      atomic.Bool
 	checked  atomic.Bool
+	topicIDs map[string]kadm.TopicID // set by Check, read by Run
 
 	// Set by Run.
 	slots         *slots
@@ -168,6 +169,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	for _, l := range lanes {
 		wg.Go(func() { l.run(ctx, shutdown) })
 	}
+	wg.Go(func() { w.watchTopics(ctx, lanes, log) })
 	wg.Wait()
 
 	done := make(chan struct{})
@@ -229,9 +231,12 @@ func (w *Worker) check(ctx context.Context, admin *kgo.Client) error {
 		return fmt.Errorf("worker: list topics: %w", err)
 	}
 	var missing []string
+	w.topicIDs = make(map[string]kadm.TopicID, len(w.topics))
 	for _, t := range w.topics {
 		if d, ok := topics[t]; !ok || d.Err != nil {
 			missing = append(missing, t)
+		} else {
+			w.topicIDs[t] = d.ID
 		}
 	}
 	if len(missing) > 0 {

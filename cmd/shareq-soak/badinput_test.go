@@ -275,16 +275,20 @@ func TestTopicDeletedWhileRunning(t *testing.T) {
 		r.c.Kind, resumed, strings.Count(r.logs.String(), "poll error"))
 }
 
-// Known issue (RELIABILITY.md, "A deleted and re-created topic"): after
-// its topic is deleted and re-created, the worker never consumes it again.
+// Found by the soak (RELIABILITY.md, issue 3): after its topic was
+// deleted and re-created, a worker never consumed it again, because
 // franz-go keeps the old topic ID ("we do not adopt the new ID, the topic
-// fails with UNKNOWN_TOPIC_ID until it is purged and re-added"); on Apache
-// Kafka the worker logs nothing about it.
-func TestReproRecreatedTopicNotConsumed(t *testing.T) {
+// fails with UNKNOWN_TOPIC_ID until it is purged and re-added"), and on
+// Apache Kafka it logged nothing about it. The worker now watches its
+// topics' IDs, says so at Error level, and purges and re-adds the topic.
+func TestRecreatedTopicConsumed(t *testing.T) {
 	t.Parallel()
-	knownIssue(t, "a worker never consumes a re-created topic")
-	if _, resumed := deleteAndRecreate(t, 30*time.Second); !resumed {
-		t.Errorf("the worker did not handle a job of the re-created topic within 30s")
+	r, resumed := deleteAndRecreate(t, 45*time.Second)
+	if !resumed {
+		t.Errorf("the worker did not handle a job of the re-created topic within 45s")
+	}
+	if !strings.Contains(r.logs.String(), "topic deleted and re-created") {
+		t.Errorf("the worker did not log the re-created topic:\n%s", lastLines(r.logs.String(), 20))
 	}
 }
 

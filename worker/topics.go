@@ -1,0 +1,77 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// topicWatchEvery is how often a running worker checks that its topics are
+// still the ones it started on.
+const topicWatchEvery = 10 * time.Second
+
+// watchTopics checks, every topicWatchEvery until ctx is done, that each
+// topic still exists with the ID it had when the worker started. franz-go
+// keeps a topic's ID for as long as it consumes the topic: after the topic
+// is deleted and re-created under the same name, every fetch of it fails
+// with UNKNOWN_TOPIC_ID, and without this watch the worker would never
+// consume the new topic, and on Apache Kafka would not say why. On a new
+// ID every lane's client forgets the topic and adds it back. A deleted
+// topic is logged at Error level once; the lanes keep running and take the
+// topic up again when it is re-created.
+func (w *Worker) watchTopics(ctx context.Context, lanes []*lane, log *slog.Logger) {
+	cl, err := kgo.NewClient(w.baseOpts()...)
+	if err != nil {
+		log.Error("cannot watch the topics for deletion", "error", err)
+		return
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ids := make(map[string]kadm.TopicID, len(w.topicIDs))
+	for t, id := range w.topicIDs {
+		ids[t] = id
+	}
+	gone := map[string]bool{}
+	tick := time.NewTicker(topicWatchEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		lctx, cancel := context.WithTimeout(ctx, topicWatchEvery)
+		listed, err := adm.ListTopics(lctx, w.topics...)
+		cancel()
+		if err != nil {
+			continue // brokers unreachable: the lanes log their poll errors
+		}
+		for _, name := range w.topics {
+			d, ok := listed[name]
+			switch {
+			case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
+				if !gone[name] {
+					log.Error("topic deleted: its jobs are gone, and the worker waits for it to be re-created", "topic", name)
+					gone[name] = true
+				}
+			case d.Err != nil:
+				// Not authorized, or a broker hiccup: say nothing new.
+			case d.ID != ids[name]:
+				log.Error("topic deleted and re-created: the worker consumes the new one (jobs of the old one not yet done are gone with it)",
+					"topic", name, "old_id", ids[name].String(), "new_id", d.ID.String())
+				for _, l := range lanes {
+					l.cl.PurgeTopicsFromConsuming(name)
+					l.cl.AddConsumeTopics(name)
+				}
+				ids[name], gone[name] = d.ID, false
+			default:
+				gone[name] = false
+			}
+		}
+	}
+}
