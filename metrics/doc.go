@@ -93,9 +93,11 @@
 //	    whose reading failed (see [LagCollector] for why).
 //
 // A partition that no member of the group has fetched from yet has no
-// start offset, so the broker reports no lag for it and it adds nothing
-// to the total: a group that has never run reports no lag at all, however
-// many records wait for it. kadm.Lag and consumer-group lag exporters do
+// start offset, so the broker reports no lag for it: a group that has
+// never run reports no lag at all, however many records wait for it.
+// [LagTopics] names the group's topics so that such a partition counts its
+// whole log instead (right for share.auto.offset.reset=earliest, the
+// setting for a job queue); scale-from-zero needs it. kadm.Lag and consumer-group lag exporters do
 // not understand share groups: a share group commits no offsets, so they
 // see none.
 //

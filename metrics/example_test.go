@@ -73,6 +73,7 @@ func ExampleNewLagCollector() {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(metrics.NewLagCollector(kadm.NewClient(cl), "thumbnails",
+		metrics.LagTopics("thumbnails"), // the group reads from earliest: count partitions it has not started on
 		metrics.LagMinInterval(10*time.Second),
 		metrics.LagTimeout(3*time.Second),
 	))

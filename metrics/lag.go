@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -48,6 +49,21 @@ func LagMinInterval(d time.Duration) LagOption {
 	return lagOptionFunc(func(c *LagCollector) { c.minInterval = d })
 }
 
+// LagTopics names the topics the group consumes, so that partitions the
+// group has not started on yet have a lag too: every record in the log
+// (high watermark minus log start offset), which is what a group whose
+// share.auto.offset.reset is earliest will be delivered. Without it such
+// partitions have no series, and neither does a group no worker has
+// joined yet: an autoscaler that scales a worker Deployment from zero on
+// shareq_share_group_lag_total (KEDA) would never start the first worker.
+// Use it only for groups with share.auto.offset.reset=earliest
+// ([worker.AutoOffsetReset]("earliest"), the setting for a job queue);
+// with latest, records produced before the first fetch are never
+// delivered, and this would report a backlog no worker will see.
+func LagTopics(topics ...string) LagOption {
+	return lagOptionFunc(func(c *LagCollector) { c.topics = append(c.topics, topics...) })
+}
+
 // LagLogger sets the logger for failed readings (Warn). Default
 // slog.Default().
 func LagLogger(l *slog.Logger) LagOption {
@@ -81,7 +97,7 @@ func LagLogger(l *slog.Logger) LagOption {
 // topic with a failed partition: a partial sum would under-report) and
 // also counts one error. A group the
 // coordinator does not know (no member has joined yet) is not an error: it
-// has no series.
+// has no series, unless [LagTopics] names its topics.
 //
 // # Semantics
 //
@@ -89,8 +105,9 @@ func LagLogger(l *slog.Logger) LagOption {
 // share-partition start offset and the high watermark that are not yet
 // acknowledged or archived: records waiting to be delivered, and records
 // delivered and still locked (being worked on). A partition whose start
-// offset is not yet initialized (no member has fetched from it) reports no
-// lag and has no series. The start offset is the one the broker last
+// offset is not yet initialized (no member has fetched from it) has no
+// series, unless [LagTopics] names its topic: then its lag is every record
+// in its log, and it has no start offset series. The start offset is the one the broker last
 // persisted; Apache Kafka may persist it lazily, so it can trail the first
 // unacknowledged record (kfake moves it at once). The lag is exact on
 // both.
@@ -101,6 +118,7 @@ type LagCollector struct {
 	minInterval time.Duration
 	log         *slog.Logger
 	now         func() time.Time
+	topics      []string // LagTopics
 
 	lagDesc   *prometheus.Desc
 	startDesc *prometheus.Desc
@@ -204,6 +222,34 @@ func (c *LagCollector) read() []prometheus.Metric {
 		failed  error
 		nFailed int
 	)
+	started := map[string]map[int32]bool{}
+	for _, o := range offsets {
+		if o.Err == nil && o.StartOffset >= 0 && o.Lag >= 0 {
+			if started[o.Topic] == nil {
+				started[o.Topic] = map[int32]bool{}
+			}
+			started[o.Topic][o.Partition] = true
+		}
+	}
+	if len(c.topics) > 0 {
+		unstarted, err := c.unstarted(ctx, started)
+		if err != nil {
+			failed = err
+			nFailed++
+			for _, t := range c.topics {
+				partial[t] = true
+			}
+		}
+		// The estimates replace what the broker says of partitions it
+		// has no start offset for.
+		keep := offsets[:0]
+		for _, o := range offsets {
+			if o.Err != nil || started[o.Topic][o.Partition] || !slices.Contains(c.topics, o.Topic) {
+				keep = append(keep, o)
+			}
+		}
+		offsets = append(keep, unstarted...)
+	}
 	for _, o := range offsets {
 		if o.Err != nil {
 			failed = o.Err
@@ -255,4 +301,49 @@ func (c *LagCollector) describe(ctx context.Context) ([]kadm.ShareOffset, error)
 		return nil, fmt.Errorf("describe share group offsets: %w", d.Err)
 	}
 	return d.Offsets.Sorted(), nil
+}
+
+// unstarted returns, for the partitions of the LagTopics that started
+// does not list, their whole log as the lag (start offset -1): what a
+// group with share.auto.offset.reset=earliest will be delivered. A
+// partition whose offsets cannot be listed is returned with its error.
+func (c *LagCollector) unstarted(ctx context.Context, started map[string]map[int32]bool) ([]kadm.ShareOffset, error) {
+	ends, err := c.adm.ListEndOffsets(ctx, c.topics...)
+	if err != nil {
+		return nil, fmt.Errorf("list end offsets: %w", err)
+	}
+	starts, err := c.adm.ListStartOffsets(ctx, c.topics...)
+	if err != nil {
+		return nil, fmt.Errorf("list start offsets: %w", err)
+	}
+	var out []kadm.ShareOffset
+	ends.Each(func(e kadm.ListedOffset) {
+		if started[e.Topic][e.Partition] {
+			return
+		}
+		o := kadm.ShareOffset{Topic: e.Topic, Partition: e.Partition, StartOffset: -1, Err: e.Err}
+		if o.Err == nil {
+			if s, ok := starts.Lookup(e.Topic, e.Partition); !ok {
+				o.Err = errors.New("no log start offset")
+			} else if s.Err != nil {
+				o.Err = s.Err
+			} else {
+				o.Lag = max(e.Offset-s.Offset, 0)
+			}
+		}
+		out = append(out, o)
+	})
+	// A topic that does not exist has no partitions to list.
+	for _, t := range c.topics {
+		if _, ok := ends[t]; !ok {
+			out = append(out, kadm.ShareOffset{Topic: t, Partition: -1, StartOffset: -1, Err: kerr.UnknownTopicOrPartition})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		return out[i].Partition < out[j].Partition
+	})
+	return out, nil
 }

@@ -344,3 +344,50 @@ func TestLagCollectorsOfTwoGroupsShareARegistry(t *testing.T) {
 		t.Error("a second collector of the same group registered")
 	}
 }
+
+// With LagTopics, a group no worker has joined yet reports every record in
+// the log as its lag, so an autoscaler can start the first worker; a
+// partition the group has started on keeps the broker's figure.
+func TestLagTopicsCountsUnstartedPartitions(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.New(t)
+	topic := c.Topic(t, 2)
+	group := kafkatest.Name(t, "g")
+	recs := make([]*kgo.Record, 7)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "job-%d", i)}
+	}
+	c.Produce(t, recs...)
+	adm := kadm.NewClient(c.Client(t))
+	missing := kafkatest.Name(t, "t")
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(metrics.NewLagCollector(adm, group, metrics.LagTopics(topic), metrics.LagMinInterval(0), metrics.LagLogger(quietLogger())))
+	mfs := waitLagTotal(t, reg, group, topic, 7)
+	p0 := value(t, mfs, "shareq_share_group_lag", "group", group, "topic", topic, "partition", "0")
+	p1 := value(t, mfs, "shareq_share_group_lag", "group", group, "topic", topic, "partition", "1")
+	if p0+p1 != 7 {
+		t.Errorf("lag per partition %v and %v, want 7 in all", p0, p1)
+	}
+	if s := series(mfs, "shareq_share_group_start_offset", "group", group); s != nil {
+		t.Errorf("a start offset series for a group that has not started: %v", s)
+	}
+	if got := value(t, mfs, "shareq_lag_scrape_errors_total", "group", group); got != 0 {
+		t.Errorf("scrape errors = %v, want 0", got)
+	}
+
+	// A topic that does not exist is a scrape error, and the others
+	// are still exported.
+	reg2 := prometheus.NewRegistry()
+	reg2.MustRegister(metrics.NewLagCollector(adm, group, metrics.LagTopics(topic, missing), metrics.LagMinInterval(0), metrics.LagLogger(quietLogger())))
+	mfs = waitLagTotal(t, reg2, group, topic, 7)
+	if got := value(t, mfs, "shareq_lag_scrape_errors_total", "group", group); got == 0 {
+		t.Errorf("no scrape error for the missing topic %s", missing)
+	}
+
+	// A group that started: the broker's lag, not the log's.
+	b := setupLag(t, 1, 10, 4)
+	reg3 := prometheus.NewRegistry()
+	reg3.MustRegister(metrics.NewLagCollector(b.adm, b.group, metrics.LagTopics(b.topic), metrics.LagMinInterval(0), metrics.LagLogger(quietLogger())))
+	waitLagTotal(t, reg3, b.group, b.topic, 6)
+}

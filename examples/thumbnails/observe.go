@@ -72,7 +72,7 @@ func startMetrics(addr string, adm *kadm.Client, log *slog.Logger) (*metricsServ
 	if err != nil {
 		return nil, err
 	}
-	reg.MustRegister(metrics.NewLagCollector(adm, group, metrics.LagLogger(log)))
+	reg.MustRegister(metrics.NewLagCollector(adm, group, metrics.LagTopics(topic), metrics.LagLogger(log)))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("-metrics-addr: %w", err)
