@@ -66,6 +66,14 @@ const (
 	// producing it.
 	HeaderParkedAt = HeaderPrefix + "parked-at"
 
+	// HeaderValueOmitted marks a DLQ record that carries the job without
+	// its value: the record with the value was too large for the DLQ
+	// topic (MESSAGE_TOO_LARGE). Its value is the size in bytes of the
+	// value left out. The value stays in the source record (see the
+	// source headers) until the source topic's retention deletes it;
+	// [Replay] reads it from there.
+	HeaderValueOmitted = HeaderPrefix + "value-omitted"
+
 	// HeaderReplayedFrom is added by [Replay] to a job it re-produces:
 	// "dlqtopic/partition/offset" of the DLQ record it came from. It is
 	// not an envelope header: it stays with the job, so a job that is
@@ -116,6 +124,11 @@ type Envelope struct {
 	WorkerHost string
 	// ParkedAt is when the DLQ record was built.
 	ParkedAt time.Time
+	// ValueOmitted reports that the job was parked without its value,
+	// which was too large for the DLQ topic (see [HeaderValueOmitted]);
+	// OmittedValueSize is the size of the value left out.
+	ValueOmitted     bool
+	OmittedValueSize int
 }
 
 // Parked is a record read from a DLQ topic: its envelope, where it sits in
@@ -132,6 +145,8 @@ type Parked struct {
 
 	// Key and Value are the job's key and value. [List] keeps only the
 	// first [PreviewBytes] of Value; ValueSize is always the full size.
+	// A job parked without its value (ValueOmitted) has no Value here,
+	// and ValueSize is the size of the value left out.
 	Key       []byte
 	Value     []byte
 	ValueSize int
@@ -189,6 +204,9 @@ func Parse(r *kgo.Record) (Parked, error) {
 		return p, fmt.Errorf("dlq: record %s: %w", p.Location(), err)
 	}
 	p.Envelope = env
+	if env.ValueOmitted {
+		p.ValueSize = env.OmittedValueSize
+	}
 	return p, nil
 }
 
@@ -251,6 +269,15 @@ func ParseHeaders(hs []kgo.RecordHeader) (Envelope, error) {
 				bad(h.Key, v, err)
 			}
 			env.SourceOffset = n
+		case HeaderValueOmitted:
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err == nil && n < 0 {
+				err = errors.New("negative")
+			}
+			if err != nil {
+				bad(h.Key, v, err)
+			}
+			env.ValueOmitted, env.OmittedValueSize = true, int(n)
 		case HeaderGroup:
 			env.Group = v
 		case HeaderWorkerHost:
@@ -321,6 +348,9 @@ func (e Envelope) headers() []kgo.RecordHeader {
 		add(HeaderWorkerHost, e.WorkerHost)
 	}
 	addTime(HeaderParkedAt, e.ParkedAt)
+	if e.ValueOmitted {
+		add(HeaderValueOmitted, strconv.Itoa(e.OmittedValueSize))
+	}
 	return hs
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shareq/shareq/handler"
@@ -163,6 +164,13 @@ func TrackFirstAttempts(n int) Option {
 // its identity) followed by the envelope headers (see the Header
 // constants), and waits for the broker to acknowledge it. A job is never
 // accepted unless its DLQ record was acknowledged.
+//
+// A job too large for the DLQ topic with its envelope (the produce fails
+// with MESSAGE_TOO_LARGE: the DLQ topic's max.message.bytes, or the
+// producer's ProducerBatchMaxBytes) is parked without its value, marked
+// with [HeaderValueOmitted] and logged at Warn level; [Replay] reads the
+// value back from the source record, so keep the source topic's retention
+// longer than the time a job may wait in the DLQ.
 //
 // A park that fails on the job's last delivery leaves a gap: the worker
 // RELEASEs the job, and the broker, whose delivery limit is reached,
@@ -363,17 +371,32 @@ func (pk *parker) park(ctx context.Context, job *handler.Job, herr error, reason
 		}
 		hs = append(hs, kgo.RecordHeader{Key: h.Key, Value: h.Value})
 	}
-	hs = append(hs, env.headers()...)
-	rec := &kgo.Record{Topic: topic, Key: job.Key, Value: job.Value, Headers: hs}
+	rec := &kgo.Record{Topic: topic, Key: job.Key, Value: job.Value, Headers: append(hs, env.headers()...)}
 
 	// The handler's ctx may already be cancelled (shutdown, maximum hold);
 	// the park must still complete, within its own bound.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pk.cfg.produceTimeout)
 	defer cancel()
-	res := pk.p.ProduceSync(pctx, rec)
-	perr := res.FirstErr()
-	if perr == nil && len(res) == 0 {
-		perr = errors.New("producer returned no result")
+	produce := func(rec *kgo.Record) (kgo.ProduceResults, error) {
+		res := pk.p.ProduceSync(pctx, rec)
+		perr := res.FirstErr()
+		if perr == nil && len(res) == 0 {
+			perr = errors.New("producer returned no result")
+		}
+		return res, perr
+	}
+	res, perr := produce(rec)
+	if errors.Is(perr, kerr.MessageTooLarge) && len(job.Value) > 0 {
+		// The job fit its own topic but not the DLQ topic with the
+		// envelope (or not the producer's batch limit): park it without
+		// its value, which stays in the source record.
+		env.ValueOmitted, env.OmittedValueSize = true, len(job.Value)
+		stub := &kgo.Record{Topic: topic, Key: job.Key, Headers: append(hs[:len(hs):len(hs)], env.headers()...)}
+		pk.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "dlq: the job is too large for the DLQ topic; parking it without its value, which stays in the source record",
+			slog.String("job_id", id), slog.String("topic", job.Topic), slog.Int("partition", int(job.Partition)),
+			slog.Int64("offset", job.Offset), slog.Int("value_bytes", len(job.Value)), slog.String("dlq_topic", topic),
+			slog.String("error", perr.Error()))
+		res, perr = produce(stub)
 	}
 	if perr != nil {
 		pk.logFailure(job, id, topic, reason, last, perr)

@@ -1,8 +1,10 @@
 package dlq
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -10,6 +12,9 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shareq/shareq/handler"
 )
@@ -431,5 +436,70 @@ func TestFirstSeenIsBounded(t *testing.T) {
 	none.remember("a", t0)
 	if _, ok := none.lookup("a"); ok || none.len() != 0 {
 		t.Error("tracking off still remembers")
+	}
+}
+
+// sizeLimitProducer refuses records whose value is longer than max, as
+// a broker refuses a record over the topic's max.message.bytes.
+type sizeLimitProducer struct {
+	fakeProducer
+	max int
+}
+
+func (f *sizeLimitProducer) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults {
+	var out kgo.ProduceResults
+	for _, r := range rs {
+		if len(r.Value) > f.max {
+			out = append(out, kgo.ProduceResult{Record: r, Err: fmt.Errorf("%w (uncompressed_bytes=%d)", kerr.MessageTooLarge, len(r.Value))})
+			continue
+		}
+		out = append(out, f.fakeProducer.ProduceSync(ctx, r)...)
+	}
+	return out
+}
+
+// A job too large for the DLQ topic is parked without its value, marked
+// so, rather than released until the broker archives it.
+func TestMiddlewareParksOversizedJobWithoutValue(t *testing.T) {
+	t.Parallel()
+	p := &sizeLimitProducer{max: 100}
+	var logs syncBuffer
+	mw, err := Middleware(p, Logger(slog.New(slog.NewTextHandler(&logs, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := testJob(7, 1, handler.Header{Key: "trace", Value: []byte("t1")})
+	job.Value = bytes.Repeat([]byte("v"), 1000)
+	if err := handler.Chain(failWith(handler.Permanent(errors.New("too big to handle"))), mw).Handle(context.Background(), job); err != nil {
+		t.Fatalf("Handle = %v, want nil after parking", err)
+	}
+	recs := p.produced()
+	if len(recs) != 1 {
+		t.Fatalf("produced %d records, want 1", len(recs))
+	}
+	parked, err := Parse(recs[0])
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if !parked.ValueOmitted || parked.OmittedValueSize != 1000 || parked.ValueSize != 1000 || len(parked.Value) != 0 ||
+		string(parked.Key) != "key" || parked.SourceOffset != 7 || parked.Reason != handler.ReasonPermanent || len(parked.Headers) != 1 {
+		t.Errorf("parked %+v; want the job without its 1000-byte value, marked omitted", parked.Envelope)
+	}
+	if n := countHeader(recs[0].Headers, HeaderReason); n != 1 {
+		t.Errorf("%d reason headers, want 1", n)
+	}
+	if !strings.Contains(logs.String(), "parking it without its value") {
+		t.Errorf("no warning logged: %s", logs.String())
+	}
+
+	// A job that fits is parked whole.
+	small := testJob(8, 1)
+	if err := handler.Chain(failWith(handler.Permanent(errors.New("x"))), mw).Handle(context.Background(), small); err != nil {
+		t.Fatal(err)
+	}
+	if recs := p.produced(); len(recs) != 2 || string(recs[1].Value) != `{"n":1}` {
+		t.Errorf("small job parked as %v", recs[len(recs)-1])
+	} else if _, ok := header(recs[1].Headers, HeaderValueOmitted); ok {
+		t.Errorf("small job marked value-omitted")
 	}
 }

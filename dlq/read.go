@@ -375,17 +375,26 @@ func Get(ctx context.Context, cl *kgo.Client, topic string, partition int32, off
 	if offset < 0 {
 		return Parked{}, fmt.Errorf("dlq: offset %d: must not be negative", offset)
 	}
+	rec, err := readOne(ctx, cl, topic, partition, offset)
+	if err != nil {
+		return Parked{}, err
+	}
+	return Parse(rec)
+}
+
+// readOne reads the record at partition and offset of topic through cl.
+func readOne(ctx context.Context, cl *kgo.Client, topic string, partition int32, offset int64) (*kgo.Record, error) {
 	adm := kadm.NewClient(cl)
 	ss, err := spans(ctx, adm, topic, &Filter{Partitions: []int32{partition}})
 	if err != nil {
-		return Parked{}, err
+		return nil, err
 	}
 	s := ss[partition]
 	switch {
 	case offset >= s.end:
-		return Parked{}, fmt.Errorf("%w: %s partition %d ends at offset %d (next to be written), asked for %d", ErrNoRecord, topic, partition, s.end, offset)
+		return nil, fmt.Errorf("%w: %s partition %d ends at offset %d (next to be written), asked for %d", ErrNoRecord, topic, partition, s.end, offset)
 	case offset < s.next:
-		return Parked{}, fmt.Errorf("%w: %s partition %d starts at offset %d (earlier records were removed by retention), asked for %d", ErrNoRecord, topic, partition, s.next, offset)
+		return nil, fmt.Errorf("%w: %s partition %d starts at offset %d (earlier records were removed by retention), asked for %d", ErrNoRecord, topic, partition, s.next, offset)
 	}
 	var (
 		rec   *kgo.Record
@@ -396,10 +405,10 @@ func Get(ctx context.Context, cl *kgo.Client, topic string, partition int32, off
 		return errPartitionDone
 	})
 	if err != nil {
-		return Parked{}, err
+		return nil, err
 	}
 	if !found {
-		return Parked{}, fmt.Errorf("%w: %s partition %d has no record at offset %d (compacted, or a transaction marker)", ErrNoRecord, topic, partition, offset)
+		return nil, fmt.Errorf("%w: %s partition %d has no record at offset %d (compacted, or a transaction marker)", ErrNoRecord, topic, partition, offset)
 	}
-	return Parse(rec)
+	return rec, nil
 }

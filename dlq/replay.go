@@ -1,6 +1,7 @@
 package dlq
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -68,6 +69,11 @@ type ReplayStats struct {
 	// Malformed counts records that are not DLQ envelopes; they are
 	// passed over.
 	Malformed int
+	// ValueGone counts jobs parked without their value (too large for the
+	// DLQ topic, [HeaderValueOmitted]) whose source record is gone, so
+	// their value cannot be read back: they are passed over, and stay in
+	// the DLQ. Each is logged at Error level.
+	ValueGone int
 	// Partitions holds, per DLQ partition read, where the run started,
 	// where it stands and where it stops.
 	Partitions map[int32]PartitionProgress
@@ -107,7 +113,11 @@ func ReplayGroup(topic string, f Filter) string {
 // value and headers (the envelope headers removed), a [handler.JobIDHeader]
 // header (its original one, or "sourcetopic/partition/offset" as
 // [handler.Job.ID] computed it when it had none), and a
-// [HeaderReplayedFrom] header naming the DLQ record.
+// [HeaderReplayedFrom] header naming the DLQ record. A job parked without
+// its value ([HeaderValueOmitted]) gets the value of its source record,
+// read through a second client made from cl's options; when that record
+// is gone (retention), the job is passed over and counted in
+// ReplayStats.ValueGone.
 //
 // Replay reads each selected partition from the saved progress up to the
 // high-water mark it finds at the start, and returns at that mark (it
@@ -138,7 +148,34 @@ func Replay(ctx context.Context, cl *kgo.Client, opts ReplayOptions) (ReplayStat
 	}
 	adm := kadm.NewClient(cl)
 	r := &replayer{read: cl, adm: adm, prod: cl, com: kadmCommitter{adm}}
+	defer r.closeSource()
 	return r.run(ctx, opts)
+}
+
+// sourceValue reads the value of a job parked without it from its source
+// record, through a client of its own (cl is reading the DLQ topic).
+func (rp *replayer) sourceValue(ctx context.Context, p *Parked) ([]byte, error) {
+	if rp.src == nil {
+		src, err := kgo.NewClient(rp.read.Opts()...)
+		if err != nil {
+			return nil, err
+		}
+		rp.src = src
+	}
+	rec, err := readOne(ctx, rp.src, p.SourceTopic, p.SourcePartition, p.SourceOffset)
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.Equal(rec.Key, p.Key) || len(rec.Value) != p.OmittedValueSize {
+		return nil, fmt.Errorf("%w: the record at %s is not the job (key or value size differ)", ErrNoRecord, sourceID(p.SourceTopic, p.SourcePartition, p.SourceOffset))
+	}
+	return rec.Value, nil
+}
+
+func (rp *replayer) closeSource() {
+	if rp.src != nil {
+		rp.src.Close()
+	}
 }
 
 // committer saves and loads replay progress. The kadm one commits
@@ -183,6 +220,7 @@ type replayer struct {
 	adm  *kadm.Client
 	prod Producer
 	com  committer
+	src  *kgo.Client // reads source records; made when first needed
 }
 
 func (rp *replayer) run(ctx context.Context, opts ReplayOptions) (ReplayStats, error) {
@@ -288,6 +326,21 @@ func (rp *replayer) run(ctx context.Context, opts ReplayOptions) (ReplayStats, e
 		}
 		if err := pace.wait(ctx); err != nil {
 			return err
+		}
+		if p.ValueOmitted {
+			v, err := rp.sourceValue(ctx, &p)
+			if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				stats.ValueGone++
+				log.LogAttrs(ctx, slog.LevelError, "dlq: replay: passing over a job parked without its value: its source record cannot be read",
+					slog.String("record", p.Location()), slog.String("job_id", p.JobID()),
+					slog.String("source", sourceID(p.SourceTopic, p.SourcePartition, p.SourceOffset)), slog.String("error", err.Error()))
+				advance(r)
+				return nil
+			}
+			p.Value = v
 		}
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.ProduceTimeout)
 		res := rp.prod.ProduceSync(pctx, replayRecord(&p))

@@ -1,6 +1,7 @@
 package dlq
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -513,5 +515,58 @@ func TestGet(t *testing.T) {
 	}
 	if _, err := Get(ctx, b.cl, "nope", 0, 0); !errors.Is(err, ErrNoTopic) {
 		t.Errorf("missing topic: %v", err)
+	}
+}
+
+// sizeLimit passes records to p, refusing those whose value is longer
+// than max as a DLQ topic's max.message.bytes would.
+type sizeLimit struct {
+	p   Producer
+	max int
+}
+
+func (s sizeLimit) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults {
+	var out kgo.ProduceResults
+	for _, r := range rs {
+		if len(r.Value) > s.max {
+			out = append(out, kgo.ProduceResult{Record: r, Err: kerr.MessageTooLarge})
+			continue
+		}
+		out = append(out, s.p.ProduceSync(ctx, r)...)
+	}
+	return out
+}
+
+// A job parked without its value is replayed with the value read back
+// from its source record; one whose source record is gone is passed over
+// and counted.
+func TestReplayReadsOmittedValueFromSource(t *testing.T) {
+	t.Parallel()
+	c, cl := newCluster(t, 1, "jobs", "jobs.dlq")
+	big := bytes.Repeat([]byte("b"), 500)
+	ctx := context.Background()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "jobs", Key: []byte("k0"), Value: big}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	mw, err := Middleware(sizeLimit{cl, 100}, Logger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, off := range []int64{0, 7} { // offset 7 of "jobs" does not exist
+		job := &handler.Job{Topic: "jobs", Partition: 0, Offset: off, Key: []byte("k0"), Value: big, DeliveryCount: 1, DeliveryLimit: 5}
+		if err := handler.Chain(failWith(handler.Permanent(errors.New("nope"))), mw).Handle(ctx, job); err != nil {
+			t.Fatalf("park: %v", err)
+		}
+	}
+	stats, err := Replay(ctx, cl, ReplayOptions{Topic: "jobs.dlq", Logger: quiet})
+	if err != nil || stats.Replayed != 1 || stats.ValueGone != 1 || stats.Read != 2 {
+		t.Fatalf("Replay = %+v, %v; want 2 read, 1 replayed, 1 with its value gone", stats, err)
+	}
+	recs := consumeAll(t, c, "jobs")
+	if len(recs) != 2 || !bytes.Equal(recs[1].Value, big) || string(recs[1].Key) != "k0" {
+		t.Fatalf("jobs holds %d records; want the original and its replay with the full value", len(recs))
+	}
+	if from, _ := header(recs[1].Headers, HeaderReplayedFrom); from != "jobs.dlq/0/0" {
+		t.Errorf("replayed from %q", from)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 
+	"github.com/shareq/shareq/dlq"
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/idempotency"
 	"github.com/shareq/shareq/idempotency/pgstore"
@@ -81,13 +82,12 @@ func TestEmptyValues(t *testing.T) {
 }
 
 // A record close to the broker's max.message.bytes (1 MiB + 12 by
-// default) is delivered and handled. But a poison job that size cannot be
-// parked: the DLQ record is the job plus the envelope headers, over the
-// DLQ topic's max.message.bytes (and over franz-go's default
-// ProducerBatchMaxBytes of 1,000,012 already), so every park fails, the
-// job is released, and on its last delivery the broker archives it. The
-// test pins down that the failure is visible (releases with reason
-// dlq-produce, the DLQ empty) rather than silent.
+// default) is delivered and handled. A poison job that size does not fit
+// the DLQ with its envelope headers (over the DLQ topic's
+// max.message.bytes, and over franz-go's default ProducerBatchMaxBytes of
+// 1,000,012 already), so it is parked without its value, marked so, and a
+// replay reads the value back from the source record. (Before, every park
+// failed and the broker archived the job on its last delivery.)
 func TestOversizedRecords(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
@@ -123,8 +123,8 @@ func TestOversizedRecords(t *testing.T) {
 		return nil
 	})
 	stop := r.start(t, h, nil)
-	waitFor(t, 45*time.Second, "the big job accepted and the big poison job's park to fail", func() bool {
-		return r.obs.count(worker.AckAccept) >= 1 && r.obs.count(worker.AckRelease) >= 1
+	waitFor(t, 45*time.Second, "both big jobs accepted (one parked)", func() bool {
+		return r.obs.count(worker.AckAccept) >= 2
 	})
 	if err := stop(); err != nil {
 		t.Fatalf("Run: %v", err)
@@ -135,23 +135,40 @@ func TestOversizedRecords(t *testing.T) {
 	}
 	mu.Unlock()
 	for _, f := range r.obs.all() {
-		switch f.id {
-		case "big-ok":
-			if f.res.Ack != worker.AckAccept {
-				t.Errorf("big-ok: %v %v, want accept", f.res.Ack, f.res.Err)
-			}
-		case "big-poison":
-			if f.res.Ack != worker.AckRelease || handler.ReasonOf(f.res.Err) != "dlq-produce" ||
-				!errors.Is(f.res.Err, kerr.MessageTooLarge) {
-				t.Errorf("big-poison delivery %d: %v %v; want release, reason dlq-produce, record too large", f.count, f.res.Ack, f.res.Err)
+		if f.res.Ack != worker.AckAccept {
+			t.Errorf("%s delivery %d: %v %v, want accept", f.id, f.count, f.res.Ack, f.res.Err)
+		}
+	}
+	ps := r.parked(t)
+	if len(ps) != 1 || ps[0].JobID() != "big-poison" || !ps[0].ValueOmitted || ps[0].ValueSize != size || len(ps[0].Value) != 0 {
+		t.Fatalf("DLQ = %+v; want big-poison parked once without its %d-byte value", ps, size)
+	}
+	if !strings.Contains(r.logs.String(), "parking it without its value") {
+		t.Errorf("no 'parking it without its value' log line; logs:\n%s", lastLines(r.logs.String(), 20))
+	}
+
+	// The replay reads the value back from the source record.
+	stats, err := dlq.Replay(ctx, big, dlq.ReplayOptions{Topic: r.dlq, Logger: r.logger(t)})
+	if err != nil || stats.Replayed != 1 || stats.ValueGone != 0 {
+		t.Fatalf("Replay: %+v, %v; want 1 replayed", stats, err)
+	}
+	all, err := dlq.List(ctx, big, r.topic, dlq.Filter{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replayed := 0
+	for _, p := range all {
+		for _, h := range p.Headers {
+			if h.Key == dlq.HeaderReplayedFrom {
+				replayed++
+				if p.JobID() != "big-poison" || p.ValueSize != size {
+					t.Errorf("replayed job %s with a %d-byte value, want big-poison with %d bytes", p.JobID(), p.ValueSize, size)
+				}
 			}
 		}
 	}
-	if ps := r.parked(t); len(ps) != 0 {
-		t.Errorf("DLQ holds %d records, want none (the park cannot succeed)", len(ps))
-	}
-	if !strings.Contains(r.logs.String(), "could not park job") {
-		t.Errorf("no 'could not park job' log line; logs:\n%s", r.logs.String())
+	if replayed != 1 {
+		t.Errorf("%d replayed records in %s, want 1", replayed, r.topic)
 	}
 }
 

@@ -363,6 +363,14 @@ func dlqShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	keyText, keyEnc, _ := payload(p.Key, 256)
 	w.printf("key          (%d bytes%s) %s\n", len(p.Key), encNote(keyEnc), keyText)
+	if p.ValueOmitted {
+		w.printf("value        (%d bytes) NOT IN THE DLQ: it was too large for the DLQ topic; it is in the source record %s/%d/%d until retention deletes it, and replay reads it from there\n",
+			p.ValueSize, p.SourceTopic, p.SourcePartition, p.SourceOffset)
+		if p.Stack != "" {
+			w.printf("stack\n%s\n", p.Stack)
+		}
+		return w.err
+	}
 	valText, valEnc, cut := payload(p.Value, *preview)
 	note := ""
 	if cut {
@@ -434,7 +442,11 @@ func dlqReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		},
 	})
 	if stats.Group != "" {
-		w.printf("%s %d of %d read (%d filtered out, %d not DLQ records)", verb, stats.Replayed, stats.Read, stats.Filtered, stats.Malformed)
+		w.printf("%s %d of %d read (%d filtered out, %d not DLQ records", verb, stats.Replayed, stats.Read, stats.Filtered, stats.Malformed)
+		if stats.ValueGone > 0 {
+			w.printf(", %d passed over: parked without their value, and their source record is gone", stats.ValueGone)
+		}
+		w.printf(")")
 		if *dryRun {
 			w.printf("; dry run, progress not saved (group %s)\n", stats.Group)
 		} else {
