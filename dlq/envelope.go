@@ -223,6 +223,17 @@ func ParseHeaders(hs []kgo.RecordHeader) (Envelope, error) {
 	bad := func(name, value string, err error) {
 		errs = append(errs, fmt.Errorf("%w: header %s: %q: %v", ErrMalformed, name, clip(value, 64), err))
 	}
+	// count parses a non-negative decimal of the given bit size.
+	count := func(name, value string, bits int) int64 {
+		n, err := strconv.ParseInt(value, 10, bits)
+		if err == nil && n < 0 {
+			err = errors.New("negative")
+		}
+		if err != nil {
+			bad(name, value, err)
+		}
+		return n
+	}
 	for _, h := range hs {
 		if !strings.HasPrefix(h.Key, HeaderPrefix) {
 			continue
@@ -241,43 +252,15 @@ func ParseHeaders(hs []kgo.RecordHeader) (Envelope, error) {
 		case HeaderStack:
 			env.Stack = v
 		case HeaderDeliveryCount:
-			n, err := strconv.ParseInt(v, 10, 32)
-			if err == nil && n < 0 {
-				err = errors.New("negative")
-			}
-			if err != nil {
-				bad(h.Key, v, err)
-			}
-			env.DeliveryCount = int32(n)
+			env.DeliveryCount = int32(count(h.Key, v, 32))
 		case HeaderSourceTopic:
 			env.SourceTopic = v
 		case HeaderSourcePartition:
-			n, err := strconv.ParseInt(v, 10, 32)
-			if err == nil && n < 0 {
-				err = errors.New("negative")
-			}
-			if err != nil {
-				bad(h.Key, v, err)
-			}
-			env.SourcePartition = int32(n)
+			env.SourcePartition = int32(count(h.Key, v, 32))
 		case HeaderSourceOffset:
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err == nil && n < 0 {
-				err = errors.New("negative")
-			}
-			if err != nil {
-				bad(h.Key, v, err)
-			}
-			env.SourceOffset = n
+			env.SourceOffset = count(h.Key, v, 64)
 		case HeaderValueOmitted:
-			n, err := strconv.ParseInt(v, 10, 32)
-			if err == nil && n < 0 {
-				err = errors.New("negative")
-			}
-			if err != nil {
-				bad(h.Key, v, err)
-			}
-			env.ValueOmitted, env.OmittedValueSize = true, int(n)
+			env.ValueOmitted, env.OmittedValueSize = true, int(count(h.Key, v, 32))
 		case HeaderGroup:
 			env.Group = v
 		case HeaderWorkerHost:
