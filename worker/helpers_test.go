@@ -1,15 +1,11 @@
 package worker_test
 
 import (
-	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -172,79 +168,6 @@ func count(fs []finished, key string, ack worker.Ack) int {
 		}
 	}
 	return n
-}
-
-// The crash member is this test binary run again with crashMemberEnv set:
-// it joins the group, takes one record, says so on stdout and waits to be
-// killed without acknowledging it.
-const crashMemberEnv = "SHAREQ_TEST_CRASH_MEMBER"
-
-func crashMember() {
-	parts := strings.Split(os.Getenv(crashMemberEnv), "|")
-	seeds, group, topic := strings.Split(parts[0], ","), parts[1], parts[2]
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ShareGroup(group), kgo.ConsumeTopics(topic),
-		kgo.ShareMaxRecords(1), kgo.ShareMaxRecordsStrict(), kgo.FetchMaxWait(100*time.Millisecond))
-	if err != nil {
-		fmt.Println("ERR", err)
-		os.Exit(2)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	for ctx.Err() == nil {
-		recs := cl.PollRecords(ctx, 1).Records()
-		if len(recs) > 0 {
-			fmt.Printf("HOLDING %s %d\n", recs[0].Key, recs[0].Offset)
-			time.Sleep(time.Hour)
-		}
-	}
-	os.Exit(3)
-}
-
-// startCrashMember runs a crash member and returns the key of the record
-// it holds and a func that kills it with SIGKILL.
-func startCrashMember(t *testing.T, b *bundle) (key string, kill func()) {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), crashMemberEnv+"="+strings.Join(b.c.Seeds, ",")+"|"+b.group+"|"+b.topic)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var once sync.Once
-	kill = func() {
-		once.Do(func() {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		})
-	}
-	t.Cleanup(kill)
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines <- sc.Text()
-			return
-		}
-		close(lines)
-	}()
-	select {
-	case line, ok := <-lines:
-		f := strings.Fields(line)
-		if !ok || len(f) != 3 || f[0] != "HOLDING" {
-			t.Fatalf("crash member: %q", line)
-		}
-		if _, err := strconv.Atoi(f[2]); err != nil {
-			t.Fatalf("crash member: %q", line)
-		}
-		return f[1], kill
-	case <-time.After(60 * time.Second):
-		t.Fatal("crash member took no record within 60s")
-	}
-	return "", kill
 }
 
 var errRetry = errors.New("not yet")

@@ -1,15 +1,14 @@
 package worker_test
 
 import (
-	"os"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/shareq/shareq/internal/kafkatest"
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(crashMemberEnv) != "" {
-		crashMember() // never returns
-	}
+	kafkatest.RunCrashMember() // returns unless this is a crash member
 	goleak.VerifyTestMain(m)
 }

@@ -169,7 +169,8 @@ func TestCrashedMemberRecordRedelivered(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 1)
 	b.produce(t, "job")
-	key, kill := startCrashMember(t, b)
+	held, kill := kafkatest.StartCrashMember(t, b.c, b.group, b.topic, 1)
+	key := held[0].Key
 	kill()
 	var counts []int32
 	var mu sync.Mutex

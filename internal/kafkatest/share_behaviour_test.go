@@ -8,13 +8,10 @@ package kafkatest_test
 // timings these tests log.
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
-	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -738,7 +735,10 @@ func TestCrashedMemberRecordsRedelivered(t *testing.T) {
 	topic, group := c.Topic(t, 1), c.Group(t)
 	b := standby(t, c, "b", group, topic, 2) // marker at offset 0
 	c.Produce(t, rec(topic, "held-1"), rec(topic, "held-2"))
-	kill := startCrashMember(t, c, group, topic, 1, 2)
+	held, kill := kafkatest.StartCrashMember(t, c, group, topic, 2)
+	if len(held) != 2 || held[0].Offset != 1 || held[1].Offset != 2 {
+		t.Fatalf("crash member holds %v, want offsets 1 and 2", held)
+	}
 	killed := time.Now()
 	kill()
 	recs := b.take(2, c.LockDuration+joinWait)
@@ -854,89 +854,4 @@ func TestCutShortPollLocksRecord(t *testing.T) {
 	b.ackOK()
 	t.Logf("%s: buffered record redelivered to b %v after it reached a's buffer; a's copy came back %v past its deadline",
 		c.Kind, at.Sub(buffered).Round(time.Millisecond), time.Since(stale[0].AcquisitionDeadline()).Round(time.Millisecond))
-}
-
-// The crash member is this test binary run again with crashMemberEnv set
-// to "seeds|group|topic|n": it joins the group, takes n records in one
-// poll, prints HOLDING and their offsets, and waits to be killed.
-const crashMemberEnv = "SHAREQ_KAFKATEST_CRASH_MEMBER"
-
-func crashMember() {
-	parts := strings.Split(os.Getenv(crashMemberEnv), "|")
-	seeds, group, topic := strings.Split(parts[0], ","), parts[1], parts[2]
-	n, _ := strconv.Atoi(parts[3])
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ShareGroup(group), kgo.ConsumeTopics(topic),
-		kgo.ShareMaxRecords(int32(n)), kgo.ShareMaxRecordsStrict(), kgo.FetchMaxWait(memberFetchWait))
-	if err != nil {
-		fmt.Println("ERR", err)
-		os.Exit(2)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), joinWait)
-	defer cancel()
-	for ctx.Err() == nil {
-		recs := cl.PollRecords(ctx, n).Records()
-		if len(recs) == 0 {
-			continue
-		}
-		if len(recs) != n {
-			fmt.Println("ERR got", len(recs), "records")
-			os.Exit(2)
-		}
-		offs := make([]string, n)
-		for i, r := range recs {
-			offs[i] = strconv.FormatInt(r.Offset, 10)
-		}
-		fmt.Println("HOLDING", strings.Join(offs, " "))
-		time.Sleep(time.Hour)
-	}
-	os.Exit(3)
-}
-
-// startCrashMember runs a crash member holding the n records of topic from
-// offset first on and returns a func that SIGKILLs it and waits for it to
-// exit.
-func startCrashMember(t *testing.T, c *kafkatest.Cluster, group, topic string, first, n int) (kill func()) {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s|%s|%s|%d", crashMemberEnv, strings.Join(c.Seeds, ","), group, topic, n))
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var once sync.Once
-	kill = func() {
-		once.Do(func() {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		})
-	}
-	t.Cleanup(kill)
-	lines := make(chan string, 1)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(out)
-		if sc.Scan() {
-			lines <- sc.Text()
-		}
-		for sc.Scan() { // drain until the process exits
-		}
-	}()
-	select {
-	case line := <-lines:
-		f := strings.Fields(line)
-		want := make([]string, n)
-		for i := range want {
-			want[i] = strconv.Itoa(first + i)
-		}
-		if len(f) != n+1 || f[0] != "HOLDING" || !slices.Equal(f[1:], want) {
-			t.Fatalf("crash member: %q, want HOLDING %s", line, strings.Join(want, " "))
-		}
-	case <-time.After(joinWait + 10*time.Second):
-		t.Fatal("crash member took nothing")
-	}
-	return kill
 }
