@@ -55,6 +55,9 @@ stop_timeout=30
 log() { printf 'kafka-cluster.sh: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
+# shellcheck source=kafka/common.sh source-path=SCRIPTDIR
+. "$script_dir/kafka/common.sh"
+
 [[ $nodes =~ ^[1-9]$ ]] || die "KAFKA_CLUSTER_NODES=$nodes: want 1..9"
 
 node_dir() { printf '%s/node-%s\n' "$cluster_dir" "$1"; }
@@ -65,11 +68,6 @@ check_node() {
   if ! [[ ${1:-} =~ ^[1-9]$ ]] || (($1 > nodes)); then
     die "node '${1:-}': want 1..$nodes"
   fi
-}
-
-port_open() {
-  # shellcheck disable=SC2016 # $1 expands in the inner bash, on purpose.
-  timeout 2 bash -c ': <>"/dev/tcp/127.0.0.1/$1"' _ "$1" 2>/dev/null
 }
 
 # node_pid N: print node N's pid if that process is still the broker this
@@ -102,41 +100,6 @@ log_size() {
 
 node_healthy() {
   node_pid "$1" >/dev/null && started_since "$1" 0 && port_open "$(node_port "$1")"
-}
-
-# fetch_jars: as in scripts/kafka.sh, sharing its cache and marker.
-fetch_jars() {
-  local want marker=$jars_dir/.complete tmp=$jars_dir/libs.tmp
-  want="kafka=$KAFKA_VERSION log4j=$LOG4J_VERSION slf4j=$SLF4J_VERSION"
-  if [[ -f $marker && $(<"$marker") == "$want" ]]; then
-    return 0
-  fi
-  command -v mvn >/dev/null || die "mvn not found (install Maven 3.8+)"
-  log "resolving Kafka $KAFKA_VERSION jars with Maven into $libs_dir"
-  mkdir -p "$jars_dir"
-  rm -rf "$tmp"
-  if ! mvn -q -B -f "$script_dir/kafka/pom.xml" \
-    dependency:copy-dependencies -DincludeScope=runtime \
-    -DoutputDirectory="$tmp" \
-    -Dkafka.version="$KAFKA_VERSION" \
-    -Dlog4j.version="$LOG4J_VERSION" \
-    -Dslf4j.version="$SLF4J_VERSION" \
-    </dev/null >"$jars_dir/mvn.log" 2>&1; then
-    tail -n 40 "$jars_dir/mvn.log" >&2
-    die "Maven could not resolve the Kafka jars (full log: $jars_dir/mvn.log)"
-  fi
-  rm -rf "$libs_dir"
-  mv "$tmp" "$libs_dir"
-  printf '%s\n' "$want" >"$marker"
-}
-
-new_cluster_id() {
-  local id
-  while :; do
-    id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
-    [[ $id == -* ]] || break
-  done
-  printf '%s\n' "$id"
 }
 
 seeds() {

@@ -38,11 +38,8 @@ stop_timeout=30
 log() { printf 'kafka.sh: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-# port_open PORT: something accepts TCP connections on 127.0.0.1:PORT.
-port_open() {
-  # shellcheck disable=SC2016 # $1 expands in the inner bash, on purpose.
-  timeout 2 bash -c ': <>"/dev/tcp/127.0.0.1/$1"' _ "$1" 2>/dev/null
-}
+# shellcheck source=kafka/common.sh source-path=SCRIPTDIR
+. "$script_dir/kafka/common.sh"
 
 # broker_pid: print the pid from the pid file if that process is still the
 # broker this script started (guards against a recycled pid); else fail.
@@ -63,46 +60,6 @@ healthy() {
   broker_pid >/dev/null &&
     grep -q 'Kafka Server started' "$server_log" 2>/dev/null &&
     port_open "$KAFKA_PORT"
-}
-
-# fetch_jars: copy the broker's runtime classpath into $libs_dir with Maven,
-# unless a previous run already did it for the same versions (marker file).
-fetch_jars() {
-  local want marker=$jars_dir/.complete tmp=$jars_dir/libs.tmp
-  want="kafka=$KAFKA_VERSION log4j=$LOG4J_VERSION slf4j=$SLF4J_VERSION"
-  if [[ -f $marker && $(<"$marker") == "$want" ]]; then
-    return 0
-  fi
-  command -v mvn >/dev/null || die "mvn not found (install Maven 3.8+)"
-  log "resolving Kafka $KAFKA_VERSION jars with Maven into $libs_dir"
-  mkdir -p "$jars_dir"
-  rm -rf "$tmp"
-  if ! mvn -q -B -f "$script_dir/kafka/pom.xml" \
-    dependency:copy-dependencies -DincludeScope=runtime \
-    -DoutputDirectory="$tmp" \
-    -Dkafka.version="$KAFKA_VERSION" \
-    -Dlog4j.version="$LOG4J_VERSION" \
-    -Dslf4j.version="$SLF4J_VERSION" \
-    </dev/null >"$jars_dir/mvn.log" 2>&1; then
-    tail -n 40 "$jars_dir/mvn.log" >&2
-    die "Maven could not resolve the Kafka jars (full log: $jars_dir/mvn.log)"
-  fi
-  # Swap in the new classpath only once it is complete.
-  rm -rf "$libs_dir"
-  mv "$tmp" "$libs_dir"
-  printf '%s\n' "$want" >"$marker"
-}
-
-# new_cluster_id: what `StorageTool random-uuid` prints (16 random bytes,
-# URL-safe base64 without padding, not starting with '-'), without paying
-# for a JVM start.
-new_cluster_id() {
-  local id
-  while :; do
-    id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
-    [[ $id == -* ]] || break
-  done
-  printf '%s\n' "$id"
 }
 
 print_env() {
