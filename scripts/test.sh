@@ -88,9 +88,10 @@ fi
 # SIGKILL, one SIGTERM, one Postgres restart and one in-place broker restart
 # that keeps the broker's data; then every job must have run exactly once
 # or been parked. About two minutes; counts as one test. SHAREQ_TEST_SOAK=0
-# skips it. -spare-deliveries 5: until RELIABILITY.md issue 1 (a last
-# delivery that never reaches a handler loses the job) is fixed, a SIGTERM
-# or SIGKILL can lose a poison job at random; drop the flag with the fix.
+# skips it. -spare-deliveries 5 is the configuration RELIABILITY.md
+# recommends (group limit 10, parked on delivery 5): a SIGKILL that lands
+# on a poison job's last delivery would otherwise lose it (issue 1, the
+# crash case no worker can fix), and fail the run at random.
 if [[ $real == 1 && ${SHAREQ_TEST_SOAK:-1} == 1 ]]; then
   say "short chaos soak (cmd/shareq-soak -short)"
   soak_log="$logs/soak.log"
