@@ -67,6 +67,7 @@ type config struct {
 	renewMargin     time.Duration
 	maxHold         time.Duration
 	deliveryLimit   int
+	groupLimit      int
 	fetchMaxWait    time.Duration
 	observers       []Observer
 	observer        Observer // all of observers, or nil
@@ -184,11 +185,32 @@ func MaxHold(d time.Duration) Option {
 }
 
 // DeliveryLimit overrides the group's delivery count limit as reported in
-// [handler.Job.DeliveryLimit]. By default Run reads it from the group
-// config share.delivery.count.limit, else the broker's
+// [handler.Job.DeliveryLimit], so handlers and middleware (the dlq
+// middleware parks a failing job on its last delivery) treat delivery n as
+// the last. By default Run reads it from the group config
+// share.delivery.count.limit, else the broker's
 // group.share.delivery.count.limit, else uses Kafka's default of 5.
+//
+// Set it below [GroupDeliveryLimit] to leave spare deliveries: a worker
+// killed during the delivery a job is to be parked on cannot park it, and
+// with no delivery left the broker archives the job; with spares it is
+// delivered again and parked then.
 func DeliveryLimit(n int) Option {
 	return optionFunc(func(c *config) { c.deliveryLimit = n })
+}
+
+// GroupDeliveryLimit sets the group config share.delivery.count.limit
+// before any lane joins: the delivery after which the broker archives a
+// record that was never accepted. Apache Kafka allows 2 to 10 by default
+// (group.share.min/max.delivery.count.limit). With [DeliveryLimit] below
+// it, jobs are parked before the broker's limit:
+//
+//	worker.GroupDeliveryLimit(10), // the broker gives up after 10 deliveries
+//	worker.DeliveryLimit(5),       // the dlq middleware parks on the 5th
+//
+// Default: leave the group's setting alone.
+func GroupDeliveryLimit(n int) Option {
+	return optionFunc(func(c *config) { c.groupLimit = n })
 }
 
 // RetryBackoff sets how long a job that failed with a retryable error is
@@ -339,6 +361,13 @@ func newConfig(opts []Option) (*config, error) {
 	}
 	if c.deliveryLimit < 0 {
 		bad("DeliveryLimit(%d): must not be negative", c.deliveryLimit)
+	}
+	if c.groupLimit != 0 && c.groupLimit < 2 {
+		bad("GroupDeliveryLimit(%d): must be at least 2 (Kafka's minimum)", c.groupLimit)
+	}
+	if c.groupLimit >= 2 && c.deliveryLimit > c.groupLimit {
+		bad("DeliveryLimit(%d) is above GroupDeliveryLimit(%d): the broker would archive failing jobs before their last delivery as the worker counts it, so they would never be parked; set DeliveryLimit at most %d",
+			c.deliveryLimit, c.groupLimit, c.groupLimit)
 	}
 	if c.fetchMaxWait < 10*time.Millisecond || c.fetchMaxWait > time.Minute {
 		bad("FetchMaxWait(%v): must be between 10ms (the client's minimum) and 1m", c.fetchMaxWait)

@@ -37,6 +37,8 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{"negative margin", []worker.Option{worker.RenewMargin(-time.Second)}, "RenewMargin(-1s)"},
 		{"zero max hold", []worker.Option{worker.MaxHold(0)}, "MaxHold(0s)"},
 		{"negative limit", []worker.Option{worker.DeliveryLimit(-1)}, "DeliveryLimit(-1)"},
+		{"group limit 1", []worker.Option{worker.GroupDeliveryLimit(1)}, "GroupDeliveryLimit(1): must be at least 2"},
+		{"limit above group limit", []worker.Option{worker.GroupDeliveryLimit(5), worker.DeliveryLimit(6)}, "DeliveryLimit(6) is above GroupDeliveryLimit(5)"},
 		{"fetch wait", []worker.Option{worker.FetchMaxWait(5 * time.Millisecond)}, "FetchMaxWait(5ms)"},
 		{"nil observer", []worker.Option{worker.WithObserver(nil)}, "WithObserver: observer is nil"},
 	} {

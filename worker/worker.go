@@ -32,6 +32,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -258,6 +259,9 @@ func (w *Worker) check(ctx context.Context, admin *kgo.Client) error {
 
 	limit := int32(w.cfg.deliveryLimit)
 	if limit == 0 {
+		limit = int32(w.cfg.groupLimit) // just set: the broker may still describe the old value
+	}
+	if limit == 0 {
 		limit = readLimit(ctx, admin, w.cfg.group)
 	}
 	w.deliveryLimit.Store(limit)
@@ -268,7 +272,7 @@ func (w *Worker) check(ctx context.Context, admin *kgo.Client) error {
 // those that differ, so a worker without ALTER_CONFIGS permission runs on
 // a group an operator configured.
 func (w *Worker) ensureGroupConfig(ctx context.Context, admin *kgo.Client) error {
-	current, err := groupcfg.Describe(ctx, admin, w.cfg.group, groupcfg.AutoOffsetReset, groupcfg.RenewAckEnable)
+	current, err := groupcfg.Describe(ctx, admin, w.cfg.group, groupcfg.AutoOffsetReset, groupcfg.RenewAckEnable, groupcfg.DeliveryCountLimit)
 	if err != nil {
 		current = map[string]string{} // a broker without group configs: try to set them
 	}
@@ -276,6 +280,12 @@ func (w *Worker) ensureGroupConfig(ctx context.Context, admin *kgo.Client) error
 		if err := groupcfg.Set(ctx, admin, w.cfg.group, map[string]string{groupcfg.AutoOffsetReset: w.cfg.offsetReset}); err != nil {
 			return fmt.Errorf("worker: AutoOffsetReset(%q): %w (set it with kafka-configs.sh --entity-type groups --entity-name %s --alter --add-config %s=%s, or grant ALTER_CONFIGS on the group)",
 				w.cfg.offsetReset, err, w.cfg.group, groupcfg.AutoOffsetReset, w.cfg.offsetReset)
+		}
+	}
+	if n := w.cfg.groupLimit; n > 0 && current[groupcfg.DeliveryCountLimit] != strconv.Itoa(n) {
+		if err := groupcfg.Set(ctx, admin, w.cfg.group, map[string]string{groupcfg.DeliveryCountLimit: strconv.Itoa(n)}); err != nil {
+			return fmt.Errorf("worker: GroupDeliveryLimit(%d): %w (the broker allows group.share.min.delivery.count.limit to group.share.max.delivery.count.limit, 2 to 10 by default; or set it with kafka-configs.sh --entity-type groups --entity-name %s --alter --add-config %s=%d, or grant ALTER_CONFIGS on the group)",
+				n, err, w.cfg.group, groupcfg.DeliveryCountLimit, n)
 		}
 	}
 	// Kafka 4.3 added share.renew.acknowledge.enable (default true);

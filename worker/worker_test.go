@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/internal/groupcfg"
 	"github.com/shareq/shareq/internal/kafkatest"
 	"github.com/shareq/shareq/worker"
 )
@@ -451,5 +452,53 @@ func TestLastDeliveryRunsWithExpiredLock(t *testing.T) {
 	}
 	if got := ranOn.Load(); got != limit {
 		t.Errorf("handler ran on delivery %d, want %d (the last): %s", got, limit, summarize(fs))
+	}
+}
+
+// GroupDeliveryLimit and AutoOffsetReset are written to the group before
+// any lane joins; DeliveryLimit sets the last delivery handlers see.
+func TestGroupConfigOptions(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	b.group = b.c.GroupWith(t, nil) // no configs yet
+	b.produce(t, "a", "b")
+	limits := make(chan int32, 2)
+	h := handler.Func(func(_ context.Context, job *handler.Job) error {
+		limits <- job.DeliveryLimit
+		return nil
+	})
+	b.start(t, h, worker.AutoOffsetReset("earliest"), worker.GroupDeliveryLimit(7), worker.DeliveryLimit(4))
+	for range 2 {
+		select {
+		case got := <-limits:
+			if got != 4 {
+				t.Errorf("Job.DeliveryLimit = %d, want 4 (DeliveryLimit)", got)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the jobs produced before the group existed were not delivered: AutoOffsetReset not applied")
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got, err := groupcfg.Describe(ctx, b.c.Client(t), b.group, groupcfg.DeliveryCountLimit, groupcfg.AutoOffsetReset)
+	if err != nil || got[groupcfg.DeliveryCountLimit] != "7" || got[groupcfg.AutoOffsetReset] != "earliest" {
+		t.Errorf("group configs %v (%v), want %s=7 and %s=earliest", got, err, groupcfg.DeliveryCountLimit, groupcfg.AutoOffsetReset)
+	}
+
+	// Without DeliveryLimit, handlers see the group's limit.
+	b2 := setup(t, 1)
+	b2.produce(t, "c")
+	h2 := handler.Func(func(_ context.Context, job *handler.Job) error {
+		limits <- job.DeliveryLimit
+		return nil
+	})
+	b2.start(t, h2, worker.GroupDeliveryLimit(6))
+	select {
+	case got := <-limits:
+		if got != 6 {
+			t.Errorf("Job.DeliveryLimit = %d, want 6 (GroupDeliveryLimit)", got)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("job not delivered")
 	}
 }
