@@ -55,7 +55,10 @@ bench-all:
 #            Postgres are killed and restarted while they work, then every
 #            job is checked to have run exactly once or been parked. About
 #            10 minutes; stops every process it started. SOAK_FLAGS=-short
-#            for the 2-minute run that make test does.
+#            for the 2-minute run that make test does; -own-broker to leave
+#            the shared test broker alone; -spare-deliveries 0 to run on
+#            the broker's delivery limit alone (a SIGKILL on a job's last
+#            delivery then loses it, RELIABILITY.md issue 1).
 .PHONY: soak
 soak:
 	go run ./cmd/shareq-soak $(SOAK_FLAGS)

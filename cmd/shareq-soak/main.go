@@ -108,7 +108,7 @@ func driverMain(args []string) int {
 	fs.DurationVar(&o.pgDownFor, "pg-down-for", 0, "keep Postgres down this long on its restart (default: down and straight up again)")
 	fs.BoolVar(&o.killParking, "kill-parking", false, "add a fault: SIGKILL a worker while it runs a poison job's parking delivery (poison jobs then take 300ms each); reproduces the loss described in RELIABILITY.md")
 	fs.BoolVar(&o.parkEarly, "park-early", false, "workers park one delivery before the broker's limit (dlq.DeliveryLimit(limit-1)): one spare delivery")
-	fs.IntVar(&o.spareDeliveries, "spare-deliveries", 0, "raise the group's share.delivery.count.limit by N above the broker's while workers park at the broker's (dlq.DeliveryLimit): N spare deliveries, the mitigation for lost last deliveries (RELIABILITY.md)")
+	fs.IntVar(&o.spareDeliveries, "spare-deliveries", 5, "raise the group's share.delivery.count.limit by N above the broker's while workers park at the broker's (dlq.DeliveryLimit): N spare deliveries, the configuration RELIABILITY.md recommends against crashes; 0 runs on the broker's limit alone")
 	fs.BoolVar(&o.keep, "keep", false, "keep the topics, group and schema of a passing phase (a failing one always keeps them)")
 	fs.Float64Var(&o.poisonPct, "poison", 1, "percent of jobs that are poison")
 	fs.Float64Var(&o.slowPct, "slow", 1, "percent of jobs that outrun the record lock")
@@ -149,7 +149,7 @@ func driverMain(args []string) int {
 	case o.spareDeliveries < 0 || o.spareDeliveries > 8:
 		return usage("-spare-deliveries %d: want 0 to 8 (the group limit may not pass 10)", o.spareDeliveries)
 	case o.spareDeliveries > 0 && o.parkEarly:
-		return usage("-spare-deliveries and -park-early: give one")
+		return usage("-park-early replaces the spare deliveries: give -spare-deliveries 0 with it")
 	}
 	if o.repo == "" {
 		r, err := findRepo()
