@@ -230,7 +230,10 @@ func (l *lane) work(ctx context.Context, sd *shutdown) {
 		// Poll only with room in the pool for a whole batch, so no record
 		// waits for a handler while its lock runs.
 		if held == 0 {
-			if err := l.w.slots.acquire(ctx, batch, hot); err != nil {
+			// Records a late fetch left in the buffer wait with their
+			// locks running: go first, as a lane whose last poll had
+			// records does.
+			if err := l.w.slots.acquire(ctx, batch, hot || l.cl.BufferedFetchRecords() > 0); err != nil {
 				return
 			}
 			held = batch
@@ -268,8 +271,11 @@ func (l *lane) work(ctx context.Context, sd *shutdown) {
 					held = 0
 					// Stand back a while, longer the longer this lane
 					// finds nothing, so lanes with work get the slots.
+					// A fetch that lands meanwhile ends the wait.
 					idle = min(max(2*idle, 100*time.Millisecond), 2*time.Second)
-					sleep(ctx, idle)
+					for end := time.Now().Add(idle); ctx.Err() == nil && time.Now().Before(end) && l.cl.BufferedFetchRecords() == 0; {
+						sleep(ctx, min(50*time.Millisecond, time.Until(end)))
+					}
 				}
 			}
 			continue
