@@ -478,15 +478,6 @@ func (h *heartbeats) OnBrokerRead(_ kgo.BrokerMetadata, key int16, _ int, _, _ t
 	}
 }
 
-// knownIssue skips a test that reproduces a known, reported issue
-// (RELIABILITY.md) unless SHAREQ_SOAK_REPRO=1.
-func knownIssue(t *testing.T, what string) {
-	t.Helper()
-	if os.Getenv("SHAREQ_SOAK_REPRO") != "1" {
-		t.Skipf("known issue, see RELIABILITY.md: %s (SHAREQ_SOAK_REPRO=1 runs this reproduction)", what)
-	}
-}
-
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > n {

@@ -66,14 +66,15 @@ func (m *member) die(rec *kgo.Record, lock time.Duration) {
 	m.cl.Close()
 }
 
-// Known issue (RELIABILITY.md, "A crash during the last delivery loses
-// the job"). The dlq middleware parks a failing job on its last delivery.
-// When the worker holding that delivery dies (SIGKILL, OOM, node loss),
-// nothing parks it: its lock runs out at the delivery limit, and the
-// broker archives the record. The job is in neither the DLQ nor the queue.
-func TestReproCrashOnLastDeliveryLosesJob(t *testing.T) {
+// What spare deliveries are for (RELIABILITY.md, issue 1): the dlq
+// middleware parks a failing job on its last delivery, and when the worker
+// holding that delivery dies (SIGKILL, OOM, node loss) nothing can park
+// it: its lock runs out at the delivery limit and the broker archives the
+// record, never to deliver it again. The test pins that down, so a change
+// in the brokers would show; TestParkBeforeBrokerLimitSurvivesCrash shows
+// the job parked when a delivery is left.
+func TestCrashOnLastDeliveryArchivesJob(t *testing.T) {
 	t.Parallel()
-	knownIssue(t, "a crash during a job's last delivery makes the broker archive it unparked")
 	r := newRig(t)
 	r.produce(t, jobRec("poison", []byte("x")))
 	m := r.member(t)
@@ -83,10 +84,12 @@ func TestReproCrashOnLastDeliveryLosesJob(t *testing.T) {
 	fails := handler.Func(func(context.Context, *handler.Job) error { return errors.New("poison") })
 	stop := r.start(t, fails, nil)
 	time.Sleep(2*r.c.LockDuration + 2*time.Second)
-	_ = stop()
-	if ps := r.parked(t); len(ps) != 1 {
-		t.Errorf("DLQ holds %d records after a crash during the job's last delivery (%d), want 1; the worker was then delivered the job %d times",
-			len(ps), r.c.DeliveryLimit, r.obs.count(0))
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if ps, n := r.parked(t), r.obs.count(0); len(ps) != 0 || n != 0 {
+		t.Errorf("after a crash during the job's last delivery (%d): DLQ holds %d records, the worker ran it %d times; want the broker to have archived it (0 and 0)",
+			r.c.DeliveryLimit, len(ps), n)
 	}
 }
 
