@@ -33,6 +33,7 @@ func fullEnvelope() Envelope {
 func TestEnvelopeRoundTrip(t *testing.T) {
 	t.Parallel()
 	want := fullEnvelope()
+	want.ValueOmitted, want.OmittedValueSize = true, 1_048_000
 	got, err := ParseHeaders(want.headers())
 	if err != nil {
 		t.Fatal(err)
@@ -168,6 +169,8 @@ func FuzzParse(f *testing.F) {
 	add(nil)
 	add([]kgo.RecordHeader{{Key: HeaderReason, Value: []byte("x")}, {Key: HeaderSourceOffset, Value: []byte("-0")}})
 	add([]kgo.RecordHeader{{Key: HeaderParkedAt, Value: []byte("2026-13-45T99:99:99Z")}, {Key: HeaderVersion, Value: []byte("\xff")}})
+	add([]kgo.RecordHeader{{Key: HeaderReason, Value: []byte("x")}, {Key: HeaderSourceTopic, Value: []byte("t")}, {Key: HeaderSourcePartition, Value: []byte("0")},
+		{Key: HeaderSourceOffset, Value: []byte("1")}, {Key: HeaderValueOmitted, Value: []byte("-5")}})
 	f.Fuzz(func(t *testing.T, keys, values string) {
 		ks, vs := strings.Split(keys, "\n"), strings.Split(values, "\n")
 		var hs []kgo.RecordHeader
