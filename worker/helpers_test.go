@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/kafkatest"
+	"github.com/shareq/shareq/internal/workertest"
 	"github.com/shareq/shareq/worker"
 )
 
@@ -71,91 +71,25 @@ func testLogger(t testing.TB) *slog.Logger {
 }
 
 // finished is one JobFinished event.
-type finished struct {
-	key   string
-	count int32
-	res   worker.Result
-	at    time.Time
-}
+type finished = workertest.Event
 
-// recorder is a worker.Observer that keeps every event.
-type recorder struct {
-	mu       sync.Mutex
-	done     []finished
-	started  int
-	renewed  int
-	renewErr int
-	ackErrs  int
-	changed  chan struct{}
-}
+// recorder keeps every event the worker reports.
+type recorder struct{ *workertest.Recorder }
 
-func newRecorder() *recorder { return &recorder{changed: make(chan struct{}, 1)} }
+func newRecorder() *recorder { return &recorder{workertest.NewRecorder()} }
 
-func (r *recorder) poke() {
-	select {
-	case r.changed <- struct{}{}:
-	default:
-	}
-}
-
-func (r *recorder) JobStarted(*handler.Job) {
-	r.mu.Lock()
-	r.started++
-	r.mu.Unlock()
-}
-
-func (r *recorder) JobFinished(j *handler.Job, res worker.Result) {
-	r.mu.Lock()
-	r.done = append(r.done, finished{key: string(j.Key), count: j.DeliveryCount, res: res, at: time.Now()})
-	r.mu.Unlock()
-	r.poke()
-}
-
-func (r *recorder) LockRenewed(_ *handler.Job, err error) {
-	r.mu.Lock()
-	r.renewed++
-	if err != nil {
-		r.renewErr++
-	}
-	r.mu.Unlock()
-}
-
-func (r *recorder) AckFailed(string, int32, error) {
-	r.mu.Lock()
-	r.ackErrs++
-	r.mu.Unlock()
-}
-
-func (r *recorder) LanesActive(int) {}
-
-func (r *recorder) snapshot() []finished {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]finished(nil), r.done...)
-}
+func (r *recorder) snapshot() []finished { return r.Events() }
 
 // waitFor waits until cond holds for the finished events, or fails t.
 func (r *recorder) waitFor(t *testing.T, timeout time.Duration, what string, cond func([]finished) bool) []finished {
 	t.Helper()
-	deadline := time.After(timeout)
-	for {
-		s := r.snapshot()
-		if cond(s) {
-			return s
-		}
-		select {
-		case <-r.changed:
-		case <-time.After(100 * time.Millisecond):
-		case <-deadline:
-			t.Fatalf("timed out after %v waiting for %s; finished: %v", timeout, what, summarize(r.snapshot()))
-		}
-	}
+	return r.WaitFor(t, timeout, what, func(fs []finished) string { return "finished: " + summarize(fs) }, cond)
 }
 
 func summarize(fs []finished) string {
 	var b strings.Builder
 	for _, f := range fs {
-		fmt.Fprintf(&b, "[%s #%d %v ran=%v err=%v] ", f.key, f.count, f.res.Ack, f.res.Ran, f.res.Err)
+		fmt.Fprintf(&b, "[%s #%d %v ran=%v err=%v] ", f.Key, f.Count, f.Res.Ack, f.Res.Ran, f.Res.Err)
 	}
 	return b.String()
 }
@@ -163,7 +97,7 @@ func summarize(fs []finished) string {
 func count(fs []finished, key string, ack worker.Ack) int {
 	n := 0
 	for _, f := range fs {
-		if f.key == key && f.res.Ack == ack {
+		if f.Key == key && f.Res.Ack == ack {
 			n++
 		}
 	}

@@ -66,13 +66,13 @@ func TestOutcomes(t *testing.T) {
 		t.Errorf("second observer saw %s, first %s", other, first)
 	}
 	for _, f := range b.obs.snapshot() {
-		if want := f.res.Ack != worker.AckRelease; f.res.Final != want {
-			t.Errorf("%s %v on delivery %d: Final = %v, want %v", f.key, f.res.Ack, f.count, f.res.Final, want)
+		if want := f.Res.Ack != worker.AckRelease; f.Res.Final != want {
+			t.Errorf("%s %v on delivery %d: Final = %v, want %v", f.Key, f.Res.Ack, f.Count, f.Res.Final, want)
 		}
-		if f.key == "panic" {
+		if f.Key == "panic" {
 			var pe *handler.PanicError
-			if !errors.As(f.res.Err, &pe) || pe.Value != "boom" || !strings.Contains(string(pe.Stack), "worker_test") {
-				t.Errorf("panic outcome error = %v, want a PanicError with value and stack", f.res.Err)
+			if !errors.As(f.Res.Err, &pe) || pe.Value != "boom" || !strings.Contains(string(pe.Stack), "worker_test") {
+				t.Errorf("panic outcome error = %v, want a PanicError with value and stack", f.Res.Err)
 			}
 		}
 	}
@@ -102,7 +102,7 @@ func TestHeadOfLine(t *testing.T) {
 	fs := b.obs.waitFor(t, 60*time.Second, "all 201 jobs", func(fs []finished) bool {
 		n := 0
 		for _, f := range fs {
-			if f.res.Ack == worker.AckAccept {
+			if f.Res.Ack == worker.AckAccept {
 				n++
 			}
 		}
@@ -111,11 +111,11 @@ func TestHeadOfLine(t *testing.T) {
 	slowAt := time.Unix(0, slowDone.Load())
 	var lastFast time.Time
 	for _, f := range fs {
-		if strings.HasPrefix(f.key, "fast-") && f.at.After(lastFast) {
-			lastFast = f.at
+		if strings.HasPrefix(f.Key, "fast-") && f.At.After(lastFast) {
+			lastFast = f.At
 		}
-		if f.count != 1 {
-			t.Errorf("%s delivered %d times", f.key, f.count)
+		if f.Count != 1 {
+			t.Errorf("%s delivered %d times", f.Key, f.Count)
 		}
 	}
 	if !lastFast.Before(slowAt) {
@@ -154,13 +154,11 @@ func TestRenewLongJob(t *testing.T) {
 	if n := runs.Load(); n != 1 {
 		t.Fatalf("long job ran %d times; finished: %s", n, summarize(b.obs.snapshot()))
 	}
-	if fs[0].res.LockLeft <= 0 {
-		t.Errorf("lock left at accept = %v, want positive", fs[0].res.LockLeft)
+	if fs[0].Res.LockLeft <= 0 {
+		t.Errorf("lock left at accept = %v, want positive", fs[0].Res.LockLeft)
 	}
-	b.obs.mu.Lock()
-	defer b.obs.mu.Unlock()
-	if b.obs.renewed < 3 || b.obs.renewErr != 0 {
-		t.Fatalf("renewals %d (failed %d), want at least 3 and none failed", b.obs.renewed, b.obs.renewErr)
+	if renewed, failed := b.obs.Renewals(); renewed < 3 || failed != 0 {
+		t.Fatalf("renewals %d (failed %d), want at least 3 and none failed", renewed, failed)
 	}
 }
 
@@ -245,8 +243,8 @@ func TestGracefulStop(t *testing.T) {
 		}
 	}
 	for _, f := range fs {
-		if strings.HasPrefix(f.key, "stuck") && !errors.Is(f.res.Err, worker.ErrShutdown) {
-			t.Errorf("%s released with %v, want ErrShutdown", f.key, f.res.Err)
+		if strings.HasPrefix(f.Key, "stuck") && !errors.Is(f.Res.Err, worker.ErrShutdown) {
+			t.Errorf("%s released with %v, want ErrShutdown", f.Key, f.Res.Err)
 		}
 	}
 
@@ -355,8 +353,8 @@ func TestRetryBackoff(t *testing.T) {
 		}
 	}
 	for _, f := range fs {
-		if f.res.Ack == worker.AckRelease && handler.ReasonOf(f.res.Err) != "upstream down" {
-			t.Errorf("released with %v, want the handler's error", f.res.Err)
+		if f.Res.Ack == worker.AckRelease && handler.ReasonOf(f.Res.Err) != "upstream down" {
+			t.Errorf("released with %v, want the handler's error", f.Res.Err)
 		}
 	}
 }
@@ -398,7 +396,7 @@ func TestLanesWithEmptyPartitionsDoNotStall(t *testing.T) {
 	b.obs.waitFor(t, 60*time.Second, "all 30 jobs", func(fs []finished) bool {
 		n := 0
 		for _, f := range fs {
-			if f.res.Ack == worker.AckAccept {
+			if f.Res.Ack == worker.AckAccept {
 				n++
 			}
 		}
@@ -438,16 +436,16 @@ func TestLastDeliveryRunsWithExpiredLock(t *testing.T) {
 	b.start(t, h, worker.Concurrency(1), worker.Lanes(1), worker.ClientOpts(kgo.WithHooks(latePoll{})))
 	fs := b.obs.waitFor(t, time.Duration(limit)*(b.c.LockDuration+5*time.Second), "the job to run", func(fs []finished) bool {
 		for _, f := range fs {
-			if f.res.Ran {
+			if f.Res.Ran {
 				return true
 			}
 		}
 		return false
 	})
 	for _, f := range fs {
-		last := f.count >= limit
-		if f.res.Ran != last || (!last && !errors.Is(f.res.Err, worker.ErrLockExpired)) {
-			t.Errorf("delivery %d of %d: ran %v, err %v; want released unrun with ErrLockExpired before the last delivery, run on it", f.count, limit, f.res.Ran, f.res.Err)
+		last := f.Count >= limit
+		if f.Res.Ran != last || (!last && !errors.Is(f.Res.Err, worker.ErrLockExpired)) {
+			t.Errorf("delivery %d of %d: ran %v, err %v; want released unrun with ErrLockExpired before the last delivery, run on it", f.Count, limit, f.Res.Ran, f.Res.Err)
 		}
 	}
 	if got := ranOn.Load(); got != limit {

@@ -60,7 +60,7 @@ func TestEmptyValues(t *testing.T) {
 		return nil
 	})
 	stop := r.start(t, h, nil)
-	waitFor(t, 30*time.Second, "4 jobs accepted", func() bool { return r.obs.count(worker.AckAccept) >= 4 })
+	waitFor(t, 30*time.Second, "4 jobs accepted", func() bool { return r.obs.Count(worker.AckAccept) >= 4 })
 	if err := stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -76,8 +76,8 @@ func TestEmptyValues(t *testing.T) {
 	if len(ps) != 1 || ps[0].JobID() != "json-empty" || ps[0].Reason != handler.ReasonDecode || ps[0].ValueSize != 0 {
 		t.Fatalf("DLQ = %+v; want json-empty parked once with reason %q and an empty value", ps, handler.ReasonDecode)
 	}
-	if n := r.obs.count(worker.AckRelease); n != 0 {
-		t.Errorf("%d releases; empty values must not be retried:\n%s", n, describe(r.obs.all()))
+	if n := r.obs.Count(worker.AckRelease); n != 0 {
+		t.Errorf("%d releases; empty values must not be retried:\n%s", n, describe(r.obs.Events()))
 	}
 }
 
@@ -124,7 +124,7 @@ func TestOversizedRecords(t *testing.T) {
 	})
 	stop := r.start(t, h, nil)
 	waitFor(t, 45*time.Second, "both big jobs accepted (one parked)", func() bool {
-		return r.obs.count(worker.AckAccept) >= 2
+		return r.obs.Count(worker.AckAccept) >= 2
 	})
 	if err := stop(); err != nil {
 		t.Fatalf("Run: %v", err)
@@ -134,9 +134,9 @@ func TestOversizedRecords(t *testing.T) {
 		t.Errorf("handled value sizes %v, want %d each", got, size)
 	}
 	mu.Unlock()
-	for _, f := range r.obs.all() {
-		if f.res.Ack != worker.AckAccept {
-			t.Errorf("%s delivery %d: %v %v, want accept", f.id, f.count, f.res.Ack, f.res.Err)
+	for _, f := range r.obs.Events() {
+		if f.Res.Ack != worker.AckAccept {
+			t.Errorf("%s delivery %d: %v %v, want accept", f.ID, f.Count, f.Res.Ack, f.Res.Err)
 		}
 	}
 	ps := r.parked(t)
@@ -215,7 +215,7 @@ func TestInvalidUTF8Headers(t *testing.T) {
 		return nil
 	})
 	stop := r.start(t, h, []handler.Middleware{claims})
-	waitFor(t, 30*time.Second, "3 jobs accepted", func() bool { return r.obs.count(worker.AckAccept) >= 3 })
+	waitFor(t, 30*time.Second, "3 jobs accepted", func() bool { return r.obs.Count(worker.AckAccept) >= 3 })
 	if err := stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -325,7 +325,7 @@ func deleteAndRecreate(t *testing.T, wait time.Duration) (*rig, bool) {
 		return nil
 	})
 	stop := r.start(t, h, nil)
-	waitFor(t, 30*time.Second, "2 jobs accepted", func() bool { return r.obs.count(worker.AckAccept) >= 2 })
+	waitFor(t, 30*time.Second, "2 jobs accepted", func() bool { return r.obs.Count(worker.AckAccept) >= 2 })
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -406,7 +406,7 @@ func TestClassicConsumerGroupName(t *testing.T) {
 	runErr := w.Run(rctx)
 	took := time.Since(start)
 	t.Logf("%s: Run with a classic group's name returned after %v: %v; jobs finished: %d; ShareGroupHeartbeat responses: %d (%.0f/s); log:\n%s",
-		r.c.Kind, took.Round(time.Millisecond), runErr, r.obs.count(0), beats.n.Load(), float64(beats.n.Load())/took.Seconds(), lastLines(r.logs.String(), 8))
+		r.c.Kind, took.Round(time.Millisecond), runErr, r.obs.Count(0), beats.n.Load(), float64(beats.n.Load())/took.Seconds(), lastLines(r.logs.String(), 8))
 	if !errors.Is(runErr, worker.ErrGroupNotShare) || rctx.Err() != nil {
 		t.Errorf("Run with a group name that a classic consumer group holds: %v after %v; want ErrGroupNotShare at start", runErr, took.Round(time.Millisecond))
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/shareq/shareq/dlq"
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/kafkatest"
+	"github.com/shareq/shareq/internal/workertest"
 	"github.com/shareq/shareq/worker"
 )
 
@@ -29,7 +30,7 @@ type rig struct {
 	dlq   string
 	group string
 	cl    *kgo.Client
-	obs   *recorder
+	obs   *workertest.Recorder
 	logs  *syncBuffer
 }
 
@@ -37,7 +38,7 @@ func newRig(t *testing.T, opts ...kafkatest.Option) *rig {
 	t.Helper()
 	c := kafkatest.New(t, opts...)
 	topic := c.Topic(t, 1)
-	r := &rig{c: c, topic: topic, dlq: topic + dlq.TopicSuffix, group: c.Group(t), obs: newRecorder(), logs: &syncBuffer{}}
+	r := &rig{c: c, topic: topic, dlq: topic + dlq.TopicSuffix, group: c.Group(t), obs: workertest.NewRecorder(), logs: &syncBuffer{}}
 	c.CreateTopic(t, r.dlq, 1)
 	r.cl = c.Client(t)
 	return r
@@ -115,70 +116,14 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 }
 
 // finishedJob is one JobFinished event.
-type finishedJob struct {
-	at    time.Time
-	id    string
-	count int32
-	res   worker.Result
-}
-
-// recorder is a worker.Observer that keeps the events tests look at.
-type recorder struct {
-	mu       sync.Mutex
-	started  []int32 // delivery counts of the jobs started
-	finished []finishedJob
-	ackErrs  []error
-}
-
-var _ worker.Observer = (*recorder)(nil)
-
-func newRecorder() *recorder { return &recorder{} }
-
-func (r *recorder) JobStarted(job *handler.Job) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.started = append(r.started, job.DeliveryCount)
-}
-func (r *recorder) JobFinished(job *handler.Job, res worker.Result) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.finished = append(r.finished, finishedJob{at: time.Now(), id: job.ID(), count: job.DeliveryCount, res: res})
-}
-func (r *recorder) LockRenewed(*handler.Job, error) {}
-func (r *recorder) AckFailed(_ string, _ int32, err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.ackErrs = append(r.ackErrs, err)
-}
-func (r *recorder) LanesActive(int) {}
-
-// count returns how many jobs finished with ack (0: any).
-func (r *recorder) count(ack worker.Ack) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, f := range r.finished {
-		if ack == 0 || f.res.Ack == ack {
-			n++
-		}
-	}
-	return n
-}
-
-func (r *recorder) all() []finishedJob {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]finishedJob(nil), r.finished...)
-}
+type finishedJob = workertest.Event
 
 // heldAt reports whether a job started its delivery n and has not been
 // acknowledged yet: a failing one is held in its retry backoff.
 func (r *rig) heldAt(n int32) bool {
-	r.obs.mu.Lock()
-	defer r.obs.mu.Unlock()
-	started := slices.Contains(r.obs.started, n)
-	for _, f := range r.obs.finished {
-		if f.count == n {
+	started := slices.Contains(r.obs.Started(), n)
+	for _, f := range r.obs.Events() {
+		if f.Count == n {
 			return false
 		}
 	}
@@ -213,9 +158,9 @@ func describe(fs []finishedJob) string {
 	for i, f := range fs {
 		since := time.Duration(0)
 		if i > 0 {
-			since = f.at.Sub(fs[0].at)
+			since = f.At.Sub(fs[0].At)
 		}
-		fmt.Fprintf(&b, "  +%v %q delivery %d: %v %v\n", since.Round(time.Millisecond), f.id, f.count, f.res.Ack, f.res.Err)
+		fmt.Fprintf(&b, "  +%v %q delivery %d: %v %v\n", since.Round(time.Millisecond), f.ID, f.Count, f.Res.Ack, f.Res.Err)
 	}
 	return b.String()
 }

@@ -87,7 +87,7 @@ func TestCrashOnLastDeliveryArchivesJob(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	if ps, n := r.parked(t), r.obs.count(0); len(ps) != 0 || n != 0 {
+	if ps, n := r.parked(t), r.obs.Count(0); len(ps) != 0 || n != 0 {
 		t.Errorf("after a crash during the job's last delivery (%d): DLQ holds %d records, the worker ran it %d times; want the broker to have archived it (0 and 0)",
 			r.c.DeliveryLimit, len(ps), n)
 	}
@@ -114,7 +114,7 @@ func TestParkBeforeBrokerLimitSurvivesCrash(t *testing.T) {
 	}
 	fails := handler.Func(func(context.Context, *handler.Job) error { return errors.New("poison") })
 	r.start(t, fails, nil, worker.Use(park))
-	waitFor(t, 30*time.Second, "the job parked", func() bool { return r.obs.count(worker.AckAccept) >= 1 })
+	waitFor(t, 30*time.Second, "the job parked", func() bool { return r.obs.Count(worker.AckAccept) >= 1 })
 	ps := r.parked(t)
 	if len(ps) < 1 || ps[0].JobID() != "poison" || ps[0].Reason != handler.ReasonDeliveryLimit || int(ps[0].DeliveryCount) != limit {
 		t.Fatalf("DLQ = %+v; want the job parked with reason delivery-limit on delivery %d", ps, limit)
@@ -156,7 +156,7 @@ func TestStopDuringBackoffKeepsJob(t *testing.T) {
 	if ps := r.parked(t); len(ps) != 1 {
 		t.Errorf("DLQ holds %d records, want 1: the job was lost after worker A stopped while holding delivery %d in retry backoff; "+
 			"worker A's clients buffered it on deliveries %v (the last one never reached a handler):\n%s",
-			len(ps), limit-1, buffered.get(), describe(r.obs.all()))
+			len(ps), limit-1, buffered.get(), describe(r.obs.Events()))
 	}
 }
 

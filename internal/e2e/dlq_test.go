@@ -221,10 +221,10 @@ func TestPoisonJobParkedAndReplayed(t *testing.T) {
 	var poisonAcks []string
 	var lastGood time.Time
 	for _, ev := range es {
-		if ev.id == "poison" {
-			poisonAcks = append(poisonAcks, fmt.Sprintf("%v#%d", ev.res.Ack, ev.count))
-		} else if ev.res.Ack == worker.AckAccept && ev.at.After(lastGood) {
-			lastGood = ev.at
+		if ev.ID == "poison" {
+			poisonAcks = append(poisonAcks, fmt.Sprintf("%v#%d", ev.Res.Ack, ev.Count))
+		} else if ev.Res.Ack == worker.AckAccept && ev.At.After(lastGood) {
+			lastGood = ev.At
 		}
 	}
 	var want []string
@@ -303,7 +303,7 @@ func TestPoisonJobParkedAndReplayed(t *testing.T) {
 	acceptedReplays := func(es []event) int {
 		n := 0
 		for _, ev := range es {
-			if ev.id == "poison" && ev.count == 1 && ev.res.Ack == worker.AckAccept {
+			if ev.ID == "poison" && ev.Count == 1 && ev.Res.Ack == worker.AckAccept {
 				n++
 			}
 		}
@@ -387,8 +387,8 @@ func TestPermanentFailureParkedAtOnce(t *testing.T) {
 	time.Sleep(e.c.LockDuration + e.c.LockSweep)
 	var badAcks []string
 	for _, ev := range e.obs.snapshot() {
-		if ev.id == "bad" {
-			badAcks = append(badAcks, fmt.Sprintf("%v#%d", ev.res.Ack, ev.count))
+		if ev.ID == "bad" {
+			badAcks = append(badAcks, fmt.Sprintf("%v#%d", ev.Res.Ack, ev.Count))
 		}
 	}
 	if want := []string{worker.AckAccept.String() + "#1"}; !slices.Equal(badAcks, want) {

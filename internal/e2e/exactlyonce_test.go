@@ -147,8 +147,8 @@ func TestReleasedAfterCommitRunsOnce(t *testing.T) {
 	for _, id := range ids(n) {
 		var got []string
 		for _, ev := range es {
-			if ev.id == id {
-				got = append(got, fmt.Sprintf("%v#%d", ev.res.Ack, ev.count))
+			if ev.ID == id {
+				got = append(got, fmt.Sprintf("%v#%d", ev.Res.Ack, ev.Count))
 			}
 		}
 		if want := fmt.Sprint([]string{worker.AckRelease.String() + "#1", worker.AckAccept.String() + "#2"}); fmt.Sprint(got) != want {
@@ -218,10 +218,10 @@ func TestStoppedAfterCommitRunsOnce(t *testing.T) {
 	first := e.obs.snapshot()
 	var shutdown int
 	for _, ev := range first {
-		if errors.Is(ev.res.Err, worker.ErrShutdown) {
+		if errors.Is(ev.Res.Err, worker.ErrShutdown) {
 			shutdown++
-			if ev.res.Ack != worker.AckRelease {
-				t.Errorf("job %s stopped by shutdown was acknowledged %v, want RELEASE", ev.id, ev.res.Ack)
+			if ev.Res.Ack != worker.AckRelease {
+				t.Errorf("job %s stopped by shutdown was acknowledged %v, want RELEASE", ev.ID, ev.Res.Ack)
 			}
 		}
 	}
@@ -243,12 +243,12 @@ func TestStoppedAfterCommitRunsOnce(t *testing.T) {
 	// be spent without reaching a handler.
 	var heldEvs []event
 	for _, ev := range es {
-		if ev.id == "held" {
+		if ev.ID == "held" {
 			heldEvs = append(heldEvs, ev)
 		}
 	}
-	if len(heldEvs) != 2 || heldEvs[0].count != 1 || heldEvs[0].res.Ack != worker.AckRelease || !errors.Is(heldEvs[0].res.Err, worker.ErrShutdown) ||
-		heldEvs[1].res.Ack != worker.AckAccept || heldEvs[1].count < 2 {
+	if len(heldEvs) != 2 || heldEvs[0].Count != 1 || heldEvs[0].Res.Ack != worker.AckRelease || !errors.Is(heldEvs[0].Res.Err, worker.ErrShutdown) ||
+		heldEvs[1].Res.Ack != worker.AckAccept || heldEvs[1].Count < 2 {
 		t.Errorf("held job: %s; want a RELEASE on delivery 1 at shutdown, then one ACCEPT", summarize(heldEvs))
 	}
 	if dups.Load() < 1 {
@@ -256,7 +256,7 @@ func TestStoppedAfterCommitRunsOnce(t *testing.T) {
 	}
 	checkOnce(t, e, all)
 	t.Logf("%s: %d jobs, %d released at shutdown, handler runs %d, duplicates suppressed %d, held job accepted on delivery %d",
-		e.c.Kind, len(all), shutdown, th.totalRuns(), dups.Load(), heldEvs[len(heldEvs)-1].count)
+		e.c.Kind, len(all), shutdown, th.totalRuns(), dups.Load(), heldEvs[len(heldEvs)-1].Count)
 }
 
 // The worker process dies (SIGKILL) after a job's claim committed and
@@ -284,7 +284,7 @@ func TestCrashAfterCommitRunsOnce(t *testing.T) {
 	es := e.obs.waitFor(t, e.c.LockDuration+e.c.LockSweep+30*time.Second, "the redelivered job accepted", func(es []event) bool {
 		return acked(es)[id]
 	})
-	if len(es) != 1 || es[0].count != 2 {
+	if len(es) != 1 || es[0].Count != 2 {
 		t.Errorf("second worker saw %s, want one ACCEPT on delivery 2", summarize(es))
 	}
 	if runs := th.ran(id); len(runs) != 0 {
@@ -294,7 +294,7 @@ func TestCrashAfterCommitRunsOnce(t *testing.T) {
 		t.Errorf("OnDuplicate called %d times, want 1", dups.Load())
 	}
 	checkOnce(t, e, []string{id})
-	t.Logf("%s: crashed after commit; redelivered as #%d, duplicates suppressed %d", e.c.Kind, es[0].count, dups.Load())
+	t.Logf("%s: crashed after commit; redelivered as #%d, duplicates suppressed %d", e.c.Kind, es[0].Count, dups.Load())
 }
 
 // The crash worker is this test binary run again with crashWorkerEnv set

@@ -72,8 +72,8 @@ func TestFailingJobsDoNotBlockGoodJobs(t *testing.T) {
 	})
 	var lastGood, firstPark time.Time
 	for _, ev := range es {
-		if ev.res.Ack == worker.AckAccept && strings.HasPrefix(ev.id, "job-") && ev.at.After(lastGood) {
-			lastGood = ev.at
+		if ev.Res.Ack == worker.AckAccept && strings.HasPrefix(ev.ID, "job-") && ev.At.After(lastGood) {
+			lastGood = ev.At
 		}
 	}
 	for _, p := range pl.snapshot() {
@@ -99,7 +99,7 @@ func TestFailingJobsDoNotBlockGoodJobs(t *testing.T) {
 func doneBefore(es []event, t time.Time) int {
 	n := 0
 	for _, ev := range es {
-		if ev.res.Ack == worker.AckAccept && strings.HasPrefix(ev.id, "job-") && ev.at.Before(t) {
+		if ev.Res.Ack == worker.AckAccept && strings.HasPrefix(ev.ID, "job-") && ev.At.Before(t) {
 			n++
 		}
 	}
@@ -139,18 +139,11 @@ func TestMoreLanesThanConcurrency(t *testing.T) {
 
 	// With 8 lanes, each job's 1 s hold overlaps the others': the jobs take
 	// a few seconds.
-	timeout := 30 * time.Second
-	deadline := time.After(timeout)
-	for len(acked(e.obs.snapshot())) < n {
-		select {
-		case <-e.obs.changed:
-		case <-time.After(100 * time.Millisecond):
-		case <-deadline:
-			t.Fatalf("the worker stalled: %d of %d jobs accepted after %v, none since %v after the start; "+
-				"lanes that hold pool slots while their polls wait starve the lanes that could fetch the queued records",
-				len(acked(e.obs.snapshot())), n, timeout, lastEvent(e.obs.snapshot()).Sub(start).Round(time.Millisecond))
-		}
-	}
+	e.obs.WaitFor(t, 30*time.Second, "every job accepted", func(es []event) string {
+		return fmt.Sprintf("the worker stalled: %d of %d jobs accepted, none since %v after the start; "+
+			"lanes that hold pool slots while their polls wait starve the lanes that could fetch the queued records",
+			len(acked(es)), n, lastEvent(es).Sub(start).Round(time.Millisecond))
+	}, func(es []event) bool { return len(acked(es)) >= n })
 	checkOnce(t, e, ids(n))
 	t.Logf("%s: %d jobs retried once on 2 partitions, 8 lanes, concurrency 4: done in %v",
 		e.c.Kind, n, time.Since(start).Round(time.Millisecond))
@@ -160,8 +153,8 @@ func TestMoreLanesThanConcurrency(t *testing.T) {
 func lastEvent(es []event) time.Time {
 	var last time.Time
 	for _, ev := range es {
-		if ev.at.After(last) {
-			last = ev.at
+		if ev.At.After(last) {
+			last = ev.At
 		}
 	}
 	return last

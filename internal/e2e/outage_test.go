@@ -122,8 +122,8 @@ func runOutage(t *testing.T, e *env) outageRun {
 	exhausted := func(es []event) map[string]bool {
 		out := map[string]bool{}
 		for _, ev := range es {
-			if ev.res.Ack == worker.AckRelease && ev.count >= limit {
-				out[ev.id] = true
+			if ev.Res.Ack == worker.AckRelease && ev.Count >= limit {
+				out[ev.ID] = true
 			}
 		}
 		return out
@@ -133,10 +133,10 @@ func runOutage(t *testing.T, e *env) outageRun {
 	})
 	r := outageRun{events: es, accepted: acked(es), released: map[string]bool{}, dups: dups.Load(), runs: th.totalRuns(), refused: px.refused.Load()}
 	for _, ev := range es {
-		r.maxDelivery = max(r.maxDelivery, ev.count)
-		if ev.res.Ack == worker.AckRelease {
+		r.maxDelivery = max(r.maxDelivery, ev.Count)
+		if ev.Res.Ack == worker.AckRelease {
 			r.releases++
-			r.released[ev.id] = true
+			r.released[ev.ID] = true
 		}
 	}
 	for id := range exhausted(es) {

@@ -23,6 +23,7 @@ import (
 	"github.com/shareq/shareq/idempotency"
 	"github.com/shareq/shareq/idempotency/pgstore"
 	"github.com/shareq/shareq/internal/kafkatest"
+	"github.com/shareq/shareq/internal/workertest"
 	"github.com/shareq/shareq/migrations"
 	"github.com/shareq/shareq/worker"
 )
@@ -329,77 +330,27 @@ func testLogger() *slog.Logger {
 }
 
 // event is one JobFinished call.
-type event struct {
-	id    string
-	count int32
-	res   worker.Result
-	at    time.Time
-}
+type event = workertest.Event
 
-// recorder is a worker.Observer that keeps every finished job.
-type recorder struct {
-	mu      sync.Mutex
-	events  []event
-	ackErrs int
-	changed chan struct{}
-}
+// recorder keeps every finished job.
+type recorder struct{ *workertest.Recorder }
 
-var _ worker.Observer = (*recorder)(nil)
+func newRecorder() *recorder { return &recorder{workertest.NewRecorder()} }
 
-func newRecorder() *recorder { return &recorder{changed: make(chan struct{}, 1)} }
-
-func (r *recorder) JobStarted(*handler.Job) {}
-
-func (r *recorder) JobFinished(j *handler.Job, res worker.Result) {
-	r.mu.Lock()
-	r.events = append(r.events, event{id: j.ID(), count: j.DeliveryCount, res: res, at: time.Now()})
-	r.mu.Unlock()
-	select {
-	case r.changed <- struct{}{}:
-	default:
-	}
-}
-
-func (r *recorder) LockRenewed(*handler.Job, error) {}
-
-func (r *recorder) AckFailed(string, int32, error) {
-	r.mu.Lock()
-	r.ackErrs++
-	r.mu.Unlock()
-}
-
-func (r *recorder) LanesActive(int) {}
-
-func (r *recorder) snapshot() []event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]event(nil), r.events...)
-}
+func (r *recorder) snapshot() []event { return r.Events() }
 
 // waitFor waits until cond holds for the events so far, or fails t.
 func (r *recorder) waitFor(t *testing.T, timeout time.Duration, what string, cond func([]event) bool) []event {
 	t.Helper()
-	deadline := time.After(timeout)
-	for {
-		s := r.snapshot()
-		if cond(s) {
-			return s
-		}
-		select {
-		case <-r.changed:
-		case <-time.After(100 * time.Millisecond):
-		case <-deadline:
-			t.Fatalf("timed out after %v waiting for %s; %s", timeout, what, summarize(r.snapshot()))
-		}
-	}
+	return r.WaitFor(t, timeout, what, summarize, cond)
 }
 
 // acked returns the IDs of the jobs with an ACCEPT among es.
 func acked(es []event) map[string]bool {
 	out := map[string]bool{}
 	for _, e := range es {
-		if e.res.Ack == worker.AckAccept {
-			out[e.id] = true
+		if e.Res.Ack == worker.AckAccept {
+			out[e.ID] = true
 		}
 	}
 	return out
@@ -409,7 +360,7 @@ func acked(es []event) map[string]bool {
 func countAck(es []event, a worker.Ack) int {
 	n := 0
 	for _, e := range es {
-		if e.res.Ack == a {
+		if e.Res.Ack == a {
 			n++
 		}
 	}
@@ -425,7 +376,7 @@ func summarize(es []event) string {
 		b.WriteString("; last 40:")
 	}
 	for _, e := range es {
-		fmt.Fprintf(&b, " [%s #%d %v err=%v]", e.id, e.count, e.res.Ack, e.res.Err)
+		fmt.Fprintf(&b, " [%s #%d %v err=%v]", e.ID, e.Count, e.Res.Ack, e.Res.Err)
 	}
 	return b.String()
 }

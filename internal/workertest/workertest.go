@@ -1,0 +1,131 @@
+// Package workertest records what a worker.Worker reports to its
+// observers, for tests that check outcomes.
+package workertest
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/worker"
+)
+
+// Event is one JobFinished call.
+type Event struct {
+	ID    string // job.ID()
+	Key   string // the record's key
+	Count int32  // the delivery count
+	Res   worker.Result
+	At    time.Time
+}
+
+// Recorder is a worker.Observer that keeps every event. Safe for
+// concurrent use.
+type Recorder struct {
+	mu        sync.Mutex
+	events    []Event
+	started   []int32 // delivery counts of the jobs started
+	renewed   int
+	renewErrs int
+	ackErrs   []error
+	changed   chan struct{}
+}
+
+var _ worker.Observer = (*Recorder)(nil)
+
+// NewRecorder returns an empty Recorder.
+func NewRecorder() *Recorder { return &Recorder{changed: make(chan struct{}, 1)} }
+
+func (r *Recorder) JobStarted(j *handler.Job) {
+	r.mu.Lock()
+	r.started = append(r.started, j.DeliveryCount)
+	r.mu.Unlock()
+}
+
+func (r *Recorder) JobFinished(j *handler.Job, res worker.Result) {
+	r.mu.Lock()
+	r.events = append(r.events, Event{ID: j.ID(), Key: string(j.Key), Count: j.DeliveryCount, Res: res, At: time.Now()})
+	r.mu.Unlock()
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (r *Recorder) LockRenewed(_ *handler.Job, err error) {
+	r.mu.Lock()
+	if err != nil {
+		r.renewErrs++
+	} else {
+		r.renewed++
+	}
+	r.mu.Unlock()
+}
+
+func (r *Recorder) AckFailed(_ string, _ int32, err error) {
+	r.mu.Lock()
+	r.ackErrs = append(r.ackErrs, err)
+	r.mu.Unlock()
+}
+
+func (r *Recorder) LanesActive(int) {}
+
+// Events returns the JobFinished events so far, in order.
+func (r *Recorder) Events() []Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Event(nil), r.events...)
+}
+
+// Started returns the delivery counts of the jobs started so far.
+func (r *Recorder) Started() []int32 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]int32(nil), r.started...)
+}
+
+// Renewals returns how many lock renewals succeeded and failed.
+func (r *Recorder) Renewals() (ok, failed int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.renewed, r.renewErrs
+}
+
+// AckErrors returns the errors of the acknowledgements the broker
+// rejected.
+func (r *Recorder) AckErrors() []error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]error(nil), r.ackErrs...)
+}
+
+// Count returns how many jobs finished with ack (0: any).
+func (r *Recorder) Count(ack worker.Ack) int {
+	n := 0
+	for _, e := range r.Events() {
+		if ack == 0 || e.Res.Ack == ack {
+			n++
+		}
+	}
+	return n
+}
+
+// WaitFor waits until cond holds for the events so far and returns them,
+// or fails t after timeout with what and summary's account of the events.
+func (r *Recorder) WaitFor(t testing.TB, timeout time.Duration, what string, summary func([]Event) string, cond func([]Event) bool) []Event {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		es := r.Events()
+		if cond(es) {
+			return es
+		}
+		select {
+		case <-r.changed:
+		case <-time.After(100 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("timed out after %v waiting for %s; %s", timeout, what, summary(r.Events()))
+		}
+	}
+}
