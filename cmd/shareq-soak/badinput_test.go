@@ -17,7 +17,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -28,6 +27,7 @@ import (
 	"github.com/shareq/shareq/idempotency"
 	"github.com/shareq/shareq/idempotency/pgstore"
 	"github.com/shareq/shareq/internal/kafkatest"
+	"github.com/shareq/shareq/internal/pgtest"
 	"github.com/shareq/shareq/migrations"
 	"github.com/shareq/shareq/worker"
 )
@@ -245,35 +245,11 @@ func TestInvalidUTF8Headers(t *testing.T) {
 // SHAREQ_TEST_DATABASE_URL is set, else a MemoryStore.
 func claimStore(t *testing.T) idempotency.Store {
 	t.Helper()
-	url := os.Getenv("SHAREQ_TEST_DATABASE_URL")
-	if url == "" {
+	if os.Getenv(pgtest.EnvURL) == "" {
 		return idempotency.NewMemoryStore()
 	}
-	ctx := context.Background()
-	schema := strings.ToLower(strings.NewReplacer("-", "_", "/", "_").Replace(kafkatest.Name(t, "soaktest")))
-	admin, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		admin.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-		admin.Close()
-	})
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if err := migrations.Up(ctx, pool); err != nil {
+	pool, _ := pgtest.NewPool(t, 4)
+	if err := migrations.Up(t.Context(), pool); err != nil {
 		t.Fatal(err)
 	}
 	s, err := pgstore.New(pool)

@@ -4,17 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/devbroker"
+	"github.com/shareq/shareq/internal/pgtest"
 )
 
 // syncBuffer is a bytes.Buffer safe for the concurrent writes of run's
@@ -223,31 +221,15 @@ func TestFlags(t *testing.T) {
 // schema of its own.
 func TestRunDatabase(t *testing.T) {
 	t.Parallel()
-	url := os.Getenv("SHAREQ_TEST_DATABASE_URL")
-	if url == "" {
-		t.Skip("SHAREQ_TEST_DATABASE_URL is not set; skipping the Postgres run")
-	}
-	schema := "thumbnails_test_" + strings.ReplaceAll(t.Name(), "/", "_") + "_" + time.Now().Format("150405")
-	ident := pgx.Identifier{strings.ToLower(schema)}.Sanitize()
-	admin := func(ctx context.Context, sql string) {
-		conn, err := pgx.Connect(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
-	admin(t.Context(), "CREATE SCHEMA "+ident)
-	t.Cleanup(func() { admin(context.Background(), "DROP SCHEMA "+ident+" CASCADE") })
+	url := pgtest.URL(t)
+	schema := pgtest.Schema(t)
 
 	sep := "?"
 	if strings.Contains(url, "?") {
 		sep = "&"
 	}
 	cfg := testConfig(t, 20)
-	cfg.DatabaseURL = url + sep + "search_path=" + strings.ToLower(schema)
+	cfg.DatabaseURL = url + sep + "search_path=" + schema
 	s := runJSON(t, cfg)
 	if s.Store != "postgres" {
 		t.Errorf("store %q, want postgres", s.Store)

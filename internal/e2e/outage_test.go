@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/shareq/shareq/internal/pgtest"
 	"github.com/shareq/shareq/worker"
 )
 
@@ -151,10 +152,10 @@ func dbAddr(t *testing.T, url string) string {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		t.Fatalf("parse %s: %v", envDatabaseURL, err)
+		t.Fatalf("parse %s: %v", pgtest.EnvURL, err)
 	}
 	if cfg.ConnConfig.Host == "" || cfg.ConnConfig.Host[0] == '/' {
-		t.Fatalf("%s names a Unix socket (%q); the outage proxy needs a TCP address", envDatabaseURL, cfg.ConnConfig.Host)
+		t.Fatalf("%s names a Unix socket (%q); the outage proxy needs a TCP address", pgtest.EnvURL, cfg.ConnConfig.Host)
 	}
 	return net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)))
 }

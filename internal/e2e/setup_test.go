@@ -2,8 +2,6 @@ package e2e_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -15,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -23,28 +20,11 @@ import (
 	"github.com/shareq/shareq/idempotency"
 	"github.com/shareq/shareq/idempotency/pgstore"
 	"github.com/shareq/shareq/internal/kafkatest"
+	"github.com/shareq/shareq/internal/pgtest"
 	"github.com/shareq/shareq/internal/workertest"
 	"github.com/shareq/shareq/migrations"
 	"github.com/shareq/shareq/worker"
 )
-
-// envDatabaseURL names the Postgres the tests use. Each test makes a
-// schema of its own in it.
-const envDatabaseURL = "SHAREQ_TEST_DATABASE_URL"
-
-// databaseURL returns SHAREQ_TEST_DATABASE_URL. Without it the test is
-// skipped, except under CI=true, where a missing database is a failure.
-func databaseURL(t testing.TB) string {
-	t.Helper()
-	url := os.Getenv(envDatabaseURL)
-	if url == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(envDatabaseURL + " is not set; CI must start Postgres and set it (scripts/postgres.sh up; scripts/postgres.sh url)")
-		}
-		t.Skip(envDatabaseURL + " is not set; skipping an end-to-end test that needs Postgres")
-	}
-	return url
-}
 
 // thumbnailsDDL is the application's own table: one row per thumbnail
 // made. It has no unique constraint on job_id on purpose, so a job whose
@@ -69,30 +49,7 @@ type db struct {
 
 func newDB(t testing.TB) *db {
 	t.Helper()
-	url := databaseURL(t)
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	d := &db{url: url, schema: "shareq_e2e_" + hex.EncodeToString(b[:])}
-	ident := pgx.Identifier{d.schema}.Sanitize()
-	admin := func(ctx context.Context, sql string) error {
-		conn, err := pgx.Connect(ctx, url)
-		if err != nil {
-			return fmt.Errorf("connect to %s: %w", envDatabaseURL, err)
-		}
-		defer conn.Close(context.WithoutCancel(ctx))
-		_, err = conn.Exec(ctx, sql)
-		return err
-	}
-	if err := admin(t.Context(), "CREATE SCHEMA "+ident); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := admin(ctx, "DROP SCHEMA "+ident+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", d.schema, err)
-		}
-	})
+	d := &db{url: pgtest.URL(t), schema: pgtest.Schema(t)}
 	d.pool = d.connect(t, "", 4)
 	if err := migrations.Up(t.Context(), d.pool); err != nil {
 		t.Fatalf("migrations.Up: %v", err)
@@ -110,7 +67,7 @@ func (d *db) connect(t testing.TB, addr string, maxConns int32) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(d.url)
 	if err != nil {
-		t.Fatalf("parse %s: %v", envDatabaseURL, err)
+		t.Fatalf("parse %s: %v", pgtest.EnvURL, err)
 	}
 	cfg.ConnConfig.RuntimeParams["search_path"] = d.schema
 	cfg.MaxConns = maxConns

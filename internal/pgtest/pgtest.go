@@ -33,24 +33,22 @@ func URL(t testing.TB) string {
 	return url
 }
 
-// NewPool returns a pool of at most maxConns connections whose
-// search_path is a new, empty schema, and the schema's name. The pool is
-// closed and the schema dropped when t ends.
-func NewPool(t testing.TB, maxConns int32) (*pgxpool.Pool, string) {
+// Schema creates a new, empty schema in the test database and returns
+// its name; the schema is dropped, with everything in it, when t ends.
+func Schema(t testing.TB) string {
 	t.Helper()
 	url := URL(t)
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	schema := "shareq_test_" + hex.EncodeToString(b[:])
 	ident := pgx.Identifier{schema}.Sanitize()
-
 	admin := func(ctx context.Context, sql string) {
 		t.Helper()
 		conn, err := pgx.Connect(ctx, url)
 		if err != nil {
 			t.Fatalf("connect to %s: %v", EnvURL, err)
 		}
-		defer conn.Close(ctx)
+		defer conn.Close(context.WithoutCancel(ctx))
 		if _, err := conn.Exec(ctx, sql); err != nil {
 			t.Fatalf("%s: %v", sql, err)
 		}
@@ -58,22 +56,30 @@ func NewPool(t testing.TB, maxConns int32) (*pgxpool.Pool, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	admin(ctx, "CREATE SCHEMA "+ident)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		admin(ctx, "DROP SCHEMA "+ident+" CASCADE")
+	})
+	return schema
+}
 
-	cfg, err := pgxpool.ParseConfig(url)
+// NewPool returns a pool of at most maxConns connections whose
+// search_path is a new, empty schema ([Schema]), and the schema's name.
+// The pool is closed, then the schema dropped, when t ends.
+func NewPool(t testing.TB, maxConns int32) (*pgxpool.Pool, string) {
+	t.Helper()
+	schema := Schema(t)
+	cfg, err := pgxpool.ParseConfig(URL(t))
 	if err != nil {
 		t.Fatalf("parse %s: %v", EnvURL, err)
 	}
 	cfg.ConnConfig.RuntimeParams["search_path"] = schema
 	cfg.MaxConns = maxConns
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		pool.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		admin(ctx, "DROP SCHEMA "+ident+" CASCADE")
-	})
+	t.Cleanup(pool.Close) // before the schema's drop: cleanups run last first
 	return pool, schema
 }
