@@ -393,9 +393,7 @@ func (pk *parker) park(ctx context.Context, job *handler.Job, herr error, reason
 		env.ValueOmitted, env.OmittedValueSize = true, len(job.Value)
 		stub := &kgo.Record{Topic: topic, Key: job.Key, Headers: append(hs[:len(hs):len(hs)], env.headers()...)}
 		pk.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "dlq: the job is too large for the DLQ topic; parking it without its value, which stays in the source record",
-			slog.String("job_id", id), slog.String("topic", job.Topic), slog.Int("partition", int(job.Partition)),
-			slog.Int64("offset", job.Offset), slog.Int("value_bytes", len(job.Value)), slog.String("dlq_topic", topic),
-			slog.String("error", perr.Error()))
+			append(jobAttrs(job, id, reason, topic), slog.Int("value_bytes", len(job.Value)), slog.String("error", perr.Error()))...)
 		res, perr = produce(stub)
 	}
 	if perr != nil {
@@ -405,16 +403,7 @@ func (pk *parker) park(ctx context.Context, job *handler.Job, herr error, reason
 	pk.first.forget(id)
 	at := res[0].Record
 	pk.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "dlq: parked job",
-		slog.String("job_id", id),
-		slog.String("reason", reason),
-		slog.String("topic", job.Topic),
-		slog.Int("partition", int(job.Partition)),
-		slog.Int64("offset", job.Offset),
-		slog.Int("delivery_count", int(job.DeliveryCount)),
-		slog.String("dlq_topic", topic),
-		slog.Int("dlq_partition", int(at.Partition)),
-		slog.Int64("dlq_offset", at.Offset),
-	)
+		append(jobAttrs(job, id, reason, topic), slog.Int("dlq_partition", int(at.Partition)), slog.Int64("dlq_offset", at.Offset))...)
 	if pk.cfg.onPark != nil {
 		pk.cfg.onPark(job, reason)
 	}
@@ -427,14 +416,18 @@ func (pk *parker) logFailure(job *handler.Job, id, topic, reason string, last bo
 		msg = "dlq: could not park job on its LAST delivery; releasing it, and the broker will ARCHIVE it: the job is no longer queued and exists only in its topic's log"
 	}
 	pk.cfg.logger.LogAttrs(context.Background(), slog.LevelError, msg,
+		append(jobAttrs(job, id, reason, topic), slog.Bool("last_delivery", last), slog.String("error", err.Error()))...)
+}
+
+// jobAttrs are the log attributes that say which job is parked where.
+func jobAttrs(job *handler.Job, id, reason, dlqTopic string) []slog.Attr {
+	return []slog.Attr{
 		slog.String("job_id", id),
 		slog.String("reason", reason),
 		slog.String("topic", job.Topic),
 		slog.Int("partition", int(job.Partition)),
 		slog.Int64("offset", job.Offset),
 		slog.Int("delivery_count", int(job.DeliveryCount)),
-		slog.Bool("last_delivery", last),
-		slog.String("dlq_topic", topic),
-		slog.String("error", err.Error()),
-	)
+		slog.String("dlq_topic", dlqTopic),
+	}
 }
