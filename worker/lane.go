@@ -173,20 +173,12 @@ func (l *lane) stopFetching(sd *shutdown) {
 // them), so each poll resumes the topics and pauses them again; a fetch
 // the client sends between the two is drained in the next round.
 func (l *lane) drain(ctx context.Context, sd *shutdown) {
+	ectx := sd.expired // done at the shutdown deadline
 	select {
 	case <-sd.quiet:
-	case <-sd.expired:
+	case <-ectx.Done():
 		return
 	}
-	ectx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { // ends with drain (cancel) or at the shutdown deadline
-		select {
-		case <-sd.expired:
-			cancel()
-		case <-ectx.Done():
-		}
-	}()
 	batch := int64(l.w.cfg.batchSize)
 	for ectx.Err() == nil {
 		n := min(l.cl.BufferedFetchRecords(), batch)
@@ -366,7 +358,6 @@ func (l *lane) runBatch(ctx context.Context, sd *shutdown, recs []*kgo.Record, p
 
 	stopping := ctx.Done()
 	var expired, quiet <-chan struct{}
-	released := false // held jobs released: the worker stopped fetching
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	// The wake-up time is recomputed only when it can move earlier: after
@@ -407,8 +398,8 @@ func (l *lane) runBatch(ctx context.Context, sd *shutdown, recs []*kgo.Record, p
 					// Stopping: no backoff, but no release either until
 					// the worker has stopped fetching (stopFetching).
 					d = 0
-					if !released {
-						d = l.w.cfg.shutdownTimeout
+					if !sd.isQuiet() {
+						d = l.w.cfg.shutdownTimeout // released when quiet closes
 					}
 				}
 				if d > 0 {
@@ -429,10 +420,10 @@ func (l *lane) runBatch(ctx context.Context, sd *shutdown, recs []*kgo.Record, p
 			rearm()
 		case <-stopping:
 			stopping = nil
-			expired, quiet = sd.expired, sd.quiet
+			expired, quiet = sd.expired.Done(), sd.quiet
 			l.stopFetching(sd)
 		case <-quiet:
-			quiet, released = nil, true
+			quiet = nil
 			l.releaseDue(true)
 		case <-expired:
 			for seq, r := range l.jobs {

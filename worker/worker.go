@@ -326,56 +326,61 @@ func readLimit(ctx context.Context, cl *kgo.Client, group string) int32 {
 }
 
 // shutdown is the graceful stop all lanes share. It starts when Run's
-// context is done: expired closes after the shutdown timeout, and quiet
+// context is done: expired is done after the shutdown timeout, and quiet
 // closes once every lane has stopped fetching and the fetches that were in
 // flight had time to land (see [lane.stopFetching]).
 type shutdown struct {
-	timeout time.Duration
-	expired chan struct{}
-	stop    func() bool
-	once    sync.Once
-
+	expired    context.Context
 	quiet      chan struct{}
 	quietAfter time.Duration
 	fetching   atomic.Int32 // lanes that have not stopped fetching
-	quietTimer *time.Timer
-	mu         sync.Mutex
+
+	cancel    context.CancelFunc // ends expired
+	stopAfter func() bool        // unregisters the start on Run's context
+	mu        sync.Mutex
+	timers    []*time.Timer
 }
 
 func newShutdown(ctx context.Context, timeout time.Duration, lanes int, quietAfter time.Duration) *shutdown {
-	s := &shutdown{timeout: timeout, expired: make(chan struct{}), quiet: make(chan struct{}), quietAfter: quietAfter}
+	expired, cancel := context.WithCancel(context.Background())
+	s := &shutdown{expired: expired, cancel: cancel, quiet: make(chan struct{}), quietAfter: quietAfter}
 	s.fetching.Store(int32(lanes))
-	var t *time.Timer
-	s.stop = context.AfterFunc(ctx, func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		t = time.AfterFunc(timeout, func() { s.once.Do(func() { close(s.expired) }) })
-	})
-	prev := s.stop
-	s.stop = func() bool {
-		stopped := prev()
-		s.mu.Lock()
-		if t != nil {
-			t.Stop()
-		}
-		if s.quietTimer != nil {
-			s.quietTimer.Stop()
-		}
-		s.mu.Unlock()
-		return stopped
-	}
+	s.stopAfter = context.AfterFunc(ctx, func() { s.after(timeout, cancel) })
 	return s
+}
+
+// after runs f after d, unless close comes first.
+func (s *shutdown) after(d time.Duration, f func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.timers = append(s.timers, time.AfterFunc(d, f))
 }
 
 // laneStopped records that a lane stopped fetching; after the last one,
 // quiet closes once quietAfter has passed.
 func (s *shutdown) laneStopped() {
-	if s.fetching.Add(-1) != 0 {
-		return
+	if s.fetching.Add(-1) == 0 {
+		s.after(s.quietAfter, func() { close(s.quiet) })
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.quietTimer = time.AfterFunc(s.quietAfter, func() { close(s.quiet) })
 }
 
-func (s *shutdown) close() { s.stop() }
+// isQuiet reports whether quiet is closed.
+func (s *shutdown) isQuiet() bool {
+	select {
+	case <-s.quiet:
+		return true
+	default:
+		return false
+	}
+}
+
+// close stops the timers once every lane is done.
+func (s *shutdown) close() {
+	s.stopAfter()
+	s.mu.Lock()
+	for _, t := range s.timers {
+		t.Stop()
+	}
+	s.mu.Unlock()
+	s.cancel()
+}
