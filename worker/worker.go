@@ -253,7 +253,8 @@ func (w *Worker) check(ctx context.Context, admin *kgo.Client) error {
 				ErrGroupNotShare, w.cfg.group, g.GroupType, g.ProtocolType)
 		}
 	}
-	if err := w.ensureGroupConfig(ctx, admin); err != nil {
+	groupConfigs, err := w.ensureGroupConfig(ctx, admin)
+	if err != nil {
 		return err
 	}
 
@@ -262,7 +263,7 @@ func (w *Worker) check(ctx context.Context, admin *kgo.Client) error {
 		limit = int32(w.cfg.groupLimit) // just set: the broker may still describe the old value
 	}
 	if limit == 0 {
-		limit = readLimit(ctx, admin, w.cfg.group)
+		limit = readLimit(ctx, admin, groupConfigs)
 	}
 	w.deliveryLimit.Store(limit)
 	return nil
@@ -270,21 +271,21 @@ func (w *Worker) check(ctx context.Context, admin *kgo.Client) error {
 
 // ensureGroupConfig sets the group configs the worker needs, writing only
 // those that differ, so a worker without ALTER_CONFIGS permission runs on
-// a group an operator configured.
-func (w *Worker) ensureGroupConfig(ctx context.Context, admin *kgo.Client) error {
+// a group an operator configured. It returns the configs it found.
+func (w *Worker) ensureGroupConfig(ctx context.Context, admin *kgo.Client) (map[string]string, error) {
 	current, err := groupcfg.Describe(ctx, admin, w.cfg.group, groupcfg.AutoOffsetReset, groupcfg.RenewAckEnable, groupcfg.DeliveryCountLimit)
 	if err != nil {
 		current = map[string]string{} // a broker without group configs: try to set them
 	}
 	if w.cfg.offsetReset != "" && current[groupcfg.AutoOffsetReset] != w.cfg.offsetReset {
 		if err := groupcfg.Set(ctx, admin, w.cfg.group, map[string]string{groupcfg.AutoOffsetReset: w.cfg.offsetReset}); err != nil {
-			return fmt.Errorf("worker: AutoOffsetReset(%q): %w (set it with kafka-configs.sh --entity-type groups --entity-name %s --alter --add-config %s=%s, or grant ALTER_CONFIGS on the group)",
+			return nil, fmt.Errorf("worker: AutoOffsetReset(%q): %w (set it with kafka-configs.sh --entity-type groups --entity-name %s --alter --add-config %s=%s, or grant ALTER_CONFIGS on the group)",
 				w.cfg.offsetReset, err, w.cfg.group, groupcfg.AutoOffsetReset, w.cfg.offsetReset)
 		}
 	}
 	if n := w.cfg.groupLimit; n > 0 && current[groupcfg.DeliveryCountLimit] != strconv.Itoa(n) {
 		if err := groupcfg.Set(ctx, admin, w.cfg.group, map[string]string{groupcfg.DeliveryCountLimit: strconv.Itoa(n)}); err != nil {
-			return fmt.Errorf("worker: GroupDeliveryLimit(%d): %w (the broker allows group.share.min.delivery.count.limit to group.share.max.delivery.count.limit, 2 to 10 by default; or set it with kafka-configs.sh --entity-type groups --entity-name %s --alter --add-config %s=%d, or grant ALTER_CONFIGS on the group)",
+			return nil, fmt.Errorf("worker: GroupDeliveryLimit(%d): %w (the broker allows group.share.min.delivery.count.limit to group.share.max.delivery.count.limit, 2 to 10 by default; or set it with kafka-configs.sh --entity-type groups --entity-name %s --alter --add-config %s=%d, or grant ALTER_CONFIGS on the group)",
 				n, err, w.cfg.group, groupcfg.DeliveryCountLimit, n)
 		}
 	}
@@ -293,16 +294,17 @@ func (w *Worker) ensureGroupConfig(ctx context.Context, admin *kgo.Client) error
 	// it and renew anyway.
 	if v, ok := current[groupcfg.RenewAckEnable]; ok && v != "true" {
 		if err := groupcfg.Set(ctx, admin, w.cfg.group, map[string]string{groupcfg.RenewAckEnable: "true"}); err != nil {
-			return fmt.Errorf("worker: group %q has %s=%s, so long jobs cannot renew their locks, and setting it failed: %w (set it to true with kafka-configs.sh --entity-type groups --entity-name %s --alter --add-config %s=true)",
+			return nil, fmt.Errorf("worker: group %q has %s=%s, so long jobs cannot renew their locks, and setting it failed: %w (set it to true with kafka-configs.sh --entity-type groups --entity-name %s --alter --add-config %s=true)",
 				w.cfg.group, groupcfg.RenewAckEnable, v, err, w.cfg.group, groupcfg.RenewAckEnable)
 		}
 	}
-	return nil
+	return current, nil
 }
 
-// readLimit returns the group's delivery count limit: the group config,
-// else the broker default, else Kafka's default of 5.
-func readLimit(ctx context.Context, cl *kgo.Client, group string) int32 {
+// readLimit returns the group's delivery count limit: the group config
+// (among groupConfigs, as ensureGroupConfig found them), else the broker
+// default, else Kafka's default of 5.
+func readLimit(ctx context.Context, cl *kgo.Client, groupConfigs map[string]string) int32 {
 	parse := func(m map[string]string, k string) int32 {
 		var n int32
 		if v, ok := m[k]; ok {
@@ -312,10 +314,8 @@ func readLimit(ctx context.Context, cl *kgo.Client, group string) int32 {
 		}
 		return 0
 	}
-	if m, err := groupcfg.Describe(ctx, cl, group, groupcfg.DeliveryCountLimit); err == nil {
-		if n := parse(m, groupcfg.DeliveryCountLimit); n > 0 {
-			return n
-		}
+	if n := parse(groupConfigs, groupcfg.DeliveryCountLimit); n > 0 {
+		return n
 	}
 	if m, err := groupcfg.Broker(ctx, cl, groupcfg.BrokerDeliveryCountLimit); err == nil {
 		if n := parse(m, groupcfg.BrokerDeliveryCountLimit); n > 0 {
