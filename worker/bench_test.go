@@ -11,6 +11,7 @@ import (
 
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/kafkatest"
+	"github.com/shareq/shareq/internal/workertest"
 	"github.com/shareq/shareq/worker"
 )
 
@@ -58,7 +59,7 @@ func BenchmarkNoop(b *testing.B) {
 			})
 			w, err := worker.New(worker.Brokers(c.Seeds...), worker.Group(group), worker.Handle(topic, nop),
 				worker.Lanes(tc.lanes), worker.BatchSize(tc.batch), worker.Concurrency(tc.concurrency),
-				worker.Logger(testLogger(nil)))
+				worker.Logger(workertest.Logger()))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -2,11 +2,6 @@ package worker_test
 
 import (
 	"errors"
-	"fmt"
-	"io"
-	"log/slog"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -24,13 +19,13 @@ type bundle struct {
 	c     *kafkatest.Cluster
 	topic string
 	group string
-	obs   *recorder
+	obs   *workertest.Recorder
 }
 
 func setup(t *testing.T, partitions int32, opts ...kafkatest.Option) *bundle {
 	t.Helper()
 	c := kafkatest.New(t, opts...)
-	return &bundle{c: c, topic: c.Topic(t, partitions), group: c.Group(t), obs: newRecorder()}
+	return &bundle{c: c, topic: c.Topic(t, partitions), group: c.Group(t), obs: workertest.NewRecorder()}
 }
 
 // produce writes jobs with the given keys (values are the keys too).
@@ -52,7 +47,7 @@ func (b *bundle) start(t *testing.T, h handler.Handler, opts ...worker.Option) (
 		worker.Group(b.group),
 		worker.Handle(b.topic, h),
 		worker.WithObserver(b.obs),
-		worker.Logger(testLogger(t)),
+		worker.Logger(workertest.Logger()),
 		worker.ShutdownTimeout(5 * time.Second),
 	}
 	w, err := worker.New(append(base, opts...)...)
@@ -63,36 +58,8 @@ func (b *bundle) start(t *testing.T, h handler.Handler, opts ...worker.Option) (
 	return stop
 }
 
-func testLogger(t testing.TB) *slog.Logger {
-	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
 // finished is one JobFinished event.
 type finished = workertest.Event
-
-// recorder keeps every event the worker reports.
-type recorder struct{ *workertest.Recorder }
-
-func newRecorder() *recorder { return &recorder{workertest.NewRecorder()} }
-
-func (r *recorder) snapshot() []finished { return r.Events() }
-
-// waitFor waits until cond holds for the finished events, or fails t.
-func (r *recorder) waitFor(t *testing.T, timeout time.Duration, what string, cond func([]finished) bool) []finished {
-	t.Helper()
-	return r.WaitFor(t, timeout, what, func(fs []finished) string { return "finished: " + summarize(fs) }, cond)
-}
-
-func summarize(fs []finished) string {
-	var b strings.Builder
-	for _, f := range fs {
-		fmt.Fprintf(&b, "[%s #%d %v ran=%v err=%v] ", f.Key, f.Count, f.Res.Ack, f.Res.Ran, f.Res.Err)
-	}
-	return b.String()
-}
 
 func count(fs []finished, key string, ack worker.Ack) int {
 	n := 0

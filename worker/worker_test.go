@@ -15,6 +15,7 @@ import (
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/groupcfg"
 	"github.com/shareq/shareq/internal/kafkatest"
+	"github.com/shareq/shareq/internal/workertest"
 	"github.com/shareq/shareq/worker"
 )
 
@@ -42,10 +43,10 @@ func TestOutcomes(t *testing.T) {
 		}
 		return nil
 	})
-	second := newRecorder() // observers add up
+	second := workertest.NewRecorder() // observers add up
 	b.start(t, h, worker.Concurrency(4), worker.WithObserver(second))
 
-	b.obs.waitFor(t, 30*time.Second, "all outcomes", func(fs []finished) bool {
+	b.obs.WaitFor(t, 30*time.Second, "all outcomes", func(fs []finished) bool {
 		return count(fs, "ok", worker.AckAccept) == 1 && count(fs, "release", worker.AckRelease) == 1 &&
 			count(fs, "release", worker.AckAccept) == 1 && count(fs, "reject", worker.AckReject) == 1 &&
 			count(fs, "panic", worker.AckReject) == 1
@@ -62,10 +63,10 @@ func TestOutcomes(t *testing.T) {
 			t.Errorf("%s ran with delivery counts %s, want %s", k, got, w)
 		}
 	}
-	if first, other := summarize(b.obs.snapshot()), summarize(second.snapshot()); first != other {
+	if first, other := workertest.Summary(b.obs.Events()), workertest.Summary(second.Events()); first != other {
 		t.Errorf("second observer saw %s, first %s", other, first)
 	}
-	for _, f := range b.obs.snapshot() {
+	for _, f := range b.obs.Events() {
 		if want := f.Res.Ack != worker.AckRelease; f.Res.Final != want {
 			t.Errorf("%s %v on delivery %d: Final = %v, want %v", f.Key, f.Res.Ack, f.Count, f.Res.Final, want)
 		}
@@ -99,7 +100,7 @@ func TestHeadOfLine(t *testing.T) {
 		return nil
 	})
 	b.start(t, h, worker.Lanes(8), worker.Concurrency(8))
-	fs := b.obs.waitFor(t, 60*time.Second, "all 201 jobs", func(fs []finished) bool {
+	fs := b.obs.WaitFor(t, 60*time.Second, "all 201 jobs", func(fs []finished) bool {
 		n := 0
 		for _, f := range fs {
 			if f.Res.Ack == worker.AckAccept {
@@ -144,7 +145,7 @@ func TestRenewLongJob(t *testing.T) {
 	// A second member of the group would take the record if its lock ran
 	// out.
 	other := b.start(t, h)
-	fs := b.obs.waitFor(t, 6*b.c.LockDuration+30*time.Second, "the long job", func(fs []finished) bool {
+	fs := b.obs.WaitFor(t, 6*b.c.LockDuration+30*time.Second, "the long job", func(fs []finished) bool {
 		return count(fs, "long", worker.AckAccept) == 1
 	})
 	time.Sleep(b.c.LockDuration + b.c.LockSweep + time.Second)
@@ -152,7 +153,7 @@ func TestRenewLongJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := runs.Load(); n != 1 {
-		t.Fatalf("long job ran %d times; finished: %s", n, summarize(b.obs.snapshot()))
+		t.Fatalf("long job ran %d times; finished: %s", n, workertest.Summary(b.obs.Events()))
 	}
 	if fs[0].Res.LockLeft <= 0 {
 		t.Errorf("lock left at accept = %v, want positive", fs[0].Res.LockLeft)
@@ -180,7 +181,7 @@ func TestCrashedMemberRecordRedelivered(t *testing.T) {
 		return nil
 	})
 	b.start(t, h)
-	b.obs.waitFor(t, b.c.LockDuration+30*time.Second, "the crashed member's job", func(fs []finished) bool {
+	b.obs.WaitFor(t, b.c.LockDuration+30*time.Second, "the crashed member's job", func(fs []finished) bool {
 		return count(fs, key, worker.AckAccept) == 1
 	})
 	mu.Lock()
@@ -223,7 +224,7 @@ func TestGracefulStop(t *testing.T) {
 	})
 	stop := b.start(t, h, worker.Concurrency(5), worker.ShutdownTimeout(2*time.Second))
 	started.Wait()
-	b.obs.waitFor(t, 30*time.Second, "quick job", func(fs []finished) bool { return count(fs, "quick", worker.AckAccept) == 1 })
+	b.obs.WaitFor(t, 30*time.Second, "quick job", func(fs []finished) bool { return count(fs, "quick", worker.AckAccept) == 1 })
 	began := time.Now()
 	if err := stop(); err != nil {
 		t.Fatalf("Run returned %v on graceful stop", err)
@@ -231,15 +232,15 @@ func TestGracefulStop(t *testing.T) {
 	if took := time.Since(began); took > 10*time.Second {
 		t.Errorf("stop took %v with a 2s shutdown timeout", took)
 	}
-	fs := b.obs.snapshot()
+	fs := b.obs.Events()
 	for _, k := range []string{"medium-1", "medium-2"} {
 		if count(fs, k, worker.AckAccept) != 1 {
-			t.Errorf("%s not accepted at stop: %s", k, summarize(fs))
+			t.Errorf("%s not accepted at stop: %s", k, workertest.Summary(fs))
 		}
 	}
 	for _, k := range []string{"stuck-1", "stuck-2"} {
 		if count(fs, k, worker.AckRelease) != 1 || count(fs, k, worker.AckAccept) != 0 {
-			t.Errorf("%s not released at stop: %s", k, summarize(fs))
+			t.Errorf("%s not released at stop: %s", k, workertest.Summary(fs))
 		}
 	}
 	for _, f := range fs {
@@ -250,9 +251,9 @@ func TestGracefulStop(t *testing.T) {
 
 	// A new worker gets the released jobs and only those.
 	b2 := *b
-	b2.obs = newRecorder()
+	b2.obs = workertest.NewRecorder()
 	b2.start(t, h)
-	b2.obs.waitFor(t, 30*time.Second, "released jobs", func(fs []finished) bool {
+	b2.obs.WaitFor(t, 30*time.Second, "released jobs", func(fs []finished) bool {
 		return count(fs, "stuck-1", worker.AckAccept) == 1 && count(fs, "stuck-2", worker.AckAccept) == 1
 	})
 	time.Sleep(time.Second)
@@ -271,7 +272,7 @@ func TestStartupChecks(t *testing.T) {
 	b := setup(t, 1)
 	nop := handler.Func(func(context.Context, *handler.Job) error { return nil })
 	run := func(opts ...worker.Option) error {
-		w, err := worker.New(append([]worker.Option{worker.Group(b.group), worker.Logger(testLogger(t)), worker.StartTimeout(3 * time.Second)}, opts...)...)
+		w, err := worker.New(append([]worker.Option{worker.Group(b.group), worker.Logger(workertest.Logger()), worker.StartTimeout(3 * time.Second)}, opts...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -339,13 +340,13 @@ func TestRetryBackoff(t *testing.T) {
 	backoff := worker.RetryBackoff(func(int32) time.Duration { return hold })
 	b.start(t, h, backoff)
 	b.start(t, h, backoff) // a second member that would take the job if its lock ran out
-	fs := b.obs.waitFor(t, 4*hold+30*time.Second, "the flaky job accepted", func(fs []finished) bool {
+	fs := b.obs.WaitFor(t, 4*hold+30*time.Second, "the flaky job accepted", func(fs []finished) bool {
 		return count(fs, "flaky", worker.AckAccept) == 1
 	})
 	mu.Lock()
 	defer mu.Unlock()
 	if fmt.Sprint(counts) != "[1 2 3]" {
-		t.Fatalf("delivery counts %v, want [1 2 3]; finished: %s", counts, summarize(fs))
+		t.Fatalf("delivery counts %v, want [1 2 3]; finished: %s", counts, workertest.Summary(fs))
 	}
 	for i := 1; i < len(at); i++ {
 		if gap := at[i].Sub(at[i-1]); gap < hold {
@@ -393,7 +394,7 @@ func TestLanesWithEmptyPartitionsDoNotStall(t *testing.T) {
 	}
 	nop := handler.Func(func(context.Context, *handler.Job) error { return nil })
 	b.start(t, nop, worker.Concurrency(2), worker.Lanes(8))
-	b.obs.waitFor(t, 60*time.Second, "all 30 jobs", func(fs []finished) bool {
+	b.obs.WaitFor(t, 60*time.Second, "all 30 jobs", func(fs []finished) bool {
 		n := 0
 		for _, f := range fs {
 			if f.Res.Ack == worker.AckAccept {
@@ -434,7 +435,7 @@ func TestLastDeliveryRunsWithExpiredLock(t *testing.T) {
 		return nil
 	})
 	b.start(t, h, worker.Concurrency(1), worker.Lanes(1), worker.ClientOpts(kgo.WithHooks(latePoll{})))
-	fs := b.obs.waitFor(t, time.Duration(limit)*(b.c.LockDuration+5*time.Second), "the job to run", func(fs []finished) bool {
+	fs := b.obs.WaitFor(t, time.Duration(limit)*(b.c.LockDuration+5*time.Second), "the job to run", func(fs []finished) bool {
 		for _, f := range fs {
 			if f.Res.Ran {
 				return true
@@ -449,7 +450,7 @@ func TestLastDeliveryRunsWithExpiredLock(t *testing.T) {
 		}
 	}
 	if got := ranOn.Load(); got != limit {
-		t.Errorf("handler ran on delivery %d, want %d (the last): %s", got, limit, summarize(fs))
+		t.Errorf("handler ran on delivery %d, want %d (the last): %s", got, limit, workertest.Summary(fs))
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/shareq/shareq/dlq"
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/kafkatest"
+	"github.com/shareq/shareq/internal/workertest"
 	"github.com/shareq/shareq/worker"
 )
 
@@ -57,7 +58,7 @@ func (e *env) parkMiddleware(t *testing.T, pl *parkLog) (handler.Middleware, str
 	t.Helper()
 	dlqTopic := e.topic + dlq.TopicSuffix
 	e.c.CreateTopic(t, dlqTopic, 1)
-	mw, err := dlq.Middleware(e.c.Client(t), dlq.Logger(testLogger()), dlq.OnPark(pl.onPark))
+	mw, err := dlq.Middleware(e.c.Client(t), dlq.Logger(workertest.Logger()), dlq.OnPark(pl.onPark))
 	if err != nil {
 		t.Fatalf("dlq.Middleware: %v", err)
 	}
@@ -208,7 +209,7 @@ func TestPoisonJobParkedAndReplayed(t *testing.T) {
 	workerStart := time.Now()
 	e.start(t, th, worker.Use(park, claimsMiddleware(t, pool, &dups)), worker.Concurrency(4))
 
-	es := e.obs.waitFor(t, 60*time.Second, "the poison job parked and the good jobs done", func(es []event) bool {
+	es := e.obs.WaitFor(t, 60*time.Second, "the poison job parked and the good jobs done", func(es []event) bool {
 		return len(acked(es)) == good+1
 	})
 	parked := pl.snapshot()
@@ -279,7 +280,7 @@ func TestPoisonJobParkedAndReplayed(t *testing.T) {
 	})
 	replay := func(opts dlq.ReplayOptions) dlq.ReplayStats {
 		t.Helper()
-		opts.Topic, opts.Logger = dlqTopic, testLogger()
+		opts.Topic, opts.Logger = dlqTopic, workertest.Logger()
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		st, err := dlq.Replay(ctx, e.c.Client(t), opts)
@@ -313,7 +314,7 @@ func TestPoisonJobParkedAndReplayed(t *testing.T) {
 	if st := replay(dlq.ReplayOptions{}); st.Replayed != 1 || st.Read != 1 {
 		t.Fatalf("first replay: read %d, replayed %d, want 1 and 1", st.Read, st.Replayed)
 	}
-	e.obs.waitFor(t, 60*time.Second, "the replayed job accepted", func(es []event) bool { return acceptedReplays(es) == 1 })
+	e.obs.WaitFor(t, 60*time.Second, "the replayed job accepted", func(es []event) bool { return acceptedReplays(es) == 1 })
 	runs := th.ran("poison")
 	if len(runs) != limit+1 || runs[limit] != 1 {
 		t.Errorf("handler ran the poison job on deliveries %v, want %d failures and one more run on delivery 1 of the replayed record", runs, limit)
@@ -342,7 +343,7 @@ func TestPoisonJobParkedAndReplayed(t *testing.T) {
 	if st := replay(dlq.ReplayOptions{Group: kafkatest.Name(t, "replay")}); st.Replayed != 1 {
 		t.Fatalf("replay started over replayed %d jobs, want 1", st.Replayed)
 	}
-	e.obs.waitFor(t, 60*time.Second, "the second replayed copy accepted", func(es []event) bool { return acceptedReplays(es) == 2 })
+	e.obs.WaitFor(t, 60*time.Second, "the second replayed copy accepted", func(es []event) bool { return acceptedReplays(es) == 2 })
 	if runs := th.ran("poison"); len(runs) != limit+1 {
 		t.Errorf("a replayed duplicate ran the handler: deliveries %v", runs)
 	}
@@ -381,12 +382,12 @@ func TestPermanentFailureParkedAtOnce(t *testing.T) {
 	workerStart := time.Now()
 	e.start(t, th, worker.Use(park, claimsMiddleware(t, pool, &dups)), worker.Concurrency(2))
 
-	e.obs.waitFor(t, 60*time.Second, "every job accepted", func(es []event) bool { return len(acked(es)) == good+1 })
+	e.obs.WaitFor(t, 60*time.Second, "every job accepted", func(es []event) bool { return len(acked(es)) == good+1 })
 	// An accepted record is not delivered again: give the broker a lock
 	// duration to prove it.
 	time.Sleep(e.c.LockDuration + e.c.LockSweep)
 	var badAcks []string
-	for _, ev := range e.obs.snapshot() {
+	for _, ev := range e.obs.Events() {
 		if ev.ID == "bad" {
 			badAcks = append(badAcks, fmt.Sprintf("%v#%d", ev.Res.Ack, ev.Count))
 		}

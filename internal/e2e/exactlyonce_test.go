@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/internal/workertest"
 	"github.com/shareq/shareq/worker"
 )
 
@@ -99,11 +100,11 @@ func TestDuplicateProduceRunsOnce(t *testing.T) {
 	pool := e.db.connect(t, "", 10)
 	e.start(t, th, worker.Use(claimsMiddleware(t, pool, &dups)), worker.Concurrency(8))
 
-	es := e.obs.waitFor(t, 60*time.Second, "both copies of every job accepted", func(es []event) bool {
+	es := e.obs.WaitFor(t, 60*time.Second, "both copies of every job accepted", func(es []event) bool {
 		return countAck(es, worker.AckAccept) >= 2*n
 	})
 	if r, j := countAck(es, worker.AckRelease), countAck(es, worker.AckReject); r != 0 || j != 0 {
-		t.Errorf("%d releases and %d rejects, want none: %s", r, j, summarize(es))
+		t.Errorf("%d releases and %d rejects, want none: %s", r, j, workertest.Summary(es))
 	}
 	for _, id := range ids(n) {
 		if got := th.ran(id); len(got) != 1 {
@@ -141,7 +142,7 @@ func TestReleasedAfterCommitRunsOnce(t *testing.T) {
 	pool := e.db.connect(t, "", 10)
 	e.start(t, th, worker.Use(afterCommit, claimsMiddleware(t, pool, &dups)), worker.Concurrency(4))
 
-	es := e.obs.waitFor(t, 60*time.Second, "every job accepted", func(es []event) bool {
+	es := e.obs.WaitFor(t, 60*time.Second, "every job accepted", func(es []event) bool {
 		return len(acked(es)) == n
 	})
 	for _, id := range ids(n) {
@@ -210,12 +211,12 @@ func TestStoppedAfterCommitRunsOnce(t *testing.T) {
 	select {
 	case <-held:
 	case <-time.After(60 * time.Second):
-		t.Fatalf("the held job did not commit within 60s; %s", summarize(e.obs.snapshot()))
+		t.Fatalf("the held job did not commit within 60s; %s", workertest.Summary(e.obs.Events()))
 	}
 	if err := stop(); err != nil {
 		t.Fatalf("first worker: %v", err)
 	}
-	first := e.obs.snapshot()
+	first := e.obs.Events()
 	var shutdown int
 	for _, ev := range first {
 		if errors.Is(ev.Res.Err, worker.ErrShutdown) {
@@ -230,7 +231,7 @@ func TestStoppedAfterCommitRunsOnce(t *testing.T) {
 	}
 
 	e.start(t, th, worker.Use(claims), worker.Concurrency(6))
-	es := e.obs.waitFor(t, 60*time.Second, "every job accepted", func(es []event) bool {
+	es := e.obs.WaitFor(t, 60*time.Second, "every job accepted", func(es []event) bool {
 		return len(acked(es)) == len(all)
 	})
 	if runs := th.ran("held"); len(runs) != 1 {
@@ -249,7 +250,7 @@ func TestStoppedAfterCommitRunsOnce(t *testing.T) {
 	}
 	if len(heldEvs) != 2 || heldEvs[0].Count != 1 || heldEvs[0].Res.Ack != worker.AckRelease || !errors.Is(heldEvs[0].Res.Err, worker.ErrShutdown) ||
 		heldEvs[1].Res.Ack != worker.AckAccept || heldEvs[1].Count < 2 {
-		t.Errorf("held job: %s; want a RELEASE on delivery 1 at shutdown, then one ACCEPT", summarize(heldEvs))
+		t.Errorf("held job: %s; want a RELEASE on delivery 1 at shutdown, then one ACCEPT", workertest.Summary(heldEvs))
 	}
 	if dups.Load() < 1 {
 		t.Errorf("OnDuplicate called %d times, want at least 1 (the held job)", dups.Load())
@@ -281,11 +282,11 @@ func TestCrashAfterCommitRunsOnce(t *testing.T) {
 	pool := e.db.connect(t, "", 4)
 	e.start(t, th, worker.Use(claimsMiddleware(t, pool, &dups)), worker.Concurrency(2))
 	// The lock of the dead member's record runs out within a lock duration.
-	es := e.obs.waitFor(t, e.c.LockDuration+e.c.LockSweep+30*time.Second, "the redelivered job accepted", func(es []event) bool {
+	es := e.obs.WaitFor(t, e.c.LockDuration+e.c.LockSweep+30*time.Second, "the redelivered job accepted", func(es []event) bool {
 		return acked(es)[id]
 	})
 	if len(es) != 1 || es[0].Count != 2 {
-		t.Errorf("second worker saw %s, want one ACCEPT on delivery 2", summarize(es))
+		t.Errorf("second worker saw %s, want one ACCEPT on delivery 2", workertest.Summary(es))
 	}
 	if runs := th.ran(id); len(runs) != 0 {
 		t.Errorf("second worker ran the handler on deliveries %v, want never", runs)

@@ -67,7 +67,7 @@ func TestFailingJobsDoNotBlockGoodJobs(t *testing.T) {
 	start := time.Now()
 	e.start(t, th, worker.Use(park, claimsMiddleware(t, pool, &dups)), worker.Concurrency(slots))
 
-	es := e.obs.waitFor(t, 60*time.Second, "every job done", func(es []event) bool {
+	es := e.obs.WaitFor(t, 60*time.Second, "every job done", func(es []event) bool {
 		return len(acked(es)) == good+slots
 	})
 	var lastGood, firstPark time.Time
@@ -139,23 +139,9 @@ func TestMoreLanesThanConcurrency(t *testing.T) {
 
 	// With 8 lanes, each job's 1 s hold overlaps the others': the jobs take
 	// a few seconds.
-	e.obs.WaitFor(t, 30*time.Second, "every job accepted", func(es []event) string {
-		return fmt.Sprintf("the worker stalled: %d of %d jobs accepted, none since %v after the start; "+
-			"lanes that hold pool slots while their polls wait starve the lanes that could fetch the queued records",
-			len(acked(es)), n, lastEvent(es).Sub(start).Round(time.Millisecond))
-	}, func(es []event) bool { return len(acked(es)) >= n })
+	e.obs.WaitFor(t, 30*time.Second, "every job accepted (if the worker stalled: lanes that hold pool slots while their polls wait "+
+		"starve the lanes that could fetch the queued records)", func(es []event) bool { return len(acked(es)) >= n })
 	checkOnce(t, e, ids(n))
 	t.Logf("%s: %d jobs retried once on 2 partitions, 8 lanes, concurrency 4: done in %v",
 		e.c.Kind, n, time.Since(start).Round(time.Millisecond))
-}
-
-// lastEvent returns the time of the latest event.
-func lastEvent(es []event) time.Time {
-	var last time.Time
-	for _, ev := range es {
-		if ev.At.After(last) {
-			last = ev.At
-		}
-	}
-	return last
 }

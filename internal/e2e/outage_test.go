@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/shareq/shareq/internal/pgtest"
+	"github.com/shareq/shareq/internal/workertest"
 	"github.com/shareq/shareq/worker"
 )
 
@@ -69,7 +70,7 @@ func TestPostgresOutage(t *testing.T) {
 	}
 	if len(r.released) == 0 || r.refused == 0 {
 		t.Errorf("%d jobs released and %d connections refused: the outage did not reach the worker; %s",
-			len(r.released), r.refused, summarize(r.events))
+			len(r.released), r.refused, workertest.Summary(r.events))
 	}
 	for id := range r.released {
 		if !r.accepted[id] {
@@ -112,7 +113,7 @@ func runOutage(t *testing.T, e *env) outageRun {
 	th := newThumbnailer(20 * time.Millisecond)
 	e.start(t, th, worker.Use(claimsMiddleware(t, pool, &dups)), worker.Concurrency(concurrency))
 
-	e.obs.waitFor(t, 60*time.Second, "a quarter of the jobs done", func(es []event) bool {
+	e.obs.WaitFor(t, 60*time.Second, "a quarter of the jobs done", func(es []event) bool {
 		return len(acked(es)) >= outageJobs/4
 	})
 	px.Cut()
@@ -129,7 +130,7 @@ func runOutage(t *testing.T, e *env) outageRun {
 		}
 		return out
 	}
-	es := e.obs.waitFor(t, 60*time.Second, "every job accepted or archived", func(es []event) bool {
+	es := e.obs.WaitFor(t, 60*time.Second, "every job accepted or archived", func(es []event) bool {
 		return len(acked(es))+len(exhausted(es)) >= outageJobs
 	})
 	r := outageRun{events: es, accepted: acked(es), released: map[string]bool{}, dups: dups.Load(), runs: th.totalRuns(), refused: px.refused.Load()}

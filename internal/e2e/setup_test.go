@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -194,14 +191,14 @@ type env struct {
 	topic string
 	group string
 	db    *db
-	obs   *recorder
+	obs   *workertest.Recorder
 }
 
 func setup(t *testing.T, partitions int32) *env {
 	t.Helper()
 	d := newDB(t) // first: skips before any broker work when there is no database
 	c := kafkatest.New(t)
-	return &env{c: c, topic: c.Topic(t, partitions), group: c.Group(t), db: d, obs: newRecorder()}
+	return &env{c: c, topic: c.Topic(t, partitions), group: c.Group(t), db: d, obs: workertest.NewRecorder()}
 }
 
 // jobID returns the shareq-job-id of job i of a test.
@@ -263,7 +260,7 @@ func (e *env) start(t *testing.T, h handler.Handler, opts ...worker.Option) (sto
 		worker.Group(e.group),
 		worker.Handle(e.topic, h),
 		worker.WithObserver(e.obs),
-		worker.Logger(testLogger()),
+		worker.Logger(workertest.Logger()),
 		worker.ShutdownTimeout(5 * time.Second),
 	}
 	w, err := worker.New(append(base, opts...)...)
@@ -279,28 +276,8 @@ func (e *env) start(t *testing.T, h handler.Handler, opts ...worker.Option) (sto
 	return stop
 }
 
-func testLogger() *slog.Logger {
-	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
 // event is one JobFinished call.
 type event = workertest.Event
-
-// recorder keeps every finished job.
-type recorder struct{ *workertest.Recorder }
-
-func newRecorder() *recorder { return &recorder{workertest.NewRecorder()} }
-
-func (r *recorder) snapshot() []event { return r.Events() }
-
-// waitFor waits until cond holds for the events so far, or fails t.
-func (r *recorder) waitFor(t *testing.T, timeout time.Duration, what string, cond func([]event) bool) []event {
-	t.Helper()
-	return r.WaitFor(t, timeout, what, summarize, cond)
-}
 
 // acked returns the IDs of the jobs with an ACCEPT among es.
 func acked(es []event) map[string]bool {
@@ -322,18 +299,4 @@ func countAck(es []event, a worker.Ack) int {
 		}
 	}
 	return n
-}
-
-func summarize(es []event) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d events (%d accept, %d release, %d reject)", len(es),
-		countAck(es, worker.AckAccept), countAck(es, worker.AckRelease), countAck(es, worker.AckReject))
-	if len(es) > 40 {
-		es = es[len(es)-40:]
-		b.WriteString("; last 40:")
-	}
-	for _, e := range es {
-		fmt.Fprintf(&b, " [%s #%d %v err=%v]", e.ID, e.Count, e.Res.Ack, e.Res.Err)
-	}
-	return b.String()
 }

@@ -3,6 +3,11 @@
 package workertest
 
 import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -112,8 +117,9 @@ func (r *Recorder) Count(ack worker.Ack) int {
 }
 
 // WaitFor waits until cond holds for the events so far and returns them,
-// or fails t after timeout with what and summary's account of the events.
-func (r *Recorder) WaitFor(t testing.TB, timeout time.Duration, what string, summary func([]Event) string, cond func([]Event) bool) []Event {
+// or fails t after timeout, with what it waited for and a [Summary] of
+// the events.
+func (r *Recorder) WaitFor(t testing.TB, timeout time.Duration, what string, cond func([]Event) bool) []Event {
 	t.Helper()
 	deadline := time.After(timeout)
 	for {
@@ -125,7 +131,41 @@ func (r *Recorder) WaitFor(t testing.TB, timeout time.Duration, what string, sum
 		case <-r.changed:
 		case <-time.After(100 * time.Millisecond):
 		case <-deadline:
-			t.Fatalf("timed out after %v waiting for %s; %s", timeout, what, summary(r.Events()))
+			t.Fatalf("timed out after %v waiting for %s; %s", timeout, what, Summary(r.Events()))
 		}
 	}
+}
+
+// Summary describes events for a failure message: how many ended with
+// each acknowledgement, then the last 40, each as [job #delivery ack
+// ran err].
+func Summary(es []Event) string {
+	var b strings.Builder
+	acks := map[worker.Ack]int{}
+	for _, e := range es {
+		acks[e.Res.Ack]++
+	}
+	fmt.Fprintf(&b, "%d events (%d accept, %d release, %d reject)", len(es),
+		acks[worker.AckAccept], acks[worker.AckRelease], acks[worker.AckReject])
+	if len(es) > 40 {
+		es = es[len(es)-40:]
+		b.WriteString("; last 40:")
+	}
+	for _, e := range es {
+		job := e.ID
+		if e.Key != "" && e.Key != e.ID {
+			job += " (key " + e.Key + ")"
+		}
+		fmt.Fprintf(&b, " [%s #%d %v ran=%v err=%v]", job, e.Count, e.Res.Ack, e.Res.Ran, e.Res.Err)
+	}
+	return b.String()
+}
+
+// Logger returns a logger for a worker under test: Info and up to stderr
+// with go test -v, nothing otherwise.
+func Logger() *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
