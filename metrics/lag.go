@@ -312,9 +312,17 @@ func (c *LagCollector) unstarted(ctx context.Context, started map[string]map[int
 	if err != nil {
 		return nil, fmt.Errorf("list end offsets: %w", err)
 	}
-	starts, err := c.adm.ListStartOffsets(ctx, c.topics...)
-	if err != nil {
-		return nil, fmt.Errorf("list start offsets: %w", err)
+	var todo []string // topics with a partition the group has not started on
+	ends.Each(func(e kadm.ListedOffset) {
+		if !started[e.Topic][e.Partition] && !slices.Contains(todo, e.Topic) {
+			todo = append(todo, e.Topic)
+		}
+	})
+	var starts kadm.ListedOffsets
+	if len(todo) > 0 {
+		if starts, err = c.adm.ListStartOffsets(ctx, todo...); err != nil {
+			return nil, fmt.Errorf("list start offsets: %w", err)
+		}
 	}
 	var out []kadm.ShareOffset
 	ends.Each(func(e kadm.ListedOffset) {
