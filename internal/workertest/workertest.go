@@ -121,17 +121,28 @@ func (r *Recorder) Count(ack worker.Ack) int {
 // the events.
 func (r *Recorder) WaitFor(t testing.TB, timeout time.Duration, what string, cond func([]Event) bool) []Event {
 	t.Helper()
+	es, ok := r.Wait(timeout, cond)
+	if !ok {
+		t.Fatalf("timed out after %v waiting for %s; %s", timeout, what, Summary(es))
+	}
+	return es
+}
+
+// Wait waits until cond holds for the events so far, or timeout passes,
+// and returns the events and whether cond held.
+func (r *Recorder) Wait(timeout time.Duration, cond func([]Event) bool) ([]Event, bool) {
 	deadline := time.After(timeout)
 	for {
 		es := r.Events()
 		if cond(es) {
-			return es
+			return es, true
 		}
 		select {
 		case <-r.changed:
 		case <-time.After(100 * time.Millisecond):
 		case <-deadline:
-			t.Fatalf("timed out after %v waiting for %s; %s", timeout, what, Summary(r.Events()))
+			es = r.Events()
+			return es, cond(es)
 		}
 	}
 }
