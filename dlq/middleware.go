@@ -71,7 +71,9 @@ type config struct {
 
 // Topic parks every job in the named topic. Default: the job's topic plus
 // [TopicSuffix]. The topic must exist: producing to a missing topic fails,
-// and the job is released instead of parked.
+// and the job is released instead of parked (on its last delivery, the
+// broker then archives it). Name it in the worker's
+// worker.RequireTopics option, so the worker refuses to start without it.
 func Topic(name string) Option {
 	return optionFunc(func(c *config) { c.topic, c.topicSet = name, true })
 }

@@ -73,6 +73,7 @@ type config struct {
 	observer        Observer // all of observers, or nil
 	retryBackoff    func(delivery int32) time.Duration
 	retryBackoffSet bool
+	required        []string
 
 	errs []error
 }
@@ -107,6 +108,15 @@ func Handle(topic string, h handler.Handler, mws ...handler.Middleware) Option {
 		}
 		c.routes = append(c.routes, route{topic: topic, h: h, mws: mws})
 	})
+}
+
+// RequireTopics names topics the worker does not consume but needs, such
+// as the DLQ topics its dlq middleware parks jobs in: Run (and Check)
+// refuse to start while one is missing, as they do for a handled topic.
+// Without it a missing DLQ topic shows only when the first job is parked:
+// the park fails and, on a job's last delivery, the broker archives it.
+func RequireTopics(topics ...string) Option {
+	return optionFunc(func(c *config) { c.required = append(c.required, topics...) })
 }
 
 // Use adds middleware applied to the handlers of every topic, outside each
@@ -328,6 +338,11 @@ func newConfig(opts []Option) (*config, error) {
 	for i, m := range c.use {
 		if m == nil {
 			bad("Use: middleware %d is nil", i)
+		}
+	}
+	for _, t := range c.required {
+		if strings.TrimSpace(t) == "" {
+			bad("RequireTopics: empty topic name")
 		}
 	}
 	if c.concurrency < 1 {

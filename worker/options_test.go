@@ -26,6 +26,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{"nil handler", []worker.Option{worker.Handle("other", nil)}, `Handle("other"): handler is nil`},
 		{"topic twice", []worker.Option{worker.Handle("jobs", nop)}, `Handle("jobs"): topic registered twice`},
 		{"empty topic", []worker.Option{worker.Handle("", nop)}, "Handle: empty topic"},
+		{"empty required topic", []worker.Option{worker.RequireTopics("orders.dlq", " ")}, "RequireTopics: empty topic name"},
 		{"nil middleware", []worker.Option{worker.Use(nil)}, "Use: middleware 0 is nil"},
 		{"zero concurrency", []worker.Option{worker.Concurrency(0)}, "Concurrency(0)"},
 		{"zero batch", []worker.Option{worker.BatchSize(0)}, "BatchSize(0)"},

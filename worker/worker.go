@@ -32,6 +32,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -227,11 +228,11 @@ func (w *Worker) check(ctx context.Context, admin *kgo.Client) error {
 			}
 		}
 	}
-	topics, err := adm.ListTopics(ctx, w.topics...)
+	topics, err := adm.ListTopics(ctx, append(slices.Clone(w.topics), w.cfg.required...)...)
 	if err != nil {
 		return fmt.Errorf("worker: list topics: %w", err)
 	}
-	var missing []string
+	var missing, missingRequired []string
 	w.topicIDs = make(map[string]kadm.TopicID, len(w.topics))
 	for _, t := range w.topics {
 		if d, ok := topics[t]; !ok || d.Err != nil {
@@ -240,8 +241,16 @@ func (w *Worker) check(ctx context.Context, admin *kgo.Client) error {
 			w.topicIDs[t] = d.ID
 		}
 	}
-	if len(missing) > 0 {
+	for _, t := range w.cfg.required {
+		if d, ok := topics[t]; (!ok || d.Err != nil) && !slices.Contains(missing, t) && !slices.Contains(missingRequired, t) {
+			missingRequired = append(missingRequired, t)
+		}
+	}
+	switch {
+	case len(missing) > 0:
 		return fmt.Errorf("%w: %s (create it; shareq never creates topics)", ErrTopicMissing, strings.Join(missing, ", "))
+	case len(missingRequired) > 0:
+		return fmt.Errorf("%w: %s, named in RequireTopics (create it: without it, parking a job or producing to it fails; shareq never creates topics)", ErrTopicMissing, strings.Join(missingRequired, ", "))
 	}
 
 	// A name taken by a consumer group would make every share-group

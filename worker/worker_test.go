@@ -285,6 +285,25 @@ func TestStartupChecks(t *testing.T) {
 	if !errors.Is(err, worker.ErrTopicMissing) || !strings.Contains(err.Error(), "no-such-topic-") {
 		t.Errorf("missing topic: %v", err)
 	}
+	// A DLQ topic the handlers need: checked, not consumed.
+	dlqTopic := b.topic + ".dlq"
+	w, err := worker.New(worker.Brokers(b.c.Seeds...), worker.Group(b.group), worker.Handle(b.topic, nop), worker.RequireTopics(dlqTopic), worker.StartTimeout(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer ccancel()
+	err = w.Check(cctx)
+	if !errors.Is(err, worker.ErrTopicMissing) || !strings.Contains(err.Error(), dlqTopic) || !strings.Contains(err.Error(), "RequireTopics") {
+		t.Errorf("missing required topic: %v", err)
+	}
+	b.c.CreateTopic(t, dlqTopic, 1)
+	if err := w.Check(cctx); err != nil {
+		t.Errorf("required topic created: %v", err)
+	}
+	if got := w.Topics(); len(got) != 1 || got[0] != b.topic {
+		t.Errorf("Topics() = %v, want only the handled topic %s", got, b.topic)
+	}
 	err = run(worker.Brokers("127.0.0.1:1"), worker.Handle(b.topic, nop))
 	if !errors.Is(err, worker.ErrBrokersUnreachable) {
 		t.Errorf("unreachable brokers: %v", err)
@@ -305,7 +324,7 @@ func TestStartupChecks(t *testing.T) {
 		t.Errorf("consumer group name: %v", err)
 	}
 
-	w, _ := worker.New(worker.Brokers(b.c.Seeds...), worker.Group(b.group), worker.Handle(b.topic, nop))
+	w, _ = worker.New(worker.Brokers(b.c.Seeds...), worker.Group(b.group), worker.Handle(b.topic, nop))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := w.Run(ctx); err == nil {

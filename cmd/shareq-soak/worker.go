@@ -196,6 +196,7 @@ func runWorker(ctx context.Context, f workerFlags, log *slog.Logger) error {
 		worker.Group(f.group),
 		worker.Handle(f.topic, h),
 		worker.Use(park, claims),
+		worker.RequireTopics(f.topic + dlq.TopicSuffix),
 		worker.Concurrency(f.concurrency),
 		worker.ShutdownTimeout(f.shutdownTimeout),
 		worker.StartTimeout(20 * time.Second),

@@ -258,6 +258,9 @@ func newWorker(cfg config, brokers []string, cl *kgo.Client, thumbs handler.Hand
 		worker.Brokers(brokers...),
 		worker.Group(group),
 		worker.Handle(topic, thumbs, park, middleware.Logging(log), timeout, claims),
+		// Refuse to start without the topic park writes to, rather than
+		// find out at the first failed job.
+		worker.RequireTopics(dlqTopic),
 		worker.Concurrency(cfg.Concurrency),
 		worker.Lanes(cfg.Lanes), // 0: the default, one per handler slot
 		// A new share group starts at the latest record; this one must
