@@ -49,6 +49,9 @@
 //		return workerfx.Route{Topic: "images", Handler: handler.JSON(resizeImage), Middleware: []handler.Middleware{park, claim}}, nil
 //	}
 //
+// Put worker.RequireTopics("images.dlq") in Config.Options, so a missing
+// DLQ topic fails app.Start instead of the first park.
+//
 // # Lifecycle
 //
 // OnStart runs the worker's start-up checks (Worker.Check: brokers
