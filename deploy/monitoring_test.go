@@ -343,6 +343,8 @@ func exportedMetrics(t *testing.T) map[string]dto.MetricType {
 	m.LanesActive(1)
 	m.Parked(job, "decode")
 	m.Duplicate(job, "k")
+	m.TopicMissing("t", true)
+	m.TopicRecreated("t")
 
 	out := map[string]dto.MetricType{}
 	// An untyped placeholder for names known only by their descriptor.

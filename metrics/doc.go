@@ -68,6 +68,13 @@
 //	    Counter. Records released without running because their lock had
 //	    run out before the worker could start them (Result.Ran false).
 //	    They are also counted in shareq_jobs_total{ack="release"}.
+//	shareq_topic_missing{topic}
+//	    Gauge. 1 while a topic the worker consumes is deleted, else 0
+//	    (the worker checks its topics every 10 s). Its jobs are gone;
+//	    alert on it.
+//	shareq_topic_recreations_total{topic}
+//	    Counter. A consumed topic found deleted and re-created under a new
+//	    ID; the worker consumes the new topic from then on.
 //
 // A process that runs several workers makes one [Metrics] for each, with
 // distinct [ConstLabels], on the same registerer.

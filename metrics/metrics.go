@@ -76,20 +76,25 @@ func Topics(topics ...string) Option {
 // [Metrics.Duplicate] methods are hooks for the dlq and idempotency
 // middleware. A Metrics is safe for concurrent use.
 type Metrics struct {
-	jobs        *prometheus.CounterVec
-	duration    *prometheus.HistogramVec
-	inFlight    *prometheus.GaugeVec
-	renewals    *prometheus.CounterVec
-	deliveries  *prometheus.HistogramVec
-	ackErrors   *prometheus.CounterVec
-	parked      *prometheus.CounterVec
-	duplicates  *prometheus.CounterVec
-	lockLeft    *prometheus.HistogramVec
-	lanesActive prometheus.Gauge
-	expired     *prometheus.CounterVec
+	jobs         *prometheus.CounterVec
+	duration     *prometheus.HistogramVec
+	inFlight     *prometheus.GaugeVec
+	renewals     *prometheus.CounterVec
+	deliveries   *prometheus.HistogramVec
+	ackErrors    *prometheus.CounterVec
+	parked       *prometheus.CounterVec
+	duplicates   *prometheus.CounterVec
+	lockLeft     *prometheus.HistogramVec
+	lanesActive  prometheus.Gauge
+	expired      *prometheus.CounterVec
+	topicMissing *prometheus.GaugeVec
+	recreated    *prometheus.CounterVec
 }
 
-var _ worker.Observer = (*Metrics)(nil)
+var (
+	_ worker.Observer      = (*Metrics)(nil)
+	_ worker.TopicObserver = (*Metrics)(nil)
+)
 
 // New creates the worker metrics and registers them with reg. It returns
 // an error for an invalid option or when a metric cannot be registered
@@ -144,6 +149,10 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 			Help: "Lanes (share-group members) polling.", ConstLabels: c.constLabels}),
 		expired: counter("jobs_expired_total",
 			"Records released without running because their lock had run out before a handler was free.", "topic"),
+		topicMissing: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "topic_missing",
+			Help: "1 while a topic the worker consumes is deleted (its jobs are gone), else 0.", ConstLabels: c.constLabels}, []string{"topic"}),
+		recreated: counter("topic_recreations_total",
+			"Topics the worker consumes found deleted and re-created under a new ID; the worker consumes the new one.", "topic"),
 	}
 	for _, t := range c.topics {
 		for _, a := range []worker.Ack{worker.AckAccept, worker.AckRelease, worker.AckReject} {
@@ -155,6 +164,8 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		m.ackErrors.WithLabelValues(t)
 		m.duplicates.WithLabelValues(t)
 		m.expired.WithLabelValues(t)
+		m.topicMissing.WithLabelValues(t)
+		m.recreated.WithLabelValues(t)
 	}
 	if reg == nil {
 		return m, nil
@@ -174,7 +185,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 
 func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.jobs, m.duration, m.inFlight, m.renewals, m.deliveries,
-		m.ackErrors, m.parked, m.duplicates, m.lockLeft, m.lanesActive, m.expired}
+		m.ackErrors, m.parked, m.duplicates, m.lockLeft, m.lanesActive, m.expired, m.topicMissing, m.recreated}
 }
 
 // Unregister removes the metrics from reg, for an app that replaces its
@@ -237,6 +248,22 @@ func (m *Metrics) AckFailed(topic string, _ int32, _ error) {
 // LanesActive sets shareq_lanes_active.
 func (m *Metrics) LanesActive(n int) {
 	m.lanesActive.Set(float64(n))
+}
+
+// TopicMissing sets shareq_topic_missing for topic: 1 while it is
+// deleted, 0 once it is back.
+func (m *Metrics) TopicMissing(topic string, missing bool) {
+	v := 0.0
+	if missing {
+		v = 1
+	}
+	m.topicMissing.WithLabelValues(topic).Set(v)
+}
+
+// TopicRecreated counts a topic found re-created under a new ID in
+// shareq_topic_recreations_total.
+func (m *Metrics) TopicRecreated(topic string) {
+	m.recreated.WithLabelValues(topic).Inc()
 }
 
 // Parked counts a job parked in a dead-letter topic in

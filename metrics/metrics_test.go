@@ -50,6 +50,8 @@ func TestNewRegistersEveryMetricWithTopics(t *testing.T) {
 		"shareq_jobs_total",
 		"shareq_lanes_active",
 		"shareq_lock_renewals_total",
+		"shareq_topic_missing",
+		"shareq_topic_recreations_total",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("families = %v, want %v", got, want)
@@ -77,8 +79,8 @@ func TestMetricNamesPassLint(t *testing.T) {
 	for _, p := range problems {
 		t.Errorf("lint %s: %s", p.Metric, p.Text)
 	}
-	if n := len(scrape(t, reg)); n != 11 {
-		t.Errorf("%d metric families after every event, want 11", n)
+	if n := len(scrape(t, reg)); n != 13 {
+		t.Errorf("%d metric families after every event, want 13", n)
 	}
 }
 
@@ -92,6 +94,26 @@ func driveEveryMethod(m *metrics.Metrics) {
 	m.LanesActive(1)
 	m.Parked(j, handler.ReasonDecode)
 	m.Duplicate(j, "emails/0/1")
+	m.TopicMissing("emails", true)
+	m.TopicRecreated("emails")
+}
+
+func TestTopicEvents(t *testing.T) {
+	t.Parallel()
+	reg, m := setup(t, metrics.Topics("emails"))
+	m.TopicMissing("emails", true)
+	if got := value(t, scrape(t, reg), "shareq_topic_missing", "topic", "emails"); got != 1 {
+		t.Errorf("topic_missing while deleted = %v, want 1", got)
+	}
+	m.TopicMissing("emails", false)
+	m.TopicRecreated("emails")
+	mfs := scrape(t, reg)
+	if got := value(t, mfs, "shareq_topic_missing", "topic", "emails"); got != 0 {
+		t.Errorf("topic_missing once back = %v, want 0", got)
+	}
+	if got := value(t, mfs, "shareq_topic_recreations_total", "topic", "emails"); got != 1 {
+		t.Errorf("topic_recreations_total = %v, want 1", got)
+	}
 }
 
 func TestJobFinished(t *testing.T) {

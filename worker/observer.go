@@ -74,6 +74,19 @@ type Observer interface {
 	LanesActive(n int)
 }
 
+// TopicObserver is an optional extension of [Observer]: an observer that
+// also implements it hears what the worker's watch on its topics finds
+// (every 10 s). metrics.Metrics implements it.
+type TopicObserver interface {
+	// TopicMissing is called when a topic the worker consumes is found
+	// deleted (missing true), and when it is found again (false).
+	TopicMissing(topic string, missing bool)
+	// TopicRecreated is called when a topic the worker consumes is found
+	// under a new topic ID: it was deleted and re-created, and the worker
+	// consumes the new one from then on.
+	TopicRecreated(topic string)
+}
+
 // NopObserver does nothing. Embed it in an observer that needs only some
 // of the events.
 type NopObserver struct{}
@@ -84,7 +97,10 @@ func (NopObserver) LockRenewed(*handler.Job, error)  {}
 func (NopObserver) AckFailed(string, int32, error)   {}
 func (NopObserver) LanesActive(int)                  {}
 
-var _ Observer = NopObserver{}
+var (
+	_ Observer      = NopObserver{}
+	_ TopicObserver = multiObserver(nil)
+)
 
 // multiObserver passes every event to each observer in turn.
 type multiObserver []Observer
@@ -116,5 +132,21 @@ func (m multiObserver) AckFailed(topic string, partition int32, err error) {
 func (m multiObserver) LanesActive(n int) {
 	for _, o := range m {
 		o.LanesActive(n)
+	}
+}
+
+func (m multiObserver) TopicMissing(topic string, missing bool) {
+	for _, o := range m {
+		if to, ok := o.(TopicObserver); ok {
+			to.TopicMissing(topic, missing)
+		}
+	}
+}
+
+func (m multiObserver) TopicRecreated(topic string) {
+	for _, o := range m {
+		if to, ok := o.(TopicObserver); ok {
+			to.TopicRecreated(topic)
+		}
 	}
 }

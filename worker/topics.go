@@ -36,6 +36,12 @@ func (w *Worker) watchTopics(ctx context.Context, lanes []*lane, log *slog.Logge
 	for t, id := range w.topicIDs {
 		ids[t] = id
 	}
+	obs, _ := w.cfg.observer.(TopicObserver)
+	missing := func(name string, gone bool) {
+		if obs != nil {
+			obs.TopicMissing(name, gone)
+		}
+	}
 	gone := map[string]bool{}
 	tick := time.NewTicker(topicWatchEvery)
 	defer tick.Stop()
@@ -58,6 +64,7 @@ func (w *Worker) watchTopics(ctx context.Context, lanes []*lane, log *slog.Logge
 				if !gone[name] {
 					log.Error("topic deleted: its jobs are gone, and the worker waits for it to be re-created", "topic", name)
 					gone[name] = true
+					missing(name, true)
 				}
 			case d.Err != nil:
 				// Not authorized, or a broker hiccup: say nothing new.
@@ -68,8 +75,17 @@ func (w *Worker) watchTopics(ctx context.Context, lanes []*lane, log *slog.Logge
 					l.cl.PurgeTopicsFromConsuming(name)
 					l.cl.AddConsumeTopics(name)
 				}
+				if gone[name] {
+					missing(name, false)
+				}
+				if obs != nil {
+					obs.TopicRecreated(name)
+				}
 				ids[name], gone[name] = d.ID, false
 			default:
+				if gone[name] {
+					missing(name, false)
+				}
 				gone[name] = false
 			}
 		}

@@ -283,6 +283,9 @@ func TestRecreatedTopicConsumed(t *testing.T) {
 	if !strings.Contains(r.logs.String(), "topic deleted and re-created") {
 		t.Errorf("the worker did not log the re-created topic:\n%s", lastLines(r.logs.String(), 20))
 	}
+	if ev := r.obs.TopicEvents(); !slices.Contains(ev, "recreated "+r.topic) {
+		t.Errorf("topic events %v, want the re-creation of %s reported to the observer", ev, r.topic)
+	}
 }
 
 // deleteAndRecreate runs a worker, deletes its topic, re-creates it and

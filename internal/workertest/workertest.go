@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -34,10 +35,14 @@ type Recorder struct {
 	renewed   int
 	renewErrs int
 	ackErrs   []error
+	topics    []string // topic events, as "missing <topic>", "back <topic>", "recreated <topic>"
 	changed   chan struct{}
 }
 
-var _ worker.Observer = (*Recorder)(nil)
+var (
+	_ worker.Observer      = (*Recorder)(nil)
+	_ worker.TopicObserver = (*Recorder)(nil)
+)
 
 // NewRecorder returns an empty Recorder.
 func NewRecorder() *Recorder { return &Recorder{changed: make(chan struct{}, 1)} }
@@ -75,6 +80,30 @@ func (r *Recorder) AckFailed(_ string, _ int32, err error) {
 }
 
 func (r *Recorder) LanesActive(int) {}
+
+func (r *Recorder) TopicMissing(topic string, missing bool) {
+	what := "back "
+	if missing {
+		what = "missing "
+	}
+	r.mu.Lock()
+	r.topics = append(r.topics, what+topic)
+	r.mu.Unlock()
+}
+
+func (r *Recorder) TopicRecreated(topic string) {
+	r.mu.Lock()
+	r.topics = append(r.topics, "recreated "+topic)
+	r.mu.Unlock()
+}
+
+// TopicEvents returns the topic watch's reports so far, in order: "missing
+// <topic>", "back <topic>" or "recreated <topic>".
+func (r *Recorder) TopicEvents() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.topics)
+}
 
 // Events returns the JobFinished events so far, in order.
 func (r *Recorder) Events() []Event {
