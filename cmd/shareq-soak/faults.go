@@ -242,6 +242,15 @@ func (p *phase) dlqLimit() int {
 	return 0
 }
 
+// workerGroupLimit is the -group-limit the workers get: the raised limit
+// with -spare-deliveries, else 0, so the group keeps the broker's.
+func (p *phase) workerGroupLimit() int {
+	if p.o.spareDeliveries == 0 {
+		return 0
+	}
+	return p.groupLimit
+}
+
 // killParking waits for a poison job to start the delivery on which it
 // is to be parked, and SIGKILLs the worker running it.
 func (p *phase) killParking(ctx context.Context) (string, error) {

@@ -172,6 +172,7 @@ func runPhase(ctx context.Context, svc *services, o options, name string, seed u
 		"-concurrency", strconv.Itoa(o.concurrency),
 		"-shutdown-timeout", workerShutdown.String(),
 		"-park-at", strconv.Itoa(p.dlqLimit()),
+		"-group-limit", strconv.Itoa(p.workerGroupLimit()),
 		"-deadline", workerDeadline.Add(time.Minute).Format(time.RFC3339Nano),
 	}, p.logDir, p.ev, o.workers)
 	fleetCtx, stopFleet := context.WithCancel(context.WithoutCancel(ctx))
@@ -286,16 +287,11 @@ func (p *phase) setup(ctx context.Context) error {
 	if p.lock <= 0 || p.limit <= 0 {
 		return fmt.Errorf("broker configs: lock duration %v, delivery limit %d", p.lock, p.limit)
 	}
-	p.groupLimit = p.limit
-	if n := p.o.spareDeliveries; n > 0 {
-		// The broker archives at the group's limit; the workers park at
-		// the broker default, leaving n deliveries that can be lost to a
-		// crash or a stop without losing the job.
-		p.groupLimit = p.limit + n
-		if err := groupcfg.Set(ctx, p.cl, p.group, map[string]string{groupcfg.DeliveryCountLimit: strconv.Itoa(p.groupLimit)}); err != nil {
-			return fmt.Errorf("-spare-deliveries: %w", err)
-		}
-	}
+	// The broker archives at the group's limit; with -spare-deliveries the
+	// workers raise it (worker.GroupDeliveryLimit, before they join) and
+	// park at the broker default, leaving n deliveries that can be lost
+	// to a crash or a stop without losing the job.
+	p.groupLimit = p.limit + p.o.spareDeliveries
 
 	admin, err := pgxpool.New(ctx, p.pgURL)
 	if err != nil {

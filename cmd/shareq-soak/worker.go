@@ -56,6 +56,7 @@ type workerFlags struct {
 	concurrency     int
 	shutdownTimeout time.Duration
 	parkAt          int
+	groupLimit      int
 	deadline        time.Time
 }
 
@@ -78,6 +79,7 @@ func workerMain(args []string) int {
 	fs.IntVar(&f.concurrency, "concurrency", 8, "handlers at once")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 3*time.Second, "worker.ShutdownTimeout")
 	fs.IntVar(&f.parkAt, "park-at", 0, "dlq.DeliveryLimit: the delivery on which failing jobs are parked (0: the group's limit)")
+	fs.IntVar(&f.groupLimit, "group-limit", 0, "worker.GroupDeliveryLimit: the group's share.delivery.count.limit, written before joining (0: leave it)")
 	fs.StringVar(&deadline, "deadline", "", "RFC 3339 time at which to stop regardless")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -202,6 +204,9 @@ func runWorker(ctx context.Context, f workerFlags, log *slog.Logger) error {
 		worker.StartTimeout(20 * time.Second),
 		worker.Logger(log),
 		worker.WithObserver(observer{}),
+	}
+	if f.groupLimit > 0 {
+		opts = append(opts, worker.GroupDeliveryLimit(f.groupLimit))
 	}
 	// A worker restarted while the broker is down fails its start-up
 	// checks; keep trying, as a supervisor (systemd, Kubernetes) would.
