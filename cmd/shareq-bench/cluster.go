@@ -175,7 +175,14 @@ func (c *cluster) produce(ctx context.Context, recs []*kgo.Record) error {
 }
 
 // waitShareMembers waits until group has want members that all have an
-// assignment, so that a measurement does not include joining.
+// assignment and have taken the group's latest one (member epoch = the
+// assignment epoch), so that a measurement includes neither joining nor
+// the rebalancing after it. A share group reports itself stable, with
+// every member assigned, while some members still fetch on the partitions
+// of an older assignment: they take records from partitions they are
+// about to lose, and the members of those partitions are then busy (the
+// renew scenario's makespan was 2.0× the job length in about half the
+// kfake runs without the epoch check, 1.00× in 12 of 12 with it).
 func (c *cluster) waitShareMembers(ctx context.Context, group string, want int) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
@@ -184,14 +191,17 @@ func (c *cluster) waitShareMembers(ctx context.Context, group string, want int) 
 		ds, err := c.adm.DescribeShareGroups(ctx, group)
 		if err == nil {
 			d := ds[group]
-			assigned := 0
+			assigned, current := 0, 0
 			for _, m := range d.Members {
 				if len(m.Assignment) > 0 {
 					assigned++
 				}
+				if m.MemberEpoch == d.AssignmentEpoch {
+					current++
+				}
 			}
-			last = fmt.Sprintf("state %s, %d members, %d assigned", d.GroupState, len(d.Members), assigned)
-			if len(d.Members) == want && assigned == want && strings.EqualFold(d.GroupState, "stable") {
+			last = fmt.Sprintf("state %s, %d members, %d assigned, %d on assignment epoch %d", d.GroupState, len(d.Members), assigned, current, d.AssignmentEpoch)
+			if len(d.Members) == want && assigned == want && current == want && strings.EqualFold(d.GroupState, "stable") {
 				return nil
 			}
 		} else {
@@ -199,7 +209,7 @@ func (c *cluster) waitShareMembers(ctx context.Context, group string, want int) 
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("share group %s did not reach %d assigned members (%s)", group, want, last)
+			return fmt.Errorf("share group %s did not reach %d members on its latest assignment (%s)", group, want, last)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
