@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -32,15 +33,10 @@ func (w *Worker) watchTopics(ctx context.Context, lanes []*lane, log *slog.Logge
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	ids := make(map[string]kadm.TopicID, len(w.topicIDs))
-	for t, id := range w.topicIDs {
-		ids[t] = id
-	}
-	obs, _ := w.cfg.observer.(TopicObserver)
-	missing := func(name string, gone bool) {
-		if obs != nil {
-			obs.TopicMissing(name, gone)
-		}
+	ids := maps.Clone(w.topicIDs)
+	obs, ok := w.cfg.observer.(TopicObserver)
+	if !ok {
+		obs = nopTopicObserver{}
 	}
 	gone := map[string]bool{}
 	tick := time.NewTicker(topicWatchEvery)
@@ -59,35 +55,33 @@ func (w *Worker) watchTopics(ctx context.Context, lanes []*lane, log *slog.Logge
 		}
 		for _, name := range w.topics {
 			d, ok := listed[name]
-			switch {
-			case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
-				if !gone[name] {
+			deleted := !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition)
+			if !deleted && d.Err != nil {
+				continue // not authorized, or a broker hiccup: say nothing new
+			}
+			if deleted != gone[name] {
+				gone[name] = deleted
+				if deleted {
 					log.Error("topic deleted: its jobs are gone, and the worker waits for it to be re-created", "topic", name)
-					gone[name] = true
-					missing(name, true)
 				}
-			case d.Err != nil:
-				// Not authorized, or a broker hiccup: say nothing new.
-			case d.ID != ids[name]:
+				obs.TopicMissing(name, deleted)
+			}
+			if !deleted && d.ID != ids[name] {
 				log.Error("topic deleted and re-created: the worker consumes the new one (jobs of the old one not yet done are gone with it)",
 					"topic", name, "old_id", ids[name].String(), "new_id", d.ID.String())
 				for _, l := range lanes {
 					l.cl.PurgeTopicsFromConsuming(name)
 					l.cl.AddConsumeTopics(name)
 				}
-				if gone[name] {
-					missing(name, false)
-				}
-				if obs != nil {
-					obs.TopicRecreated(name)
-				}
-				ids[name], gone[name] = d.ID, false
-			default:
-				if gone[name] {
-					missing(name, false)
-				}
-				gone[name] = false
+				ids[name] = d.ID
+				obs.TopicRecreated(name)
 			}
 		}
 	}
 }
+
+// nopTopicObserver stands in when no observer implements TopicObserver.
+type nopTopicObserver struct{}
+
+func (nopTopicObserver) TopicMissing(string, bool) {}
+func (nopTopicObserver) TopicRecreated(string)     {}

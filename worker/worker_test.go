@@ -541,16 +541,21 @@ func TestGroupConfigOptions(t *testing.T) {
 		limits <- job.DeliveryLimit
 		return nil
 	})
-	b.start(t, h, worker.AutoOffsetReset("earliest"), worker.GroupDeliveryLimit(7), worker.DeliveryLimit(4))
-	for range 2 {
+	// expect checks the Job.DeliveryLimit of the next job handled.
+	expect := func(want int32, from, notDelivered string) {
+		t.Helper()
 		select {
 		case got := <-limits:
-			if got != 4 {
-				t.Errorf("Job.DeliveryLimit = %d, want 4 (DeliveryLimit)", got)
+			if got != want {
+				t.Errorf("Job.DeliveryLimit = %d, want %d (%s)", got, want, from)
 			}
 		case <-time.After(30 * time.Second):
-			t.Fatal("the jobs produced before the group existed were not delivered: AutoOffsetReset not applied")
+			t.Fatal(notDelivered)
 		}
+	}
+	b.start(t, h, worker.AutoOffsetReset("earliest"), worker.GroupDeliveryLimit(7), worker.DeliveryLimit(4))
+	for range 2 {
+		expect(4, "DeliveryLimit", "the jobs produced before the group existed were not delivered: AutoOffsetReset not applied")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -562,17 +567,6 @@ func TestGroupConfigOptions(t *testing.T) {
 	// Without DeliveryLimit, handlers see the group's limit.
 	b2 := setup(t, 1)
 	b2.produce(t, "c")
-	h2 := handler.Func(func(_ context.Context, job *handler.Job) error {
-		limits <- job.DeliveryLimit
-		return nil
-	})
-	b2.start(t, h2, worker.GroupDeliveryLimit(6))
-	select {
-	case got := <-limits:
-		if got != 6 {
-			t.Errorf("Job.DeliveryLimit = %d, want 6 (GroupDeliveryLimit)", got)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("job not delivered")
-	}
+	b2.start(t, h, worker.GroupDeliveryLimit(6))
+	expect(6, "GroupDeliveryLimit", "job not delivered")
 }
