@@ -1,0 +1,193 @@
+// Package member is shareq's share-group member: one Kafka share-group
+// member per worker that speaks the share protocol (KIP-932) itself, with
+// franz-go as the transport (a kgo.Client for connections, TLS/SASL and
+// request routing, kmsg requests, kgo.ProcessFetchPartition to decode
+// record batches).
+//
+// Unlike franz-go's share consumer, a Member holds any number of records
+// across any number of ShareFetch requests and acknowledges each one when
+// its job ends, in any order. One goroutine (the one running
+// [Member.Run]) owns every piece of state: the membership, a share session
+// per broker that leads an assigned partition, every held record, every
+// pending acknowledgement and renewal. Requests in flight (at most one per
+// session) do only the I/O and hand their responses back to it. The other
+// methods only queue work for that goroutine: they never block and are
+// safe for concurrent use.
+//
+// The worker's executor is the only user. It grants capacity with
+// [Member.Grant] (the member fetches at most that many records, in
+// record_limit mode), receives deliveries, renewal results and lost locks
+// as [Event]s, and sends each record's terminal acknowledgement with
+// [Member.Ack] and renewals with [Member.Renew]. The graceful stop is
+// [Member.StopFetching], then [Member.Quiet], then the final acks, then
+// [Member.Leave].
+//
+// The protocol facts this follows are measured on kfake and Apache Kafka
+// and pinned by the conformance tests (see ENGINE.md in the design notes
+// and docs/kafka-differences.md).
+package member
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// AckType is a terminal acknowledgement (Kafka's AcknowledgeType codes).
+type AckType int8
+
+const (
+	// Accept: the record is done; the broker will not deliver it again.
+	Accept AckType = 1
+	// Release: deliver the record again, with its delivery count + 1.
+	Release AckType = 2
+	// Reject: the record can never be processed; the broker archives it.
+	Reject AckType = 3
+)
+
+func (a AckType) String() string {
+	switch a {
+	case Accept:
+		return "accept"
+	case Release:
+		return "release"
+	case Reject:
+		return "reject"
+	}
+	return fmt.Sprintf("AckType(%d)", int8(a))
+}
+
+// Key names a record. Acknowledgements name records by offset, not by
+// delivery: a record whose lock ran out and that this member fetched again
+// has the same Key, and an acknowledgement lands on its newest delivery.
+type Key struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+}
+
+func (k Key) String() string { return fmt.Sprintf("%s/%d@%d", k.Topic, k.Partition, k.Offset) }
+
+// Delivery is one acquired record handed to the executor.
+type Delivery struct {
+	// Record is the decoded record: Topic, Partition, Offset, Key, Value,
+	// Headers and Timestamp are set.
+	Record *kgo.Record
+	// Count is the broker's delivery count (1 on the first delivery).
+	Count int32
+	// Deadline is when the lock runs out, as this member computes it: the
+	// time the fetch was sent plus the lock duration the broker reported,
+	// so it is never later than the broker's.
+	Deadline time.Time
+	// Lock is the acquisition lock duration the broker reported
+	// (AcquisitionLockTimeoutMillis): what a renewal buys.
+	Lock time.Duration
+}
+
+// Key returns the delivery's record key.
+func (d Delivery) Key() Key {
+	return Key{Topic: d.Record.Topic, Partition: d.Record.Partition, Offset: d.Record.Offset}
+}
+
+// Renewal is the outcome of one record's [Member.Renew].
+type Renewal struct {
+	Key Key
+	// Deadline is the lock's new deadline (send time plus the lock the
+	// broker reported) when Err is nil.
+	Deadline time.Time
+	// Err says why the broker did not renew the lock.
+	Err error
+}
+
+// AckResult is the outcome of one record's terminal acknowledgement.
+type AckResult struct {
+	Key  Key
+	Type AckType
+	// Err is nil when the broker applied the acknowledgement. An ack for
+	// a record whose lock the member had lost (see [Event.Lost]) is not
+	// sent; its Err is [ErrNotHeld].
+	Err error
+}
+
+// Event is what the member reports to the executor, in batches. Within
+// one Event, Lost is applied before Deliveries: a key in both was lost and
+// then fetched again.
+type Event struct {
+	// Deliveries are newly acquired records, each using one granted
+	// credit. A key may be delivered again while its first delivery is
+	// still held (its lock ran out and this member fetched it again);
+	// the member then holds only the newest delivery.
+	Deliveries []Delivery
+	// Renewals answer [Member.Renew], one per key asked for.
+	Renewals []Renewal
+	// Acked answers [Member.Ack], one per acknowledgement.
+	Acked []AckResult
+	// Lost are held records whose locks the member lost (the broker
+	// closed the session, the connection died, the partition moved and
+	// its session could not be resumed): another member may get them.
+	// Their jobs may finish, but their acknowledgements are not sent.
+	Lost []Key
+}
+
+// State is the member's place in the group.
+type State int8
+
+const (
+	// Joining: no assignment yet (first join, or rejoining after being
+	// fenced). The member fetches nothing while not joined, but keeps
+	// acknowledging and renewing what it holds.
+	Joining State = iota
+	// Joined: the member has an assignment and fetches.
+	Joined
+	// Fenced: the coordinator no longer knows the member (missed
+	// heartbeats, UNKNOWN_MEMBER_ID or FENCED_MEMBER_EPOCH); it rejoins.
+	Fenced
+	// Left: the member left the group ([Member.Leave] or Run's end).
+	Left
+)
+
+func (s State) String() string {
+	switch s {
+	case Joining:
+		return "joining"
+	case Joined:
+		return "joined"
+	case Fenced:
+		return "fenced"
+	case Left:
+		return "left"
+	}
+	return fmt.Sprintf("State(%d)", int8(s))
+}
+
+// Stats is a snapshot of the member, for metrics and the executor's
+// prefetch. Counters only grow.
+type Stats struct {
+	MemberID string
+	State    State
+	// Epoch is the member epoch the coordinator last gave.
+	Epoch int32
+	// Partitions is the number of partitions assigned.
+	Partitions int
+	// Held is the number of records acquired and not yet acknowledged.
+	Held int
+	// Credit is the number of records the member may still fetch.
+	Credit int
+	// FetchRTT is a moving average of the round trip of ShareFetch
+	// requests that returned records (long polls that waited for records
+	// are not counted); 0 before the first.
+	FetchRTT time.Duration
+
+	Fetches         int64 // ShareFetch requests answered
+	Fetched         int64 // records acquired
+	Acks            map[AckType]int64
+	AckErrors       int64 // acknowledgements the broker did not apply
+	Renewals        int64
+	RenewErrors     int64
+	LostRecords     int64 // records reported in Event.Lost
+	SessionsOpened  int64 // share sessions opened (epoch 0), first ones included
+	SessionsReset   int64 // sessions reopened after an error
+	Rejoins         int64 // times the member rejoined after being fenced
+	HeartbeatErrors int64
+}
