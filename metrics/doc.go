@@ -76,6 +76,43 @@
 //	    Counter. A consumed topic found deleted and re-created under a new
 //	    ID; the worker consumes the new topic from then on.
 //
+// # Share-group member metrics
+//
+// A worker is one share-group member. [Metrics] implements
+// [worker.MemberObserver], so it also gets a snapshot of the member about
+// once a second:
+//
+//	shareq_member_state{state}
+//	    Gauge. 1 for the member's state, 0 for the others: joining (no
+//	    assignment yet), joined, fenced (the coordinator dropped it; it
+//	    rejoins, and keeps acknowledging what it holds meanwhile), left.
+//	    A member that stays in joining may be refused by the group
+//	    (group.share.max.size): the worker logs why.
+//	shareq_member_partitions
+//	    Gauge. Partitions assigned to the member.
+//	shareq_records_held
+//	    Gauge. Records acquired and not yet acknowledged: running, buffered,
+//	    or held for a retry backoff.
+//	shareq_records_buffered
+//	    Gauge. Records fetched ahead of free handler slots (the prefetch).
+//	shareq_fetch_rtt_seconds
+//	    Gauge. Moving average of the round trip of share fetches that
+//	    returned records: a member runs about Concurrency ÷ this many
+//	    short jobs a second.
+//	shareq_fetches_total, shareq_records_fetched_total
+//	    Counters. Share fetches answered; records acquired.
+//	shareq_acks_total{ack}
+//	    Counter. Acknowledgements the broker applied, by type (accept,
+//	    release, reject); failures count in shareq_ack_errors_total.
+//	shareq_records_lost_total
+//	    Counter. Held records whose lock the member lost (its session or
+//	    connection to a broker went away): another member may run them.
+//	shareq_sessions_opened_total, shareq_sessions_reset_total
+//	    Counters. Share sessions opened with brokers (one per broker that
+//	    leads an assigned partition), and reopened after an error.
+//	shareq_member_rejoins_total
+//	    Counter. Rejoins after the coordinator fenced the member.
+//
 // A process that runs several workers makes one [Metrics] for each, with
 // distinct [ConstLabels], on the same registerer.
 //

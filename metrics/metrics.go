@@ -89,11 +89,13 @@ type Metrics struct {
 	expired      *prometheus.CounterVec
 	topicMissing *prometheus.GaugeVec
 	recreated    *prometheus.CounterVec
+	member       *memberMetrics
 }
 
 var (
-	_ worker.Observer      = (*Metrics)(nil)
-	_ worker.TopicObserver = (*Metrics)(nil)
+	_ worker.Observer       = (*Metrics)(nil)
+	_ worker.TopicObserver  = (*Metrics)(nil)
+	_ worker.MemberObserver = (*Metrics)(nil)
 )
 
 // New creates the worker metrics and registers them with reg. It returns
@@ -154,6 +156,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		recreated: counter("topic_recreations_total",
 			"Topics the worker consumes found deleted and re-created under a new ID; the worker consumes the new one.", "topic"),
 	}
+	m.member = newMemberMetrics(c.constLabels)
 	for _, t := range c.topics {
 		for _, a := range []worker.Ack{worker.AckAccept, worker.AckRelease, worker.AckReject} {
 			m.jobs.WithLabelValues(t, a.String())
@@ -184,8 +187,9 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 }
 
 func (m *Metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.jobs, m.duration, m.inFlight, m.renewals, m.deliveries,
+	cs := []prometheus.Collector{m.jobs, m.duration, m.inFlight, m.renewals, m.deliveries,
 		m.ackErrors, m.parked, m.duplicates, m.lockLeft, m.lanesActive, m.expired, m.topicMissing, m.recreated}
+	return append(cs, m.member.collectors()...)
 }
 
 // Unregister removes the metrics from reg, for an app that replaces its

@@ -42,14 +42,26 @@ func TestNewRegistersEveryMetricWithTopics(t *testing.T) {
 	slices.Sort(got)
 	// The histograms and the parked counter have no series until their
 	// first event; every other metric exists at zero for the topic.
+	// The member's gauges and counters have no labels, so they exist at
+	// zero from the start.
 	want := []string{
 		"shareq_ack_errors_total",
 		"shareq_duplicates_suppressed_total",
+		"shareq_fetch_rtt_seconds",
+		"shareq_fetches_total",
 		"shareq_jobs_expired_total",
 		"shareq_jobs_in_flight",
 		"shareq_jobs_total",
 		"shareq_lanes_active",
 		"shareq_lock_renewals_total",
+		"shareq_member_partitions",
+		"shareq_member_rejoins_total",
+		"shareq_records_buffered",
+		"shareq_records_fetched_total",
+		"shareq_records_held",
+		"shareq_records_lost_total",
+		"shareq_sessions_opened_total",
+		"shareq_sessions_reset_total",
 		"shareq_topic_missing",
 		"shareq_topic_recreations_total",
 	}

@@ -87,6 +87,51 @@ type TopicObserver interface {
 	TopicRecreated(topic string)
 }
 
+// MemberObserver is an optional extension of [Observer]: an observer that
+// also implements it gets a snapshot of the worker's share-group member
+// about once a second while Run runs, and a last one when it stops.
+// metrics.Metrics implements it.
+type MemberObserver interface {
+	MemberStats(s MemberStats)
+}
+
+// MemberStats is a snapshot of a worker's share-group member: its place in
+// the group, the records it holds, and counters since Run started (they
+// only grow).
+type MemberStats struct {
+	// ClientID is the Kafka client ID the member connects with (shareq
+	// status shows it per member).
+	ClientID string
+	// MemberID is the member's ID in the share group.
+	MemberID string
+	// State is "joining", "joined", "fenced" (rejoining after the
+	// coordinator dropped the member) or "left".
+	State string
+	// Partitions is the number of partitions assigned to the member.
+	Partitions int
+	// Held is the number of records the member holds: acquired and not
+	// yet acknowledged (running, waiting for a handler, or held for a
+	// retry backoff).
+	Held int
+	// Buffered is the number of records fetched ahead of free handler
+	// slots, waiting for one (the prefetch).
+	Buffered int
+	// Running is the number of handlers running.
+	Running int
+	// FetchRTT is a moving average of the round trip of share fetches
+	// that returned records.
+	FetchRTT time.Duration
+
+	Fetches        int64         // share fetches answered
+	Fetched        int64         // records acquired
+	Acks           map[Ack]int64 // acknowledgements the broker applied, by type
+	AckErrors      int64         // acknowledgements the broker did not apply
+	LostRecords    int64         // held records whose lock was lost (session or connection gone)
+	SessionsOpened int64         // share sessions opened, first ones included
+	SessionsReset  int64         // share sessions reopened after an error
+	Rejoins        int64         // times the member rejoined the group after being fenced
+}
+
 // NopObserver does nothing. Embed it in an observer that needs only some
 // of the events.
 type NopObserver struct{}
@@ -98,8 +143,9 @@ func (NopObserver) AckFailed(string, int32, error)   {}
 func (NopObserver) LanesActive(int)                  {}
 
 var (
-	_ Observer      = NopObserver{}
-	_ TopicObserver = multiObserver(nil)
+	_ Observer       = NopObserver{}
+	_ TopicObserver  = multiObserver(nil)
+	_ MemberObserver = multiObserver(nil)
 )
 
 // multiObserver passes every event to each observer in turn.
@@ -147,6 +193,14 @@ func (m multiObserver) TopicRecreated(topic string) {
 	for _, o := range m {
 		if to, ok := o.(TopicObserver); ok {
 			to.TopicRecreated(topic)
+		}
+	}
+}
+
+func (m multiObserver) MemberStats(s MemberStats) {
+	for _, o := range m {
+		if mo, ok := o.(MemberObserver); ok {
+			mo.MemberStats(s)
 		}
 	}
 }
