@@ -1,0 +1,32 @@
+// Package enqueue puts jobs on a shareq topic: a value is encoded as JSON
+// (the form [handler.JSON] decodes), given a job ID in the
+// [handler.JobIDHeader] header, and produced with a caller's
+// *kgo.Client; Enqueue returns once the broker has acknowledged it.
+//
+//	q, err := enqueue.New(cl)
+//	id, err := q.Enqueue(ctx, "emails", Email{To: "ada@example.com"})
+//
+// # Job IDs
+//
+// Every job gets an ID: [ID] sets it, and by default it is a fresh
+// UUIDv7 ([NewID]), unique and ordered by creation time. The worker's
+// idempotency middleware keys claims on it, so a producer that retries an
+// Enqueue whose outcome it did not learn should pass the same ID again:
+// the two copies are then one job to the worker.
+//
+// # Errors
+//
+// A value that cannot be encoded fails with [ErrEncode] before anything is
+// sent (for [Client.EnqueueMany]: before any job is sent). A topic that
+// does not exist fails with [ErrUnknownTopic], a job larger than the
+// topic's max.message.bytes (or the client's ProducerBatchMaxBytes) with
+// [ErrTooLarge]. Other produce errors are returned wrapped as franz-go
+// reported them.
+//
+// # In a Postgres transaction
+//
+// Package enqueue/pgoutbox enqueues inside the caller's pgx transaction,
+// into an outbox table that its Relay moves to Kafka once the transaction
+// has committed: a rolled-back transaction enqueues nothing, a committed
+// one always enqueues. This package does not import pgx.
+package enqueue

@@ -1,0 +1,50 @@
+package enqueue_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shareq/shareq/enqueue"
+)
+
+func Example() {
+	// An in-process broker with an "emails" topic stands in for Kafka.
+	fake, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "emails"))
+	if err != nil {
+		panic(err)
+	}
+	defer fake.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(fake.ListenAddrs()...))
+	if err != nil {
+		panic(err)
+	}
+	defer cl.Close()
+
+	type Email struct {
+		To string `json:"to"`
+	}
+	q, err := enqueue.New(cl)
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	id, err := q.Enqueue(ctx, "emails", Email{To: "ada@example.com"}, enqueue.ID("welcome-ada"))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("enqueued", id)
+
+	ids, err := q.EnqueueMany(ctx,
+		enqueue.NewJob("emails", Email{To: "grace@example.com"}),
+		enqueue.NewJob("emails", Email{To: "alan@example.com"}))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("enqueued", len(ids), "more, with fresh IDs")
+	// Output:
+	// enqueued welcome-ada
+	// enqueued 2 more, with fresh IDs
+}
