@@ -8,10 +8,12 @@
 // renewal and which jobs have held their record for the maximum hold time,
 // and when to look again.
 //
-// The broker does not report the new deadline after a renewal, so the
-// tracker computes it: the time the renewal was sent plus the lock
-// duration, estimated per record as the time left on the lock when the
-// record arrived (never longer than the real lock duration).
+// franz-go's share consumer does not report the new deadline after a
+// renewal, so [Tracker.Renewed] computes it: the time the renewal was sent
+// plus the lock duration, estimated per record as the time left on the
+// lock when the record arrived (never longer than the real lock duration).
+// shareq's own share-group member does report it; [Tracker.RenewedUntil]
+// takes it as given.
 //
 // A Tracker is not safe for concurrent use: it belongs to the goroutine
 // that polls and acknowledges the lane's records.
@@ -60,6 +62,7 @@ type entry struct {
 type Tracker[K comparable] struct {
 	policy Policy
 	jobs   map[K]*entry
+	free   []*entry // removed entries, reused by Add
 }
 
 // NewTracker returns an empty tracker following p.
@@ -77,11 +80,26 @@ func (t *Tracker[K]) Add(k K, now, deadline time.Time, lockDur time.Duration) {
 	if lockDur <= 0 {
 		lockDur = deadline.Sub(now)
 	}
-	t.jobs[k] = &entry{start: now, deadline: deadline, lockDur: lockDur}
+	var e *entry
+	if n := len(t.free); n > 0 {
+		e, t.free = t.free[n-1], t.free[:n-1]
+	} else {
+		e = new(entry)
+	}
+	*e = entry{start: now, deadline: deadline, lockDur: lockDur}
+	if old := t.jobs[k]; old != nil {
+		t.free = append(t.free, old)
+	}
+	t.jobs[k] = e
 }
 
 // Remove stops tracking k.
-func (t *Tracker[K]) Remove(k K) { delete(t.jobs, k) }
+func (t *Tracker[K]) Remove(k K) {
+	if e := t.jobs[k]; e != nil {
+		delete(t.jobs, k)
+		t.free = append(t.free, e)
+	}
+}
 
 // Len returns the number of tracked jobs.
 func (t *Tracker[K]) Len() int { return len(t.jobs) }
@@ -145,6 +163,34 @@ func (t *Tracker[K]) Renewed(k K, sentAt time.Time) {
 	}
 }
 
+// RenewedUntil records that the renewal of k was confirmed with the given
+// new deadline (as the party that sent it computed it). A deadline earlier
+// than the one tracked is ignored.
+func (t *Tracker[K]) RenewedUntil(k K, deadline time.Time) {
+	if e := t.jobs[k]; e != nil {
+		e.pending = false
+		if deadline.After(e.deadline) {
+			e.deadline = deadline
+		}
+	}
+}
+
+// Relock records that k's record was acquired again, with a new deadline
+// and lock duration (its lock ran out and the same member fetched it
+// again): the lock is tracked from there, a renewal pending for the old
+// lock no longer holds back the next one, and the hold time still counts
+// from the first Add. A lockDur that is not positive keeps the old one.
+func (t *Tracker[K]) Relock(k K, deadline time.Time, lockDur time.Duration) {
+	if e := t.jobs[k]; e != nil {
+		e.pending = false
+		e.retryAt = time.Time{}
+		e.deadline = deadline
+		if lockDur > 0 {
+			e.lockDur = lockDur
+		}
+	}
+}
+
 // RenewFailed records that the renewal of k was not confirmed. The
 // deadline stays as it was (the lock may already be lost) and the next
 // attempt is not due before retryAt.
@@ -157,27 +203,42 @@ func (t *Tracker[K]) RenewFailed(k K, retryAt time.Time) {
 
 // Next returns when [Tracker.Due] next has something to report, and false
 // when no job is tracked or every job is waiting on a renewal or over its
-// hold time.
+// hold time. It looks at every job; see [Tracker.When] for one.
 func (t *Tracker[K]) Next() (time.Time, bool) {
 	var next time.Time
 	found := false
-	consider := func(at time.Time) {
-		if !found || at.Before(next) {
+	for _, e := range t.jobs {
+		if at, ok := t.when(e); ok && (!found || at.Before(next)) {
 			next, found = at, true
 		}
 	}
-	for _, e := range t.jobs {
-		if e.over {
-			continue
+	return next, found
+}
+
+// When returns when [Tracker.Due] next has something to report about k,
+// and false when k is not tracked, waits on a renewal or is over its hold
+// time. A caller that keeps one wake-up time can move it earlier with
+// When after each Add, Renewed or RenewFailed, instead of calling Next.
+func (t *Tracker[K]) When(k K) (time.Time, bool) {
+	if e := t.jobs[k]; e != nil {
+		return t.when(e)
+	}
+	return time.Time{}, false
+}
+
+func (t *Tracker[K]) when(e *entry) (time.Time, bool) {
+	if e.over {
+		return time.Time{}, false
+	}
+	next := t.holdEnd(e)
+	if !e.pending && e.lockDur > 0 {
+		at := t.renewAt(e)
+		if e.retryAt.After(at) {
+			at = e.retryAt
 		}
-		consider(t.holdEnd(e))
-		if !e.pending && e.lockDur > 0 {
-			at := t.renewAt(e)
-			if e.retryAt.After(at) {
-				at = e.retryAt
-			}
-			consider(at)
+		if at.Before(next) {
+			next = at
 		}
 	}
-	return next, found
+	return next, true
 }

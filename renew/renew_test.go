@@ -142,3 +142,73 @@ func TestPolicyValidate(t *testing.T) {
 		t.Fatal("negative margin and zero MaxHold accepted")
 	}
 }
+
+func TestTrackerRenewedUntilTakesTheReportedDeadline(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		tr := renew.NewTracker[string](renew.Policy{MaxHold: time.Hour})
+		tr.Add("a", start, start.Add(10*time.Second), 10*time.Second)
+		time.Sleep(5 * time.Second)
+		if due, _ := tr.Due(time.Now()); !slices.Equal(due, []string{"a"}) {
+			t.Fatalf("due = %v, want [a]", due)
+		}
+		// The member reports send time + the lock the broker answered with.
+		tr.RenewedUntil("a", start.Add(14*time.Second))
+		if got := tr.Deadline("a"); !got.Equal(start.Add(14 * time.Second)) {
+			t.Fatalf("deadline %v, want 14s", got.Sub(start))
+		}
+		if at, ok := tr.When("a"); !ok || at.Sub(start) != 9*time.Second {
+			t.Fatalf("When = %v %v, want 9s (half the lock before 14s)", at.Sub(start), ok)
+		}
+		tr.RenewedUntil("a", start.Add(12*time.Second)) // stale: ignored
+		if got := tr.Deadline("a"); !got.Equal(start.Add(14 * time.Second)) {
+			t.Fatalf("an earlier deadline moved it back to %v", got.Sub(start))
+		}
+	})
+}
+
+func TestTrackerRelockTakesTheNewDeliverysLock(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		tr := renew.NewTracker[string](renew.Policy{MaxHold: time.Minute})
+		tr.Add("a", start, start.Add(4*time.Second), 4*time.Second)
+		time.Sleep(2 * time.Second)
+		if due, _ := tr.Due(time.Now()); len(due) != 1 {
+			t.Fatalf("due = %v, want [a]", due)
+		}
+		// The renewal is lost; the record is delivered again with a 6 s lock.
+		tr.Relock("a", start.Add(8*time.Second), 6*time.Second)
+		if got := tr.Deadline("a"); !got.Equal(start.Add(8 * time.Second)) {
+			t.Fatalf("deadline %v, want 8s", got.Sub(start))
+		}
+		if at, ok := tr.When("a"); !ok || at.Sub(start) != 5*time.Second {
+			t.Fatalf("When = %v %v, want 5s (not waiting on the old renewal)", at.Sub(start), ok)
+		}
+	})
+}
+
+func TestTrackerWhenAgreesWithNext(t *testing.T) {
+	t.Parallel()
+	start := time.Now()
+	tr := renew.NewTracker[int](renew.Policy{MaxHold: 3 * time.Second})
+	tr.Add(1, start, start.Add(10*time.Second), 10*time.Second) // MaxHold first: 3s
+	tr.Add(2, start, start.Add(2*time.Second), 2*time.Second)   // renewal first: 1s
+	for k, want := range map[int]time.Duration{1: 3 * time.Second, 2: time.Second} {
+		if at, ok := tr.When(k); !ok || at.Sub(start) != want {
+			t.Errorf("When(%d) = %v %v, want %v", k, at.Sub(start), ok, want)
+		}
+	}
+	if next, _ := tr.Next(); next.Sub(start) != time.Second {
+		t.Errorf("Next = %v, want 1s", next.Sub(start))
+	}
+	tr.Remove(2)
+	tr.Add(3, start, start.Add(time.Second), 0) // reuses 2's entry
+	if at, _ := tr.When(3); at.Sub(start) != 500*time.Millisecond {
+		t.Errorf("When(3) = %v, want 500ms", at.Sub(start))
+	}
+	if _, ok := tr.When(2); ok {
+		t.Error("When of a removed key reports a time")
+	}
+}
