@@ -86,8 +86,10 @@ func Brokers(addrs ...string) Option {
 
 // ClientOpts adds franz-go client options to every client the worker makes
 // (one per lane, plus an admin client): TLS (kgo.DialTLSConfig), SASL
-// (kgo.SASL), a logger, hooks such as kprom. Group, consume and share-ack
-// options are the worker's own and are rejected here.
+// (kgo.SASL), a logger, hooks such as kprom, a client ID (kgo.ClientID;
+// default "shareq-<host>-<pid>", so shareq status names each process).
+// Group, consume and share-ack options are the worker's own and are
+// rejected here.
 func ClientOpts(opts ...kgo.Opt) Option {
 	return optionFunc(func(c *config) { c.clientOpts = append(c.clientOpts, opts...) })
 }

@@ -32,6 +32,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -122,11 +123,22 @@ func (w *Worker) Topics() []string { return append([]string(nil), w.topics...) }
 func (w *Worker) Group() string { return w.cfg.group }
 
 func (w *Worker) baseOpts() []kgo.Opt {
-	var opts []kgo.Opt
+	// A client ID per process, so shareq status and the broker's logs
+	// tell workers apart; kgo.ClientID in ClientOpts comes later and wins.
+	opts := []kgo.Opt{kgo.ClientID(defaultClientID())}
 	if len(w.cfg.brokers) > 0 {
 		opts = append(opts, kgo.SeedBrokers(w.cfg.brokers...))
 	}
 	return append(opts, w.cfg.clientOpts...)
+}
+
+// defaultClientID is "shareq-<host>-<pid>".
+func defaultClientID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	return fmt.Sprintf("shareq-%s-%d", host, os.Getpid())
 }
 
 // Run joins the share group and runs handlers until ctx is cancelled, then

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -569,4 +570,43 @@ func TestGroupConfigOptions(t *testing.T) {
 	b2.produce(t, "c")
 	b2.start(t, h, worker.GroupDeliveryLimit(6))
 	expect(6, "GroupDeliveryLimit", "job not delivered")
+}
+
+// Every member of a worker connects with a client ID that names the
+// process ("shareq-<host>-<pid>"), so shareq status tells workers apart;
+// kgo.ClientID in ClientOpts overrides it.
+func TestClientIDNamesTheProcess(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	host, _ := os.Hostname()
+	want := fmt.Sprintf("shareq-%s-%d", host, os.Getpid())
+	nop := handler.Func(func(context.Context, *handler.Job) error { return nil })
+	b.start(t, nop)
+	b.waitMemberClientID(t, want)
+
+	other := setup(t, 1)
+	other.start(t, nop, worker.ClientOpts(kgo.ClientID("thumbnails-7")))
+	other.waitMemberClientID(t, "thumbnails-7")
+}
+
+// waitMemberClientID waits until the bundle's group has members and every
+// one of them connected with client ID id.
+func (b *bundle) waitMemberClientID(t *testing.T, id string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var seen []string
+	for ctx.Err() == nil {
+		seen = seen[:0]
+		if ds, err := b.c.Admin().DescribeShareGroups(ctx, b.group); err == nil {
+			for _, m := range ds[b.group].Members {
+				seen = append(seen, m.ClientID)
+			}
+		}
+		if len(seen) > 0 && !slices.ContainsFunc(seen, func(s string) bool { return s != id }) {
+			return
+		}
+		time.Sleep(100 * time.Millisecond) // polling the admin API: no event to wait on
+	}
+	t.Fatalf("group %s members' client IDs = %v, want all %q", b.group, seen, id)
 }
