@@ -17,6 +17,7 @@
 // Tables are created in the first schema of the connection's search_path.
 //
 //	0001  shareq_processed_jobs: the claim rows of idempotency/pgstore
+//	0002  shareq_outbox: the transactional outbox of enqueue/pgoutbox
 package migrations
 
 import (

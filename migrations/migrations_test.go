@@ -2,6 +2,8 @@ package migrations_test
 
 import (
 	"context"
+	"io/fs"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -61,14 +63,17 @@ func TestUp(t *testing.T) {
 		"shareq_processed_jobs":                "r",
 		"shareq_processed_jobs_claimed_at_idx": "i",
 		"shareq_schema_migrations":             "r",
+		"shareq_outbox":                        "r",
+		"shareq_outbox_topic_key_idx":          "i",
 	} {
 		if got := relation(t, pool, schema, name); got != want {
 			t.Errorf("relation %s: kind %q, want %q", name, got, want)
 		}
 	}
 	got := versions(t, pool)
-	if len(got) != 1 || got[0] != (version{1, "0001_create_processed_jobs"}) {
-		t.Fatalf("recorded versions = %v, want [{1 0001_create_processed_jobs}]", got)
+	want := []version{{1, "0001_create_processed_jobs"}, {2, "0002_create_outbox"}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("recorded versions = %v, want %v", got, want)
 	}
 	// The claim table has the shape pgstore relies on.
 	if _, err := pool.Exec(t.Context(), "INSERT INTO shareq_processed_jobs (key) VALUES ('k')"); err != nil {
@@ -80,6 +85,15 @@ func TestUp(t *testing.T) {
 	}
 }
 
+// migrationCount is the number of migrations in migrations.FS.
+var migrationCount = func() int {
+	ups, err := fs.Glob(migrations.FS, "*.up.sql")
+	if err != nil {
+		panic(err)
+	}
+	return len(ups)
+}()
+
 func TestUpIsIdempotent(t *testing.T) {
 	t.Parallel()
 	pool, _ := newPool(t)
@@ -88,8 +102,8 @@ func TestUpIsIdempotent(t *testing.T) {
 			t.Fatalf("Up #%d: %v", i+1, err)
 		}
 	}
-	if got := versions(t, pool); len(got) != 1 {
-		t.Fatalf("recorded versions after three Ups = %v, want one", got)
+	if got := versions(t, pool); len(got) != migrationCount {
+		t.Fatalf("recorded versions after three Ups = %v, want %d", got, migrationCount)
 	}
 }
 
@@ -108,8 +122,8 @@ func TestUpConcurrent(t *testing.T) {
 			t.Errorf("concurrent Up: %v", err)
 		}
 	}
-	if got := versions(t, pool); len(got) != 1 {
-		t.Fatalf("recorded versions after concurrent Ups = %v, want one", got)
+	if got := versions(t, pool); len(got) != migrationCount {
+		t.Fatalf("recorded versions after concurrent Ups = %v, want %d", got, migrationCount)
 	}
 	if relation(t, pool, schema, "shareq_processed_jobs") != "r" {
 		t.Fatal("claim table missing")
@@ -132,14 +146,17 @@ func TestDown(t *testing.T) {
 	if got := relation(t, pool, schema, "shareq_processed_jobs"); got != "" {
 		t.Fatalf("claim table still there after Down (kind %q)", got)
 	}
+	if got := relation(t, pool, schema, "shareq_outbox"); got != "" {
+		t.Fatalf("outbox table still there after Down (kind %q)", got)
+	}
 	if got := versions(t, pool); len(got) != 0 {
 		t.Fatalf("recorded versions after Down = %v, want none", got)
 	}
 	if err := migrations.Up(ctx, pool); err != nil {
 		t.Fatalf("Up after Down: %v", err)
 	}
-	if got := versions(t, pool); len(got) != 1 {
-		t.Fatalf("recorded versions after Up, Down, Up = %v, want one", got)
+	if got := versions(t, pool); len(got) != migrationCount {
+		t.Fatalf("recorded versions after Up, Down, Up = %v, want %d", got, migrationCount)
 	}
 }
 

@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS shareq_outbox;
+DROP FUNCTION IF EXISTS shareq_outbox_notify();
