@@ -75,7 +75,6 @@ type config struct {
 	ImageSize   int           // longest side of the generated images
 	JobsSet     bool          // -jobs was given
 	Concurrency int           // handlers at once
-	Lanes       int           // share-group members; 0: the worker's default
 	Out         string        // thumbnail directory; "" keeps them in memory
 	OutTemp     bool          // make a temporary directory for Out
 	ProduceOnly bool          // produce, then exit
@@ -113,7 +112,6 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.Jobs, "jobs", 300, "jobs to produce; with -work-only, stop after this many have finished")
 	fs.IntVar(&cfg.ImageSize, "image-size", 1024, "longest side in `pixels` of the images produced (each is between a quarter of it and it)")
 	fs.IntVar(&cfg.Concurrency, "concurrency", worker.ConcurrencyDefault, "handlers running at once")
-	fs.IntVar(&cfg.Lanes, "lanes", 0, "share-group members (Kafka clients); 0: one per handler slot")
 	fs.StringVar(&cfg.Out, "out", "", "write thumbnails to `dir` (default: a new temporary directory; -out= keeps them in memory)")
 	fs.BoolVar(&cfg.ProduceOnly, "produce-only", false, "produce the jobs and exit (needs -brokers)")
 	fs.BoolVar(&cfg.WorkOnly, "work-only", false, "run the worker only, until interrupted or until -jobs jobs have finished (needs -brokers)")
@@ -167,8 +165,6 @@ func (c config) validate() error {
 		return errors.New("-image-size must be between 16 and 4096")
 	case c.Concurrency < 1:
 		return errors.New("-concurrency must be at least 1")
-	case c.Lanes < 0:
-		return errors.New("-lanes must not be negative")
 	case c.SlowDelay < 0:
 		return errors.New("-slow must not be negative")
 	}

@@ -45,7 +45,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	defer stopBroker()
 
 	// 2. One client for producing jobs, parking dead letters and creating
-	// topics. The worker makes its own clients, one per lane.
+	// topics. The worker makes its own client.
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
@@ -262,7 +262,6 @@ func newWorker(cfg config, brokers []string, cl *kgo.Client, thumbs handler.Hand
 		// find out at the first failed job.
 		worker.RequireTopics(dlqTopic),
 		worker.Concurrency(cfg.Concurrency),
-		worker.Lanes(cfg.Lanes), // 0: the default, one per handler slot
 		// A new share group starts at the latest record; this one must
 		// also see the jobs produced before it joined.
 		worker.AutoOffsetReset("earliest"),
