@@ -1,0 +1,218 @@
+package member_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shareq/shareq/internal/kafkatest"
+	"github.com/shareq/shareq/internal/member"
+)
+
+// wait bounds every wait on a condition: the first share group on a fresh
+// Kafka broker can take several seconds to deliver.
+const wait = 45 * time.Second
+
+// run is a running Member and everything it reported, the way the
+// worker's executor sees it.
+type run struct {
+	t    testing.TB
+	m    *member.Member
+	done chan error
+	stop context.CancelFunc
+
+	mu         sync.Mutex
+	changed    chan struct{}
+	deliveries []member.Delivery
+	acked      []member.AckResult
+	renewals   []member.Renewal
+	lost       []member.Key
+	closed     bool
+	onDelivery func(member.Delivery) // called on the reader goroutine
+}
+
+// start runs a member of group on topics until t ends.
+func start(t testing.TB, c *kafkatest.Cluster, group string, topics []string, opts ...func(*member.Config)) *run {
+	t.Helper()
+	cfg := member.Config{
+		Client: c.Client(t, kgo.ConnIdleTimeout(10*time.Minute)),
+		Group:  group,
+		Topics: topics,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	m, err := member.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &run{t: t, m: m, done: make(chan error, 1), stop: cancel, changed: make(chan struct{}, 1)}
+	var readers sync.WaitGroup
+	readers.Add(1)
+	go func() {
+		defer readers.Done()
+		for ev := range m.Events() {
+			r.mu.Lock()
+			r.deliveries = append(r.deliveries, ev.Deliveries...)
+			r.acked = append(r.acked, ev.Acked...)
+			r.renewals = append(r.renewals, ev.Renewals...)
+			r.lost = append(r.lost, ev.Lost...)
+			f := r.onDelivery
+			r.mu.Unlock()
+			if f != nil {
+				for _, d := range ev.Deliveries {
+					f(d)
+				}
+			}
+			r.poke()
+		}
+		r.mu.Lock()
+		r.closed = true
+		r.mu.Unlock()
+		r.poke()
+	}()
+	go func() { r.done <- m.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-r.done:
+		case <-time.After(wait):
+			t.Errorf("Run did not return within %v of its context's end", wait)
+		}
+		readers.Wait()
+	})
+	return r
+}
+
+func (r *run) poke() {
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
+}
+
+// waitFor waits until cond (called with r locked) holds.
+func (r *run) waitFor(what string, cond func() bool) {
+	r.t.Helper()
+	deadline := time.After(wait)
+	for {
+		r.mu.Lock()
+		ok := cond()
+		r.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-r.changed:
+		case <-time.After(20 * time.Millisecond): // Stats change without events
+		case <-deadline:
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.t.Fatalf("waited %v for %s: %d deliveries, %d acked, %d renewals, %d lost; stats %+v",
+				wait, what, len(r.deliveries), len(r.acked), len(r.renewals), len(r.lost), r.m.Stats())
+		}
+	}
+}
+
+// deliveriesN waits for n deliveries in all and returns them.
+func (r *run) deliveriesN(n int) []member.Delivery {
+	r.t.Helper()
+	r.waitFor(fmt.Sprintf("%d deliveries", n), func() bool { return len(r.deliveries) >= n })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.deliveries)
+}
+
+// ackedN waits for n ack results in all, and fails on any error.
+func (r *run) ackedN(n int) []member.AckResult {
+	r.t.Helper()
+	r.waitFor(fmt.Sprintf("%d ack results", n), func() bool { return len(r.acked) >= n })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, a := range r.acked {
+		if a.Err != nil {
+			r.t.Fatalf("ack %v %v: %v", a.Type, a.Key, a.Err)
+		}
+	}
+	return slices.Clone(r.acked)
+}
+
+// leave leaves gracefully and waits for Run to return nil.
+func (r *run) leave() {
+	r.t.Helper()
+	r.m.StopFetching()
+	select {
+	case <-r.m.Quiet():
+	case <-time.After(wait):
+		r.t.Fatalf("not quiet within %v", wait)
+	}
+	r.m.Leave()
+	select {
+	case err := <-r.done:
+		if err != nil {
+			r.t.Fatalf("Run after Leave: %v", err)
+		}
+		r.done <- nil
+	case <-time.After(wait):
+		r.t.Fatalf("Run did not return within %v of Leave", wait)
+	}
+	r.waitFor("events closed", func() bool { return r.closed })
+}
+
+// produce writes n records spread over the topic's partitions, values
+// "v0".."v(n-1)".
+func produce(t testing.TB, c *kafkatest.Cluster, topic string, partitions int32, n int) {
+	t.Helper()
+	cl := c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: topic, Partition: int32(i) % partitions, Value: fmt.Appendf(nil, "v%d", i)}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+}
+
+// waitLag waits until every partition of topic the group has started on
+// has lag 0, and at least partitions have started.
+func waitLag(t testing.TB, c *kafkatest.Cluster, group, topic string, partitions int) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	var last string
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		d, err := c.Admin().DescribeShareGroupOffsets(ctx, group)
+		cancel()
+		if err == nil && d[group].Err == nil {
+			offs := d[group].Offsets[topic]
+			ok := len(offs) >= partitions
+			for _, o := range offs {
+				ok = ok && o.Err == nil && o.Lag == 0
+			}
+			if ok {
+				return
+			}
+			last = fmt.Sprint(offs)
+		} else {
+			last = fmt.Sprint(err, d[group].Err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("group %s topic %s: lag not 0 within %v: %s", group, topic, wait, last)
+}
+
+func keys(ds []member.Delivery) []member.Key {
+	ks := make([]member.Key, len(ds))
+	for i, d := range ds {
+		ks[i] = d.Key()
+	}
+	return ks
+}

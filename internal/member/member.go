@@ -1,0 +1,217 @@
+package member
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// ErrNotHeld answers an ack or a renew for a record the member does not
+// hold: never delivered, already acknowledged (or being acknowledged), or
+// lost (see [Event.Lost]).
+var ErrNotHeld = errors.New("member: record not held")
+
+// MaxWaitDefault is the default [Config.MaxWait].
+const MaxWaitDefault = 100 * time.Millisecond
+
+// Config configures a [Member].
+type Config struct {
+	// Client is the transport: a plain client (no consumer options) with
+	// the worker's seeds, TLS/SASL and ClientID; give it
+	// kgo.ConnIdleTimeout(10*time.Minute) so idle share sessions keep
+	// their connections. Required; the member never closes it.
+	Client *kgo.Client
+	// Group is the share group. Required.
+	Group string
+	// Topics are the subscribed topic names. Required.
+	Topics []string
+	// MemberID is the member's id; default a fresh random id, as KIP-848
+	// and KIP-932 members generate one.
+	MemberID string
+	// MaxWait bounds each ShareFetch's long poll (MaxWaitMillis); default
+	// [MaxWaitDefault].
+	MaxWait time.Duration
+	// Logger receives the member's logs; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Member is one share-group member. Make it with [New], run it with
+// [Member.Run]; every other method is safe for concurrent use and never
+// blocks.
+type Member struct {
+	cfg Config
+	log *slog.Logger
+
+	mu      sync.Mutex
+	mbox    mailbox
+	wake    chan struct{}
+	events  chan Event
+	quiet   chan struct{}
+	started bool
+
+	statsMu sync.Mutex
+	stats   Stats
+}
+
+// mailbox is the work the methods queue for Run's goroutine.
+type mailbox struct {
+	grant    int
+	acks     []pendingAck
+	renews   []Key
+	stop     bool
+	leave    bool
+	anything bool
+}
+
+type pendingAck struct {
+	k Key
+	t AckType
+}
+
+// New validates cfg and returns a member; it starts nothing.
+func New(cfg Config) (*Member, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("member: Config.Client is required")
+	}
+	if cfg.Group == "" {
+		return nil, errors.New("member: Config.Group is required")
+	}
+	if len(cfg.Topics) == 0 {
+		return nil, errors.New("member: Config.Topics is required")
+	}
+	for _, t := range cfg.Topics {
+		if t == "" {
+			return nil, errors.New("member: Config.Topics has an empty name")
+		}
+	}
+	if cfg.MaxWait < 0 {
+		return nil, fmt.Errorf("member: Config.MaxWait %v is negative", cfg.MaxWait)
+	}
+	if cfg.MaxWait == 0 {
+		cfg.MaxWait = MaxWaitDefault
+	}
+	if cfg.MemberID == "" {
+		var b [16]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, fmt.Errorf("member: member id: %w", err)
+		}
+		cfg.MemberID = base64.RawURLEncoding.EncodeToString(b[:])
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	cfg.Topics = append([]string(nil), cfg.Topics...)
+	m := &Member{
+		cfg:    cfg,
+		log:    cfg.Logger.With("group", cfg.Group, "member", cfg.MemberID),
+		wake:   make(chan struct{}, 1),
+		events: make(chan Event),
+		quiet:  make(chan struct{}),
+	}
+	m.stats = Stats{MemberID: cfg.MemberID, Acks: map[AckType]int64{}}
+	return m, nil
+}
+
+// Events returns the channel of the member's reports. The executor reads
+// it until Run returns; Run closes it when it returns.
+func (m *Member) Events() <-chan Event { return m.events }
+
+// Quiet returns a channel closed once, after [Member.StopFetching], when no
+// fetch is in flight and every record fetched has been sent on Events.
+func (m *Member) Quiet() <-chan struct{} { return m.quiet }
+
+// Grant lets the member fetch n more records. Each delivered record uses
+// one credit; the member never holds a fetch for more than the credit.
+func (m *Member) Grant(n int) {
+	if n <= 0 {
+		return
+	}
+	m.post(func(b *mailbox) { b.grant += n })
+}
+
+// Ack queues the terminal acknowledgement of k. Its result comes in a
+// later [Event.Acked]; an ack for a record not held answers [ErrNotHeld].
+func (m *Member) Ack(k Key, t AckType) {
+	m.post(func(b *mailbox) { b.acks = append(b.acks, pendingAck{k, t}) })
+}
+
+// Renew queues renewals of these records' locks. The results come in
+// later [Event.Renewals], one per key; a record not held, or whose
+// acknowledgement is already queued, answers [ErrNotHeld].
+func (m *Member) Renew(keys ...Key) {
+	if len(keys) == 0 {
+		return
+	}
+	m.post(func(b *mailbox) { b.renews = append(b.renews, keys...) })
+}
+
+// StopFetching makes the member send no more ShareFetch that can acquire
+// records; acknowledgements and renewals go on. See [Member.Quiet].
+func (m *Member) StopFetching() { m.post(func(b *mailbox) { b.stop = true }) }
+
+// Leave is the graceful end: the member stops fetching, waits for its
+// requests in flight, then sends per share session one ShareAcknowledge
+// with epoch −1 carrying the pending acknowledgements plus RELEASE for
+// every held record not acknowledged, then the leave heartbeat; then Run
+// returns nil. Acks and renews queued after Leave answer [ErrNotHeld].
+func (m *Member) Leave() {
+	m.post(func(b *mailbox) {
+		b.stop = true
+		b.leave = true
+	})
+}
+
+func (m *Member) post(f func(*mailbox)) {
+	m.mu.Lock()
+	f(&m.mbox)
+	m.mbox.anything = true
+	m.mu.Unlock()
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (m *Member) take() mailbox {
+	m.mu.Lock()
+	b := m.mbox
+	m.mbox = mailbox{}
+	m.mu.Unlock()
+	return b
+}
+
+// Stats returns a snapshot of the member; it is safe for concurrent use
+// and cheap.
+func (m *Member) Stats() Stats {
+	m.statsMu.Lock()
+	defer m.statsMu.Unlock()
+	s := m.stats
+	s.Acks = maps.Clone(m.stats.Acks)
+	return s
+}
+
+// Run joins the group and runs the member until [Member.Leave] has done
+// its work (then it returns nil) or ctx is done: a hard stop, with a
+// best-effort epoch −1 close of every share session (which releases the
+// records held there) and the leave heartbeat; it then returns ctx.Err().
+// Run is the one goroutine that owns the member's state; call it once.
+func (m *Member) Run(ctx context.Context) error {
+	m.mu.Lock()
+	if m.started {
+		m.mu.Unlock()
+		return errors.New("member: Run called twice")
+	}
+	m.started = true
+	m.mu.Unlock()
+	defer close(m.events)
+	r := newRunner(m)
+	return r.run(ctx)
+}
