@@ -216,3 +216,52 @@ func keys(ds []member.Delivery) []member.Key {
 	}
 	return ks
 }
+
+// other is another member of the group: a raw franz-go share consumer.
+type other struct {
+	t  testing.TB
+	cl *kgo.Client
+}
+
+func newOther(t testing.TB, c *kafkatest.Cluster, group string, topics ...string) *other {
+	return &other{t: t, cl: c.ShareConsumer(t, group, topics)}
+}
+
+// poll polls once for at most d and accepts what it got.
+func (o *other) poll(d time.Duration) []*kgo.Record {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	recs := o.cl.PollFetches(ctx).Records()
+	for _, r := range recs {
+		r.Ack(kgo.AckAccept)
+	}
+	return recs
+}
+
+// takeUntil polls, accepting every record, until done holds of all the
+// records it got, then flushes its acks.
+func (o *other) takeUntil(what string, done func([]*kgo.Record) bool) []*kgo.Record {
+	o.t.Helper()
+	var got []*kgo.Record
+	deadline := time.Now().Add(wait)
+	for !done(got) {
+		if time.Now().After(deadline) {
+			o.t.Fatalf("other member: waited %v for %s; got %v", wait, what, recKeys(got))
+		}
+		got = append(got, o.poll(time.Second)...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := o.cl.FlushAcks(ctx); err != nil {
+		o.t.Fatalf("other member: FlushAcks: %v", err)
+	}
+	return got
+}
+
+func recKeys(rs []*kgo.Record) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = fmt.Sprintf("%d@%d#%d", r.Partition, r.Offset, r.DeliveryCount())
+	}
+	return out
+}

@@ -33,6 +33,7 @@ type held struct {
 	d        Delivery
 	broker   int32
 	internal bool
+	released bool // a RELEASE the member sends itself on close: no result
 	ack      int8 // terminal ack queued or sent, opNone if none
 	ackSent  bool
 	solo     bool
@@ -675,7 +676,7 @@ func (r *runner) sendClose(s *session, ctx context.Context) {
 		}
 		if h.ack == opNone {
 			h.ack = int8(Release)
-			h.internal = true
+			h.released = true
 			for range h.renews {
 				r.emitRenewal(Renewal{Key: k, Err: ErrNotHeld})
 			}
@@ -1025,7 +1026,7 @@ func (r *runner) lose(s *session, cause error) {
 
 func (r *runner) loseOne(k Key, h *held, cause error) {
 	err := fmt.Errorf("%w: lock lost: %v", ErrNotHeld, cause)
-	if !h.internal {
+	if !h.internal && !h.released {
 		if h.ack != opNone {
 			r.emitAck(AckResult{Key: k, Type: AckType(h.ack), Err: err})
 		} else {
@@ -1080,7 +1081,7 @@ func (r *runner) opsAnswered(rq *request, p tp, err error, lock time.Duration, f
 			continue
 		}
 		if h.ackSent {
-			if !h.internal {
+			if !h.internal && !h.released {
 				var aerr error
 				if err != nil {
 					aerr = fmt.Errorf("member: ack %v %v: %w", AckType(h.ack), k, err)
