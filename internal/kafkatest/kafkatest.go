@@ -86,6 +86,34 @@ type Cluster struct {
 	// throttling). kfake delivers them like any other records.
 	ThrottlesRedelivery bool
 
+	// The fields below are share-protocol differences, pinned with raw
+	// ShareFetch / ShareAcknowledge requests by protocol_test.go.
+
+	// OverlapAckInvalidRecordState: two acknowledgement batches of one
+	// partition in one request that overlap fail that partition with
+	// INVALID_RECORD_STATE. kfake answers INVALID_REQUEST, as for
+	// batches out of order on both.
+	OverlapAckInvalidRecordState bool
+	// RejectsRenewInFetch: a RENEW acknowledgement in a ShareFetch
+	// without IsRenewAck fails the partition's acknowledgements with
+	// INVALID_REQUEST. kfake reports no error. (A ShareFetch with
+	// IsRenewAck and any fetch parameter fails whole with
+	// INVALID_REQUEST on both.)
+	RejectsRenewInFetch bool
+	// LeaveKeepsRecords: a member that leaves the group (heartbeat with
+	// member epoch -1) keeps the records it holds while its share
+	// session is open, and can still acknowledge them. kfake releases
+	// them and closes the member's share sessions when it leaves
+	// (acknowledgements then fail with SHARE_SESSION_NOT_FOUND).
+	LeaveKeepsRecords bool
+	// FencedMemberKeepsRecords: a member removed for missing heartbeats
+	// keeps its records and its share session: it can still fetch and
+	// acknowledge. kfake releases its records at the session timeout.
+	FencedMemberKeepsRecords bool
+	// AcquiresWholeBatches: a batch_optimized ShareFetch acquires whole
+	// producer batches, past MaxRecords. kfake acquires MaxRecords.
+	AcquiresWholeBatches bool
+
 	fake *kfake.Cluster
 	cl   *kgo.Client
 	adm  *kadm.Client
@@ -145,6 +173,12 @@ func New(t testing.TB, opts ...Option) *Cluster {
 		DescribesGroupConfigDefaults: false,
 		StaleShareStartOffset:        false,
 		ThrottlesRedelivery:          false,
+
+		OverlapAckInvalidRecordState: false,
+		RejectsRenewInFetch:          false,
+		LeaveKeepsRecords:            false,
+		FencedMemberKeepsRecords:     false,
+		AcquiresWholeBatches:         false,
 	}
 	if v, ok := fc.configs["group.share.delivery.count.limit"]; ok {
 		c.DeliveryLimit, _ = strconv.Atoi(v)
@@ -168,6 +202,12 @@ func realCluster(t testing.TB) *Cluster {
 		DescribesGroupConfigDefaults: true,
 		StaleShareStartOffset:        true,
 		ThrottlesRedelivery:          true,
+
+		OverlapAckInvalidRecordState: true,
+		RejectsRenewInFetch:          true,
+		LeaveKeepsRecords:            true,
+		FencedMemberKeepsRecords:     true,
+		AcquiresWholeBatches:         true,
 	}
 	c.cl = c.Client(t)
 	c.adm = kadm.NewClient(c.cl)
