@@ -1,0 +1,753 @@
+package worker
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/internal/member"
+	"github.com/shareq/shareq/renew"
+)
+
+// engine is the share-group member as the executor uses it; *member.Member implements it.
+type engine interface {
+	Events() <-chan member.Event        // deliveries, renewal results, ack results, lost locks; closed when the member stops
+	Grant(n int)                        // n more records may be fetched (credits; each delivered record uses one)
+	Ack(k member.Key, t member.AckType) // terminal ack; never blocks; result in a later Event.Acked
+	Renew(keys ...member.Key)           // never blocks; one Renewal per key in a later Event
+	StopFetching()                      // no more fetches
+	Quiet() <-chan struct{}             // closed once, after StopFetching, when no fetch is in flight and all fetched records were sent on Events
+	Leave()                             // final acks + release of everything still held, leave the group; Events closes after
+	Stats() member.Stats                // FetchRTT etc.
+}
+
+const (
+	// renewRetry is how long after a failed renewal the next is sent,
+	// while the lock has not run out.
+	renewRetry = 250 * time.Millisecond
+	// prefetchEvery is how often the executor measures its job rate and
+	// recomputes the prefetch.
+	prefetchEvery = 250 * time.Millisecond
+	// rateWeight is the weight of the latest reading in the job rate's
+	// moving average (a time constant of about a second).
+	rateWeight = 0.25
+	// ackWarnEvery bounds the warnings about failed acknowledgements to
+	// one line per period, with a count of those left out.
+	ackWarnEvery = 5 * time.Second
+	// stuckWarnEvery is how often a stopped executor says it still waits
+	// for handlers that ignore their cancelled context.
+	stuckWarnEvery = 5 * time.Second
+)
+
+// jobState is where a job is in the executor.
+type jobState int8
+
+const (
+	jobQueued  jobState = iota + 1 // delivered, waiting for a handler slot
+	jobRunning                     // its handler runs
+	jobHeld                        // its handler failed; held for the retry backoff
+	jobGone                        // acknowledged or dropped; not in the executor's map
+)
+
+// xjob is one delivered record and its job, owned by the run loop. The
+// handler goroutine reads only ctx, h and job, which are set before it
+// starts and not written after.
+type xjob struct {
+	job    handler.Job
+	ctx    context.Context
+	h      handler.Handler
+	cancel context.CancelCauseFunc
+
+	key      member.Key
+	state    jobState
+	count    int32         // the newest delivery count (a redelivery raises it)
+	deadline time.Time     // the lock deadline as far as the executor knows
+	lock     time.Duration // the lock duration of the newest delivery
+	start    time.Time     // when its handler started
+	ran      bool
+
+	// A held job is released at releaseAt with its handler's outcome.
+	releaseAt time.Time
+	err       error
+	took      time.Duration
+}
+
+// last reports whether the record is on its last delivery.
+func (j *xjob) last() bool {
+	return j.job.DeliveryLimit > 0 && j.count >= j.job.DeliveryLimit
+}
+
+// xresult is a handler's outcome.
+type xresult struct {
+	j    *xjob
+	err  error
+	took time.Duration
+}
+
+// executor runs the handlers for one share-group member's deliveries and
+// decides every acknowledgement. One goroutine, the one in run, owns all
+// of its state; handlers run on goroutines it starts and waits for, and
+// hand their outcomes back on done.
+type executor struct {
+	w    *Worker
+	e    engine
+	log  *slog.Logger
+	obs  Observer
+	conc int
+
+	jobs    map[member.Key]*xjob // queued, running and held jobs
+	queue   []*xjob              // FIFO of queued jobs; dropped ones are skipped
+	qhead   int
+	queued  int // queued jobs (entries of queue still queued)
+	running int // handlers running, abandoned ones included: each holds a slot
+	tracker *renew.Tracker[member.Key]
+	holds   holdHeap // held jobs by releaseAt; dropped ones are skipped
+
+	// Credits: outstanding were granted and not yet used by a delivery.
+	// The executor keeps running + queued + outstanding at
+	// conc + prefetch, and grants nothing while stopping.
+	outstanding int
+	prefetch    int
+	completed   int     // handler returns since the last prefetch reading
+	rate        float64 // moving average of handler returns per second
+	lastReading time.Time
+	lockSeen    time.Duration // the longest lock of any delivery
+
+	work    chan *xjob // to the handler goroutines
+	done    chan xresult
+	spawned int // handler goroutines started
+	wg      sync.WaitGroup
+	base    context.Context // run's context without its cancellation
+
+	wake   *time.Timer // the next renewal, MaxHold or end of a retry hold
+	wakeAt time.Time
+	armed  bool
+
+	stopping bool // ctx is done
+	quiet    bool // the engine's Quiet closed
+	expired  bool // the shutdown deadline passed
+	left     bool // Leave was called
+
+	ackWarnAt   time.Time
+	ackWarnLeft int // failed acknowledgements not logged yet
+	ackWarnLast error
+}
+
+func newExecutor(w *Worker, e engine) *executor {
+	conc := w.cfg.concurrency
+	return &executor{
+		w:       w,
+		e:       e,
+		log:     w.cfg.logger.With("group", w.cfg.group),
+		obs:     w.cfg.observer,
+		conc:    conc,
+		jobs:    make(map[member.Key]*xjob, 2*conc),
+		tracker: renew.NewTracker[member.Key](renew.Policy{Margin: w.cfg.renewMargin, MaxHold: w.cfg.maxHold}),
+		work:    make(chan *xjob, conc),
+		done:    make(chan xresult, conc),
+	}
+}
+
+// run runs jobs until ctx is done, then stops gracefully, calls e.Leave(), reads Events until it closes,
+// and returns once every handler goroutine it started has returned (logging a Warn every 5 s while
+// handlers ignore their cancelled context).
+//
+// The stop follows the lanes' order: stop fetching; run what is delivered
+// (the records the fetch in flight brings too: they are held by this
+// member, and releasing them would cost a delivery); release jobs held for
+// retry only once the engine is quiet, so no fetch of this member can take
+// a released record on its last delivery and have it archived unhandled;
+// at the shutdown deadline cancel and release the rest; then Leave.
+func (x *executor) run(ctx context.Context) {
+	x.base = context.WithoutCancel(ctx)
+	x.wake = time.NewTimer(time.Hour)
+	x.wake.Stop()
+	defer x.wake.Stop()
+	reading := time.NewTicker(prefetchEvery)
+	defer reading.Stop()
+	x.lastReading = time.Now()
+	x.topUp()
+
+	events := x.e.Events()
+	stopping := ctx.Done()
+	tick := reading.C
+	var quiet <-chan struct{}
+	var deadline <-chan time.Time
+	var shutdown *time.Timer
+	defer func() {
+		if shutdown != nil {
+			shutdown.Stop()
+		}
+	}()
+	for events != nil {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				if !x.left {
+					x.memberFailed()
+				}
+				continue
+			}
+			x.event(ev)
+		case r := <-x.done:
+			x.result(r)
+			for more := true; more; {
+				select {
+				case r := <-x.done:
+					x.result(r)
+				default:
+					more = false
+				}
+			}
+		case <-x.wake.C:
+			x.armed = false
+			x.wakeUp()
+		case <-tick:
+			x.reading()
+		case <-stopping:
+			stopping, tick = nil, nil
+			x.stopping = true
+			x.prefetch = 0
+			x.e.StopFetching()
+			quiet = x.e.Quiet()
+			shutdown = time.NewTimer(x.w.cfg.shutdownTimeout)
+			deadline = shutdown.C
+		case <-quiet:
+			quiet = nil
+			// Every record fetched was sent on Events before Quiet
+			// closed: take them before releasing anything.
+			for more := true; more && events != nil; {
+				select {
+				case ev, ok := <-events:
+					if !ok {
+						events = nil
+						if !x.left {
+							x.memberFailed()
+						}
+						continue
+					}
+					x.event(ev)
+				default:
+					more = false
+				}
+			}
+			x.quiet = true
+			x.releaseHeld()
+		case <-deadline:
+			deadline = nil
+			x.expire()
+		}
+		x.startQueued()
+		x.topUp()
+		if x.stopping && !x.left && (x.quiet || x.expired) && len(x.jobs) == 0 {
+			x.left = true
+			x.e.Leave()
+		}
+	}
+	x.warnAcks(true)
+	x.waitHandlers()
+}
+
+// memberFailed ends every job when Events closed before Leave: the member
+// stopped, so nothing can be acknowledged any more.
+func (x *executor) memberFailed() {
+	x.log.Warn("the share-group member stopped; cancelling running jobs", "jobs", len(x.jobs))
+	x.stopping, x.left, x.expired = true, true, true
+	for _, j := range x.jobs {
+		x.drop(j, ErrShutdown)
+	}
+	x.queue, x.qhead = nil, 0
+}
+
+// waitHandlers waits for every handler goroutine, abandoned ones included.
+func (x *executor) waitHandlers() {
+	if x.running > 0 {
+		stuck := time.NewTicker(stuckWarnEvery)
+		for x.running > 0 {
+			select {
+			case <-x.done:
+				x.running--
+			case <-stuck.C:
+				x.log.Warn("waiting for handlers that ignore their cancelled context; their records were released", "handlers", x.running)
+			}
+		}
+		stuck.Stop()
+	}
+	close(x.work)
+	x.wg.Wait()
+}
+
+// event applies one report of the engine: lost locks first, as the member
+// does, then deliveries, renewals and acknowledgement results.
+func (x *executor) event(ev member.Event) {
+	for _, k := range ev.Lost {
+		if j := x.jobs[k]; j != nil {
+			x.drop(j, ErrLockLost)
+		}
+	}
+	for _, d := range ev.Deliveries {
+		x.deliver(d)
+	}
+	if len(ev.Renewals) > 0 {
+		now := time.Now()
+		for _, r := range ev.Renewals {
+			x.renewed(r, now)
+		}
+	}
+	for _, a := range ev.Acked {
+		if a.Err != nil {
+			x.ackFailed(a)
+		}
+	}
+}
+
+// deliver takes a delivered record: a new job, queued for a slot, or a
+// new delivery of a record whose job the executor already has.
+func (x *executor) deliver(d member.Delivery) {
+	if x.outstanding > 0 {
+		x.outstanding--
+	}
+	if d.Lock > x.lockSeen {
+		x.lockSeen = d.Lock
+	}
+	k := d.Key()
+	if j := x.jobs[k]; j != nil {
+		// Its lock ran out and the member fetched it again; acks are by
+		// offset, so the job in hand answers for this delivery too. Its
+		// credit comes back through topUp.
+		j.deadline, j.lock = d.Deadline, d.Lock
+		if d.Count > j.count {
+			j.count = d.Count
+		}
+		switch j.state {
+		case jobQueued: // nobody has seen the job yet
+			j.job.DeliveryCount, j.job.LockDeadline = j.count, d.Deadline
+		case jobRunning, jobHeld:
+			x.tracker.Relock(k, d.Deadline, d.Lock)
+			x.armFor(k)
+		}
+		return
+	}
+	j := &xjob{key: k, state: jobQueued, count: d.Count, deadline: d.Deadline, lock: d.Lock}
+	x.w.fillJob(&j.job, d)
+	if x.left || x.expired {
+		x.log.Warn("a record arrived after the shutdown deadline; releasing it", "record", k)
+		if !x.left {
+			x.e.Ack(k, member.Release)
+		}
+		x.report(j, AckRelease, ErrShutdown, 0)
+		return
+	}
+	x.jobs[k] = j
+	x.queue = append(x.queue, j)
+	x.queued++
+}
+
+// startQueued starts queued jobs, in order, while there are free slots.
+func (x *executor) startQueued() {
+	for x.running < x.conc && x.queued > 0 {
+		j := x.queue[x.qhead]
+		x.queue[x.qhead] = nil
+		x.qhead++
+		if x.qhead == len(x.queue) {
+			x.queue, x.qhead = x.queue[:0], 0
+		} else if x.qhead >= 1024 && 2*x.qhead >= len(x.queue) {
+			n := copy(x.queue, x.queue[x.qhead:])
+			clear(x.queue[n:])
+			x.queue, x.qhead = x.queue[:n], 0
+		}
+		if j.state != jobQueued {
+			continue // dropped while it waited
+		}
+		x.start(j)
+	}
+}
+
+// start runs j's handler, unless its lock is about to run out.
+func (x *executor) start(j *xjob) {
+	now := time.Now()
+	// The member's deadline is its fetch's send time plus the lock, so it
+	// is never late; still, do not start a job whose lock is about to run
+	// out. On its last delivery it runs all the same: a release would
+	// make the broker archive it unhandled, while a run renews the lock at
+	// once (its renewal is due at once) and a dlq middleware parks it if
+	// it fails.
+	last := j.last()
+	if renew.Expired(now, j.deadline, min(startMargin, j.lock/4)) && !last {
+		x.log.Warn("lock expired before the job started; releasing it", "record", j.key)
+		x.finish(j, AckRelease, ErrLockExpired, 0)
+		return
+	}
+	h := x.w.handlers[j.key.Topic]
+	if h == nil { // cannot happen: the member fetches registered topics only
+		x.finish(j, AckRelease, fmt.Errorf("worker: no handler for topic %q", j.key.Topic), 0)
+		return
+	}
+	j.ctx, j.cancel = context.WithCancelCause(x.base)
+	j.h = h
+	x.queued--
+	j.state, j.ran, j.start = jobRunning, true, now
+	x.tracker.Add(j.key, now, j.deadline, j.lock)
+	x.armFor(j.key)
+	if x.obs != nil {
+		x.obs.JobStarted(&j.job)
+	}
+	x.running++
+	if x.spawned < x.running {
+		x.spawned++
+		x.wg.Add(1)
+		go x.handle()
+	}
+	x.work <- j // never blocks: at most conc jobs run, and work holds conc
+}
+
+// handle is a handler goroutine: it runs jobs until work closes.
+func (x *executor) handle() {
+	defer x.wg.Done()
+	for j := range x.work {
+		start := time.Now()
+		err := safeHandle(j.ctx, j.h, &j.job)
+		x.done <- xresult{j: j, err: err, took: time.Since(start)}
+	}
+}
+
+// result takes a handler's outcome.
+func (x *executor) result(r xresult) {
+	x.running--
+	x.completed++
+	j := r.j
+	if j.state != jobRunning || x.jobs[j.key] != j {
+		return // abandoned earlier; its record was released
+	}
+	switch {
+	case r.err == nil:
+		x.finish(j, AckAccept, nil, r.took)
+		return
+	case handler.IsPermanent(r.err):
+		x.finish(j, AckReject, r.err, r.took)
+		return
+	}
+	var d time.Duration
+	if x.stopping {
+		// No backoff, but no release either until the member is quiet.
+		if !x.quiet {
+			d = time.Duration(math.MaxInt64)
+		}
+	} else {
+		d = x.backoff(j)
+	}
+	if d <= 0 {
+		x.finish(j, AckRelease, r.err, r.took)
+		return
+	}
+	// Hold the record, its lock renewed as needed, so the next delivery
+	// does not come at once: a failing dependency would otherwise use up
+	// the delivery limit in moments.
+	j.state, j.err, j.took = jobHeld, r.err, r.took
+	j.cancel(nil)
+	if d != time.Duration(math.MaxInt64) {
+		j.releaseAt = time.Now().Add(d)
+		heap.Push(&x.holds, j)
+		x.arm(j.releaseAt)
+	}
+}
+
+// backoff returns how long to hold a job that failed with a retryable
+// error before releasing it: none on its last delivery (the broker
+// archives it either way) and never past MaxHold − 1 s from its start.
+func (x *executor) backoff(j *xjob) time.Duration {
+	f := x.w.cfg.retryBackoff
+	if f == nil || j.last() {
+		return 0
+	}
+	d := f(j.job.DeliveryCount)
+	if limit := time.Until(j.start.Add(x.w.cfg.maxHold)) - time.Second; d > limit {
+		d = limit
+	}
+	return d
+}
+
+// wakeUp renews the locks that are due, ends jobs over MaxHold and
+// releases held jobs whose backoff is over.
+func (x *executor) wakeUp() {
+	now := time.Now()
+	due, over := x.tracker.Due(now)
+	for _, k := range over {
+		j := x.jobs[k]
+		if j == nil {
+			continue
+		}
+		if j.state == jobHeld {
+			x.finish(j, AckRelease, j.err, j.took)
+			continue
+		}
+		x.abandon(j, ErrMaxHold)
+	}
+	if len(due) > 0 {
+		x.e.Renew(due...)
+	}
+	if !x.stopping || x.quiet {
+		for len(x.holds) > 0 && !x.holds[0].releaseAt.After(now) {
+			j := heap.Pop(&x.holds).(*xjob)
+			if j.state == jobHeld && x.jobs[j.key] == j {
+				x.finish(j, AckRelease, j.err, j.took)
+			}
+		}
+	}
+	x.wakeAt, x.armed = time.Time{}, false
+	if at, ok := x.tracker.Next(); ok {
+		x.arm(at)
+	}
+	for len(x.holds) > 0 {
+		if j := x.holds[0]; j.state == jobHeld && x.jobs[j.key] == j {
+			if !x.stopping || x.quiet {
+				x.arm(j.releaseAt)
+			}
+			break
+		}
+		heap.Pop(&x.holds)
+	}
+}
+
+// renewed takes the outcome of one renewal.
+func (x *executor) renewed(r member.Renewal, now time.Time) {
+	j := x.jobs[r.Key]
+	if j == nil || (j.state != jobRunning && j.state != jobHeld) {
+		return // finished meanwhile
+	}
+	if x.obs != nil {
+		x.obs.LockRenewed(&j.job, r.Err)
+	}
+	if r.Err == nil {
+		x.tracker.RenewedUntil(r.Key, r.Deadline)
+		if r.Deadline.After(j.deadline) {
+			j.deadline = r.Deadline
+		}
+		x.armFor(r.Key)
+		return
+	}
+	x.log.Warn("lock renewal failed", "record", r.Key, "error", r.Err)
+	if !j.deadline.After(now) {
+		x.abandon(j, ErrLockLost)
+		return
+	}
+	x.tracker.RenewFailed(r.Key, now.Add(renewRetry))
+	x.armFor(r.Key)
+}
+
+// releaseHeld releases every job held for retry (the member is quiet).
+func (x *executor) releaseHeld() {
+	for _, j := range x.jobs {
+		if j.state == jobHeld {
+			x.finish(j, AckRelease, j.err, j.took)
+		}
+	}
+	x.holds = x.holds[:0]
+}
+
+// expire ends the shutdown: running handlers are cancelled and every
+// record in hand released.
+func (x *executor) expire() {
+	x.expired = true
+	for _, j := range x.jobs {
+		switch j.state {
+		case jobRunning:
+			x.abandon(j, ErrShutdown)
+		case jobHeld:
+			x.finish(j, AckRelease, ErrShutdown, j.took)
+		case jobQueued:
+			x.finish(j, AckRelease, ErrShutdown, 0)
+		}
+	}
+	x.queue, x.qhead, x.queued = x.queue[:0], 0, 0
+	x.holds = x.holds[:0]
+}
+
+// abandon releases a job whose handler is still running and cancels its
+// context with cause; whatever the handler returns later is discarded.
+func (x *executor) abandon(j *xjob, cause error) {
+	x.log.Warn("releasing a running job", "reason", cause, "record", j.key,
+		"running_for", time.Since(j.start).Round(time.Millisecond), "lock_left", time.Until(j.deadline).Round(time.Millisecond))
+	x.finish(j, AckRelease, cause, time.Since(j.start))
+}
+
+// finish sends j's terminal acknowledgement and reports it.
+func (x *executor) finish(j *xjob, ack Ack, err error, took time.Duration) {
+	switch ack {
+	case AckAccept:
+		x.e.Ack(j.key, member.Accept)
+	case AckReject:
+		x.e.Ack(j.key, member.Reject)
+	default:
+		x.e.Ack(j.key, member.Release)
+	}
+	x.end(j, err)
+	x.report(j, ack, err, took)
+}
+
+// drop ends j without an acknowledgement: its lock is gone (cause
+// ErrLockLost) or the member stopped (ErrShutdown).
+func (x *executor) drop(j *xjob, cause error) {
+	var took time.Duration
+	switch j.state {
+	case jobRunning:
+		took = time.Since(j.start)
+	case jobHeld:
+		took = j.took
+	}
+	x.end(j, cause)
+	x.report(j, AckRelease, cause, took)
+}
+
+// end takes j out of the executor and cancels its handler's context.
+func (x *executor) end(j *xjob, cause error) {
+	switch j.state {
+	case jobQueued:
+		x.queued--
+	case jobRunning, jobHeld:
+		x.tracker.Remove(j.key)
+	}
+	if j.cancel != nil {
+		j.cancel(cause)
+	}
+	j.state = jobGone
+	delete(x.jobs, j.key)
+}
+
+func (x *executor) report(j *xjob, ack Ack, err error, took time.Duration) {
+	if x.obs == nil {
+		return
+	}
+	final := ack != AckRelease || j.last()
+	x.obs.JobFinished(&j.job, Result{Ack: ack, Err: err, Ran: j.ran, Duration: took, LockLeft: time.Until(j.deadline), Final: final})
+}
+
+// ackFailed reports an acknowledgement the broker did not apply.
+func (x *executor) ackFailed(a member.AckResult) {
+	if x.obs != nil {
+		x.obs.AckFailed(a.Key.Topic, a.Key.Partition, a.Err)
+	}
+	x.ackWarnLeft++
+	x.ackWarnLast = a.Err
+	x.warnAcks(false)
+}
+
+// warnAcks logs the failed acknowledgements not logged yet, at most once
+// per ackWarnEvery unless final.
+func (x *executor) warnAcks(final bool) {
+	if x.ackWarnLeft == 0 {
+		return
+	}
+	now := time.Now()
+	if !final && now.Sub(x.ackWarnAt) < ackWarnEvery {
+		return
+	}
+	x.log.Warn("broker rejected acknowledgements", "records", x.ackWarnLeft, "error", x.ackWarnLast)
+	x.ackWarnAt, x.ackWarnLeft, x.ackWarnLast = now, 0, nil
+}
+
+// arm makes the wake timer fire at at, unless it fires earlier already.
+func (x *executor) arm(at time.Time) {
+	if x.armed && !at.Before(x.wakeAt) {
+		return
+	}
+	x.wakeAt, x.armed = at, true
+	x.wake.Reset(time.Until(at))
+}
+
+// armFor arms the wake timer for k's next renewal or MaxHold.
+func (x *executor) armFor(k member.Key) {
+	if at, ok := x.tracker.When(k); ok {
+		x.arm(at)
+	}
+}
+
+// reading measures the job rate and recomputes the prefetch: enough
+// records beyond the free slots to cover one fetch round trip at that
+// rate (Little's law), at most Concurrency, and few enough that a queued
+// record waits at most a quarter of its lock.
+func (x *executor) reading() {
+	now := time.Now()
+	dt := now.Sub(x.lastReading).Seconds()
+	x.lastReading = now
+	if dt <= 0 {
+		return
+	}
+	r := float64(x.completed) / dt
+	x.completed = 0
+	if x.rate == 0 {
+		x.rate = r
+	} else {
+		x.rate += rateWeight * (r - x.rate)
+	}
+	x.prefetch = prefetchFor(x.rate, x.e.Stats().FetchRTT, x.lockSeen, x.conc)
+}
+
+// prefetchFor is the prefetch for a job rate (per second), a fetch round
+// trip and a lock duration.
+func prefetchFor(rate float64, rtt, lock time.Duration, conc int) int {
+	if rate <= 0 || rtt <= 0 || lock <= 0 {
+		return 0
+	}
+	n := math.Ceil(rate * rtt.Seconds())
+	n = min(n, math.Floor(rate*lock.Seconds()/4), float64(conc))
+	return max(int(n), 0)
+}
+
+// topUp grants credit up to Concurrency + prefetch records in hand or on
+// the way. A job that finishes while the target shrank gives back no
+// credit.
+func (x *executor) topUp() {
+	if x.stopping {
+		return
+	}
+	if n := x.conc + x.prefetch - x.running - x.queued - x.outstanding; n > 0 {
+		x.outstanding += n
+		x.e.Grant(n)
+	}
+}
+
+// fillJob fills j from a member delivery.
+func (w *Worker) fillJob(j *handler.Job, d member.Delivery) {
+	rec := d.Record
+	*j = handler.Job{
+		Topic:         rec.Topic,
+		Partition:     rec.Partition,
+		Offset:        rec.Offset,
+		Key:           rec.Key,
+		Value:         rec.Value,
+		Timestamp:     rec.Timestamp,
+		Group:         w.cfg.group,
+		DeliveryCount: d.Count,
+		DeliveryLimit: w.deliveryLimit.Load(),
+		LockDeadline:  d.Deadline,
+	}
+	if len(rec.Headers) > 0 {
+		j.Headers = make([]handler.Header, len(rec.Headers))
+		for i, h := range rec.Headers {
+			j.Headers[i] = handler.Header{Key: h.Key, Value: h.Value}
+		}
+	}
+}
+
+// holdHeap orders held jobs by releaseAt (container/heap).
+type holdHeap []*xjob
+
+func (h holdHeap) Len() int           { return len(h) }
+func (h holdHeap) Less(i, k int) bool { return h[i].releaseAt.Before(h[k].releaseAt) }
+func (h holdHeap) Swap(i, k int)      { h[i], h[k] = h[k], h[i] }
+func (h *holdHeap) Push(v any)        { *h = append(*h, v.(*xjob)) }
+func (h *holdHeap) Pop() any {
+	old := *h
+	n := len(old)
+	j := old[n-1]
+	old[n-1] = nil
+	*h = old[:n-1]
+	return j
+}

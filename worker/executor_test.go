@@ -1,0 +1,1050 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/internal/member"
+)
+
+// The executor's tests run inside synctest bubbles against a fakeEngine:
+// the test plays the share-group member, a ctl handler lets it end each
+// job when it wants, and time (locks, backoffs, MaxHold, the shutdown
+// timeout) is the bubble's fake clock.
+
+var errRetryX = errors.New("try again later")
+
+// ctl is a handler whose jobs end when the test says (finish), or when
+// their context is cancelled (unless ignoreCancel).
+type ctl struct {
+	ignoreCancel bool
+
+	mu       sync.Mutex
+	outcome  map[int64]chan error
+	ctxs     map[int64][]context.Context
+	started  []int64
+	counts   map[int64][]int32 // delivery counts each start saw
+	running  int
+	max      int
+	finished int
+}
+
+func newCtl() *ctl {
+	return &ctl{outcome: map[int64]chan error{}, ctxs: map[int64][]context.Context{}, counts: map[int64][]int32{}}
+}
+
+func (c *ctl) ch(off int64) chan error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := c.outcome[off]
+	if ch == nil {
+		ch = make(chan error, 1)
+		c.outcome[off] = ch
+	}
+	return ch
+}
+
+func (c *ctl) Handle(ctx context.Context, j *handler.Job) error {
+	ch := c.ch(j.Offset)
+	c.mu.Lock()
+	c.running++
+	c.max = max(c.max, c.running)
+	c.started = append(c.started, j.Offset)
+	c.ctxs[j.Offset] = append(c.ctxs[j.Offset], ctx)
+	c.counts[j.Offset] = append(c.counts[j.Offset], j.DeliveryCount)
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.running--
+		c.finished++
+		c.mu.Unlock()
+	}()
+	if c.ignoreCancel {
+		return <-ch
+	}
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// finish ends the job of offset off with err and lets the executor settle.
+func (c *ctl) finish(off int64, err error) {
+	c.ch(off) <- err
+	synctest.Wait()
+}
+
+func (c *ctl) startedList() []int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]int64(nil), c.started...)
+}
+
+func (c *ctl) countsOf(off int64) []int32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]int32(nil), c.counts[off]...)
+}
+
+// cause returns the cancellation cause of the n-th run of offset off.
+func (c *ctl) cause(off int64, n int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.ctxs[off]) <= n {
+		return errors.New("never started")
+	}
+	return context.Cause(c.ctxs[off][n])
+}
+
+func (c *ctl) stats() (running, maxRunning int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.running, c.max
+}
+
+// recorder is an Observer that keeps what it is told.
+type recorder struct {
+	mu        sync.Mutex
+	started   []int64
+	finished  map[int64][]Result
+	renewErrs []error // one per LockRenewed, nil for a success
+	ackFailed []error
+	lanes     int
+}
+
+func newRecorder() *recorder { return &recorder{finished: map[int64][]Result{}} }
+
+func (r *recorder) JobStarted(j *handler.Job) {
+	r.mu.Lock()
+	r.started = append(r.started, j.Offset)
+	r.mu.Unlock()
+}
+
+func (r *recorder) JobFinished(j *handler.Job, res Result) {
+	r.mu.Lock()
+	r.finished[j.Offset] = append(r.finished[j.Offset], res)
+	r.mu.Unlock()
+}
+
+func (r *recorder) LockRenewed(_ *handler.Job, err error) {
+	r.mu.Lock()
+	r.renewErrs = append(r.renewErrs, err)
+	r.mu.Unlock()
+}
+
+func (r *recorder) AckFailed(_ string, _ int32, err error) {
+	r.mu.Lock()
+	r.ackFailed = append(r.ackFailed, err)
+	r.mu.Unlock()
+}
+
+func (r *recorder) LanesActive(int) {
+	r.mu.Lock()
+	r.lanes++
+	r.mu.Unlock()
+}
+
+func (r *recorder) results(off int64) []Result {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Result(nil), r.finished[off]...)
+}
+
+func (r *recorder) renewals() []error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]error(nil), r.renewErrs...)
+}
+
+// xbundle is one executor under test with its fake member, handler and
+// observer.
+type xbundle struct {
+	x      *executor
+	f      *fakeEngine
+	h      *ctl
+	obs    *recorder
+	cancel context.CancelFunc
+	ran    chan struct{} // closed when run returns
+}
+
+// startExecutor runs an executor for topic "t" (delivery limit 5) inside
+// the current bubble; the test must stop it (stop, or the member failing)
+// before the bubble ends.
+func startExecutor(t *testing.T, h handler.Handler, f *fakeEngine, opts ...Option) *xbundle {
+	t.Helper()
+	obs := newRecorder()
+	if f == nil {
+		f = newFakeEngine()
+	}
+	c, _ := h.(*ctl)
+	base := []Option{Brokers("fake:9092"), Group("g"), Handle("t", h), WithObserver(obs),
+		Logger(slog.New(slog.DiscardHandler)), RetryBackoff(nil)}
+	w, err := New(append(base, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.deliveryLimit.Store(5)
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &xbundle{x: newExecutor(w, f), f: f, h: c, obs: obs, cancel: cancel, ran: make(chan struct{})}
+	go func() {
+		defer close(b.ran)
+		b.x.run(ctx)
+	}()
+	t.Cleanup(func() {
+		// After a failed test: end the executor so the bubble can end.
+		if b.returned() {
+			return
+		}
+		cancel()
+		f.mu.Lock()
+		if !f.closed {
+			f.closed = true
+			close(f.events)
+		}
+		f.mu.Unlock()
+		if c != nil {
+			c.mu.Lock()
+			for _, ch := range c.outcome {
+				select {
+				case ch <- errors.New("test over"):
+				default:
+				}
+			}
+			c.mu.Unlock()
+		}
+		<-b.ran
+	})
+	synctest.Wait()
+	return b
+}
+
+// stop cancels run's context and waits for run to return, past the
+// shutdown timeout if handlers still run.
+func (b *xbundle) stop(t *testing.T) {
+	t.Helper()
+	b.cancel()
+	synctest.Wait()
+	if !b.returned() {
+		time.Sleep(b.x.w.cfg.shutdownTimeout)
+		synctest.Wait()
+	}
+	select {
+	case <-b.ran:
+	default:
+		t.Fatal("run did not return after its context was cancelled")
+	}
+}
+
+func (b *xbundle) returned() bool {
+	select {
+	case <-b.ran:
+		return true
+	default:
+		return false
+	}
+}
+
+// only returns the single Result of offset off, failing unless there is
+// exactly one.
+func (b *xbundle) only(t *testing.T, off int64) Result {
+	t.Helper()
+	rs := b.obs.results(off)
+	if len(rs) != 1 {
+		t.Fatalf("offset %d: %d JobFinished calls (%+v), want 1", off, len(rs), rs)
+	}
+	return rs[0]
+}
+
+func wantAcks(t *testing.T, f *fakeEngine, off int64, want ...member.AckType) {
+	t.Helper()
+	if got := f.acksOf(off); !slices.Equal(got, want) {
+		t.Fatalf("offset %d acks %v, want %v", off, got, want)
+	}
+}
+
+const lock = 30 * time.Second
+
+func TestExecutorAcceptsRejectsReleases(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newCtl()
+		b := startExecutor(t, h, nil, Concurrency(5))
+		b.f.deliver(delivery(1, 1, lock), delivery(2, 1, lock), delivery(3, 1, lock), delivery(4, 5, lock), delivery(5, 1, lock))
+		h.finish(1, nil)
+		h.finish(2, handler.Permanent(errors.New("bad payload")))
+		h.finish(3, errRetryX)
+		h.finish(4, errRetryX) // on its last delivery
+		h.finish(5, handler.Retry("busy", errRetryX))
+
+		wantAcks(t, b.f, 1, member.Accept)
+		wantAcks(t, b.f, 2, member.Reject)
+		wantAcks(t, b.f, 3, member.Release)
+		wantAcks(t, b.f, 4, member.Release)
+		wantAcks(t, b.f, 5, member.Release)
+		for _, tc := range []struct {
+			off   int64
+			ack   Ack
+			final bool
+		}{{1, AckAccept, true}, {2, AckReject, true}, {3, AckRelease, false}, {4, AckRelease, true}, {5, AckRelease, false}} {
+			r := b.only(t, tc.off)
+			if r.Ack != tc.ack || r.Final != tc.final || !r.Ran {
+				t.Errorf("offset %d: %+v, want ack %v final %v ran", tc.off, r, tc.ack, tc.final)
+			}
+			if r.LockLeft != lock {
+				t.Errorf("offset %d: LockLeft %v, want %v (no time passed)", tc.off, r.LockLeft, lock)
+			}
+		}
+		if r := b.only(t, 3); !errors.Is(r.Err, errRetryX) {
+			t.Errorf("released job's Err = %v, want the handler's", r.Err)
+		}
+		b.stop(t)
+	})
+}
+
+func TestExecutorRejectsPanics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := handler.Func(func(context.Context, *handler.Job) error { panic("boom") })
+		b := startExecutor(t, h, nil)
+		b.f.deliver(delivery(1, 1, lock))
+		wantAcks(t, b.f, 1, member.Reject)
+		if r := b.only(t, 1); !handler.IsPermanent(r.Err) {
+			t.Fatalf("panic reported as %v, want a permanent error", r.Err)
+		}
+		b.stop(t)
+	})
+}
+
+func TestExecutorHoldsRetryForBackoffThenReleases(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newCtl()
+		backoff := func(n int32) time.Duration { return time.Duration(n) * 10 * time.Second }
+		b := startExecutor(t, h, nil, Concurrency(1), RetryBackoff(backoff), MaxHold(time.Minute))
+		start := time.Now()
+		b.f.deliver(delivery(1, 2, lock))
+		h.finish(1, errRetryX)
+		if got := b.f.acksOf(1); len(got) != 0 {
+			t.Fatalf("released at once (%v), want held for 20s", got)
+		}
+		if got := b.f.grantList(); !slices.Equal(got, []int{1, 1}) {
+			t.Fatalf("grants %v: the held job must give its slot back", got)
+		}
+		// The slot is free: another job runs while 1 is held.
+		b.f.deliver(delivery(2, 1, lock))
+		h.finish(2, nil)
+		wantAcks(t, b.f, 2, member.Accept)
+
+		// Its lock is renewed while it is held (half the 30 s lock).
+		time.Sleep(15*time.Second - time.Since(start))
+		synctest.Wait()
+		if got := b.f.renewedKeys(); !slices.Equal(got, []member.Key{key(1)}) {
+			t.Fatalf("renewed %v at 15s, want [t/0@1]", got)
+		}
+		b.f.answerRenewals(lock, nil)
+		time.Sleep(20*time.Second - time.Since(start) - time.Nanosecond)
+		synctest.Wait()
+		if got := b.f.acksOf(1); len(got) != 0 {
+			t.Fatalf("released before the backoff ended: %v", got)
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		wantAcks(t, b.f, 1, member.Release)
+		if r := b.only(t, 1); r.Ack != AckRelease || !errors.Is(r.Err, errRetryX) || !r.Ran || r.Final {
+			t.Fatalf("held job finished with %+v", r)
+		}
+
+		// On its last delivery a failure is released at once.
+		b.f.deliver(delivery(3, 5, lock))
+		h.finish(3, errRetryX)
+		wantAcks(t, b.f, 3, member.Release)
+		if r := b.only(t, 3); !r.Final {
+			t.Fatalf("release on the last delivery not Final: %+v", r)
+		}
+
+		// The backoff never runs past MaxHold − 1 s from the job's start.
+		b.f.deliver(delivery(4, 4, lock)) // backoff 40 s
+		time.Sleep(30 * time.Second)
+		b.f.answerRenewals(lock, nil)
+		h.finish(4, errRetryX)
+		time.Sleep(29*time.Second - time.Nanosecond)
+		synctest.Wait()
+		if got := b.f.acksOf(4); len(got) != 0 {
+			t.Fatalf("released before MaxHold − 1 s: %v", got)
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		wantAcks(t, b.f, 4, member.Release)
+		b.stop(t)
+	})
+}
+
+func TestExecutorRenewsLongJob(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newCtl()
+		b := startExecutor(t, h, nil, RenewMargin(2*time.Second))
+		const lock = 10 * time.Second
+		start := time.Now()
+		b.f.deliver(delivery(1, 1, lock))
+		var at []time.Duration
+		for time.Since(start) < 35*time.Second {
+			time.Sleep(time.Second)
+			synctest.Wait()
+			if b.f.answerRenewals(lock, nil) > 0 {
+				at = append(at, time.Since(start))
+			}
+		}
+		// Renewed 2 s before each deadline; each renewal's reported
+		// deadline (now + 10 s) is the next one.
+		if want := []time.Duration{8 * time.Second, 16 * time.Second, 24 * time.Second, 32 * time.Second}; !slices.Equal(at, want) {
+			t.Fatalf("renewed at %v, want %v", at, want)
+		}
+		if got := b.obs.renewals(); len(got) != 4 || slices.ContainsFunc(got, func(e error) bool { return e != nil }) {
+			t.Fatalf("LockRenewed calls %v, want 4 successes", got)
+		}
+		h.finish(1, nil)
+		wantAcks(t, b.f, 1, member.Accept)
+		if r := b.only(t, 1); r.LockLeft != 7*time.Second || r.Duration != 35*time.Second {
+			t.Fatalf("finished with %+v, want 7s left on the lock after 35s", r)
+		}
+		b.stop(t)
+	})
+}
+
+func TestExecutorAbandonsAtMaxHold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newCtl()
+		h.ignoreCancel = true
+		b := startExecutor(t, h, nil, MaxHold(time.Minute), Concurrency(1))
+		b.f.deliver(delivery(1, 1, lock))
+		for range 3 { // renewals at 15, 30 and 45 s
+			time.Sleep(15 * time.Second)
+			synctest.Wait()
+			if b.f.answerRenewals(lock, nil) != 1 {
+				t.Fatal("lock not renewed")
+			}
+		}
+		time.Sleep(15*time.Second - time.Nanosecond)
+		synctest.Wait()
+		if got := b.f.acksOf(1); len(got) != 0 {
+			t.Fatalf("acknowledged before MaxHold: %v", got)
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		wantAcks(t, b.f, 1, member.Release)
+		if err := h.cause(1, 0); !errors.Is(err, ErrMaxHold) {
+			t.Fatalf("context cause %v, want ErrMaxHold", err)
+		}
+		if r := b.only(t, 1); r.Ack != AckRelease || !errors.Is(r.Err, ErrMaxHold) || !r.Ran || r.Duration != time.Minute {
+			t.Fatalf("finished with %+v", r)
+		}
+		// The abandoned handler keeps its slot until it returns; what it
+		// returns is discarded.
+		if got := b.f.grantList(); !slices.Equal(got, []int{1}) {
+			t.Fatalf("grants %v while the abandoned handler runs, want [1]", got)
+		}
+		h.finish(1, nil)
+		wantAcks(t, b.f, 1, member.Release)
+		b.only(t, 1)
+		if got := b.f.grantList(); !slices.Equal(got, []int{1, 1}) {
+			t.Fatalf("grants %v after the abandoned handler returned, want [1 1]", got)
+		}
+		b.stop(t)
+	})
+}
+
+func TestExecutorRenewFailurePastDeadlineAbandons(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newCtl()
+		b := startExecutor(t, h, nil)
+		const lock = 10 * time.Second
+		start := time.Now()
+		b.f.deliver(delivery(1, 1, lock))
+		time.Sleep(5 * time.Second) // half the lock
+		synctest.Wait()
+		broken := errors.New("coordinator moved")
+		b.f.answerRenewals(lock, broken)
+		time.Sleep(renewRetry) // retried 250 ms later
+		synctest.Wait()
+		if got := b.f.renewedKeys(); len(got) != 2 {
+			t.Fatalf("renewals %v, want a retry 250ms after the failure", got)
+		}
+		if got := b.f.acksOf(1); len(got) != 0 {
+			t.Fatalf("abandoned while the lock still ran: %v", got)
+		}
+		time.Sleep(lock - time.Since(start))
+		b.f.answerRenewals(lock, broken) // fails again, past the deadline
+		wantAcks(t, b.f, 1, member.Release)
+		if err := h.cause(1, 0); !errors.Is(err, ErrLockLost) {
+			t.Fatalf("context cause %v, want ErrLockLost", err)
+		}
+		if r := b.only(t, 1); !errors.Is(r.Err, ErrLockLost) || r.Ack != AckRelease {
+			t.Fatalf("finished with %+v", r)
+		}
+		if got := b.obs.renewals(); len(got) != 2 || !errors.Is(got[0], broken) || !errors.Is(got[1], broken) {
+			t.Fatalf("LockRenewed calls %v, want two failures", got)
+		}
+		b.stop(t)
+	})
+}
+
+func TestExecutorDoesNotStartExpiredLock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newCtl()
+		b := startExecutor(t, h, nil, Concurrency(1))
+		// 100 ms left: less than min(500 ms, lock/4).
+		d := delivery(1, 1, lock)
+		d.Deadline = time.Now().Add(100 * time.Millisecond)
+		b.f.deliver(d)
+		if got := h.startedList(); len(got) != 0 {
+			t.Fatalf("started %v", got)
+		}
+		wantAcks(t, b.f, 1, member.Release)
+		if r := b.only(t, 1); r.Ack != AckRelease || !errors.Is(r.Err, ErrLockExpired) || r.Ran || r.Final {
+			t.Fatalf("finished with %+v", r)
+		}
+		if got := b.f.credit(); got != 1 {
+			t.Fatalf("credit %d after the release, want it back (1)", got)
+		}
+
+		// A job whose lock runs out while it waits for a slot is released
+		// when its turn comes. Lock 2 s: the start margin is 500 ms.
+		b.f.deliver(delivery(2, 1, lock))
+		time.Sleep(time.Second)
+		b.f.setStats(member.Stats{})
+		b.f.push(member.Event{Deliveries: []member.Delivery{delivery(3, 1, 2*time.Second)}})
+		time.Sleep(1600 * time.Millisecond)
+		h.finish(2, nil)
+		wantAcks(t, b.f, 3, member.Release)
+		if r := b.only(t, 3); !errors.Is(r.Err, ErrLockExpired) || r.Ran {
+			t.Fatalf("queued job finished with %+v", r)
+		}
+		if got := h.startedList(); !slices.Equal(got, []int64{2}) {
+			t.Fatalf("started %v, want [2]", got)
+		}
+		b.stop(t)
+	})
+}
+
+func TestExecutorRunsExpiredLockOnLastDelivery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newCtl()
+		b := startExecutor(t, h, nil)
+		d := delivery(1, 5, lock) // the last delivery
+		d.Deadline = time.Now().Add(100 * time.Millisecond)
+		b.f.deliver(d)
+		if got := h.startedList(); !slices.Equal(got, []int64{1}) {
+			t.Fatalf("started %v, want [1]", got)
+		}
+		if got := b.f.renewedKeys(); !slices.Equal(got, []member.Key{key(1)}) {
+			t.Fatalf("renewed %v, want [t/0@1] at once", got)
+		}
+		b.f.answerRenewals(lock, nil)
+		h.finish(1, nil)
+		wantAcks(t, b.f, 1, member.Accept)
+		if r := b.only(t, 1); !r.Ran || r.Ack != AckAccept || r.LockLeft != lock {
+			t.Fatalf("finished with %+v", r)
+		}
+		b.stop(t)
+	})
+}
+
+func TestExecutorSameOffsetDeliveredAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newCtl()
+		b := startExecutor(t, h, nil, Concurrency(2), RetryBackoff(func(int32) time.Duration { return time.Minute }))
+		start := time.Now()
+
+		// Running: the lock ran out (renewal lost) and the member fetched
+		// the record again.
+		b.f.deliver(delivery(1, 1, lock))
+		time.Sleep(40 * time.Second)
+		b.f.deliver(delivery(1, 2, lock))
+		if got := h.startedList(); !slices.Equal(got, []int64{1}) {
+			t.Fatalf("started %v: a second job for a running offset", got)
+		}
+		if got := b.f.credit(); got != 1 {
+			t.Fatalf("credit %d after the redelivery, want it back (1)", got)
+		}
+		// The new deadline holds: 70 s, renewed at 55 s.
+		b.f.answerRenewals(lock, errors.New("lost"))
+		time.Sleep(55*time.Second - time.Since(start))
+		synctest.Wait()
+		b.f.answerRenewals(lock, nil)
+		h.finish(1, nil)
+		wantAcks(t, b.f, 1, member.Accept)
+		if r := b.only(t, 1); r.LockLeft != lock {
+			t.Fatalf("finished with %+v, want the renewed lock", r)
+		}
+
+		// Queued (3 is a prefetched record waiting for a slot): the
+		// waiting job takes the new delivery's count.
+		b.f.deliver(delivery(2, 1, lock), delivery(3, 1, lock), delivery(4, 1, lock))
+		b.f.deliver(delivery(4, 2, lock))
+		h.finish(2, nil)
+		if got := h.countsOf(4); !slices.Equal(got, []int32{2}) {
+			t.Fatalf("offset 4 ran with delivery counts %v, want [2]", got)
+		}
+		h.finish(3, nil)
+		h.finish(4, nil)
+
+		// Held for retry: the hold goes on, one release at its end.
+		b.f.deliver(delivery(5, 1, lock))
+		h.finish(5, errRetryX)
+		time.Sleep(10 * time.Second)
+		b.f.deliver(delivery(5, 2, lock))
+		if got := h.countsOf(5); len(got) != 1 {
+			t.Fatalf("offset 5 ran %d times while held", len(got))
+		}
+		for range 4 {
+			time.Sleep(15 * time.Second)
+			b.f.answerRenewals(lock, nil)
+		}
+		wantAcks(t, b.f, 5, member.Release)
+		if r := b.only(t, 5); r.Final {
+			t.Fatalf("held job finished with %+v", r)
+		}
+		for _, off := range []int64{1, 2, 3, 4, 5} {
+			b.only(t, off)
+		}
+		if got := b.f.grantList(); slices.Contains(got, 0) {
+			t.Fatalf("grants %v", got)
+		}
+		b.stop(t)
+	})
+}
+
+func TestExecutorLostLockCancelsJob(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newCtl()
+		b := startExecutor(t, h, nil, Concurrency(2), RetryBackoff(func(int32) time.Duration { return time.Minute }))
+		b.f.deliver(delivery(1, 1, lock), delivery(2, 1, lock))
+		h.finish(2, errRetryX) // held
+		b.f.deliver(delivery(3, 1, lock))
+		b.f.deliver(delivery(4, 1, lock)) // queued behind 1 and 3
+		b.f.push(member.Event{Lost: []member.Key{key(1), key(2), key(4)}})
+
+		if err := h.cause(1, 0); !errors.Is(err, ErrLockLost) {
+			t.Fatalf("running job's context cause %v, want ErrLockLost", err)
+		}
+		for _, off := range []int64{1, 2, 4} {
+			if got := b.f.acksOf(off); len(got) != 0 {
+				t.Fatalf("offset %d acknowledged (%v) after its lock was lost", off, got)
+			}
+			r := b.only(t, off)
+			if r.Ack != AckRelease || !errors.Is(r.Err, ErrLockLost) || r.Ran != (off != 4) {
+				t.Fatalf("offset %d finished with %+v", off, r)
+			}
+		}
+		if got := h.startedList(); !slices.Equal(got, []int64{1, 2, 3}) {
+			t.Fatalf("started %v: the lost queued job must not run", got)
+		}
+
+		// Lost and delivered again in one event: a new job.
+		h.finish(3, nil)
+		b.f.push(member.Event{Lost: []member.Key{key(5)}})
+		b.f.deliver(delivery(1, 2, lock))
+		if got := h.countsOf(1); !slices.Equal(got, []int32{1, 2}) {
+			t.Fatalf("offset 1 ran with counts %v, want [1 2]", got)
+		}
+		h.finish(1, nil)
+		wantAcks(t, b.f, 1, member.Accept)
+		if rs := b.obs.results(1); len(rs) != 2 || rs[1].Ack != AckAccept {
+			t.Fatalf("offset 1 results %+v", rs)
+		}
+		b.stop(t)
+	})
+}
+
+func TestExecutorNeverExceedsConcurrency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newCtl()
+		const conc = 3
+		b := startExecutor(t, h, nil, Concurrency(conc))
+		next := int64(0)
+		for round := range 20 {
+			if n := b.f.credit(); n > 0 {
+				ds := make([]member.Delivery, n)
+				for i := range ds {
+					ds[i] = delivery(next, 1, lock)
+					next++
+				}
+				b.f.deliver(ds...)
+			}
+			if running, _ := h.stats(); running > conc {
+				t.Fatalf("round %d: %d handlers running", round, running)
+			}
+			// End the oldest running job.
+			started := h.startedList()
+			h.finish(started[round], nil)
+		}
+		if _, most := h.stats(); most != conc {
+			t.Fatalf("at most %d handlers ran at once, want %d", most, conc)
+		}
+		b.stop(t)
+	})
+}
+
+func TestExecutorQueuesDeliveriesBeyondFreeSlotsInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newCtl()
+		b := startExecutor(t, h, nil, Concurrency(2))
+		// A member may deliver more than there are free slots (prefetch).
+		b.f.deliver(delivery(1, 1, lock), delivery(2, 1, lock), delivery(3, 1, lock), delivery(4, 1, lock))
+		if got := h.startedList(); !slices.Equal(got, []int64{1, 2}) {
+			t.Fatalf("started %v, want [1 2]", got)
+		}
+		h.finish(2, nil)
+		h.finish(1, nil)
+		if got := h.startedList(); !slices.Equal(got, []int64{1, 2, 3, 4}) {
+			t.Fatalf("started %v, want the queue in delivery order", got)
+		}
+		h.finish(3, nil)
+		h.finish(4, nil)
+		b.stop(t)
+	})
+}
+
+func TestExecutorGrantsCreditAsSlotsFree(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newCtl()
+		b := startExecutor(t, h, nil, Concurrency(2))
+		if got := b.f.grantList(); !slices.Equal(got, []int{2}) {
+			t.Fatalf("grants at start %v, want [2] (Concurrency)", got)
+		}
+		b.f.deliver(delivery(1, 1, lock), delivery(2, 1, lock))
+		if got := b.f.grantList(); !slices.Equal(got, []int{2}) {
+			t.Fatalf("grants %v with every slot busy, want none more", got)
+		}
+		h.finish(1, nil)
+		if got := b.f.grantList(); !slices.Equal(got, []int{2, 1}) {
+			t.Fatalf("grants %v after a job ended, want one more", got)
+		}
+		b.f.deliver(delivery(3, 1, lock))
+		h.finish(2, nil)
+		h.finish(3, nil)
+		if got := b.f.grantList(); !slices.Equal(got, []int{2, 1, 1, 1}) {
+			t.Fatalf("grants %v", got)
+		}
+		// Once stopping, no more credit.
+		b.stop(t)
+		if got := b.f.grantList(); !slices.Equal(got, []int{2, 1, 1, 1}) {
+			t.Fatalf("grants %v after the stop", got)
+		}
+	})
+}
+
+func TestPrefetchFor(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		rate      float64
+		rtt, lock time.Duration
+		want      int
+	}{
+		{"no rate yet", 0, 10 * time.Millisecond, lock, 0},
+		{"no round trip yet", 1000, 0, lock, 0},
+		{"one round trip of jobs", 1000, 10 * time.Millisecond, lock, 10},
+		{"rounded up", 1000, 10500 * time.Microsecond, lock, 11},
+		{"a quarter lock of waiting at most", 100, time.Second, 2 * time.Second, 50},
+		{"at most Concurrency", 100000, 10 * time.Millisecond, lock, 100},
+	} {
+		if got := prefetchFor(tc.rate, tc.rtt, tc.lock, 100); got != tc.want {
+			t.Errorf("%s: prefetchFor(%v, %v, %v) = %d, want %d", tc.name, tc.rate, tc.rtt, tc.lock, got, tc.want)
+		}
+	}
+}
+
+// feed plays a member that delivers as much as the executor grants, and
+// renews every lock asked for, for d; jobs run for work(offset).
+func feed(f *fakeEngine, next *int64, lock, d time.Duration) {
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		if n := f.credit(); n > 0 {
+			ds := make([]member.Delivery, n)
+			for i := range ds {
+				ds[i] = delivery(*next, 1, lock)
+				*next++
+			}
+			f.deliver(ds...)
+		}
+		f.answerRenewals(lock, nil)
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestExecutorPrefetchFollowsRateAndLock(t *testing.T) {
+	const conc = 100
+	// Jobs of 0.5 to 1.4 s: about 105 jobs/s on 100 slots.
+	var slow atomic.Int64
+	slow.Store(1)
+	work := handler.Func(func(ctx context.Context, j *handler.Job) error {
+		time.Sleep(time.Duration(slow.Load()) * (500*time.Millisecond + time.Duration(j.Offset%10)*100*time.Millisecond))
+		return nil
+	})
+	for _, tc := range []struct {
+		name     string
+		rtt      time.Duration
+		lock     time.Duration
+		min, max int // prefetch (in hand beyond Concurrency) at a steady rate
+		slowMax  int // and once the jobs are 4× slower
+	}{
+		{"a round trip of jobs", 50 * time.Millisecond, lock, 3, 9, 3},                      // 105/s × 50 ms ≈ 5, then ≈ 1.3
+		{"a quarter lock of waiting at most", 2 * time.Second, 2 * time.Second, 35, 70, 20}, // 105/s × 0.5 s ≈ 52, then ≈ 13
+		{"at most Concurrency", 2 * time.Second, time.Minute, conc, conc, 70},               // 105/s × 2 s ≈ 210, then ≈ 52
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				slow.Store(1)
+				f := newFakeEngine()
+				f.setStats(member.Stats{FetchRTT: tc.rtt})
+				b := startExecutor(t, work, f, Concurrency(conc))
+				var next int64
+				feed(f, &next, tc.lock, 100*time.Millisecond)
+				synctest.Wait()
+				if got := f.inHand(); got != conc {
+					t.Fatalf("%d in hand before any job ended, want %d (no prefetch without a rate)", got, conc)
+				}
+				feed(f, &next, tc.lock, 10*time.Second)
+				for range 20 { // steady: sample for 2 s
+					feed(f, &next, tc.lock, 100*time.Millisecond)
+					synctest.Wait()
+					if p := f.inHand() - conc; p < tc.min || p > tc.max {
+						t.Fatalf("prefetch %d at %v, want %d to %d", p, time.Since(time.Unix(946684800, 0)), tc.min, tc.max)
+					}
+				}
+				// Jobs slow down 4×: the prefetch shrinks with the rate,
+				// by withholding the credit of finishing jobs.
+				slow.Store(4)
+				feed(f, &next, tc.lock, 20*time.Second)
+				synctest.Wait()
+				if p := f.inHand() - conc; p > tc.slowMax {
+					t.Fatalf("prefetch %d after the rate fell 4×, want at most %d", p, tc.slowMax)
+				}
+				b.stop(t)
+			})
+		})
+	}
+}
+
+func TestExecutorGracefulStopOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newCtl()
+		f := newFakeEngine()
+		f.manualQuiet = true
+		b := startExecutor(t, h, f, Concurrency(3), ShutdownTimeout(10*time.Minute),
+			RetryBackoff(func(int32) time.Duration { return time.Minute }))
+		const lock = 20 * time.Minute // no renewals in this test
+		b.f.deliver(delivery(1, 1, lock), delivery(2, 1, lock))
+		h.finish(2, errRetryX) // held for a minute
+
+		b.cancel()
+		synctest.Wait()
+		if !f.hasStopped() {
+			t.Fatal("StopFetching not called when the context ended")
+		}
+		// The fetch in flight lands: its records run.
+		b.f.deliver(delivery(3, 1, lock), delivery(4, 1, lock))
+		if got := h.startedList(); !slices.Contains(got, 3) || !slices.Contains(got, 4) {
+			t.Fatalf("started %v: the in-flight fetch's records did not run", got)
+		}
+		h.finish(1, nil)
+		h.finish(3, errRetryX) // failing during the stop: held until quiet
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		for _, off := range []int64{2, 3} {
+			if got := f.acksOf(off); len(got) != 0 {
+				t.Fatalf("offset %d released (%v) before the member was quiet", off, got)
+			}
+		}
+		h.finish(4, nil)
+		if f.hasLeft() {
+			t.Fatal("left before the held records were acknowledged")
+		}
+		f.closeQuiet()
+		wantAcks(t, f, 2, member.Release)
+		wantAcks(t, f, 3, member.Release)
+		calls := f.callList()
+		order := func(s string) int { return slices.Index(calls, s) }
+		if !(order("stop") < order("ack accept t/0@1") && order("quiet") < order("ack release t/0@2") &&
+			order("quiet") < order("ack release t/0@3") && order("ack release t/0@2") < order("leave") &&
+			order("ack release t/0@3") < order("leave") && order("ack accept t/0@4") < order("leave")) {
+			t.Fatalf("calls in order %q", calls)
+		}
+		if calls[len(calls)-1] != "leave" {
+			t.Fatalf("last call %q, want leave", calls[len(calls)-1])
+		}
+		synctest.Wait()
+		if !b.returned() {
+			t.Fatal("run did not return after Leave")
+		}
+		for _, off := range []int64{2, 3} {
+			if r := b.only(t, off); r.Ack != AckRelease || !errors.Is(r.Err, errRetryX) || !r.Ran {
+				t.Fatalf("offset %d finished with %+v", off, r)
+			}
+		}
+	})
+}
+
+func TestExecutorShutdownTimeoutCancels(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newCtl()
+		h.ignoreCancel = true
+		b := startExecutor(t, h, nil, Concurrency(1), ShutdownTimeout(10*time.Second))
+		b.f.deliver(delivery(1, 1, lock), delivery(2, 1, lock)) // 2 waits for the slot
+		b.cancel()
+		time.Sleep(10*time.Second - time.Nanosecond)
+		synctest.Wait()
+		if got := b.f.acksOf(1); len(got) != 0 {
+			t.Fatalf("released before the shutdown timeout: %v", got)
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		if err := h.cause(1, 0); !errors.Is(err, ErrShutdown) {
+			t.Fatalf("context cause %v, want ErrShutdown", err)
+		}
+		wantAcks(t, b.f, 1, member.Release)
+		wantAcks(t, b.f, 2, member.Release)
+		if r := b.only(t, 1); r.Ack != AckRelease || !errors.Is(r.Err, ErrShutdown) || !r.Ran {
+			t.Fatalf("running job finished with %+v", r)
+		}
+		if r := b.only(t, 2); r.Ack != AckRelease || !errors.Is(r.Err, ErrShutdown) || r.Ran {
+			t.Fatalf("queued job finished with %+v", r)
+		}
+		if !b.f.hasLeft() {
+			t.Fatal("did not leave once every record was released")
+		}
+		// run waits for the handler that ignores its context.
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if b.returned() {
+			t.Fatal("run returned while a handler still ran")
+		}
+		h.finish(1, nil) // discarded
+		synctest.Wait()
+		if !b.returned() {
+			t.Fatal("run did not return after the last handler")
+		}
+		wantAcks(t, b.f, 1, member.Release)
+		b.only(t, 1)
+		if got := h.startedList(); !slices.Equal(got, []int64{1}) {
+			t.Fatalf("started %v", got)
+		}
+	})
+}
+
+func TestExecutorMemberFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newCtl()
+		b := startExecutor(t, h, nil, Concurrency(1))
+		b.f.deliver(delivery(1, 1, lock), delivery(2, 1, lock))
+		b.f.fail()
+		if err := h.cause(1, 0); !errors.Is(err, ErrShutdown) {
+			t.Fatalf("context cause %v, want ErrShutdown", err)
+		}
+		for _, off := range []int64{1, 2} {
+			if r := b.only(t, off); r.Ack != AckRelease || !errors.Is(r.Err, ErrShutdown) || r.Ran != (off == 1) {
+				t.Fatalf("offset %d finished with %+v", off, r)
+			}
+			if got := b.f.acksOf(off); len(got) != 0 {
+				t.Fatalf("offset %d acknowledged on a failed member: %v", off, got)
+			}
+		}
+		if !b.returned() {
+			t.Fatal("run did not return after the member failed and the handler returned")
+		}
+		if b.f.hasLeft() {
+			t.Fatal("Leave called on a failed member")
+		}
+		b.cancel()
+	})
+}
+
+func TestExecutorReportsAckFailures(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var lines atomic.Int32
+		h := newCtl()
+		b := startExecutor(t, h, nil, Logger(slog.New(countHandler{&lines})))
+		failed := errors.New("INVALID_RECORD_STATE")
+		ev := member.Event{}
+		for off := range int64(100) {
+			ev.Acked = append(ev.Acked, member.AckResult{Key: key(off), Type: member.Accept, Err: failed})
+		}
+		ev.Acked = append(ev.Acked, member.AckResult{Key: key(100), Type: member.Accept})
+		b.f.push(ev)
+		b.obs.mu.Lock()
+		n := len(b.obs.ackFailed)
+		b.obs.mu.Unlock()
+		if n != 100 {
+			t.Fatalf("AckFailed called %d times, want 100", n)
+		}
+		if got := lines.Load(); got != 1 {
+			t.Fatalf("%d warnings for a burst of 100 failed acks, want 1", got)
+		}
+		b.stop(t)
+	})
+}
+
+type countHandler struct{ n *atomic.Int32 }
+
+func (h countHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (h countHandler) Handle(context.Context, slog.Record) error    { h.n.Add(1); return nil }
+func (h countHandler) WithAttrs([]slog.Attr) slog.Handler           { return h }
+func (h countHandler) WithGroup(string) slog.Handler                { return h }
+
+func TestExecutorObserverOncePerDelivery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newCtl()
+		b := startExecutor(t, h, nil, Concurrency(4), ShutdownTimeout(time.Second),
+			RetryBackoff(func(int32) time.Duration { return time.Minute }))
+		expired := delivery(5, 1, lock)
+		expired.Deadline = time.Now()
+		b.f.deliver(delivery(1, 1, lock), delivery(2, 1, lock), delivery(3, 1, lock), delivery(4, 1, lock), expired,
+			delivery(6, 1, lock), delivery(7, 1, lock))
+		b.f.deliver(delivery(1, 2, lock)) // merged into the running job
+		h.finish(1, nil)
+		h.finish(2, handler.Permanent(errors.New("bad")))
+		h.finish(3, errRetryX) // held
+		b.f.push(member.Event{Lost: []member.Key{key(4)}})
+		// 6 and 7 run; 7 is still running at the shutdown deadline.
+		h.finish(6, errRetryX)
+		b.stop(t)
+		b.obs.mu.Lock()
+		defer b.obs.mu.Unlock()
+		for off := int64(1); off <= 7; off++ {
+			if n := len(b.obs.finished[off]); n != 1 {
+				t.Errorf("offset %d: %d JobFinished calls %+v, want 1", off, n, b.obs.finished[off])
+			}
+		}
+		if got := b.obs.started; len(got) != 6 || slices.Contains(got, 5) {
+			t.Errorf("JobStarted for %v, want every offset but the expired 5", got)
+		}
+		if b.obs.lanes != 0 {
+			t.Error("LanesActive called")
+		}
+	})
+}
+
+func BenchmarkExecutorNoop(b *testing.B) {
+	for _, conc := range []int{10, 100, 1000} {
+		b.Run(map[int]string{10: "conc=10", 100: "conc=100", 1000: "conc=1000"}[conc], func(b *testing.B) {
+			noop := handler.Func(func(context.Context, *handler.Job) error { return nil })
+			w, err := New(Brokers("fake:9092"), Group("g"), Handle("t", noop), Concurrency(conc),
+				Logger(slog.New(slog.DiscardHandler)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			e := newBenchEngine(b.N, 500)
+			x := newExecutor(w, e)
+			b.ReportAllocs()
+			b.ResetTimer()
+			runBench(b, x, e)
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+		})
+	}
+}
