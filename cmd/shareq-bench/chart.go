@@ -98,34 +98,31 @@ var intTicks = plot.TickerFunc(func(lo, hi float64) []plot.Tick {
 	return ts
 })
 
-// sweepPlot draws jobs/s against batch size, one line per lane count,
-// with the raw loops as horizontal references. Both axes are logarithmic.
+// sweepPlot draws shareq's jobs/s against its Concurrency, with the raw
+// loops as horizontal references. Both axes are logarithmic.
 func sweepPlot(backend string, o overheadResult) (*plot.Plot, error) {
-	p := newPlot(fmt.Sprintf("No-op throughput (%s): shareq lanes × batch vs raw franz-go", backend),
-		"batch size (records per poll and lane)", "jobs/s")
+	p := newPlot(fmt.Sprintf("No-op throughput (%s): shareq by Concurrency vs raw franz-go", backend),
+		"Concurrency (handler slots)", "jobs/s")
 	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
-	p.X.Tick.Marker = plot.ConstantTicks(batchTicks())
+	p.X.Tick.Marker = plot.ConstantTicks(concurrencyTicks())
 	p.Y.Tick.Marker = plot.ConstantTicks(decadeTicks(100, 10_000_000))
-	lo, hi := float64(sweepBatches[0]), float64(sweepBatches[len(sweepBatches)-1])
-	for i, lanes := range sweepLanes {
-		var pts plotter.XYs
-		for _, s := range o.Sweep {
-			if s.Lanes == lanes && s.Rate > 0 {
-				pts = append(pts, plotter.XY{X: float64(s.Batch), Y: s.Rate})
-			}
+	lo, hi := float64(overheadConcurrency[0]), float64(overheadConcurrency[len(overheadConcurrency)-1])
+	var pts plotter.XYs
+	for _, s := range o.Sweep {
+		if s.Rate > 0 {
+			pts = append(pts, plotter.XY{X: float64(s.Concurrency), Y: s.Rate})
 		}
-		if len(pts) == 0 {
-			continue
-		}
+	}
+	if len(pts) > 0 {
 		l, sc, err := plotter.NewLinePoints(pts)
 		if err != nil {
 			return nil, err
 		}
-		l.Color, sc.Color = palette[i%len(palette)], palette[i%len(palette)]
+		l.Color, sc.Color = palette[0], palette[0]
 		l.Width = vg.Points(1.6)
 		sc.Shape = draw.CircleGlyph{}
 		p.Add(l, sc)
-		p.Legend.Add(fmt.Sprintf("shareq lanes=%d", lanes), l, sc)
+		p.Legend.Add("shareq worker", l, sc)
 	}
 	for i, ref := range []struct {
 		name string
@@ -138,7 +135,7 @@ func sweepPlot(backend string, o overheadResult) (*plot.Plot, error) {
 		if err != nil {
 			return nil, err
 		}
-		l.Color = palette[(len(sweepLanes)+i)%len(palette)]
+		l.Color = palette[(1+i)%len(palette)]
 		l.Width = vg.Points(1.4)
 		l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
 		p.Add(l)
@@ -165,18 +162,23 @@ func decadeTicks(lo, hi float64) []plot.Tick {
 	return ts
 }
 
-func batchTicks() []plot.Tick {
-	ts := make([]plot.Tick, len(sweepBatches))
-	for i, b := range sweepBatches {
-		ts[i] = plot.Tick{Value: float64(b), Label: strconv.Itoa(b)}
+// concurrencyTicks labels the overhead scenario's Concurrency points.
+func concurrencyTicks() []plot.Tick {
+	ts := make([]plot.Tick, len(overheadConcurrency))
+	for i, c := range overheadConcurrency {
+		ts[i] = plot.Tick{Value: float64(c), Label: strconv.Itoa(c)}
 	}
 	return ts
 }
 
-// eosPlot draws jobs/s of shareq with pgstore (each setting) and of River,
-// one group of bars per backend.
+// eosPlot draws jobs/s of shareq with pgstore and of River, one group of
+// bars per backend.
 func eosPlot(results map[string]eosResult, backends []string) (*plot.Plot, error) {
-	p := newPlot("Exactly-once side effects: one INSERT per job, 16 slots, same Postgres", "", "jobs/s")
+	slots := 0
+	for _, r := range results {
+		slots = r.Concurrency
+	}
+	p := newPlot(fmt.Sprintf("Exactly-once side effects: one INSERT per job, %d slots, same Postgres", slots), "", "jobs/s")
 	var names []string
 	type series struct {
 		label string
@@ -196,11 +198,9 @@ func eosPlot(results map[string]eosResult, backends []string) (*plot.Plot, error
 			continue
 		}
 		names = append(names, b)
-		for i, sq := range r.Shareq {
-			s := get(i, fmt.Sprintf("shareq + pgstore lanes=%d batch=%d", sq.Lanes, sq.Batch))
-			s.vals = append(s.vals, sq.Rate)
-		}
-		s := get(len(r.Shareq), "River + JobCompleteTx")
+		s := get(0, fmt.Sprintf("shareq + pgstore, Concurrency %d", r.Concurrency))
+		s.vals = append(s.vals, r.Shareq.Rate)
+		s = get(1, fmt.Sprintf("River + JobCompleteTx, MaxWorkers %d", r.Concurrency))
 		s.vals = append(s.vals, r.River)
 	}
 	if len(names) == 0 {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -174,24 +175,34 @@ func (c *cluster) produce(ctx context.Context, recs []*kgo.Record) error {
 	return nil
 }
 
-// waitShareMembers waits until group has want members that all have an
-// assignment and have taken the group's latest one (member epoch = the
-// assignment epoch), so that a measurement includes neither joining nor
-// the rebalancing after it. A share group reports itself stable, with
-// every member assigned, while some members still fetch on the partitions
-// of an older assignment: they take records from partitions they are
-// about to lose, and the members of those partitions are then busy (the
-// renew scenario's makespan was 2.0× the job length in about half the
-// kfake runs without the epoch check, 1.00× in 12 of 12 with it).
-func (c *cluster) waitShareMembers(ctx context.Context, group string, want int) error {
+// shareSettle is how long a share group's members must stay the same,
+// all on the latest assignment, before waitShareMembers trusts it.
+const shareSettle = time.Second
+
+// waitShareMembers waits until group has at least workers members (a
+// worker may run more than one), all with an assignment and all on the
+// group's latest one (member epoch = the assignment epoch), and the same
+// members for shareSettle, so that a measurement includes neither joining
+// nor the rebalancing after it. The bench does not count a worker's
+// members: that is the worker's business. A share group reports itself
+// stable, with every member assigned, while some members still fetch on
+// the partitions of an older assignment: they take records from
+// partitions they are about to lose, and the members of those partitions
+// are then busy (the renew scenario's makespan was 2.0× the job length in
+// about half the kfake runs without the epoch check, 1.00× in 12 of 12
+// with it).
+func (c *cluster) waitShareMembers(ctx context.Context, group string, workers int) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	var last string
+	var last, settled string
+	var since time.Time
 	for {
 		ds, err := c.adm.DescribeShareGroups(ctx, group)
+		ok := false
 		if err == nil {
 			d := ds[group]
 			assigned, current := 0, 0
+			ids := make([]string, 0, len(d.Members))
 			for _, m := range d.Members {
 				if len(m.Assignment) > 0 {
 					assigned++
@@ -199,17 +210,30 @@ func (c *cluster) waitShareMembers(ctx context.Context, group string, want int) 
 				if m.MemberEpoch == d.AssignmentEpoch {
 					current++
 				}
+				ids = append(ids, m.MemberID)
 			}
-			last = fmt.Sprintf("state %s, %d members, %d assigned, %d on assignment epoch %d", d.GroupState, len(d.Members), assigned, current, d.AssignmentEpoch)
-			if len(d.Members) == want && assigned == want && current == want && strings.EqualFold(d.GroupState, "stable") {
-				return nil
+			slices.Sort(ids)
+			n := len(d.Members)
+			last = fmt.Sprintf("state %s, %d members, %d assigned, %d on assignment epoch %d", d.GroupState, n, assigned, current, d.AssignmentEpoch)
+			ok = n >= workers && assigned == n && current == n && strings.EqualFold(d.GroupState, "stable")
+			// The same members on the same assignment epoch.
+			if now := fmt.Sprint(d.AssignmentEpoch, ids); ok && now != settled {
+				settled, since = now, time.Time{}
 			}
 		} else {
 			last = err.Error()
 		}
+		switch {
+		case !ok:
+			since = time.Time{}
+		case since.IsZero():
+			since = time.Now()
+		case time.Since(since) >= shareSettle:
+			return nil
+		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("share group %s did not reach %d members on its latest assignment (%s)", group, want, last)
+			return fmt.Errorf("share group %s did not settle with %d or more members on its latest assignment (%s)", group, workers, last)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

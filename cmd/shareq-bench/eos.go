@@ -28,33 +28,27 @@ import (
 // 100 ms, poll 1 s) are tuned for database load and latency and cap a
 // queue at MaxWorkers jobs per cooldown; these are River's minimum
 // cooldown and a short poll, so that River fetches as soon as a slot is
-// free, as shareq's lanes do.
+// free, as shareq's worker does.
 const (
 	riverFetchCooldown     = river.FetchCooldownMin
 	riverFetchPollInterval = 20 * time.Millisecond
 )
 
-// eosResult holds the figures of the exactly-once scenario.
+// eosResult holds the figures of the exactly-once scenario: shareq at
+// Concurrency and River at MaxWorkers Concurrency, on as many jobs each.
 type eosResult struct {
 	Jobs, Concurrency int
-	Shareq            []eosShareq
+	Shareq            eosShareq
 	River             float64 // jobs/s
 	RiverRows         int64   // side-effect rows written
 	RiverRuns         int64   // worker runs that committed
 }
 
-// eosShareq is one shareq setting of the exactly-once scenario.
+// eosShareq is shareq's side of the exactly-once scenario.
 type eosShareq struct {
-	Lanes, Batch int
 	Rate         float64 // jobs/s
 	Rows, Claims int64   // side-effect rows and claim rows written
 	Runs         int64   // handler runs that wrote their row
-}
-
-// eosSettings are the shareq settings compared with River: the default
-// (a lane per handler slot, batch 1) and batches of 4 on the same slots.
-func eosSettings(concurrency int) [][2]int {
-	return [][2]int{{concurrency, 1}, {concurrency / 4, 4}}
 }
 
 // span measures from the first job started to the last one committed.
@@ -125,15 +119,12 @@ func runEOS(ctx context.Context, c *cluster, log *slog.Logger, dbURL string, job
 		}
 	}()
 
-	for _, lb := range eosSettings(concurrency) {
-		progress(fmt.Sprintf("shareq + pgstore lanes=%d batch=%d", lb[0], lb[1]))
-		r, err := shareqEOS(ctx, c, log, dbURL, schema, jobs, lb[0], lb[1], concurrency)
-		if err != nil {
-			return res, fmt.Errorf("shareq lanes=%d batch=%d: %w", lb[0], lb[1], err)
-		}
-		res.Shareq = append(res.Shareq, r)
+	progress(fmt.Sprintf("shareq + pgstore concurrency=%d", concurrency))
+	res.Shareq, err = shareqEOS(ctx, c, log, dbURL, schema, jobs, concurrency)
+	if err != nil {
+		return res, fmt.Errorf("shareq concurrency=%d: %w", concurrency, err)
 	}
-	progress("River")
+	progress(fmt.Sprintf("River MaxWorkers=%d", concurrency))
 	if err := riverEOS(ctx, log, dbURL, schema, riverSchema, &res); err != nil {
 		return res, fmt.Errorf("river: %w", err)
 	}
@@ -153,8 +144,11 @@ func newPool(ctx context.Context, dbURL, searchPath string, maxConns int32) (*pg
 	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
-func shareqEOS(ctx context.Context, c *cluster, log *slog.Logger, dbURL, schema string, jobs, lanes, batch, concurrency int) (eosShareq, error) {
-	res := eosShareq{Lanes: lanes, Batch: batch}
+// shareqEOS runs the jobs on a shareq worker of concurrency handler slots
+// with the claim-row middleware, each job inserting its row in the claim's
+// transaction.
+func shareqEOS(ctx context.Context, c *cluster, log *slog.Logger, dbURL, schema string, jobs, concurrency int) (eosShareq, error) {
+	var res eosShareq
 	pool, err := newPool(ctx, dbURL, schema, int32(concurrency+4))
 	if err != nil {
 		return res, err
@@ -163,7 +157,7 @@ func shareqEOS(ctx context.Context, c *cluster, log *slog.Logger, dbURL, schema 
 	if err := migrations.Up(ctx, pool); err != nil {
 		return res, err
 	}
-	effects := fmt.Sprintf("effects_l%d_b%d", lanes, batch)
+	effects := fmt.Sprintf("effects_c%d", concurrency)
 	if _, err := pool.Exec(ctx, "CREATE TABLE "+effects+" (job text PRIMARY KEY, at timestamptz NOT NULL DEFAULT now())"); err != nil {
 		return res, err
 	}
@@ -222,8 +216,7 @@ func shareqEOS(ctx context.Context, c *cluster, log *slog.Logger, dbURL, schema 
 	})
 	w, err := worker.New(worker.Brokers(c.seeds...), worker.Group(group), worker.Handle(topic, h),
 		worker.Use(timing, claims),
-		worker.Lanes(lanes), worker.BatchSize(batch), worker.Concurrency(concurrency),
-		worker.ShutdownTimeout(10*time.Second), worker.Logger(log))
+		worker.Concurrency(concurrency), worker.ShutdownTimeout(10*time.Second), worker.Logger(log))
 	if err != nil {
 		return res, err
 	}

@@ -24,7 +24,7 @@ const (
 	holFastDur    = 20 * time.Millisecond
 	holSlowDur    = 4 * time.Second
 	holBucket     = 250 * time.Millisecond
-	// holTimeout bounds one run; the slowest setting takes about 25 s.
+	// holTimeout bounds one run; the classic group takes about 12 s.
 	holTimeout = 90 * time.Second
 )
 
@@ -224,10 +224,11 @@ func waitAll(ctx context.Context, comp *completions, timeout time.Duration) erro
 	}
 }
 
-// runShareqHOL runs the jobs on a shareq worker, waiting up to timeout
-// for them. A job counts as finished when its handler returns.
-func runShareqHOL(ctx context.Context, c *cluster, log *slog.Logger, jobs []holJob, lanes, batch, concurrency int, timeout time.Duration) (holRun, error) {
-	run := holRun{Variant: fmt.Sprintf("shareq lanes=%d batch=%d conc=%d", lanes, batch, concurrency)}
+// runShareqHOL runs the jobs on a shareq worker of concurrency handler
+// slots, waiting up to timeout for them. A job counts as finished when
+// its handler returns.
+func runShareqHOL(ctx context.Context, c *cluster, log *slog.Logger, jobs []holJob, concurrency int, timeout time.Duration) (holRun, error) {
+	run := holRun{Variant: fmt.Sprintf("shareq concurrency=%d", concurrency)}
 	topic, err := c.topic(ctx, "hol-shareq", holPartitions)
 	if err != nil {
 		return run, err
@@ -255,8 +256,7 @@ func runShareqHOL(ctx context.Context, c *cluster, log *slog.Logger, jobs []holJ
 		return nil
 	})
 	w, err := worker.New(worker.Brokers(c.seeds...), worker.Group(group), worker.Handle(topic, h),
-		worker.Lanes(lanes), worker.BatchSize(batch), worker.Concurrency(concurrency),
-		worker.ShutdownTimeout(5*time.Second), worker.Logger(log))
+		worker.Concurrency(concurrency), worker.ShutdownTimeout(5*time.Second), worker.Logger(log))
 	if err != nil {
 		return run, err
 	}
@@ -265,7 +265,7 @@ func runShareqHOL(ctx context.Context, c *cluster, log *slog.Logger, jobs []holJ
 	go func() { ran <- w.Run(wctx) }()
 	stop := func() error { cancel(); return <-ran }
 
-	if err := c.waitShareMembers(ctx, group, lanes); err != nil {
+	if err := c.waitShareMembers(ctx, group, 1); err != nil {
 		return run, errors.Join(err, stop())
 	}
 	comp.start()

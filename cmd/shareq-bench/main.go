@@ -8,20 +8,21 @@
 // a real broker):
 //
 //	hol       head-of-line blocking: 2,000 jobs of 20 ms and 5 of 4 s on
-//	          6 partitions and 24 workers; a classic consumer group vs
-//	          shareq vs the ideal list schedule (the physical limit). With
-//	          overhead also selected, it runs again at the best no-op
-//	          setting's batch size.
-//	overhead  no-op jobs: shareq's lanes × batch sweep vs a raw franz-go
-//	          share loop and a raw consumer group.
-//	eos       one INSERT per job, exactly once: shareq with the pgstore
-//	          claim middleware vs River completing the job in the same
+//	          6 partitions and 24 workers; a classic consumer group of 24
+//	          members vs shareq at Concurrency 24 vs the ideal list
+//	          schedule (the physical limit).
+//	overhead  no-op jobs: shareq at Concurrency 24, 100 and 1,000 vs a raw
+//	          franz-go share loop and a raw consumer group, on the same
+//	          records; each shareq rate as a ratio to the raw share loop.
+//	eos       one INSERT per job, exactly once, 16 slots on both sides:
+//	          shareq at Concurrency 16 with the pgstore claim middleware vs
+//	          River at MaxWorkers 16 completing the job in the same
 //	          transaction (needs -database).
 //	renew     jobs three lock durations long on two competing workers:
 //	          duplicate executions and lock renewals per job.
-//	stall     (not run by default) the head-of-line jobs on 24 lanes of
-//	          batch 4 sharing 24 handler slots: shows the worker stalling
-//	          when Lanes × BatchSize exceeds Concurrency.
+//
+// The shareq worker's only setting in every scenario is its Concurrency
+// (handler slots); how it fetches to fill them is the worker's business.
 //
 // It prints a table, writes results.csv, results.md (the same as Markdown
 // tables), hol-series.csv and PNG charts into -out. See BENCHMARKS.md for figures and what they mean.
@@ -77,7 +78,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	database := fs.String("database", os.Getenv("SHAREQ_TEST_POSTGRES"), "Postgres URL for the eos scenario (default $SHAREQ_TEST_POSTGRES; scripts/postgres.sh url)")
 	scen := fs.String("scenarios", "hol,overhead,eos,renew", "comma-separated scenarios to run")
 	out := fs.String("out", "bench-out", "directory for results.csv and the charts")
-	quick := fs.Bool("quick", false, "smaller counts and shorter sweep points (a few minutes on kfake)")
+	quick := fs.Bool("quick", false, "smaller counts and shorter no-op runs (a few minutes on kfake)")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
@@ -99,11 +100,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	for _, s := range strings.Split(*scen, ",") {
 		switch s = strings.TrimSpace(s); s {
-		case "hol", "overhead", "eos", "renew", "stall":
+		case "hol", "overhead", "eos", "renew":
 			o.scenarios[s] = true
 		case "":
 		default:
-			return o, fmt.Errorf("-scenarios: unknown scenario %q (want hol, overhead, eos, renew, stall)", s)
+			return o, fmt.Errorf("-scenarios: unknown scenario %q (want hol, overhead, eos, renew)", s)
 		}
 	}
 	return o, nil
@@ -294,9 +295,8 @@ func runBackend(ctx context.Context, c *cluster, log *slog.Logger, o options, sz
 		}
 	}
 
-	var holShareq []holRun
 	if o.scenarios["hol"] {
-		progress("hol: classic consumer group, 24 members")
+		progress(fmt.Sprintf("hol: classic consumer group, %d members", holWorkers))
 		classic, err := runClassicHOL(ctx, c, log, jobs, holWorkers)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("hol classic: %w", err))
@@ -304,17 +304,19 @@ func runBackend(ctx context.Context, c *cluster, log *slog.Logger, o options, sz
 			holRow(classic)
 			br.hol = append(br.hol, classic)
 		}
-		progress("hol: shareq lanes=24 batch=1")
-		sq, err := runShareqHOL(ctx, c, log, jobs, holWorkers, 1, holWorkers, holTimeout)
+		progress(fmt.Sprintf("hol: shareq concurrency=%d", holWorkers))
+		sq, err := runShareqHOL(ctx, c, log, jobs, holWorkers, holTimeout)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("hol shareq: %w", err))
 		} else {
 			holRow(sq)
-			holShareq = append(holShareq, sq)
+			br.hol = append(br.hol, sq)
 			if classic.Makespan > 0 {
 				add("hol", "classic vs shareq", "makespan_ratio", classic.Makespan.Seconds()/sq.Makespan.Seconds(), "x", "classic makespan / shareq makespan")
 			}
 		}
+		holRow(ideal)
+		br.hol = append(br.hol, ideal)
 	}
 	if o.scenarios["overhead"] {
 		progress(fmt.Sprintf("overhead: producing %d no-op records", sz.noopRecords))
@@ -333,81 +335,30 @@ func runBackend(ctx context.Context, c *cluster, log *slog.Logger, o options, sz
 			}
 		}
 		for _, p := range ov.Sweep {
-			v := fmt.Sprintf("shareq lanes=%d batch=%d conc=%d", p.Lanes, p.Batch, p.Lanes*p.Batch)
+			v := fmt.Sprintf("shareq concurrency=%d", p.Concurrency)
 			add("overhead", v, "jobs_per_s", p.Rate, "jobs/s", fmt.Sprintf("%d records", p.Done))
 			if ov.RawShare > 0 {
-				add("overhead", v, "vs_raw_share", p.Rate/ov.RawShare, "x", "")
+				add("overhead", v, "vs_raw_share", p.Rate/ov.RawShare, "x", "shareq jobs/s / raw share loop jobs/s")
 			}
 		}
-		if best, ok := ov.best(); ok {
-			note := fmt.Sprintf("lanes=%d batch=%d", best.Lanes, best.Batch)
-			add("overhead", "best shareq setting", "jobs_per_s", best.Rate, "jobs/s", note)
-			if ov.RawShare > 0 {
-				add("overhead", "best shareq setting", "vs_raw_share", best.Rate/ov.RawShare, "x", note)
-			}
-			if o.scenarios["hol"] {
-				// The head-of-line jobs again at the best setting's batch size on
-				// the same 24 handler slots, with lanes × batch = slots (more
-				// lanes stall the worker: see -scenarios stall); and batch 4.
-				batches := []int{min(best.Batch, holWorkers)}
-				if batches[0] != 4 {
-					batches = append(batches, 4)
-				}
-				for _, batch := range batches {
-					if batch == 1 {
-						continue
-					}
-					lanes := holWorkers / batch
-					progress(fmt.Sprintf("hol: shareq lanes=%d batch=%d conc=%d", lanes, batch, holWorkers))
-					r, err := runShareqHOL(ctx, c, log, jobs, lanes, batch, holWorkers, holTimeout)
-					if err != nil {
-						errs = append(errs, fmt.Errorf("hol shareq batch %d: %w", batch, err))
-						continue
-					}
-					holRow(r)
-					holShareq = append(holShareq, r)
-				}
-			}
-		}
-	}
-	if o.scenarios["hol"] {
-		br.hol = append(br.hol, holShareq...)
-		holRow(ideal)
-		br.hol = append(br.hol, ideal)
-	}
-	if o.scenarios["stall"] {
-		// More lanes than the handler slots can feed at once: idle lanes
-		// wait in PollRecords holding a batch of slots, and lanes whose
-		// partitions still have jobs cannot get any.
-		progress("stall: hol jobs on shareq lanes=24 batch=4 conc=24")
-		r, err := runShareqHOL(ctx, c, log, jobs, holWorkers, 4, holWorkers, 30*time.Second)
-		note := "finished"
-		if errors.Is(err, errTimeout) {
-			note = err.Error()
-		} else if err != nil {
-			errs = append(errs, fmt.Errorf("stall: %w", err))
-		}
-		add("stall", r.Variant, "jobs_finished", float64(len(r.Times)), "count", fmt.Sprintf("of %d; %s", len(jobs), note))
-		add("stall", r.Variant, "last_finish", r.Makespan.Seconds(), "s", fmt.Sprintf("duplicates %d", r.Dups))
 	}
 	if o.scenarios["eos"] {
 		if o.database == "" {
 			progress("eos: skipped, no -database (scripts/postgres.sh url)")
 		} else {
-			progress(fmt.Sprintf("eos: %d jobs, concurrency %d", sz.eosJobs, sz.eosConc))
+			progress(fmt.Sprintf("eos: %d jobs, %d slots", sz.eosJobs, sz.eosConc))
 			res, err := runEOS(ctx, c, log, o.database, sz.eosJobs, sz.eosConc, func(s string) { progress("eos: " + s) })
 			if err != nil {
 				errs = append(errs, fmt.Errorf("eos: %w", err))
 			} else {
 				br.eos = &res
+				sq := res.Shareq
+				v1 := fmt.Sprintf("shareq + pgstore concurrency=%d", res.Concurrency)
 				v2 := fmt.Sprintf("River MaxWorkers=%d cooldown=%v poll=%v", res.Concurrency, riverFetchCooldown, riverFetchPollInterval)
-				for _, sq := range res.Shareq {
-					v1 := fmt.Sprintf("shareq + pgstore lanes=%d batch=%d conc=%d", sq.Lanes, sq.Batch, res.Concurrency)
-					add("eos", v1, "jobs_per_s", sq.Rate, "jobs/s", fmt.Sprintf("%d jobs", res.Jobs))
-					add("eos", v1, "rows_written", float64(sq.Rows), "rows", fmt.Sprintf("want %d; claims %d; runs %d", res.Jobs, sq.Claims, sq.Runs))
-					if res.River > 0 {
-						add("eos", v1, "vs_river", sq.Rate/res.River, "x", "shareq jobs/s / River jobs/s")
-					}
+				add("eos", v1, "jobs_per_s", sq.Rate, "jobs/s", fmt.Sprintf("%d jobs", res.Jobs))
+				add("eos", v1, "rows_written", float64(sq.Rows), "rows", fmt.Sprintf("want %d; claims %d; runs %d", res.Jobs, sq.Claims, sq.Runs))
+				if res.River > 0 {
+					add("eos", v1, "vs_river", sq.Rate/res.River, "x", "shareq jobs/s / River jobs/s")
 				}
 				add("eos", v2, "jobs_per_s", res.River, "jobs/s", fmt.Sprintf("%d jobs", res.Jobs))
 				add("eos", v2, "rows_written", float64(res.RiverRows), "rows", fmt.Sprintf("want %d; runs %d", res.Jobs, res.RiverRuns))
@@ -417,7 +368,7 @@ func runBackend(ctx context.Context, c *cluster, log *slog.Logger, o options, sz
 	if o.scenarios["renew"] {
 		progress(fmt.Sprintf("renew: %d jobs of 3× the %v lock on two workers", sz.renewJobs, c.lock))
 		res, err := runRenew(ctx, c, log, sz.renewJobs)
-		v := fmt.Sprintf("2 workers × %d lanes, jobs of %v (lock %v)", res.Jobs, res.JobDur, res.Lock)
+		v := fmt.Sprintf("2 workers × concurrency=%d, jobs of %v (lock %v)", res.Concurrency, res.JobDur, res.Lock)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("renew: %w", err))
 		}

@@ -15,18 +15,18 @@ import (
 	"github.com/shareq/shareq/worker"
 )
 
-// The overhead sweep: lanes × batch, with as many handler slots as the
-// lanes can hold (lanes × batch).
-var (
-	sweepLanes   = []int{1, 4, 8, 24}
-	sweepBatches = []int{1, 10, 100, 500}
-)
+// overheadConcurrency are the worker's Concurrency settings the no-op
+// scenario measures, each against the raw loops of the same run. Each
+// is at most a twentieth of the -quick record count (see
+// TestOverheadRecordsOutnumberSlots), so no point can hold enough of
+// the topic at once to hide its steady rate.
+var overheadConcurrency = []int{24, 100, 1000}
 
-// sweepPoint is one measured setting of the no-op sweep.
+// sweepPoint is one measured Concurrency setting of the no-op scenario.
 type sweepPoint struct {
-	Lanes, Batch int
-	Rate         float64 // jobs/s
-	Done         int
+	Concurrency int
+	Rate        float64 // jobs/s
+	Done        int
 }
 
 // overheadResult holds the figures of the overhead scenario.
@@ -35,25 +35,6 @@ type overheadResult struct {
 	RawShareN          int
 	RawGroupN          int
 	Sweep              []sweepPoint
-	Skipped            []sweepPoint
-}
-
-// best returns the sweep point with the highest rate.
-func (o overheadResult) best() (sweepPoint, bool) {
-	var b sweepPoint
-	for _, p := range o.Sweep {
-		if p.Rate > b.Rate {
-			b = p
-		}
-	}
-	return b, b.Rate > 0
-}
-
-// sweepSkipped reports whether a sweep point would hold too much of the
-// topic at once to say anything about a steady rate: more than a
-// twentieth of the records in flight.
-func sweepSkipped(lanes, batch, records int) bool {
-	return lanes*batch*20 > records
 }
 
 // rateMeter measures a consumer's steady rate. The span starts at an
@@ -61,7 +42,7 @@ func sweepSkipped(lanes, batch, records int) bool {
 // delivery, whose records are then not counted: a first poll can return
 // a large part of the topic at once, and its wait includes joining the
 // group. After a warm-up the rate is taken from the warm-up mark instead,
-// so lanes that join late do not weigh on it.
+// so consumers that take a while to reach full speed do not weigh on it.
 type rateMeter struct {
 	n      atomic.Int64
 	mu     sync.Mutex
@@ -140,8 +121,8 @@ wait:
 }
 
 // runOverhead produces records no-op jobs of 100 bytes and consumes them
-// with a raw share loop, a raw consumer group and each shareq sweep
-// setting, each in its own group, each for at most limit.
+// with a raw share loop, a raw consumer group and a shareq worker at each
+// of overheadConcurrency, each in its own group, each for at most limit.
 func runOverhead(ctx context.Context, c *cluster, log *slog.Logger, records int, limit time.Duration, progress func(string)) (overheadResult, error) {
 	var res overheadResult
 	topic, err := c.topic(ctx, "noop", 6)
@@ -168,20 +149,14 @@ func runOverhead(ctx context.Context, c *cluster, log *slog.Logger, records int,
 	if err != nil {
 		return res, fmt.Errorf("raw consumer group: %w", err)
 	}
-	for _, lanes := range sweepLanes {
-		for _, batch := range sweepBatches {
-			p := sweepPoint{Lanes: lanes, Batch: batch}
-			if sweepSkipped(lanes, batch, records) {
-				res.Skipped = append(res.Skipped, p)
-				continue
-			}
-			progress(fmt.Sprintf("shareq lanes=%d batch=%d", lanes, batch))
-			p.Rate, p.Done, err = shareqNoop(ctx, c, log, topic, lanes, batch, records, limit, warm)
-			if err != nil {
-				return res, fmt.Errorf("shareq lanes=%d batch=%d: %w", lanes, batch, err)
-			}
-			res.Sweep = append(res.Sweep, p)
+	for _, conc := range overheadConcurrency {
+		progress(fmt.Sprintf("shareq concurrency=%d", conc))
+		p := sweepPoint{Concurrency: conc}
+		p.Rate, p.Done, err = shareqNoop(ctx, c, log, topic, conc, records, limit, warm)
+		if err != nil {
+			return res, fmt.Errorf("shareq concurrency=%d: %w", conc, err)
 		}
+		res.Sweep = append(res.Sweep, p)
 	}
 	return res, nil
 }
@@ -255,9 +230,10 @@ func rawGroupLoop(ctx context.Context, c *cluster, topic string, records int, li
 	return rate, n, errors.Join(err, commitErr)
 }
 
-// shareqNoop runs a shareq worker with a no-op handler on the topic.
-func shareqNoop(ctx context.Context, c *cluster, log *slog.Logger, topic string, lanes, batch, records int, limit, warm time.Duration) (float64, int, error) {
-	group, err := c.shareGroup(ctx, fmt.Sprintf("noop-l%d-b%d", lanes, batch))
+// shareqNoop runs a shareq worker of concurrency handler slots with a
+// no-op handler on the topic.
+func shareqNoop(ctx context.Context, c *cluster, log *slog.Logger, topic string, concurrency, records int, limit, warm time.Duration) (float64, int, error) {
+	group, err := c.shareGroup(ctx, fmt.Sprintf("noop-c%d", concurrency))
 	if err != nil {
 		return 0, 0, err
 	}
@@ -271,8 +247,7 @@ func shareqNoop(ctx context.Context, c *cluster, log *slog.Logger, topic string,
 		return nil
 	})
 	w, err := worker.New(worker.Brokers(c.seeds...), worker.Group(group), worker.Handle(topic, nop),
-		worker.Lanes(lanes), worker.BatchSize(batch), worker.Concurrency(lanes*batch),
-		worker.ShutdownTimeout(5*time.Second), worker.Logger(log))
+		worker.Concurrency(concurrency), worker.ShutdownTimeout(5*time.Second), worker.Logger(log))
 	if err != nil {
 		return 0, 0, err
 	}

@@ -17,6 +17,7 @@ import (
 // renewResult holds the figures of the long-job scenario.
 type renewResult struct {
 	Jobs          int
+	Concurrency   int // handler slots of each worker
 	Lock, JobDur  time.Duration
 	Executions    int // handler runs started
 	Duplicates    int // runs beyond one per job
@@ -31,6 +32,8 @@ type renewResult struct {
 
 // renewObserver counts renewals and outcomes per job.
 type renewObserver struct {
+	worker.NopObserver // the events it does not count
+
 	mu       sync.Mutex
 	renewals map[string]int
 	errs     int
@@ -38,7 +41,6 @@ type renewObserver struct {
 	released int
 }
 
-func (o *renewObserver) JobStarted(*handler.Job) {}
 func (o *renewObserver) JobFinished(_ *handler.Job, r worker.Result) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -57,8 +59,6 @@ func (o *renewObserver) LockRenewed(job *handler.Job, err error) {
 	}
 	o.renewals[job.ID()]++
 }
-func (o *renewObserver) AckFailed(string, int32, error) {}
-func (o *renewObserver) LanesActive(int)                {}
 
 var _ worker.Observer = (*renewObserver)(nil)
 
@@ -90,16 +90,18 @@ func runRenew(ctx context.Context, c *cluster, log *slog.Logger, jobs int) (rene
 		comp.done(int(job.Offset)<<8 | int(job.Partition))
 		return nil
 	})
-	// Each worker has a lane per job: a share group serves a partition's
-	// records only to the members assigned that partition, so with fewer
-	// lanes some jobs would wait for a lane on their partition.
+	// Each worker has a handler slot per job: a share group serves a
+	// partition's records only to the members assigned that partition, so
+	// whichever partitions a worker gets, all their jobs can run at once
+	// (the ideal makespan is one job length).
 	per := jobs
+	res.Concurrency = per
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ran := make(chan error, 2)
 	for range 2 {
 		w, err := worker.New(worker.Brokers(c.seeds...), worker.Group(group), worker.Handle(topic, h),
-			worker.Lanes(per), worker.BatchSize(1), worker.Concurrency(per), worker.WithObserver(obs),
+			worker.Concurrency(per), worker.WithObserver(obs),
 			worker.ShutdownTimeout(5*time.Second), worker.Logger(log))
 		if err != nil {
 			return res, err
@@ -107,7 +109,7 @@ func runRenew(ctx context.Context, c *cluster, log *slog.Logger, jobs int) (rene
 		go func() { ran <- w.Run(wctx) }()
 	}
 	stop := func() error { cancel(); return errors.Join(<-ran, <-ran) }
-	if err := c.waitShareMembers(ctx, group, 2*per); err != nil {
+	if err := c.waitShareMembers(ctx, group, 2); err != nil {
 		return res, errors.Join(err, stop())
 	}
 	recs := make([]*kgo.Record, jobs)

@@ -11,7 +11,7 @@ import (
 func TestCSVRoundTrip(t *testing.T) {
 	t.Parallel()
 	rows := []row{
-		{"kfake", "hol", "shareq lanes=24 batch=1 conc=24", "makespan", 5.8125, "s", ""},
+		{"kfake", "hol", "shareq concurrency=24", "makespan", 5.8125, "s", ""},
 		{"kafka", "overhead", "raw share loop, with a comma", "jobs_per_s", 123456, "jobs/s", `note with "quotes"`},
 		{"kafka", "eos", "shareq vs River", "rate_ratio", 0.4, "x", "line\nbreak"},
 	}
@@ -88,20 +88,17 @@ func TestSeriesCSV(t *testing.T) {
 	}
 }
 
-func TestSweepSkipped(t *testing.T) {
+func TestOverheadRecordsOutnumberSlots(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		lanes, batch, records int
-		skip                  bool
-	}{
-		{24, 500, 200000, true},
-		{8, 500, 200000, false},
-		{24, 100, 20000, true},
-		{8, 100, 20000, false},
-		{1, 1, 20000, false},
-	} {
-		if got := sweepSkipped(tc.lanes, tc.batch, tc.records); got != tc.skip {
-			t.Errorf("sweepSkipped(%d, %d, %d) = %v", tc.lanes, tc.batch, tc.records, got)
+	// A worker can hold about as many records as it has handler slots; at
+	// a twentieth of the records or more, the first fetches would take a
+	// large part of the topic at once and the rate would not be steady.
+	for _, quick := range []bool{true, false} {
+		n := sizesFor(quick).noopRecords
+		for _, conc := range overheadConcurrency {
+			if conc*20 > n {
+				t.Errorf("quick=%v: Concurrency %d holds more than a twentieth of %d records", quick, conc, n)
+			}
 		}
 	}
 }
@@ -116,7 +113,7 @@ func TestParseFlags(t *testing.T) {
 		!o.scenarios["hol"] || !o.scenarios["eos"] || o.scenarios["overhead"] {
 		t.Fatalf("options %+v", o)
 	}
-	for _, bad := range [][]string{{"-scenarios", "hol,nope"}, {"-broker", ""}, {"extra"}} {
+	for _, bad := range [][]string{{"-scenarios", "hol,nope"}, {"-scenarios", "stall"}, {"-broker", ""}, {"extra"}} {
 		if _, err := parseFlags(bad, &bytes.Buffer{}); err == nil {
 			t.Errorf("parseFlags(%q) accepted", bad)
 		}
