@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -165,14 +166,17 @@ func (r *run) leave() {
 	r.waitFor("events closed", func() bool { return r.closed })
 }
 
+var produced atomic.Int64
+
 // produce writes n records spread over the topic's partitions, values
-// "v0".."v(n-1)".
+// unique to the call.
 func produce(t testing.TB, c *kafkatest.Cluster, topic string, partitions int32, n int) {
 	t.Helper()
 	cl := c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	batch := produced.Add(1)
 	recs := make([]*kgo.Record, n)
 	for i := range recs {
-		recs[i] = &kgo.Record{Topic: topic, Partition: int32(i) % partitions, Value: fmt.Appendf(nil, "v%d", i)}
+		recs[i] = &kgo.Record{Topic: topic, Partition: int32(i) % partitions, Value: fmt.Appendf(nil, "b%d-v%d", batch, i)}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

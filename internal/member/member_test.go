@@ -51,6 +51,7 @@ func TestGrantDeliversExactlyTheRecordsAndAcksClearLag(t *testing.T) {
 	if len(first) != 10 {
 		t.Fatalf("granted 10, got %d deliveries: %v", len(first), keys(first))
 	}
+	fetches := r.m.Stats().Fetches
 	for _, d := range first {
 		if d.Count != 1 || d.Record == nil || d.Deadline.IsZero() || d.Lock <= 0 {
 			t.Errorf("delivery %v: count %d, deadline %v, lock %v", d.Key(), d.Count, d.Deadline, d.Lock)
@@ -58,6 +59,10 @@ func TestGrantDeliversExactlyTheRecordsAndAcksClearLag(t *testing.T) {
 		r.m.Ack(d.Key(), member.Accept)
 	}
 	r.ackedN(10)
+	// With no credit the acks went alone: no ShareFetch was sent.
+	if s := r.m.Stats(); s.Fetches != fetches || s.Acks[member.Accept] != 10 || s.Held != 0 {
+		t.Errorf("stats %+v after acking with no credit: want %d fetches, 10 accepts, none held", s, fetches)
+	}
 	r.m.Grant(n - 10)
 	all := r.deliveriesN(n)
 	for _, d := range all[10:] {

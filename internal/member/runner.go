@@ -597,35 +597,17 @@ func (r *runner) holdsIn(s *session, p tp) bool {
 }
 
 // sendOpen opens a session that has acks to send but may not fetch: a
-// ShareFetch with epoch 0 and every fetch parameter zero acquires nothing.
+// ShareFetch with epoch 0 and no partitions acquires nothing, and acks for
+// partitions outside a session apply (kfake and Kafka; an IsRenewAck
+// ShareFetch with epoch 0 is INVALID_REQUEST on kfake).
 func (r *runner) sendOpen(s *session) {
 	rq := &request{s: s, kind: kindFetch, epoch: 0}
 	req := kmsg.NewPtrShareFetchRequest()
 	req.GroupID = r.strp(r.cfg.Group)
 	req.MemberID = r.strp(r.cfg.MemberID)
-	req.IsRenewAck = true
-	req.MaxBytes, req.MinBytes, req.MaxWaitMillis, req.MaxRecords, req.BatchSize = 0, 0, 0, 0, 0
-	seen := map[tp]bool{}
-	for k := range s.pending {
-		p := tp{k.Topic, k.Partition}
-		if seen[p] {
-			continue
-		}
-		seen[p] = true
-		req.Topics = appendFetchTopic(req.Topics, r.ids[p.topic], p.part)
-	}
+	req.MaxWaitMillis, req.MinBytes, req.MaxRecords, req.BatchSize, req.ShareAcquireMode = 0, 0, 1, 1, 1
 	rq.req = req
 	r.launch(rq, context.Background())
-}
-
-func appendFetchTopic(ts []kmsg.ShareFetchRequestTopic, id [16]byte, part int32) []kmsg.ShareFetchRequestTopic {
-	for i := range ts {
-		if ts[i].TopicID == id {
-			ts[i].Partitions = append(ts[i].Partitions, kmsg.ShareFetchRequestTopicPartition{Partition: part})
-			return ts
-		}
-	}
-	return append(ts, kmsg.ShareFetchRequestTopic{TopicID: id, Partitions: []kmsg.ShareFetchRequestTopicPartition{{Partition: part}}})
 }
 
 func (r *runner) buildAck(s *session, epoch int32, renew bool, ops map[tp][]int64) *kmsg.ShareAcknowledgeRequest {
