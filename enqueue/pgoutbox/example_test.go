@@ -1,0 +1,54 @@
+package pgoutbox_test
+
+import (
+	"context"
+	"log"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shareq/shareq/enqueue"
+	"github.com/shareq/shareq/enqueue/pgoutbox"
+	"github.com/shareq/shareq/migrations"
+)
+
+// A signup writes the user and enqueues the welcome email in one
+// transaction; a relay in the same program moves the job to Kafka.
+func Example() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, "postgres://localhost/app")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	if err := migrations.Up(ctx, pool); err != nil {
+		log.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:9092"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cl.Close()
+
+	relay, err := pgoutbox.NewRelay(pool, cl)
+	if err != nil {
+		log.Fatal(err)
+	}
+	go func() { _ = relay.Run(ctx) }() // a real program waits for it at shutdown
+
+	type Welcome struct {
+		Email string `json:"email"`
+	}
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "INSERT INTO users (email) VALUES ($1)", "ada@example.com"); err != nil {
+			return err
+		}
+		_, err := pgoutbox.EnqueueTx(ctx, tx, "emails", Welcome{Email: "ada@example.com"},
+			enqueue.ID("welcome/ada@example.com"))
+		return err
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+}

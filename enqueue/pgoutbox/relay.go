@@ -1,0 +1,450 @@
+package pgoutbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shareq/shareq/enqueue"
+)
+
+// Defaults of the options of [NewRelay].
+const (
+	// BatchSizeDefault is how many rows one relay round takes at most.
+	BatchSizeDefault = 500
+	// PollIntervalDefault is how often the relay looks for rows when no
+	// notification woke it.
+	PollIntervalDefault = time.Second
+	// ProduceTimeoutDefault bounds the produce of one batch: a row not
+	// acknowledged by then counts as failed and is retried.
+	ProduceTimeoutDefault = 30 * time.Second
+	// RetryBackoffDefault is the wait before the first retry of a row
+	// whose produce failed; it doubles with each failure.
+	RetryBackoffDefault = time.Second
+	// RetryBackoffMaxDefault caps the wait between retries of a row, and
+	// between attempts to reach Postgres.
+	RetryBackoffMaxDefault = time.Minute
+)
+
+// A RelayOption configures [NewRelay].
+type RelayOption interface{ apply(*relayConfig) }
+
+type relayOptionFunc func(*relayConfig)
+
+func (f relayOptionFunc) apply(c *relayConfig) { f(c) }
+
+type relayConfig struct {
+	batchSize      int
+	pollInterval   time.Duration
+	produceTimeout time.Duration
+	backoff        time.Duration
+	backoffMax     time.Duration
+	logger         *slog.Logger
+}
+
+// BatchSize sets how many rows one round takes at most. Default
+// [BatchSizeDefault].
+func BatchSize(n int) RelayOption { return relayOptionFunc(func(c *relayConfig) { c.batchSize = n }) }
+
+// PollInterval sets how often the relay looks for rows without a
+// notification. Default [PollIntervalDefault].
+func PollInterval(d time.Duration) RelayOption {
+	return relayOptionFunc(func(c *relayConfig) { c.pollInterval = d })
+}
+
+// ProduceTimeout bounds the produce of one batch. Default [ProduceTimeoutDefault].
+func ProduceTimeout(d time.Duration) RelayOption {
+	return relayOptionFunc(func(c *relayConfig) { c.produceTimeout = d })
+}
+
+// RetryBackoff sets the first and the longest wait between retries of a
+// failing row, and of a failing Postgres. Defaults [RetryBackoffDefault],
+// [RetryBackoffMaxDefault].
+func RetryBackoff(first, longest time.Duration) RelayOption {
+	return relayOptionFunc(func(c *relayConfig) { c.backoff, c.backoffMax = first, longest })
+}
+
+// Logger sets the logger of produce and Postgres failures. Default: none.
+func Logger(l *slog.Logger) RelayOption {
+	return relayOptionFunc(func(c *relayConfig) { c.logger = l })
+}
+
+// Relay moves committed jobs from the outbox table to Kafka. Several
+// relays may run against one table. Create it with [NewRelay] and run it
+// with [Relay.Run]; [Relay.Stats] and [Relay.Backlog] may be called at
+// any time, from any goroutine.
+type Relay struct {
+	pool *pgxpool.Pool
+	p    enqueue.Producer
+	cfg  relayConfig
+
+	produced atomic.Uint64
+	failures atomic.Uint64
+	dbErrors atomic.Uint64
+	running  atomic.Bool
+
+	// listening is true while the relay's connection LISTENs.
+	listening atomic.Bool
+
+	// afterProduce, when set (by tests), runs after the broker
+	// acknowledged a batch and before its rows are deleted; an error
+	// rolls the round back, as a relay that died there would.
+	afterProduce func() error
+}
+
+// NewRelay returns a relay that reads the outbox through pool and
+// produces with p, normally a *kgo.Client (which it does not close).
+func NewRelay(pool *pgxpool.Pool, p enqueue.Producer, opts ...RelayOption) (*Relay, error) {
+	cfg := relayConfig{
+		batchSize:      BatchSizeDefault,
+		pollInterval:   PollIntervalDefault,
+		produceTimeout: ProduceTimeoutDefault,
+		backoff:        RetryBackoffDefault,
+		backoffMax:     RetryBackoffMaxDefault,
+		logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	var errs []error
+	if pool == nil {
+		errs = append(errs, errors.New("nil pool"))
+	}
+	if p == nil {
+		errs = append(errs, errors.New("nil Producer"))
+	}
+	if cfg.batchSize < 1 {
+		errs = append(errs, fmt.Errorf("BatchSize(%d): must be at least 1", cfg.batchSize))
+	}
+	if cfg.pollInterval <= 0 || cfg.produceTimeout <= 0 {
+		errs = append(errs, errors.New("PollInterval and ProduceTimeout must be positive"))
+	}
+	if cfg.backoff <= 0 || cfg.backoffMax < cfg.backoff {
+		errs = append(errs, fmt.Errorf("RetryBackoff(%v, %v): want 0 < first <= longest", cfg.backoff, cfg.backoffMax))
+	}
+	if cfg.logger == nil {
+		errs = append(errs, errors.New("nil Logger"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("pgoutbox: %w", err)
+	}
+	return &Relay{pool: pool, p: p, cfg: cfg}, nil
+}
+
+// Stats are a relay's counters since it was created. They only grow.
+type Stats struct {
+	// Produced counts rows the broker acknowledged and the relay
+	// deleted.
+	Produced uint64
+	// Failures counts produce failures of rows, each retried later.
+	Failures uint64
+	// DBErrors counts rounds (and listening connections) that failed on
+	// Postgres.
+	DBErrors uint64
+}
+
+// Stats returns the relay's counters.
+func (r *Relay) Stats() Stats {
+	return Stats{Produced: r.produced.Load(), Failures: r.failures.Load(), DBErrors: r.dbErrors.Load()}
+}
+
+// Backlog describes the rows waiting in the outbox table, of every relay.
+type Backlog struct {
+	// Rows is the number of committed rows not yet relayed.
+	Rows int64
+	// Failing is how many of them have failed at least once.
+	Failing int64
+	// OldestAge is the age of the oldest row, 0 when there is none.
+	OldestAge time.Duration
+}
+
+// Backlog reads the outbox table's backlog (one aggregate query).
+func (r *Relay) Backlog(ctx context.Context) (Backlog, error) {
+	var b Backlog
+	var age float64
+	err := r.pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE attempts > 0),
+		coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 FROM `+Table).Scan(&b.Rows, &b.Failing, &age)
+	if err != nil {
+		return Backlog{}, fmt.Errorf("pgoutbox: backlog: %w", err)
+	}
+	b.OldestAge = max(0, time.Duration(age*float64(time.Second)))
+	return b, nil
+}
+
+// Run relays until ctx is cancelled, then finishes the round in progress
+// (within [ProduceTimeout]) and returns nil. Failures of Postgres or of
+// the broker do not stop it: it logs them, counts them in [Relay.Stats]
+// and tries again. Run checks at start that the outbox table exists, and
+// returns an error saying to run the migrations when it does not. A
+// Relay runs once at a time.
+func (r *Relay) Run(ctx context.Context) error {
+	if !r.running.CompareAndSwap(false, true) {
+		return errors.New("pgoutbox: Relay.Run called while running")
+	}
+	defer r.running.Store(false)
+	if _, err := r.pool.Exec(ctx, "SELECT 1 FROM "+Table+" LIMIT 0"); err != nil {
+		return fmt.Errorf("pgoutbox: the outbox table %s is not readable (run migrations.Up): %w", Table, err)
+	}
+	wake := make(chan struct{}, 1)
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { r.listen(ctx, wake) })
+	defer wg.Wait()
+	defer cancel()
+
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	dbBackoff := time.Duration(0)
+	for {
+		full, err := r.round(ctx)
+		if err != nil && !errors.Is(err, errKilled) {
+			r.dbErrors.Add(1)
+			dbBackoff = min(max(2*dbBackoff, r.cfg.backoff), r.cfg.backoffMax)
+			r.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "pgoutbox: relay round failed; retrying",
+				slog.String("error", err.Error()), slog.Duration("retry_in", dbBackoff))
+		} else {
+			dbBackoff = 0
+		}
+		if ctx.Err() != nil || errors.Is(err, errKilled) {
+			return nil
+		}
+		if full && err == nil {
+			continue // more rows are waiting
+		}
+		wait := r.cfg.pollInterval
+		if dbBackoff > 0 {
+			wait = dbBackoff
+		}
+		poll.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-wake:
+			if dbBackoff > 0 { // a notification means Postgres is back
+				dbBackoff = 0
+			}
+		case <-poll.C:
+		}
+	}
+}
+
+// listen holds a connection that LISTENs on [Channel] and signals wake on
+// each notification, and once after each (re)connection to cover commits
+// made while it was not listening. It reconnects with backoff.
+func (r *Relay) listen(ctx context.Context, wake chan<- struct{}) {
+	signal := func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	backoff := time.Duration(0)
+	for ctx.Err() == nil {
+		err := r.listenOnce(ctx, signal)
+		if ctx.Err() != nil {
+			return
+		}
+		r.dbErrors.Add(1)
+		backoff = min(max(2*backoff, r.cfg.backoff), r.cfg.backoffMax)
+		r.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "pgoutbox: relay lost its LISTEN connection; polling until it is back",
+			slog.String("error", err.Error()), slog.Duration("retry_in", backoff))
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (r *Relay) listenOnce(ctx context.Context, signal func()) error {
+	pc, err := r.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	conn := pc.Hijack() // a listening connection does not go back to the pool
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
+		return err
+	}
+	r.listening.Store(true)
+	defer r.listening.Store(false)
+	signal()
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return err
+		}
+		signal()
+	}
+}
+
+// dbTimeout bounds the Postgres work of one round.
+const dbTimeout = 30 * time.Second
+
+// errKilled is returned by a round that the afterProduce hook stopped.
+var errKilled = errors.New("pgoutbox: relay stopped between produce and delete")
+
+type row struct {
+	id       int64
+	topic    string
+	key      []byte
+	value    []byte
+	hkeys    []string
+	hvals    [][]byte
+	jobID    string
+	created  time.Time
+	attempts int
+	blocked  bool
+}
+
+// claimSQL locks the next due rows that no other relay holds, and flags
+// those that an earlier row of their topic and key, outside the batch,
+// must precede.
+const claimSQL = `
+WITH c AS (
+	SELECT id FROM ` + Table + `
+	WHERE next_attempt_at <= now()
+	ORDER BY id
+	LIMIT $1
+	FOR UPDATE SKIP LOCKED
+)
+SELECT o.id, o.topic, o.key, o.value, o.header_keys, o.header_values, o.job_id, o.created_at, o.attempts,
+	o.key IS NOT NULL AND EXISTS (
+		SELECT 1 FROM ` + Table + ` e
+		WHERE e.topic = o.topic AND e.key = o.key AND e.id < o.id
+		AND e.id NOT IN (SELECT id FROM c)
+	) AS blocked
+FROM ` + Table + ` o JOIN c ON c.id = o.id
+ORDER BY o.id`
+
+// round relays one batch in one transaction and reports whether the
+// batch was full (more rows may be due).
+func (r *Relay) round(ctx context.Context) (full bool, err error) {
+	// A stop does not interrupt a round: its rows are produced within
+	// ProduceTimeout, and deleted or marked for a retry within
+	// dbTimeout.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.produceTimeout+dbTimeout)
+	defer cancel()
+	tx, err := r.pool.Begin(rctx)
+	if err != nil {
+		return false, fmt.Errorf("pgoutbox: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(rctx)) }()
+	rows, err := tx.Query(rctx, claimSQL, r.cfg.batchSize)
+	if err != nil {
+		return false, fmt.Errorf("pgoutbox: claim rows: %w", err)
+	}
+	batch, err := pgx.CollectRows(rows, func(rs pgx.CollectableRow) (row, error) {
+		var w row
+		err := rs.Scan(&w.id, &w.topic, &w.key, &w.value, &w.hkeys, &w.hvals, &w.jobID, &w.created, &w.attempts, &w.blocked)
+		return w, err
+	})
+	if err != nil {
+		return false, fmt.Errorf("pgoutbox: claim rows: %w", err)
+	}
+	if len(batch) == 0 {
+		return false, nil
+	}
+	full = len(batch) == r.cfg.batchSize
+
+	// Rows of a key behind a row that must go first wait for the next
+	// round.
+	type tk struct{ topic, key string }
+	held := map[tk]bool{}
+	var recs []*kgo.Record
+	byRec := map[*kgo.Record]*row{}
+	for i := range batch {
+		w := &batch[i]
+		k := tk{w.topic, string(w.key)}
+		if w.key != nil && (w.blocked || held[k]) {
+			held[k] = true
+			continue
+		}
+		rec := &kgo.Record{Topic: w.topic, Key: w.key, Value: w.value, Timestamp: w.created}
+		for j := range w.hkeys {
+			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: w.hkeys[j], Value: w.hvals[j]})
+		}
+		recs = append(recs, rec)
+		byRec[rec] = w
+	}
+	if len(recs) == 0 {
+		return false, nil // every row waits for an earlier one: no progress to repeat
+	}
+	pctx, pcancel := context.WithTimeout(rctx, r.cfg.produceTimeout)
+	res := r.p.ProduceSync(pctx, recs...)
+	pcancel()
+	var done []int64
+	var failed []*row
+	var failErrs []string
+	for _, pr := range res {
+		w := byRec[pr.Record]
+		if w == nil {
+			continue
+		}
+		delete(byRec, pr.Record)
+		if pr.Err == nil {
+			done = append(done, w.id)
+			continue
+		}
+		perr := enqueue.ProduceError(pr.Record, pr.Err)
+		failed = append(failed, w)
+		failErrs = append(failErrs, perr.Error())
+		r.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "pgoutbox: relay could not produce a job; it stays in the outbox and is retried",
+			slog.String("job_id", w.jobID), slog.String("topic", w.topic), slog.Int64("row", w.id),
+			slog.Int("attempts", w.attempts+1), slog.String("error", perr.Error()))
+	}
+	for _, w := range byRec { // no result: treat as failed
+		failed = append(failed, w)
+		failErrs = append(failErrs, "the producer returned no result")
+	}
+	if r.afterProduce != nil {
+		if err := r.afterProduce(); err != nil {
+			return false, errKilled
+		}
+	}
+	if len(done) > 0 {
+		if _, err := tx.Exec(rctx, "DELETE FROM "+Table+" WHERE id = ANY($1)", done); err != nil {
+			return false, fmt.Errorf("pgoutbox: delete %d relayed rows: %w", len(done), err)
+		}
+	}
+	if len(failed) > 0 {
+		ids := make([]int64, len(failed))
+		delays := make([]float64, len(failed))
+		for i, w := range failed {
+			ids[i] = w.id
+			delays[i] = r.retryDelay(w.attempts + 1).Seconds()
+		}
+		if _, err := tx.Exec(rctx, `UPDATE `+Table+` o SET attempts = o.attempts + 1,
+			next_attempt_at = now() + f.delay * interval '1 second', last_error = f.err
+			FROM unnest($1::bigint[], $2::float8[], $3::text[]) AS f(id, delay, err) WHERE o.id = f.id`,
+			ids, delays, failErrs); err != nil {
+			return false, fmt.Errorf("pgoutbox: record %d failed rows: %w", len(failed), err)
+		}
+	}
+	if err := tx.Commit(rctx); err != nil {
+		return false, fmt.Errorf("pgoutbox: commit: %w", err)
+	}
+	r.produced.Add(uint64(len(done)))
+	r.failures.Add(uint64(len(failed)))
+	return full, nil
+}
+
+// retryDelay is the wait before the next attempt of a row that has
+// failed attempts times.
+func (r *Relay) retryDelay(attempts int) time.Duration {
+	d := r.cfg.backoff
+	for i := 1; i < attempts && d < r.cfg.backoffMax; i++ {
+		d *= 2
+	}
+	return min(d, r.cfg.backoffMax)
+}
