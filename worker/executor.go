@@ -127,6 +127,10 @@ type executor struct {
 	wake   *time.Timer // the next renewal, MaxHold or end of a retry hold
 	wakeAt time.Time
 	armed  bool
+	// trackerAt is the earliest time the tracker may have something due
+	// (trackerSet false: nothing); only then does a wake-up scan it.
+	trackerAt  time.Time
+	trackerSet bool
 
 	stopping bool // ctx is done
 	quiet    bool // the engine's Quiet closed
@@ -474,23 +478,31 @@ func (x *executor) backoff(j *xjob) time.Duration {
 }
 
 // wakeUp renews the locks that are due, ends jobs over MaxHold and
-// releases held jobs whose backoff is over.
+// releases held jobs whose backoff is over. It scans the tracker (every
+// running and held job) only when the tracker has something due, not at
+// the end of each retry hold.
 func (x *executor) wakeUp() {
 	now := time.Now()
-	due, over := x.tracker.Due(now)
-	for _, k := range over {
-		j := x.jobs[k]
-		if j == nil {
-			continue
+	if x.trackerSet && !now.Before(x.trackerAt) {
+		x.trackerSet = false
+		due, over := x.tracker.Due(now)
+		for _, k := range over {
+			j := x.jobs[k]
+			if j == nil {
+				continue
+			}
+			if j.state == jobHeld {
+				x.finish(j, AckRelease, j.err, j.took)
+				continue
+			}
+			x.abandon(j, ErrMaxHold)
 		}
-		if j.state == jobHeld {
-			x.finish(j, AckRelease, j.err, j.took)
-			continue
+		if len(due) > 0 {
+			x.e.Renew(due...)
 		}
-		x.abandon(j, ErrMaxHold)
-	}
-	if len(due) > 0 {
-		x.e.Renew(due...)
+		if at, ok := x.tracker.Next(); ok {
+			x.trackerAt, x.trackerSet = at, true
+		}
 	}
 	if !x.stopping || x.quiet {
 		for len(x.holds) > 0 && !x.holds[0].releaseAt.After(now) {
@@ -501,8 +513,8 @@ func (x *executor) wakeUp() {
 		}
 	}
 	x.wakeAt, x.armed = time.Time{}, false
-	if at, ok := x.tracker.Next(); ok {
-		x.arm(at)
+	if x.trackerSet {
+		x.arm(x.trackerAt)
 	}
 	for len(x.holds) > 0 {
 		if j := x.holds[0]; j.state == jobHeld && x.jobs[j.key] == j {
@@ -664,6 +676,9 @@ func (x *executor) arm(at time.Time) {
 // armFor arms the wake timer for k's next renewal or MaxHold.
 func (x *executor) armFor(k member.Key) {
 	if at, ok := x.tracker.When(k); ok {
+		if !x.trackerSet || at.Before(x.trackerAt) {
+			x.trackerAt, x.trackerSet = at, true
+		}
 		x.arm(at)
 	}
 }
@@ -683,8 +698,8 @@ func (x *executor) reading() {
 	x.completed = 0
 	if x.rate == 0 {
 		x.rate = r
-	} else {
-		x.rate += rateWeight * (r - x.rate)
+	} else if x.rate += rateWeight * (r - x.rate); x.rate < 0.01 {
+		x.rate = 0 // idle: known no longer
 	}
 	x.prefetch = prefetchFor(x.rate, x.e.Stats().FetchRTT, x.lockSeen, x.conc)
 }
@@ -751,3 +766,5 @@ func (h *holdHeap) Pop() any {
 	*h = old[:n-1]
 	return j
 }
+
+var _ engine = (*member.Member)(nil)
