@@ -158,6 +158,10 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 	}
 
+	if useMember() {
+		return w.runMember(ctx, log)
+	}
+
 	w.slots = newSlots(int64(w.cfg.concurrency), time.Second)
 	w.pool = pool.New().WithMaxGoroutines(w.cfg.concurrency)
 	log.Info("worker started", "topics", w.topics, "lanes", w.cfg.lanes,
