@@ -154,6 +154,13 @@ func (r *recorder) LanesActive(int) {
 	r.mu.Unlock()
 }
 
+// startedList returns the offsets of JobStarted calls, in order.
+func (r *recorder) startedList() []int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]int64(nil), r.started...)
+}
+
 func (r *recorder) results(off int64) []Result {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -460,6 +467,33 @@ func TestExecutorAbandonsAtMaxHold(t *testing.T) {
 	})
 }
 
+func TestExecutorReleasesHeldJobAtMaxHold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newCtl()
+		f := newFakeEngine()
+		f.manualQuiet = true
+		b := startExecutor(t, h, f, MaxHold(time.Minute), ShutdownTimeout(time.Hour))
+		start := time.Now()
+		b.f.deliver(delivery(1, 1, 20*time.Minute))
+		b.cancel()
+		synctest.Wait()
+		h.finish(1, errRetryX) // failing while stopping: held until quiet
+		if got := f.acksOf(1); len(got) != 0 {
+			t.Fatalf("released before quiet: %v", got)
+		}
+		time.Sleep(time.Minute - time.Since(start))
+		synctest.Wait()
+		wantAcks(t, f, 1, member.Release)
+		if r := b.only(t, 1); !errors.Is(r.Err, errRetryX) || !r.Ran {
+			t.Fatalf("held job finished at MaxHold with %+v", r)
+		}
+		f.closeQuiet()
+		if !b.returned() {
+			t.Fatal("run did not return once quiet")
+		}
+	})
+}
+
 func TestExecutorRenewFailurePastDeadlineAbandons(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newCtl()
@@ -643,7 +677,7 @@ func TestExecutorLostLockCancelsJob(t *testing.T) {
 				t.Fatalf("offset %d finished with %+v", off, r)
 			}
 		}
-		if got := h.startedList(); !slices.Equal(got, []int64{1, 2, 3}) {
+		if got := b.obs.startedList(); !slices.Equal(got, []int64{1, 2, 3}) {
 			t.Fatalf("started %v: the lost queued job must not run", got)
 		}
 
@@ -698,12 +732,12 @@ func TestExecutorQueuesDeliveriesBeyondFreeSlotsInOrder(t *testing.T) {
 		b := startExecutor(t, h, nil, Concurrency(2))
 		// A member may deliver more than there are free slots (prefetch).
 		b.f.deliver(delivery(1, 1, lock), delivery(2, 1, lock), delivery(3, 1, lock), delivery(4, 1, lock))
-		if got := h.startedList(); !slices.Equal(got, []int64{1, 2}) {
+		if got := b.obs.startedList(); !slices.Equal(got, []int64{1, 2}) {
 			t.Fatalf("started %v, want [1 2]", got)
 		}
 		h.finish(2, nil)
 		h.finish(1, nil)
-		if got := h.startedList(); !slices.Equal(got, []int64{1, 2, 3, 4}) {
+		if got := b.obs.startedList(); !slices.Equal(got, []int64{1, 2, 3, 4}) {
 			t.Fatalf("started %v, want the queue in delivery order", got)
 		}
 		h.finish(3, nil)
@@ -741,7 +775,7 @@ func TestExecutorGrantsCreditAsSlotsFree(t *testing.T) {
 	})
 }
 
-func TestPrefetchFor(t *testing.T) {
+func TestExecutorPrefetchFor(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		rate      float64
