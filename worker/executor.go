@@ -470,7 +470,7 @@ func (x *executor) backoff(j *xjob) time.Duration {
 	if f == nil || j.last() {
 		return 0
 	}
-	d := f(j.job.DeliveryCount)
+	d := f(j.count) // the newest delivery's count
 	if limit := time.Until(j.start.Add(x.w.cfg.maxHold)) - time.Second; d > limit {
 		d = limit
 	}
