@@ -9,6 +9,10 @@
 //	    show a share group's state, members, start offsets and lag
 //	shareq reset GROUP -to earliest|latest|OFFSET [-topic T] [-yes]
 //	    move an empty share group's start offsets
+//	shareq enqueue TOPIC [JSON] [-id ID] [-key KEY]
+//	    enqueue one job (payload from the argument or stdin), print its ID
+//	shareq relay -database URL
+//	    move jobs from the Postgres outbox (enqueue/pgoutbox) to Kafka
 //
 // Commands that talk to a cluster take -brokers (default $SHAREQ_BROKERS,
 // else 127.0.0.1:9092).
@@ -34,14 +38,16 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"dev":    {"run an in-process Kafka broker for local development", runDev},
-	"dlq":    {"list, show and replay parked (dead-lettered) jobs", runDLQ},
-	"status": {"show a share group's members, start offsets and lag", runStatus},
-	"reset":  {"move an empty share group's start offsets", runReset},
+	"dev":     {"run an in-process Kafka broker for local development", runDev},
+	"dlq":     {"list, show and replay parked (dead-lettered) jobs", runDLQ},
+	"status":  {"show a share group's members, start offsets and lag", runStatus},
+	"reset":   {"move an empty share group's start offsets", runReset},
+	"enqueue": {"enqueue one job (a JSON payload) and print its job ID", runEnqueue},
+	"relay":   {"move jobs from the Postgres outbox to Kafka", runRelay},
 }
 
 // commandOrder lists commands in the order usage shows them.
-var commandOrder = []string{"dev", "dlq", "status", "reset"}
+var commandOrder = []string{"dev", "dlq", "status", "reset", "enqueue", "relay"}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

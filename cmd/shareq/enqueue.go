@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shareq/shareq/enqueue"
+)
+
+// stdin is where "shareq enqueue" reads a payload given as "-".
+var stdin io.Reader = os.Stdin
+
+const enqueueUsage = `usage: shareq enqueue [flags] TOPIC [JSON]
+
+Enqueue one job on TOPIC and print its job ID. The payload is the JSON
+argument, or standard input when it is missing or "-"; it must be valid
+JSON (the form handler.JSON decodes).
+`
+
+// brokerFlag adds the -brokers flag the cluster commands share.
+func brokerFlag(fs *flag.FlagSet) *string {
+	def := os.Getenv(brokersEnv)
+	if def == "" {
+		def = brokersDefault
+	}
+	return fs.String("brokers", def, "comma-separated seed brokers, host:port; $"+brokersEnv+" sets the default")
+}
+
+func runEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("shareq enqueue", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	brokers := brokerFlag(fs)
+	id := fs.String("id", "", "job ID (default: a fresh UUIDv7)")
+	key := fs.String("key", "", "record key (default: none)")
+	fs.Usage = func() { fmt.Fprint(stderr, enqueueUsage, "\nflags:\n"); fs.PrintDefaults() }
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	pos := fs.Args()
+	if len(pos) < 1 || len(pos) > 2 {
+		fs.Usage()
+		return errUsage
+	}
+	topic := pos[0]
+	var payload []byte
+	if len(pos) == 2 && pos[1] != "-" {
+		payload = []byte(pos[1])
+	} else {
+		b, err := io.ReadAll(stdin)
+		if err != nil {
+			return fmt.Errorf("enqueue: read the payload from stdin: %w", err)
+		}
+		payload = b
+	}
+	if !json.Valid(payload) {
+		return errors.New("enqueue: the payload is not valid JSON")
+	}
+	var opts []enqueue.Option
+	if *id != "" {
+		opts = append(opts, enqueue.ID(*id))
+	}
+	if *key != "" {
+		opts = append(opts, enqueue.Key([]byte(*key)))
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(*brokers, ",")...), kgo.UnknownTopicRetries(2))
+	if err != nil {
+		return fmt.Errorf("enqueue: %w", err)
+	}
+	defer cl.Close()
+	q, err := enqueue.New(cl)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	jobID, err := q.Enqueue(ctx, topic, json.RawMessage(payload), opts...)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, jobID)
+	return nil
+}

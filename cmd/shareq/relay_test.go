@@ -1,0 +1,85 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/shareq/shareq/enqueue"
+	"github.com/shareq/shareq/enqueue/pgoutbox"
+	"github.com/shareq/shareq/internal/pgtest"
+	"github.com/shareq/shareq/migrations"
+)
+
+func TestRelayCommand(t *testing.T) {
+	pool, schema := pgtest.NewPool(t, 4)
+	if err := migrations.Up(t.Context(), pool); err != nil {
+		t.Fatal(err)
+	}
+	brokers, cl := jobsCluster(t)
+	err := pgx.BeginFunc(t.Context(), pool, func(tx pgx.Tx) error {
+		_, err := pgoutbox.EnqueueTx(t.Context(), tx, "jobs", map[string]string{"to": "ada"}, enqueue.ID("job-1"))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errOut syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"relay", "-database", u.String(), "-brokers", brokers}, &out, &errOut)
+	}()
+	r := readOne(t, cl)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("relay: %v (%s)", err, errOut.String())
+	}
+	if enqueue.RecordID(r) != "job-1" {
+		t.Fatalf("relayed job %q, want job-1", enqueue.RecordID(r))
+	}
+	if !strings.Contains(out.String(), "relayed 1 jobs") {
+		t.Fatalf("output: %s", out.String())
+	}
+}
+
+func TestRelayCommandNeedsDatabase(t *testing.T) {
+	t.Setenv(databaseEnv, "")
+	var out, errOut bytes.Buffer
+	if err := run(t.Context(), []string{"relay"}, &out, &errOut); !errors.Is(err, errUsage) {
+		t.Fatalf("relay without -database: %v", err)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader in two
+// goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
