@@ -91,8 +91,8 @@ func TestMetricNamesPassLint(t *testing.T) {
 	for _, p := range problems {
 		t.Errorf("lint %s: %s", p.Metric, p.Text)
 	}
-	if n := len(scrape(t, reg)); n != 13 {
-		t.Errorf("%d metric families after every event, want 13", n)
+	if n := len(scrape(t, reg)); n != 25 {
+		t.Errorf("%d metric families after every event, want 25", n)
 	}
 }
 
@@ -108,6 +108,7 @@ func driveEveryMethod(m *metrics.Metrics) {
 	m.Duplicate(j, "emails/0/1")
 	m.TopicMissing("emails", true)
 	m.TopicRecreated("emails")
+	m.MemberStats(worker.MemberStats{State: "joined", Fetches: 1, Acks: map[worker.Ack]int64{worker.AckAccept: 1}})
 }
 
 func TestTopicEvents(t *testing.T) {
