@@ -50,6 +50,10 @@ type session struct {
 	closed  bool
 	backoff time.Time
 	errs    int
+	// drained: the session's last fetch acquired nothing, so the next
+	// one will likely wait out MaxWait: acks go alone rather than wait
+	// on it.
+	drained bool
 }
 
 type reqKind int
@@ -416,7 +420,7 @@ func (r *runner) turn(s *session, fetchers int) {
 		r.sendAck(s, kindRenew)
 	case ackNotWanted && len(s.pending) > 0:
 		r.sendAck(s, kindAck)
-	case share > 0:
+	case share > 0 && !(s.drained && len(s.pending) > 0):
 		r.sendFetch(s, share)
 	case len(s.pending) > 0:
 		r.sendAck(s, kindAck)
@@ -1118,6 +1122,7 @@ func (r *runner) handleFetch(rq *request, resp *kmsg.ShareFetchResponse, lock ti
 			total += r.acquire(rq, p, sp, lock, &budget)
 		}
 	}
+	rq.s.drained = total == 0
 	for p := range rq.ops {
 		if !answered[p] {
 			r.opsDone(rq, p, nil, lock)

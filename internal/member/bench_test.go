@@ -1,0 +1,83 @@
+package member_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shareq/shareq/internal/kafkatest"
+	"github.com/shareq/shareq/internal/member"
+)
+
+// BenchmarkNoopAccept measures no-op jobs: 20,000 small records over 6
+// partitions, each accepted as soon as it is delivered, with a credit of
+// 2,000; a raw franz-go share consumer (default settings, accepting every
+// record it polls) runs the same load in the same process as the
+// baseline. It reports both rates (records/s, join included) and their
+// ratio. Run it with -benchtime=1x.
+func BenchmarkNoopAccept(b *testing.B) {
+	c := kafkatest.New(b)
+	const partitions, n, credit = 6, 20000, 2000
+	var memberRate, rawRate float64
+	for b.Loop() {
+		topic, group := c.Topic(b, partitions), c.Group(b)
+		produce(b, c, topic, partitions, n)
+		memberRate = benchMember(b, c, group, topic, n, credit)
+
+		topic, group = c.Topic(b, partitions), c.Group(b)
+		produce(b, c, topic, partitions, n)
+		rawRate = benchRaw(b, c, group, topic, n)
+	}
+	b.ReportMetric(memberRate, "member-records/s")
+	b.ReportMetric(rawRate, "raw-records/s")
+	b.ReportMetric(memberRate/rawRate, "ratio")
+}
+
+func benchMember(b *testing.B, c *kafkatest.Cluster, group, topic string, n, credit int) float64 {
+	began := time.Now()
+	r := start(b, c, group, []string{topic})
+	r.mu.Lock()
+	r.onDelivery = func(d member.Delivery) {
+		r.m.Ack(d.Key(), member.Accept)
+		r.m.Grant(1)
+	}
+	r.mu.Unlock()
+	r.m.Grant(credit)
+	r.waitFor("a delivery", func() bool { return len(r.deliveries) > 0 })
+	b.Logf("%s: member: first delivery after %v", c.Kind, time.Since(began))
+	r.waitFor("every record fetched", func() bool { return r.m.Stats().Fetched >= int64(n) })
+	b.Logf("%s: member: every record fetched after %v, %d fetches", c.Kind, time.Since(began), r.m.Stats().Fetches)
+	r.waitFor("every record accepted", func() bool { return r.m.Stats().Acks[member.Accept] >= int64(n) })
+	rate := float64(n) / time.Since(began).Seconds()
+	r.leave()
+	if s := r.m.Stats(); s.AckErrors != 0 || s.Fetched != int64(n) {
+		b.Errorf("member stats %+v", s)
+	}
+	return rate
+}
+
+func benchRaw(b *testing.B, c *kafkatest.Cluster, group, topic string, n int) float64 {
+	began := time.Now()
+	cl := c.Client(b, kgo.ShareGroup(group), kgo.ConsumeTopics(topic))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*wait)
+	defer cancel()
+	got := 0
+	for got < n {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			b.Fatalf("raw consumer: %d of %d records within %v", got, n, 2*wait)
+		}
+		for _, rec := range fs.Records() {
+			rec.Ack(kgo.AckAccept)
+			got++
+		}
+	}
+	if err := cl.FlushAcks(ctx); err != nil {
+		b.Fatalf("raw consumer: FlushAcks: %v", err)
+	}
+	rate := float64(n) / time.Since(began).Seconds()
+	cl.Close()
+	return rate
+}
