@@ -134,8 +134,8 @@ func TestRenewKeepsTheRecordPastItsLock(t *testing.T) {
 	held := d.Deadline
 	end := time.Now().Add(3*lock + lock/2)
 	for i := 0; time.Now().Before(end); i++ {
-		// Renew when a third of the lock is left, as the executor does.
-		time.Sleep(time.Until(held.Add(-lock / 3)))
+		// Renew when half the lock is left, as the executor does.
+		time.Sleep(time.Until(held.Add(-lock / 2)))
 		r.m.Renew(d.Key())
 		r.waitFor(fmt.Sprintf("renewal %d", i+1), func() bool { return len(r.renewals) == i+1 })
 		r.mu.Lock()

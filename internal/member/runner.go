@@ -1084,6 +1084,9 @@ func (r *runner) opsAnswered(rq *request, p tp, err error, lock time.Duration, f
 			if err != nil {
 				r.emitRenewal(Renewal{Key: k, Err: fmt.Errorf("member: renew %v: %w", k, err)})
 			} else {
+				if lock <= 0 {
+					lock = h.d.Lock // a broker that does not report it
+				}
 				h.d.Deadline = rq.sent.Add(lock)
 				h.d.Lock = lock
 				r.emitRenewal(Renewal{Key: k, Deadline: h.d.Deadline})
