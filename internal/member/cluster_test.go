@@ -178,3 +178,45 @@ func TestHardStopReleasesHeldRecords(t *testing.T) {
 		}
 	}
 }
+
+// When a second member joins, the first stops fetching the partitions it
+// loses but still holds their records, and its acks for them land.
+func TestHeldRecordsOfAnUnassignedPartitionAreStillAcked(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.New(t)
+	topic, group := c.Topic(t, 2), c.Group(t)
+	produce(t, c, topic, 2, 2) // one record per partition
+	a := start(t, c, group, []string{topic})
+	a.m.Grant(2)
+	ds := a.deliveriesN(2)
+	b := start(t, c, group, []string{topic})
+	a.waitFor("a rebalance", func() bool {
+		return a.m.Stats().Partitions == 1 && b.m.Stats().Partitions == 1
+	})
+	for _, d := range ds {
+		a.m.Ack(d.Key(), member.Accept)
+	}
+	a.ackedN(2)
+	produce(t, c, topic, 2, 4)
+	b.m.Grant(2) // b fetches its partition's 2 new records
+	a.m.Grant(2) // a fetches its own: the one it lost is not fetched
+	got := append(a.deliveriesN(4)[2:], b.deliveriesN(2)...)
+	parts := map[int32]int{}
+	for _, d := range got {
+		parts[d.Record.Partition]++
+	}
+	if parts[0] != 2 || parts[1] != 2 {
+		t.Errorf("after the rebalance a got %v, b got %v: want 2 records per partition", keys(a.deliveriesN(4)[2:]), keys(b.deliveriesN(2)))
+	}
+	for _, d := range a.deliveriesN(4)[2:] {
+		a.m.Ack(d.Key(), member.Accept)
+	}
+	for _, d := range b.deliveriesN(2) {
+		b.m.Ack(d.Key(), member.Accept)
+	}
+	a.ackedN(4)
+	b.ackedN(2)
+	waitLag(t, c, group, topic, 2)
+	b.leave()
+	a.leave()
+}
