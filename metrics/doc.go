@@ -145,6 +145,41 @@
 // not understand share groups: a share group commits no offsets, so they
 // see none.
 //
+// # Transactional outbox relay
+//
+// [NewRelayCollector] returns a prometheus.Collector for a relay of
+// package enqueue/pgoutbox (any [RelaySource]): it reads the relay's
+// counters on every scrape, and the outbox table's backlog (one aggregate
+// query) at most once per [RelayMinInterval]:
+//
+//	reg.MustRegister(metrics.NewRelayCollector(relay))
+//
+//	shareq_outbox_rows
+//	    Gauge. Committed jobs in the outbox table not yet relayed. It grows
+//	    while Kafka or the relays are down; nothing is lost meanwhile.
+//	shareq_outbox_rows_failing
+//	    Gauge. Jobs among them whose produce has failed at least once (a
+//	    deleted topic, a broker refusing them); each is retried with
+//	    backoff and its last error is in the row (last_error).
+//	shareq_outbox_oldest_row_age_seconds
+//	    Gauge. Age of the oldest job in the table, 0 when it is empty: the
+//	    delay the slowest job is seeing. Alert on it.
+//	shareq_relay_produced_total
+//	    Counter. Jobs the relay produced, had acknowledged and deleted.
+//	shareq_relay_failures_total
+//	    Counter. Produce failures of jobs (each failed attempt counts).
+//	shareq_relay_db_errors_total
+//	    Counter. Relay rounds and listening connections that failed on
+//	    Postgres; the relay retries by itself.
+//	shareq_outbox_scrape_errors_total
+//	    Counter. Failed backlog readings; the three outbox gauges are
+//	    absent from a scrape whose reading failed.
+//
+// The counters are one relay's; the gauges describe the table that every
+// relay on it shares. With a relay in each of several processes, sum the
+// counters and take the max of the gauges. This collector is the one
+// place the metrics package imports pgoutbox (and so pgx).
+//
 // # Autoscaling with KEDA
 //
 // KEDA's Prometheus scaler can size a worker Deployment by the backlog:

@@ -1,0 +1,196 @@
+package metrics
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shareq/shareq/enqueue/pgoutbox"
+)
+
+// Defaults for the options of [NewRelayCollector].
+const (
+	// RelayTimeoutDefault bounds the backlog query of one scrape.
+	RelayTimeoutDefault = 5 * time.Second
+	// RelayMinIntervalDefault is how long a backlog reading is reused
+	// before a scrape queries the outbox table again.
+	RelayMinIntervalDefault = 5 * time.Second
+)
+
+// RelaySource is what a [RelayCollector] reads: a relay's counters and
+// the outbox table's backlog. *pgoutbox.Relay implements it.
+type RelaySource interface {
+	Stats() pgoutbox.Stats
+	Backlog(ctx context.Context) (pgoutbox.Backlog, error)
+}
+
+var _ RelaySource = (*pgoutbox.Relay)(nil)
+
+// A RelayOption configures [NewRelayCollector].
+type RelayOption interface{ applyRelay(*RelayCollector) }
+
+type relayOptionFunc func(*RelayCollector)
+
+func (f relayOptionFunc) applyRelay(c *RelayCollector) { f(c) }
+
+// RelayTimeout bounds each backlog query; a query that takes longer
+// counts as a scrape error. 0 or less means the default,
+// [RelayTimeoutDefault].
+func RelayTimeout(d time.Duration) RelayOption {
+	return relayOptionFunc(func(c *RelayCollector) { c.timeout = d })
+}
+
+// RelayMinInterval sets how long a backlog reading (or a failure) is
+// reused: scrapes within d of the last query export the same backlog
+// without querying again. The counters are read on every scrape. 0
+// queries on every scrape. Default [RelayMinIntervalDefault].
+func RelayMinInterval(d time.Duration) RelayOption {
+	return relayOptionFunc(func(c *RelayCollector) { c.minInterval = d })
+}
+
+// RelayConstLabels adds labels with fixed values to every metric of the
+// collector, for a process that runs several relays on one registerer
+// (each needs distinct labels). Default: none.
+func RelayConstLabels(l prometheus.Labels) RelayOption {
+	return relayOptionFunc(func(c *RelayCollector) { c.constLabels = l })
+}
+
+// RelayLogger sets the logger for failed backlog readings (Warn). Default
+// slog.Default().
+func RelayLogger(l *slog.Logger) RelayOption {
+	return relayOptionFunc(func(c *RelayCollector) { c.log = l })
+}
+
+// RelayCollector is a prometheus.Collector that exports a transactional
+// outbox relay's counters and the outbox table's backlog (see the package
+// documentation for the list). On each scrape it reads the relay's Stats,
+// and queries the backlog at most once per [RelayMinInterval], with a
+// [RelayTimeout]. It starts no goroutine and has nothing to stop. Make one
+// with [NewRelayCollector] and register it with a registry. Safe for
+// concurrent use; concurrent scrapes share one query.
+//
+// A failed backlog query does not fail the scrape: it adds one to
+// shareq_outbox_scrape_errors_total, is logged, and the backlog gauges
+// are left out of the scrape until a query succeeds. The counters are
+// exported either way.
+//
+// The counters are the relay's, since it was created; the backlog is the
+// table's, shared by every relay on it: when several processes run a
+// relay, sum the counters over them and take the max (not the sum) of
+// the backlog gauges.
+type RelayCollector struct {
+	src         RelaySource
+	timeout     time.Duration
+	minInterval time.Duration
+	constLabels prometheus.Labels
+	log         *slog.Logger
+	now         func() time.Time
+
+	rowsDesc     *prometheus.Desc
+	failingDesc  *prometheus.Desc
+	ageDesc      *prometheus.Desc
+	producedDesc *prometheus.Desc
+	failuresDesc *prometheus.Desc
+	dbErrorsDesc *prometheus.Desc
+	errors       prometheus.Counter
+
+	mu      sync.Mutex
+	fetched time.Time // zero until the first reading
+	backlog []prometheus.Metric
+}
+
+var _ prometheus.Collector = (*RelayCollector)(nil)
+
+// NewRelayCollector returns a collector of src, normally a
+// *pgoutbox.Relay. It panics if src is nil (a programmer error).
+func NewRelayCollector(src RelaySource, opts ...RelayOption) *RelayCollector {
+	if src == nil {
+		panic("metrics: NewRelayCollector: nil RelaySource")
+	}
+	c := &RelayCollector{
+		src:         src,
+		timeout:     RelayTimeoutDefault,
+		minInterval: RelayMinIntervalDefault,
+		log:         slog.Default(),
+		now:         time.Now,
+	}
+	for _, o := range opts {
+		if o != nil {
+			o.applyRelay(c)
+		}
+	}
+	if c.timeout <= 0 {
+		c.timeout = RelayTimeoutDefault
+	}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	desc := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc(Namespace+"_"+name, help, nil, c.constLabels)
+	}
+	c.rowsDesc = desc("outbox_rows", "Committed jobs in the outbox table not yet relayed to Kafka.")
+	c.failingDesc = desc("outbox_rows_failing", "Jobs in the outbox table whose produce has failed at least once; they are retried with backoff.")
+	c.ageDesc = desc("outbox_oldest_row_age_seconds", "Age of the oldest job in the outbox table; 0 when it is empty.")
+	c.producedDesc = desc("relay_produced_total", "Jobs the relay produced, had acknowledged by the broker and deleted from the outbox.")
+	c.failuresDesc = desc("relay_failures_total", "Produce failures of jobs; each such job stays in the outbox and is retried.")
+	c.dbErrorsDesc = desc("relay_db_errors_total", "Relay rounds and listening connections that failed on Postgres; the relay retries by itself.")
+	c.errors = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace:   Namespace,
+		Name:        "outbox_scrape_errors_total",
+		Help:        "Failed readings of the outbox table's backlog.",
+		ConstLabels: c.constLabels,
+	})
+	return c
+}
+
+// Describe sends the descriptors of the collector's metrics.
+func (c *RelayCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.rowsDesc
+	ch <- c.failingDesc
+	ch <- c.ageDesc
+	ch <- c.producedDesc
+	ch <- c.failuresDesc
+	ch <- c.dbErrorsDesc
+	c.errors.Describe(ch)
+}
+
+// Collect reads the relay's counters and the backlog, or reuses a backlog
+// reading younger than [RelayMinInterval], and sends the metrics.
+func (c *RelayCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	if now := c.now(); c.fetched.IsZero() || now.Sub(c.fetched) >= c.minInterval {
+		c.backlog = c.read()
+		c.fetched = c.now()
+	}
+	ms := c.backlog
+	c.mu.Unlock()
+	for _, m := range ms {
+		ch <- m
+	}
+	s := c.src.Stats()
+	ch <- prometheus.MustNewConstMetric(c.producedDesc, prometheus.CounterValue, float64(s.Produced))
+	ch <- prometheus.MustNewConstMetric(c.failuresDesc, prometheus.CounterValue, float64(s.Failures))
+	ch <- prometheus.MustNewConstMetric(c.dbErrorsDesc, prometheus.CounterValue, float64(s.DBErrors))
+	ch <- c.errors
+}
+
+// read queries the backlog and returns its gauges; it counts and logs a
+// failure.
+func (c *RelayCollector) read() []prometheus.Metric {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	b, err := c.src.Backlog(ctx)
+	if err != nil {
+		c.errors.Inc()
+		c.log.Warn("shareq: reading the outbox backlog", "error", err)
+		return nil
+	}
+	return []prometheus.Metric{
+		prometheus.MustNewConstMetric(c.rowsDesc, prometheus.GaugeValue, float64(b.Rows)),
+		prometheus.MustNewConstMetric(c.failingDesc, prometheus.GaugeValue, float64(b.Failing)),
+		prometheus.MustNewConstMetric(c.ageDesc, prometheus.GaugeValue, b.OldestAge.Seconds()),
+	}
+}
