@@ -6,6 +6,9 @@
 //	q, err := enqueue.New(cl)
 //	id, err := q.Enqueue(ctx, "emails", Email{To: "ada@example.com"})
 //
+// A value of type [Raw] is sent as it is instead of as JSON, for handlers
+// that read the record's bytes themselves (an image, protobuf).
+//
 // # Job IDs
 //
 // Every job gets an ID: [ID] sets it, and by default it is a fresh

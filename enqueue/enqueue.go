@@ -60,8 +60,16 @@ func Header(key string, value []byte) Option {
 	return optionFunc(func(j *Job) { j.Headers = append(j.Headers, handler.Header{Key: key, Value: value}) })
 }
 
-// Job is one job to enqueue: its topic, its value (encoded as JSON) and
-// its properties. A zero ID means a fresh [NewID].
+// Raw is a job value that is already encoded: it becomes the record's
+// value as it is, not JSON. Use it for handlers that read the bytes
+// themselves (an image, protobuf) rather than through handler.JSON:
+//
+//	id, err := q.Enqueue(ctx, "images", enqueue.Raw(png), enqueue.Header("content-type", []byte("image/png")))
+type Raw []byte
+
+// Job is one job to enqueue: its topic, its value (encoded as JSON, or
+// sent as it is when it is a [Raw]) and its properties. A zero ID means
+// a fresh [NewID].
 type Job struct {
 	Topic   string
 	Value   any
@@ -81,15 +89,20 @@ func NewJob(topic string, v any, opts ...Option) Job {
 
 // Record encodes the job: the record to produce, with the job ID (a fresh
 // [NewID] when j.ID is empty) in the [handler.JobIDHeader] header and the
-// value as JSON. Its error matches [ErrEncode] for a value that JSON
+// value as JSON (a [Raw] value as it is). Its error matches [ErrEncode] for a value that JSON
 // cannot encode.
 func (j Job) Record() (*kgo.Record, error) {
 	if j.Topic == "" {
 		return nil, errors.New("enqueue: job has no topic")
 	}
-	value, err := json.Marshal(j.Value)
-	if err != nil {
-		return nil, fmt.Errorf("enqueue: %s: %w: %w", j.Topic, ErrEncode, err)
+	var value []byte
+	if raw, ok := j.Value.(Raw); ok {
+		value = raw
+	} else {
+		var err error
+		if value, err = json.Marshal(j.Value); err != nil {
+			return nil, fmt.Errorf("enqueue: %s: %w: %w", j.Topic, ErrEncode, err)
+		}
 	}
 	id := j.ID
 	if id == "" {

@@ -130,6 +130,22 @@ func TestEnqueueWithID(t *testing.T) {
 	}
 }
 
+// A Raw value is the record's value byte for byte, not JSON.
+func TestEnqueueRawSendsTheBytesAsTheyAre(t *testing.T) {
+	t.Parallel()
+	c, topic, q := setup(t)
+	png := []byte("\x89PNG\r\n\x1a\n not JSON")
+	id, err := q.Enqueue(t.Context(), topic, enqueue.Raw(png), enqueue.Header("content-type", []byte("image/png")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := consume(t, c, topic, 1)[0]
+	if string(r.Value) != string(png) || header(r, handler.JobIDHeader) != id || header(r, "content-type") != "image/png" {
+		t.Errorf("record value %q, job ID %q, content type %q; want the raw bytes, %q, image/png",
+			r.Value, header(r, handler.JobIDHeader), header(r, "content-type"), id)
+	}
+}
+
 func TestEnqueueManyReturnsIDsInOrder(t *testing.T) {
 	t.Parallel()
 	c, topic, q := setup(t)
