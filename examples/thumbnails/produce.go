@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
@@ -11,7 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/enqueue"
 )
 
 // jobSpec is one job the producer writes.
@@ -64,10 +63,10 @@ func planJobs(run string, n, maxSide int) []jobSpec {
 	return jobs
 }
 
-// record builds the Kafka record of a job: the encoded image as the value,
-// its metadata in headers, keyed by image so that jobs spread over the
-// partitions.
-func (j jobSpec) record(topic string) (*kgo.Record, error) {
+// job builds the job to enqueue: the encoded image as the value (sent as
+// it is, not as JSON), its metadata in headers, keyed by image so that
+// jobs spread over the partitions, with the job ID of the plan.
+func (j jobSpec) job(topic string) (enqueue.Job, error) {
 	var value []byte
 	contentType := "image/png"
 	if j.demo == "corrupt" {
@@ -82,29 +81,38 @@ func (j jobSpec) record(topic string) (*kgo.Record, error) {
 		img, p := genImage(j.seed, j.maxSide)
 		var err error
 		if value, contentType, err = encodeImage(img, p); err != nil {
-			return nil, fmt.Errorf("job %s: %w", j.jobID, err)
+			return enqueue.Job{}, fmt.Errorf("job %s: %w", j.jobID, err)
 		}
 	}
-	rec := &kgo.Record{
-		Topic: topic,
-		Key:   []byte(j.imageID),
-		Value: value,
-		Headers: []kgo.RecordHeader{
-			{Key: handler.JobIDHeader, Value: []byte(j.jobID)},
-			{Key: HeaderImageID, Value: []byte(j.imageID)},
-			{Key: HeaderContentType, Value: []byte(contentType)},
-		},
+	opts := []enqueue.Option{
+		enqueue.ID(j.jobID),
+		enqueue.Key([]byte(j.imageID)),
+		enqueue.Header(HeaderImageID, []byte(j.imageID)),
+		enqueue.Header(HeaderContentType, []byte(contentType)),
 	}
 	if j.demo == "slow" || j.demo == "flaky" {
-		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: HeaderDemo, Value: []byte(j.demo)})
+		opts = append(opts, enqueue.Header(HeaderDemo, []byte(j.demo)))
 	}
-	return rec, nil
+	return enqueue.NewJob(topic, enqueue.Raw(value), opts...), nil
 }
 
-// produce draws, encodes and produces jobs to topic, drawing on all CPUs,
-// and returns how many the broker acknowledged. It returns the first error;
-// every record it started has been acknowledged or failed by then.
+// record is the Kafka record of the job, as the worker receives it.
+func (j jobSpec) record(topic string) (*kgo.Record, error) {
+	job, err := j.job(topic)
+	if err != nil {
+		return nil, err
+	}
+	return job.Record()
+}
+
+// produce draws, encodes and enqueues jobs to topic, drawing on all CPUs,
+// and returns how many the broker acknowledged. It returns the first
+// error; every job it started has been acknowledged or failed by then.
 func produce(ctx context.Context, cl *kgo.Client, topic string, jobs []jobSpec) (int, error) {
+	q, err := enqueue.New(cl)
+	if err != nil {
+		return 0, err
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var (
@@ -112,7 +120,6 @@ func produce(ctx context.Context, cl *kgo.Client, topic string, jobs []jobSpec) 
 		next  atomic.Int64
 		wg    sync.WaitGroup
 	)
-	fail := func(err error) { cancel(err) }
 	for range runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
 			for ctx.Err() == nil {
@@ -120,30 +127,23 @@ func produce(ctx context.Context, cl *kgo.Client, topic string, jobs []jobSpec) 
 				if i >= len(jobs) {
 					return
 				}
-				rec, err := jobs[i].record(topic)
+				job, err := jobs[i].job(topic)
 				if err != nil {
-					fail(err)
+					cancel(err)
 					return
 				}
-				// Produce is asynchronous: the callback runs when the
-				// broker has acknowledged the record (or the client
-				// gave up on it).
-				cl.Produce(ctx, rec, func(r *kgo.Record, err error) {
-					if err != nil {
-						fail(fmt.Errorf("produce job %s: %w", jobs[i].jobID, err))
-						return
-					}
-					acked.Add(1)
-				})
+				// Enqueue returns once the broker has acknowledged the
+				// job; the next image is drawn meanwhile by the other
+				// goroutines.
+				if _, err := q.EnqueueMany(ctx, job); err != nil {
+					cancel(fmt.Errorf("produce: %w", err))
+					return
+				}
+				acked.Add(1)
 			}
 		})
 	}
 	wg.Wait()
-	// Wait for every record in flight; with ctx cancelled by a failure,
-	// Flush returns at once and the callbacks report the records as failed.
-	if err := cl.Flush(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		return int(acked.Load()), fmt.Errorf("produce: flush: %w", err)
-	}
 	if err := context.Cause(ctx); err != nil {
 		return int(acked.Load()), err
 	}
