@@ -28,7 +28,7 @@ type tp struct {
 }
 
 // held is one acquired offset: a delivery, or an offset the member acks
-// itself (internal: a gap with no record, or a record past the credit).
+// itself (internal: a gap with no record).
 type held struct {
 	d        Delivery
 	broker   int32
@@ -110,6 +110,11 @@ type runner struct {
 	hbErrs     int
 	assigned   map[[16]byte][]int32
 	everJoined bool
+	// resubscribe names topics found re-created under a new ID: the next
+	// heartbeat subscribes without them and the one after with them
+	// again, so a coordinator that assigns by topic ID (kfake does not
+	// notice a re-created topic by itself) assigns the new one.
+	resubscribe []string
 
 	// Metadata.
 	names    map[[16]byte]string
@@ -708,6 +713,11 @@ func (r *runner) sendHeartbeat() {
 	req.MemberID = r.cfg.MemberID
 	req.MemberEpoch = r.epoch
 	req.SubscribedTopicNames = r.cfg.Topics
+	if len(r.resubscribe) > 0 && r.epoch > 0 {
+		req.SubscribedTopicNames = slices.DeleteFunc(slices.Clone(r.cfg.Topics), func(t string) bool { return slices.Contains(r.resubscribe, t) })
+		r.resubscribe = nil
+		r.hbDue = time.Now() // and the full subscription right after
+	}
 	cl, ctx := r.cfg.Client, r.ioCtx
 	go func() {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -832,6 +842,9 @@ func (r *runner) handleMetadata(resp *kmsg.MetadataResponse, err error) {
 		if t.Topic == nil || t.ErrorCode != 0 {
 			continue
 		}
+		if old, ok := r.ids[*t.Topic]; ok && old != t.TopicID {
+			r.topicRecreated(*t.Topic, old)
+		}
 		r.names[t.TopicID] = *t.Topic
 		r.ids[*t.Topic] = t.TopicID
 		for _, p := range t.Partitions {
@@ -845,6 +858,31 @@ func (r *runner) handleMetadata(resp *kmsg.MetadataResponse, err error) {
 	} else {
 		r.metaDue = time.Now().Add(250 * time.Millisecond)
 	}
+}
+
+// topicRecreated forgets a topic that was deleted and re-created under a
+// new ID: its records held are gone with it (and the new topic's offsets
+// start again, so their keys would clash), the sessions that fetch it
+// reopen with the new ID, and the member subscribes again.
+func (r *runner) topicRecreated(name string, old [16]byte) {
+	r.log.Info("member: topic re-created under a new ID; fetching the new one", "topic", name)
+	for k, h := range r.held {
+		if k.Topic == name {
+			r.loseOne(k, h, errors.New("topic deleted and re-created"))
+		}
+	}
+	for _, s := range r.sessions {
+		for p := range s.parts {
+			if p.topic == name {
+				r.reset(s)
+				break
+			}
+		}
+	}
+	delete(r.names, old)
+	delete(r.assigned, old)
+	r.resubscribe = append(r.resubscribe, name)
+	r.hbDue = time.Now()
 }
 
 func (r *runner) refreshMetadata() {
@@ -1100,9 +1138,8 @@ func (r *runner) opsAnswered(rq *request, p tp, err error, lock time.Duration, f
 
 func (r *runner) handleFetch(rq *request, resp *kmsg.ShareFetchResponse, lock time.Duration) {
 	deliveredBefore := len(r.out.Deliveries)
-	budget := rq.reserved
 	answered := map[tp]bool{}
-	total := 0
+	total, failed := 0, 0
 	for _, t := range resp.Topics {
 		name, ok := r.names[t.TopicID]
 		if !ok {
@@ -1119,13 +1156,21 @@ func (r *runner) handleFetch(rq *request, resp *kmsg.ShareFetchResponse, lock ti
 				if isLeaderErr(perr) {
 					r.refreshMetadata()
 				}
+				failed++
 				r.logEvery("fetch:"+perr.Error(), slog.LevelWarn, "member: partition fetch failed", "broker", rq.s.broker, "topic", name, "partition", sp.Partition, "err", perr)
 				continue
 			}
-			total += r.acquire(rq, p, sp, lock, &budget)
+			total += r.acquire(rq, p, sp, lock)
 		}
 	}
 	rq.s.drained = total == 0
+	if failed > 0 && total == 0 {
+		// A partition error answers at once: without a pause the
+		// session would ask again in a tight loop until the metadata
+		// says where the partition went.
+		rq.s.errs++
+		rq.s.backoff = time.Now().Add(backoff(rq.s.errs - 1))
+	}
 	for p := range rq.ops {
 		if !answered[p] {
 			r.opsDone(rq, p, nil, lock)
@@ -1140,14 +1185,14 @@ func (r *runner) handleFetch(rq *request, resp *kmsg.ShareFetchResponse, lock ti
 		}
 	}
 	if n := len(r.out.Deliveries) - deliveredBefore; n > 0 {
-		r.credit -= n
+		r.credit = max(0, r.credit-n)
 		r.outAny = true
 	}
 }
 
 // acquire records the partition's acquired records as held and queues
 // their deliveries; it returns the number of offsets acquired.
-func (r *runner) acquire(rq *request, p tp, sp *kmsg.ShareFetchResponseTopicPartition, lock time.Duration, budget *int) int {
+func (r *runner) acquire(rq *request, p tp, sp *kmsg.ShareFetchResponseTopicPartition, lock time.Duration) int {
 	if len(sp.AcquiredRecords) == 0 {
 		return 0
 	}
@@ -1189,12 +1234,11 @@ func (r *runner) acquire(rq *request, p tp, sp *kmsg.ShareFetchResponseTopicPart
 				// An offset with no record (a control record or a gap).
 				h.internal, h.ack, h.ackSent = true, opGap, false
 				s.pending[k] = true
-			case *budget <= 0:
-				// Past the credit: give it back.
-				h.internal, h.ack, h.ackSent = true, int8(Release), false
-				s.pending[k] = true
 			default:
-				*budget--
+				// Even past the credit (a broker that gave more than
+				// MaxRecords): a release would cost a delivery, and
+				// archive a last one, so deliver it; the credit does not
+				// go below 0.
 				r.nHeld++
 				r.out.Deliveries = append(r.out.Deliveries, h.d)
 			}
