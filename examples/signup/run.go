@@ -1,0 +1,278 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shareq/shareq/enqueue"
+	"github.com/shareq/shareq/enqueue/pgoutbox"
+	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/idempotency"
+	"github.com/shareq/shareq/idempotency/pgstore"
+	"github.com/shareq/shareq/internal/devbroker"
+	"github.com/shareq/shareq/migrations"
+	"github.com/shareq/shareq/worker"
+)
+
+// group is the worker's share group.
+const group = "signup-emails"
+
+// signups are the addresses that sign up; the .invalid one fails its
+// last check and rolls back.
+var signups = []string{"ada@example.com", "grace@example.com", "mallory@spam.invalid", "linus@example.com"}
+
+// Summary is what a run did.
+type Summary struct {
+	Run        string // this run's name: its users and job IDs carry it
+	Committed  int    // signups that committed
+	RolledBack int    // signups that rolled back
+	Relayed    uint64 // jobs the relay produced
+	OnTopic    int64  // records on the emails topic
+	Sent       int    // welcome emails sent (rows in signup_emails) for this run
+	Duplicates int64  // deliveries the claim found already done
+	OutboxRows int64  // rows left in the outbox
+
+	RolledBackUsers int // users of rolled-back signups in signup_users
+	RolledBackSent  int // emails sent for rolled-back signups
+}
+
+// tables are the example's own; a real application creates its tables
+// with its migration tool.
+const tables = `
+CREATE TABLE IF NOT EXISTS signup_users (
+	id         bigserial   PRIMARY KEY,
+	run        text        NOT NULL,
+	email      text        NOT NULL,
+	created_at timestamptz NOT NULL DEFAULT now(),
+	UNIQUE (run, email)
+);
+CREATE TABLE IF NOT EXISTS signup_emails (
+	job_id  text        PRIMARY KEY,
+	user_id bigint      NOT NULL,
+	email   text        NOT NULL,
+	sent_at timestamptz NOT NULL DEFAULT now()
+)`
+
+// run is the whole program. It returns the summary, and an error when a
+// step failed or a check did not hold.
+func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (Summary, error) {
+	sum := Summary{Run: strconv.FormatInt(time.Now().UnixMilli(), 36)}
+	if cfg.DatabaseURL == "" {
+		return sum, errNoDatabase
+	}
+	if cfg.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cfg.Timeout)
+		defer cancel()
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+	// 1. A broker in this process, with the emails topic, and the
+	// application's Kafka client.
+	broker, err := devbroker.Start(0, 1, emailsTopic)
+	if err != nil {
+		return sum, err
+	}
+	defer broker.Close()
+	brokers := broker.ListenAddrs()
+	fmt.Fprintf(stdout, "started an in-process Kafka broker (kfake) on %s\n", strings.Join(brokers, ","))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return sum, fmt.Errorf("kafka client: %w", err)
+	}
+	defer cl.Close()
+
+	// 2. The database: shareq's tables (the outbox, the claims) and ours.
+	pool, err := openDatabase(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return sum, err
+	}
+	defer pool.Close()
+
+	// 3. The relay, and the worker with the claim middleware.
+	relay, err := pgoutbox.NewRelay(pool, cl, pgoutbox.Logger(log))
+	if err != nil {
+		return sum, err
+	}
+	store, err := pgstore.New(pool)
+	if err != nil {
+		return sum, err
+	}
+	var dups atomic.Int64
+	claims, err := idempotency.Middleware(store, idempotency.OnDuplicate(func(*handler.Job, string) { dups.Add(1) }))
+	if err != nil {
+		return sum, err
+	}
+	w, err := worker.New(
+		worker.Brokers(brokers...),
+		worker.Group(group),
+		worker.Handle(emailsTopic, handler.JSON(sendWelcome), claims),
+		worker.AutoOffsetReset("earliest"),
+		worker.Concurrency(4),
+		worker.Logger(log),
+	)
+	if err != nil {
+		return sum, err
+	}
+	bg, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer stop()
+	failed := make(chan error, 2) // the relay or the worker returned early
+	wg.Go(func() {
+		if err := relay.Run(bg); err != nil || bg.Err() == nil {
+			failed <- fmt.Errorf("relay stopped: %v", err)
+		}
+	})
+	wg.Go(func() {
+		if err := w.Run(bg); err != nil || bg.Err() == nil {
+			failed <- fmt.Errorf("worker stopped: %v", err)
+		}
+	})
+
+	// 4. The signups, one transaction each.
+	var rolledBackJobs, committedJobs []string
+	for _, email := range signups {
+		userID, jobID, err := signup(ctx, pool, sum.Run, email)
+		switch {
+		case errors.Is(err, errBlocked):
+			sum.RolledBack++
+			rolledBackJobs = append(rolledBackJobs, jobID)
+			fmt.Fprintf(stdout, "signup of %s rolled back (%v): its user and its job %s are gone\n", email, err, jobID)
+		case err != nil:
+			return sum, err
+		default:
+			sum.Committed++
+			committedJobs = append(committedJobs, jobID)
+			fmt.Fprintf(stdout, "signed up %s (user %d); welcome email enqueued as job %s\n", email, userID, jobID)
+		}
+	}
+
+	// 5. The relay and the worker send the committed ones.
+	countSent := func() (int, error) {
+		var n int
+		err := pool.QueryRow(ctx, "SELECT count(*) FROM signup_emails WHERE starts_with(job_id, $1)", "welcome/"+sum.Run+"/").Scan(&n)
+		return n, err
+	}
+	if err := waitFor(ctx, failed, "every committed signup's email to be relayed and sent", func() (bool, error) {
+		n, err := countSent()
+		// The relay counts a job once its row's delete has committed,
+		// which may be after the worker sent it.
+		return n >= sum.Committed && relay.Stats().Produced >= uint64(sum.Committed), err
+	}); err != nil {
+		return sum, err
+	}
+	fmt.Fprintf(stdout, "the relay produced the committed jobs to %s; the worker sent %d welcome emails\n", emailsTopic, sum.Committed)
+
+	// 6. One job again, with its ID: what a relay that died after the
+	// broker's acknowledgement and before its delete produces when it
+	// restarts. The claim finds the job done.
+	q, err := enqueue.New(cl)
+	if err != nil {
+		return sum, err
+	}
+	var again Welcome
+	if err := pool.QueryRow(ctx, "SELECT user_id, email FROM signup_emails WHERE job_id = $1", committedJobs[0]).Scan(&again.UserID, &again.Email); err != nil {
+		return sum, err
+	}
+	if _, err := q.Enqueue(ctx, emailsTopic, again, enqueue.ID(committedJobs[0])); err != nil {
+		return sum, err
+	}
+	if err := waitFor(ctx, failed, "the second copy to reach the claim", func() (bool, error) { return dups.Load() >= 1, nil }); err != nil {
+		return sum, err
+	}
+	fmt.Fprintf(stdout, "job %s delivered a second time: the claim found it done, and it was not sent again\n", committedJobs[0])
+
+	// 7. What is where.
+	if sum.Sent, err = countSent(); err != nil {
+		return sum, err
+	}
+	sum.Relayed, sum.Duplicates = relay.Stats().Produced, dups.Load()
+	backlog, err := relay.Backlog(ctx)
+	if err != nil {
+		return sum, err
+	}
+	sum.OutboxRows = backlog.Rows
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, emailsTopic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return sum, fmt.Errorf("list end offsets: %w", err)
+	}
+	ends.Each(func(o kadm.ListedOffset) { sum.OnTopic += o.Offset })
+	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM signup_users WHERE run = $1 AND email LIKE '%.invalid'),
+		(SELECT count(*) FROM signup_emails WHERE job_id = ANY($2))`, sum.Run, rolledBackJobs).Scan(&sum.RolledBackUsers, &sum.RolledBackSent); err != nil {
+		return sum, err
+	}
+	fmt.Fprintf(stdout, "signups %d committed, %d rolled back; relayed %d; on the topic %d (one sent twice on purpose); "+
+		"emails sent %d; duplicates suppressed %d; outbox rows left %d; users and emails of rolled-back signups %d and %d\n",
+		sum.Committed, sum.RolledBack, sum.Relayed, sum.OnTopic, sum.Sent, sum.Duplicates, sum.OutboxRows, sum.RolledBackUsers, sum.RolledBackSent)
+	if sum.Sent != sum.Committed || sum.OnTopic != int64(sum.Committed)+1 || sum.OutboxRows != 0 || sum.RolledBackUsers != 0 || sum.RolledBackSent != 0 {
+		return sum, errors.New("the checks failed: want one email per committed signup, none for the rolled-back one, and an empty outbox")
+	}
+	return sum, nil
+}
+
+// openDatabase connects to url and creates shareq's tables (migrations.Up)
+// and the example's.
+func openDatabase(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("-database: %w", err)
+	}
+	// The worker's claims (one per running job), the relay's round and
+	// its listening connection, and the signups.
+	cfg.MaxConns = 10
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("-database: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("cannot reach Postgres (-database): %w", err)
+	}
+	if err := migrations.Up(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if _, err := pool.Exec(ctx, tables); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("create the example's tables: %w", err)
+	}
+	return pool, nil
+}
+
+// waitFor polls cond until it holds, ctx ends or failed reports an error.
+func waitFor(ctx context.Context, failed <-chan error, what string, cond func() (bool, error)) error {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		ok, err := cond()
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: %w", what, context.Cause(ctx))
+		case err := <-failed:
+			return fmt.Errorf("waiting for %s: %w", what, err)
+		case <-t.C:
+		}
+	}
+}
