@@ -18,6 +18,7 @@ import (
 	"github.com/shareq/shareq/idempotency/pgstore"
 	"github.com/shareq/shareq/internal/kafkatest"
 	"github.com/shareq/shareq/internal/pgtest"
+	"github.com/shareq/shareq/migrations"
 )
 
 func TestRolledBackTransactionEnqueuesNothing(t *testing.T) {
@@ -320,15 +321,24 @@ func TestBrokerOutage(t *testing.T) {
 	}
 }
 
-func TestRunWithoutTheTable(t *testing.T) {
+func TestCheckAndRunWithoutTheTable(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.NewPool(t, 4)
 	r, err := NewRelay(pool, kafkatest.New(t).Client(t))
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := r.Check(t.Context()); err == nil || !strings.Contains(err.Error(), "migrations.Up") {
+		t.Fatalf("Check without the table = %v, want an error saying to run the migrations", err)
+	}
 	if err := r.Run(t.Context()); err == nil || !strings.Contains(err.Error(), "migrations.Up") {
 		t.Fatalf("Run without the table = %v, want an error saying to run the migrations", err)
+	}
+	if err := migrations.Up(t.Context(), pool); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Check(t.Context()); err != nil {
+		t.Fatalf("Check after migrations.Up = %v, want nil", err)
 	}
 }
 

@@ -191,8 +191,8 @@ func (r *Relay) Run(ctx context.Context) error {
 		return errors.New("pgoutbox: Relay.Run called while running")
 	}
 	defer r.running.Store(false)
-	if _, err := r.pool.Exec(ctx, "SELECT 1 FROM "+Table+" LIMIT 0"); err != nil {
-		return fmt.Errorf("pgoutbox: the outbox table %s is not readable (run migrations.Up): %w", Table, err)
+	if err := r.Check(ctx); err != nil {
+		return err
 	}
 	wake := make(chan struct{}, 1)
 	ctx, cancel := context.WithCancel(ctx)
@@ -235,6 +235,17 @@ func (r *Relay) Run(ctx context.Context) error {
 		case <-poll.C:
 		}
 	}
+}
+
+// Check returns an error, saying to run the migrations, when the outbox
+// table cannot be read through the relay's pool (it is missing, or
+// Postgres cannot be reached). [Relay.Run] makes the same check at start;
+// call Check to fail earlier, for example in an application's start-up.
+func (r *Relay) Check(ctx context.Context) error {
+	if _, err := r.pool.Exec(ctx, "SELECT 1 FROM "+Table+" LIMIT 0"); err != nil {
+		return fmt.Errorf("pgoutbox: the outbox table %s is not readable (run migrations.Up): %w", Table, err)
+	}
+	return nil
 }
 
 // listen holds a connection that LISTENs on [Channel] and signals wake on
