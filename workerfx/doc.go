@@ -70,6 +70,23 @@
 // default); keep ShutdownTimeout below it (the default,
 // [ShutdownTimeoutDefault], is 10 s).
 //
+// # The outbox relay
+//
+// [RelayModule] runs a pgoutbox.Relay, which moves the jobs enqueued with
+// pgoutbox.EnqueueTx from the outbox table to Kafka, with the app's
+// *pgxpool.Pool and *kgo.Client:
+//
+//	fx.New(
+//		fx.Provide(newPool, newKafkaClient), // the app's own
+//		workerfx.RelayModule,
+//		workerfx.Module, …                   // optional: a worker in the same process
+//	)
+//
+// OnStart checks the outbox table (a missing one fails app.Start) and
+// runs the relay in a goroutine; a relay that fails shuts the app down
+// with exit code 1; OnStop lets it finish its round. Its metrics go to
+// the app's prometheus.Registerer when there is one.
+//
 // Delivery is at least once: see the handler package for what that means
 // for a handler.
 package workerfx

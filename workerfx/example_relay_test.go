@@ -1,0 +1,36 @@
+package workerfx_test
+
+import (
+	"context"
+	"os"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/fx"
+
+	"github.com/shareq/shareq/workerfx"
+)
+
+// An fx application that relays the jobs its handlers enqueue with
+// pgoutbox.EnqueueTx. The app owns the pool and the Kafka client;
+// RelayModule runs the relay between app start and stop.
+func ExampleRelayModule() {
+	app := fx.New(
+		fx.Provide(func(lc fx.Lifecycle) (*pgxpool.Pool, error) {
+			pool, err := pgxpool.New(context.Background(), os.Getenv("DATABASE_URL"))
+			if err == nil {
+				lc.Append(fx.StopHook(pool.Close))
+			}
+			return pool, err
+		}),
+		fx.Provide(func(lc fx.Lifecycle) (*kgo.Client, error) {
+			cl, err := kgo.NewClient(kgo.SeedBrokers("localhost:9092"))
+			if err == nil {
+				lc.Append(fx.StopHook(cl.Close))
+			}
+			return cl, err
+		}),
+		workerfx.RelayModule,
+	)
+	app.Run()
+}

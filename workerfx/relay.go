@@ -1,0 +1,161 @@
+package workerfx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/fx"
+
+	"github.com/shareq/shareq/enqueue/pgoutbox"
+	"github.com/shareq/shareq/metrics"
+)
+
+// RelayProduceTimeoutDefault is the relay's produce timeout when
+// [RelayConfig.Options] sets none. It is shorter than pgoutbox's own
+// default so that a stopping relay, which finishes the round in
+// progress, fits in fx's default stop timeout (15 s) even when the broker
+// does not answer.
+const RelayProduceTimeoutDefault = 10 * time.Second
+
+// RelayModule runs a transactional outbox relay (package
+// enqueue/pgoutbox) for the life of an fx application. It needs the app's
+// *pgxpool.Pool and *kgo.Client (it closes neither) and provides the
+// *pgoutbox.Relay, built by [NewRelay]. A [RelayConfig] is optional.
+//
+// When the app provides a prometheus.Registerer, the relay's metrics
+// (metrics.NewRelayCollector) are registered with it. It uses an
+// *slog.Logger when the app provides one (else slog.Default()).
+//
+// On start it checks that the outbox table is readable (a missing table
+// fails app.Start with an error saying to run migrations.Up), then runs
+// the relay in a goroutine with a context of its own. If the relay stops
+// by itself, the error is logged and the app is shut down with exit code
+// 1. On stop it cancels the relay and waits for it to finish its round in
+// progress, up to fx's stop timeout.
+//
+// It may be used with [Module] in one app, or alone in an app that only
+// relays.
+var RelayModule = fx.Module("shareq.relay",
+	fx.Provide(NewRelay),
+	fx.Invoke(runRelay),
+)
+
+// RelayConfig configures the relay of [RelayModule]. Supplying one is
+// optional.
+type RelayConfig struct {
+	// Options are pgoutbox relay options (BatchSize, PollInterval,
+	// RetryBackoff, ...), applied after the module's own (the app's
+	// logger and [RelayProduceTimeoutDefault]), so they win.
+	Options []pgoutbox.RelayOption
+	// MetricsOptions configure the relay's collector:
+	// metrics.RelayConstLabels, metrics.RelayMinInterval, ...
+	MetricsOptions []metrics.RelayOption
+}
+
+// RelayParams are the inputs of [NewRelay].
+type RelayParams struct {
+	fx.In
+
+	Pool   *pgxpool.Pool
+	Client *kgo.Client
+	Config RelayConfig `optional:"true"`
+	// Registerer, when the app provides one, gets the relay's metrics.
+	Registerer prometheus.Registerer `optional:"true"`
+	Logger     *slog.Logger          `optional:"true"`
+}
+
+// RelayResult is the output of [NewRelay].
+type RelayResult struct {
+	fx.Out
+
+	Relay *pgoutbox.Relay
+}
+
+// NewRelay builds the relay from the app's pool and client, and registers
+// its metrics with the app's registerer when there is one. It returns
+// pgoutbox.NewRelay's error for invalid options, and the registerer's.
+func NewRelay(p RelayParams) (RelayResult, error) {
+	log := p.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	opts := append([]pgoutbox.RelayOption{pgoutbox.Logger(log), pgoutbox.ProduceTimeout(RelayProduceTimeoutDefault)}, p.Config.Options...)
+	r, err := pgoutbox.NewRelay(p.Pool, p.Client, opts...)
+	if err != nil {
+		return RelayResult{}, fmt.Errorf("workerfx: %w", err)
+	}
+	if p.Registerer != nil {
+		mopts := append([]metrics.RelayOption{metrics.RelayLogger(log)}, p.Config.MetricsOptions...)
+		if err := p.Registerer.Register(metrics.NewRelayCollector(r, mopts...)); err != nil {
+			return RelayResult{}, fmt.Errorf("workerfx: register the relay's metrics: %w", err)
+		}
+	}
+	return RelayResult{Relay: r}, nil
+}
+
+type relayRunParams struct {
+	fx.In
+
+	Lifecycle  fx.Lifecycle
+	Shutdowner fx.Shutdowner
+	Relay      *pgoutbox.Relay
+	Logger     *slog.Logger `optional:"true"`
+}
+
+// runRelay ties the relay to the app's lifecycle.
+func runRelay(p relayRunParams) {
+	log := p.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	var (
+		cancel context.CancelFunc
+		done   chan error // Run's error, or nil once the failure was reported
+	)
+	p.Lifecycle.Append(fx.Hook{
+		OnStart: func(startCtx context.Context) error {
+			if err := p.Relay.Check(startCtx); err != nil {
+				return fmt.Errorf("workerfx: %w", err)
+			}
+			// The OnStart context ends when start-up does; the relay
+			// runs until OnStop.
+			var ctx context.Context
+			ctx, cancel = context.WithCancel(context.Background())
+			done = make(chan error, 1)
+			go func() {
+				err := p.Relay.Run(ctx)
+				if ctx.Err() != nil { // stopping: OnStop reports err
+					done <- err
+					return
+				}
+				if err == nil {
+					err = errors.New("relay stopped by itself")
+				}
+				log.Error("shareq: outbox relay failed; shutting the app down", "error", err)
+				if serr := p.Shutdowner.Shutdown(fx.ExitCode(1)); serr != nil {
+					log.Error("shareq: shutting the app down", "error", serr)
+				}
+				done <- nil
+			}()
+			return nil
+		},
+		OnStop: func(ctx context.Context) error {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					return fmt.Errorf("workerfx: relay: %w", err)
+				}
+				return nil
+			case <-ctx.Done():
+				return fmt.Errorf("workerfx: the outbox relay did not finish its round within the app's stop timeout (raise fx.StopTimeout or lower pgoutbox.ProduceTimeout): %w", ctx.Err())
+			}
+		},
+	})
+}
