@@ -340,7 +340,8 @@ func exportedMetrics(t *testing.T) map[string]dto.MetricType {
 	m.LockRenewed(job, nil)
 	m.LockRenewed(job, errors.New("x"))
 	m.AckFailed("t", 0, errors.New("x"))
-	m.LanesActive(1)
+	m.MemberStats(worker.MemberStats{State: "joined", Partitions: 1, Held: 1, Fetches: 1, Fetched: 1, SessionsOpened: 1,
+		Acks: map[worker.Ack]int64{worker.AckAccept: 1, worker.AckRelease: 1, worker.AckReject: 1}})
 	m.Parked(job, "decode")
 	m.Duplicate(job, "k")
 	m.TopicMissing("t", true)

@@ -45,9 +45,9 @@
 //	    shareq_jobs_total over ack; mass in the higher buckets means jobs
 //	    are failing and being retried.
 //	shareq_ack_errors_total{topic}
-//	    Counter. Acknowledgement batches the broker reported as failed, per
-//	    partition. The records of a failed batch are delivered again after
-//	    their locks run out, so their jobs run again.
+//	    Counter. Acknowledgements the broker did not apply (the record's
+//	    lock had run out, or its share session was gone). Those records
+//	    are delivered again, so their jobs run again.
 //	shareq_jobs_parked_total{topic,reason}
 //	    Counter. Jobs parked in a dead-letter topic ([Metrics.Parked], the
 //	    dlq middleware's hook), by reason: permanent, decode, panic,
@@ -61,9 +61,6 @@
 //	    le="0"): such an acknowledgement may come too late, and the job may
 //	    run again elsewhere. Mass near 0 means the lock duration or the
 //	    renewal margin is too short for the jobs.
-//	shareq_lanes_active
-//	    Gauge. Lanes (share-group members, one Kafka client each) polling.
-//	    It drops to 0 when the worker stops.
 //	shareq_jobs_expired_total{topic}
 //	    Counter. Records released without running because their lock had
 //	    run out before the worker could start them (Result.Ran false).

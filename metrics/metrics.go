@@ -85,7 +85,6 @@ type Metrics struct {
 	parked       *prometheus.CounterVec
 	duplicates   *prometheus.CounterVec
 	lockLeft     *prometheus.HistogramVec
-	lanesActive  prometheus.Gauge
 	expired      *prometheus.CounterVec
 	topicMissing *prometheus.GaugeVec
 	recreated    *prometheus.CounterVec
@@ -140,15 +139,13 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		deliveries: histogram("delivery_count",
 			"Delivery count of each acknowledged record (1 on the first delivery).", DeliveryCountBuckets, "topic"),
 		ackErrors: counter("ack_errors_total",
-			"Acknowledgement batches the broker reported as failed, per partition.", "topic"),
+			"Acknowledgements the broker did not apply.", "topic"),
 		parked: counter("jobs_parked_total",
 			"Jobs parked in a dead-letter topic, by reason.", "topic", "reason"),
 		duplicates: counter("duplicates_suppressed_total",
 			"Jobs accepted without running because their idempotency key was already claimed.", "topic"),
 		lockLeft: histogram("lock_remaining_seconds",
 			"Time left on a record's lock when it was acknowledged, in seconds; a lock that had run out counts as 0.", c.lockBuckets, "topic"),
-		lanesActive: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "lanes_active",
-			Help: "Lanes (share-group members) polling.", ConstLabels: c.constLabels}),
 		expired: counter("jobs_expired_total",
 			"Records released without running because their lock had run out before a handler was free.", "topic"),
 		topicMissing: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "topic_missing",
@@ -188,7 +185,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 
 func (m *Metrics) collectors() []prometheus.Collector {
 	cs := []prometheus.Collector{m.jobs, m.duration, m.inFlight, m.renewals, m.deliveries,
-		m.ackErrors, m.parked, m.duplicates, m.lockLeft, m.lanesActive, m.expired, m.topicMissing, m.recreated}
+		m.ackErrors, m.parked, m.duplicates, m.lockLeft, m.expired, m.topicMissing, m.recreated}
 	return append(cs, m.member.collectors()...)
 }
 
@@ -247,11 +244,6 @@ func (m *Metrics) LockRenewed(job *handler.Job, err error) {
 // AckFailed counts failed acknowledgements in shareq_ack_errors_total.
 func (m *Metrics) AckFailed(topic string, _ int32, _ error) {
 	m.ackErrors.WithLabelValues(topic).Inc()
-}
-
-// LanesActive sets shareq_lanes_active.
-func (m *Metrics) LanesActive(n int) {
-	m.lanesActive.Set(float64(n))
 }
 
 // TopicMissing sets shareq_topic_missing for topic: 1 while it is

@@ -32,8 +32,7 @@ func job(topic string, delivery int32) *handler.Job {
 
 func TestNewRegistersEveryMetricWithTopics(t *testing.T) {
 	t.Parallel()
-	reg, m := setup(t, metrics.Topics("emails"))
-	m.LanesActive(0)
+	reg, _ := setup(t, metrics.Topics("emails"))
 
 	var got []string
 	for name := range scrape(t, reg) {
@@ -52,7 +51,6 @@ func TestNewRegistersEveryMetricWithTopics(t *testing.T) {
 		"shareq_jobs_expired_total",
 		"shareq_jobs_in_flight",
 		"shareq_jobs_total",
-		"shareq_lanes_active",
 		"shareq_lock_renewals_total",
 		"shareq_member_partitions",
 		"shareq_member_rejoins_total",
@@ -91,8 +89,8 @@ func TestMetricNamesPassLint(t *testing.T) {
 	for _, p := range problems {
 		t.Errorf("lint %s: %s", p.Metric, p.Text)
 	}
-	if n := len(scrape(t, reg)); n != 25 {
-		t.Errorf("%d metric families after every event, want 25", n)
+	if n := len(scrape(t, reg)); n != 24 {
+		t.Errorf("%d metric families after every event, want 24", n)
 	}
 }
 
@@ -103,7 +101,6 @@ func driveEveryMethod(m *metrics.Metrics) {
 	m.JobFinished(j, worker.Result{Ack: worker.AckRelease, Err: worker.ErrLockExpired})
 	m.LockRenewed(j, nil)
 	m.AckFailed("emails", 0, errors.New("x"))
-	m.LanesActive(1)
 	m.Parked(j, handler.ReasonDecode)
 	m.Duplicate(j, "emails/0/1")
 	m.TopicMissing("emails", true)
@@ -197,7 +194,7 @@ func TestJobFinished(t *testing.T) {
 
 func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
 
-func TestRenewalsAckErrorsLanes(t *testing.T) {
+func TestRenewalsAckErrors(t *testing.T) {
 	t.Parallel()
 	reg, m := setup(t)
 	j := job("images", 1)
@@ -206,21 +203,16 @@ func TestRenewalsAckErrorsLanes(t *testing.T) {
 	m.LockRenewed(j, errors.New("lost"))
 	m.AckFailed("images", 3, errors.New("INVALID_RECORD_STATE"))
 	m.AckFailed("images", 4, errors.New("INVALID_RECORD_STATE"))
-	m.LanesActive(3)
-	m.LanesActive(2)
 
 	err := testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP shareq_lock_renewals_total Lock renewals of running jobs, by result (ok, error).
 # TYPE shareq_lock_renewals_total counter
 shareq_lock_renewals_total{result="error",topic="images"} 1
 shareq_lock_renewals_total{result="ok",topic="images"} 2
-# HELP shareq_ack_errors_total Acknowledgement batches the broker reported as failed, per partition.
+# HELP shareq_ack_errors_total Acknowledgements the broker did not apply.
 # TYPE shareq_ack_errors_total counter
 shareq_ack_errors_total{topic="images"} 2
-# HELP shareq_lanes_active Lanes (share-group members) polling.
-# TYPE shareq_lanes_active gauge
-shareq_lanes_active 2
-`), "shareq_lock_renewals_total", "shareq_ack_errors_total", "shareq_lanes_active")
+`), "shareq_lock_renewals_total", "shareq_ack_errors_total")
 	if err != nil {
 		t.Error(err)
 	}
@@ -301,7 +293,8 @@ func TestNewValidation(t *testing.T) {
 func TestNewUnregistersOnConflict(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
-	blocker := prometheus.NewGauge(prometheus.GaugeOpts{Name: "shareq_lanes_active", Help: "Lanes (share-group members) polling."})
+	blocker := prometheus.NewGauge(prometheus.GaugeOpts{Name: "shareq_records_held",
+		Help: "Records the worker holds: acquired and not yet acknowledged (running, buffered, or held for a retry backoff)."})
 	reg.MustRegister(blocker)
 
 	_, err := metrics.New(reg)
@@ -337,14 +330,14 @@ func TestConstLabelsLetTwoWorkersShareARegistry(t *testing.T) {
 	if _, err := metrics.New(reg, metrics.ConstLabels(prometheus.Labels{"worker": "b"})); err == nil {
 		t.Error("a second Metrics with the same const labels registered")
 	}
-	a.LanesActive(2)
-	b.LanesActive(5)
+	a.MemberStats(worker.MemberStats{State: "joined", Held: 2})
+	b.MemberStats(worker.MemberStats{State: "joined", Held: 5})
 	mfs := scrape(t, reg)
-	if got := value(t, mfs, "shareq_lanes_active", "worker", "a"); got != 2 {
-		t.Errorf("lanes_active{worker=a} = %v, want 2", got)
+	if got := value(t, mfs, "shareq_records_held", "worker", "a"); got != 2 {
+		t.Errorf("records_held{worker=a} = %v, want 2", got)
 	}
-	if got := value(t, mfs, "shareq_lanes_active", "worker", "b"); got != 5 {
-		t.Errorf("lanes_active{worker=b} = %v, want 5", got)
+	if got := value(t, mfs, "shareq_records_held", "worker", "b"); got != 5 {
+		t.Errorf("records_held{worker=b} = %v, want 5", got)
 	}
 }
 

@@ -80,16 +80,15 @@ func TestWorkerMetrics(t *testing.T) {
 		}
 		return nil
 	})
-	const lanes = 2
 	stop := startWorker(t, worker.Brokers(c.Seeds...), worker.Group(group), worker.Handle(topic, h),
-		worker.Lanes(lanes), worker.Concurrency(2), worker.WithObserver(m))
+		worker.Concurrency(2), worker.WithObserver(m))
 
-	mfs := waitFor(t, reg, 60*time.Second, "10 acknowledgements and both lanes active", func(mfs map[string]*dto.MetricFamily) bool {
+	mfs := waitFor(t, reg, 60*time.Second, "10 acknowledgements, the member joined with both partitions", func(mfs map[string]*dto.MetricFamily) bool {
 		n := 0.0
 		for _, ack := range []string{"accept", "release", "reject"} {
 			n += counter(mfs, "shareq_jobs_total", "topic", topic, "ack", ack)
 		}
-		return n >= 10 && counter(mfs, "shareq_lanes_active") == lanes
+		return n >= 10 && counter(mfs, "shareq_member_state", "state", "joined") == 1 && counter(mfs, "shareq_member_partitions") == 2
 	})
 	for ack, want := range map[string]float64{"accept": 7, "release": 2, "reject": 1} {
 		if got := value(t, mfs, "shareq_jobs_total", "topic", topic, "ack", ack); got != want {
@@ -123,8 +122,17 @@ func TestWorkerMetrics(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 	mfs = scrape(t, reg)
-	if got := value(t, mfs, "shareq_lanes_active"); got != 0 {
-		t.Errorf("lanes_active after stop = %v, want 0", got)
+	if got := value(t, mfs, "shareq_member_state", "state", "left"); got != 1 {
+		t.Errorf("member_state{state=left} after stop = %v, want 1", got)
+	}
+	if got := value(t, mfs, "shareq_records_held"); got != 0 {
+		t.Errorf("records_held after stop = %v, want 0", got)
+	}
+	// The broker applied every acknowledgement the worker sent.
+	for ack, want := range map[string]float64{"accept": 7, "release": 2, "reject": 1} {
+		if got := value(t, mfs, "shareq_acks_total", "ack", ack); got != want {
+			t.Errorf("acks_total{ack=%q} after stop = %v, want %v", ack, got, want)
+		}
 	}
 	if got := value(t, mfs, "shareq_jobs_in_flight", "topic", topic); got != 0 {
 		t.Errorf("jobs_in_flight after stop = %v, want 0", got)

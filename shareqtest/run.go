@@ -405,9 +405,6 @@ func (r *recorder) LockRenewed(*handler.Job, error) {}
 // AckFailed implements worker.Observer.
 func (r *recorder) AckFailed(string, int32, error) {}
 
-// LanesActive implements worker.Observer.
-func (r *recorder) LanesActive(int) {}
-
 // JobFinished implements worker.Observer: it records the delivery and the
 // job's outcome.
 func (r *recorder) JobFinished(job *handler.Job, res worker.Result) {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shareq/shareq/handler"
@@ -140,6 +141,10 @@ type executor struct {
 	ackWarnAt   time.Time
 	ackWarnLeft int // failed acknowledgements not logged yet
 	ackWarnLast error
+
+	// running and queued as of the last reading, for MemberStats: the
+	// only fields other goroutines read.
+	pubRunning, pubQueued atomic.Int64
 }
 
 func newExecutor(w *Worker, e engine) *executor {
@@ -172,6 +177,8 @@ func (x *executor) run(ctx context.Context) {
 	x.wake = time.NewTimer(time.Hour)
 	x.wake.Stop()
 	defer x.wake.Stop()
+	defer x.pubRunning.Store(0)
+	defer x.pubQueued.Store(0)
 	reading := time.NewTicker(prefetchEvery)
 	defer reading.Stop()
 	x.lastReading = time.Now()
@@ -702,6 +709,15 @@ func (x *executor) reading() {
 		x.rate = 0 // idle: known no longer
 	}
 	x.prefetch = prefetchFor(x.rate, x.e.Stats().FetchRTT, x.lockSeen, x.conc)
+	x.pubRunning.Store(int64(x.running))
+	x.pubQueued.Store(int64(x.queued))
+}
+
+// counts returns the handlers running and the records waiting for a slot,
+// as of the last prefetch reading (every prefetchEvery, until the stop);
+// safe for concurrent use.
+func (x *executor) counts() (running, queued int) {
+	return int(x.pubRunning.Load()), int(x.pubQueued.Load())
 }
 
 // prefetchFor is the prefetch for a job rate (per second), a fetch round
@@ -768,3 +784,18 @@ func (h *holdHeap) Pop() any {
 }
 
 var _ engine = (*member.Member)(nil)
+
+// startMargin is the least time left on a record's lock for its job to be
+// started (or a quarter of the lock, if less).
+const startMargin = 500 * time.Millisecond
+
+// safeHandle runs h, turning a panic that escaped every middleware into a
+// permanent failure.
+func safeHandle(ctx context.Context, h handler.Handler, job *handler.Job) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &handler.PermanentError{Reason: handler.ReasonPanic, Err: &handler.PanicError{Value: v}}
+		}
+	}()
+	return h.Handle(ctx, job)
+}

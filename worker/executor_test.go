@@ -119,7 +119,6 @@ type recorder struct {
 	finished  map[int64][]Result
 	renewErrs []error // one per LockRenewed, nil for a success
 	ackFailed []error
-	lanes     int
 }
 
 func newRecorder() *recorder { return &recorder{finished: map[int64][]Result{}} }
@@ -145,12 +144,6 @@ func (r *recorder) LockRenewed(_ *handler.Job, err error) {
 func (r *recorder) AckFailed(_ string, _ int32, err error) {
 	r.mu.Lock()
 	r.ackFailed = append(r.ackFailed, err)
-	r.mu.Unlock()
-}
-
-func (r *recorder) LanesActive(int) {
-	r.mu.Lock()
-	r.lanes++
 	r.mu.Unlock()
 }
 
@@ -1057,9 +1050,6 @@ func TestExecutorObserverOncePerDelivery(t *testing.T) {
 		}
 		if got := b.obs.started; len(got) != 6 || slices.Contains(got, 5) {
 			t.Errorf("JobStarted for %v, want every offset but the expired 5", got)
-		}
-		if b.obs.lanes != 0 {
-			t.Error("LanesActive called")
 		}
 	})
 }

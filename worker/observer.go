@@ -60,18 +60,18 @@ type Result struct {
 type Observer interface {
 	// JobStarted is called when a handler starts on a job.
 	JobStarted(job *handler.Job)
-	// JobFinished is called once per delivered record, with the
-	// acknowledgement the worker sends for it.
+	// JobFinished is called once per job, with the acknowledgement the
+	// worker sends for it. A record delivered again while its job is
+	// still in hand (its lock ran out and this worker fetched it again)
+	// is the same job: the job's outcome answers both deliveries.
 	JobFinished(job *handler.Job, res Result)
 	// LockRenewed is called after each renewal of a running job's lock;
 	// err is non-nil when the broker did not confirm it.
 	LockRenewed(job *handler.Job, err error)
-	// AckFailed is called when the broker reports that acknowledgements
-	// for a partition failed.
+	// AckFailed is called for each acknowledgement the broker did not
+	// apply (the record's lock had run out, or its session was gone): the
+	// record will be delivered again, and its job may run again.
 	AckFailed(topic string, partition int32, err error)
-	// LanesActive is called with the number of lanes polling, when it
-	// changes.
-	LanesActive(n int)
 }
 
 // TopicObserver is an optional extension of [Observer]: an observer that
@@ -140,7 +140,6 @@ func (NopObserver) JobStarted(*handler.Job)          {}
 func (NopObserver) JobFinished(*handler.Job, Result) {}
 func (NopObserver) LockRenewed(*handler.Job, error)  {}
 func (NopObserver) AckFailed(string, int32, error)   {}
-func (NopObserver) LanesActive(int)                  {}
 
 var (
 	_ Observer       = NopObserver{}
@@ -172,12 +171,6 @@ func (m multiObserver) LockRenewed(j *handler.Job, err error) {
 func (m multiObserver) AckFailed(topic string, partition int32, err error) {
 	for _, o := range m {
 		o.AckFailed(topic, partition, err)
-	}
-}
-
-func (m multiObserver) LanesActive(n int) {
-	for _, o := range m {
-		o.LanesActive(n)
 	}
 }
 

@@ -18,16 +18,15 @@ const (
 	// ConcurrencyDefault is how many handlers run at once when
 	// [Concurrency] is not given.
 	ConcurrencyDefault = 10
-	// BatchSizeDefault is the number of records a lane fetches per poll.
-	BatchSizeDefault = 1
 	// ShutdownTimeoutDefault is how long a stopping worker lets running
 	// handlers finish before cancelling them.
 	ShutdownTimeoutDefault = 30 * time.Second
 	// MaxHoldDefault is how long a job may keep its lock through renewals.
 	MaxHoldDefault = 30 * time.Minute
-	// FetchMaxWaitDefault is how long a broker may hold an empty share
-	// fetch. Lanes fetch from one broker per poll, so a long wait on a
-	// broker without records stalls a lane while another broker has work.
+	// FetchMaxWaitDefault is how long a broker may hold a share fetch
+	// that has no records for the worker yet. A broker serves one request
+	// of a connection at a time, so an acknowledgement sent while such a
+	// fetch waits is applied when it returns: at most this late.
 	FetchMaxWaitDefault = 100 * time.Millisecond
 	// StartTimeoutDefault bounds the start-up checks of [Worker.Run].
 	StartTimeoutDefault = 30 * time.Second
@@ -58,8 +57,6 @@ type config struct {
 	routes          []route
 	use             []handler.Middleware
 	concurrency     int
-	lanes           int
-	batchSize       int
 	shutdownTimeout time.Duration
 	startTimeout    time.Duration
 	logger          *slog.Logger
@@ -84,8 +81,9 @@ func Brokers(addrs ...string) Option {
 	return optionFunc(func(c *config) { c.brokers = append(c.brokers, addrs...) })
 }
 
-// ClientOpts adds franz-go client options to every client the worker makes
-// (one per lane, plus an admin client): TLS (kgo.DialTLSConfig), SASL
+// ClientOpts adds franz-go client options to the clients the worker makes
+// (the share-group member's, and one for start-up checks and the topic
+// watch): TLS (kgo.DialTLSConfig), SASL
 // (kgo.SASL), a logger, hooks such as kprom, a client ID (kgo.ClientID;
 // default "shareq-<host>-<pid>", so shareq status names each process).
 // Group, consume and share-ack options are the worker's own and are
@@ -94,7 +92,7 @@ func ClientOpts(opts ...kgo.Opt) Option {
 	return optionFunc(func(c *config) { c.clientOpts = append(c.clientOpts, opts...) })
 }
 
-// Group sets the share group the worker's lanes join. Required.
+// Group sets the share group the worker joins, as one member. Required.
 func Group(name string) Option {
 	return optionFunc(func(c *config) { c.group = name })
 }
@@ -128,33 +126,16 @@ func Use(mws ...handler.Middleware) Option {
 	return optionFunc(func(c *config) { c.use = append(c.use, mws...) })
 }
 
-// Concurrency sets how many handlers may run at once across all lanes.
-// Default [ConcurrencyDefault].
+// Concurrency sets how many handlers may run at once: the worker's one
+// knob. The worker holds up to this many records, plus a small prefetch
+// that covers one fetch round trip at the observed job rate (never more
+// than Concurrency, and never so much that a record would wait more than a
+// quarter of its lock for a handler), and fetches as handlers free up. A
+// slow job holds only its own slot. The worker is one share-group member
+// whatever the Concurrency (Kafka allows 200 members per group by
+// default, group.share.max.size). Default [ConcurrencyDefault].
 func Concurrency(n int) Option {
 	return optionFunc(func(c *config) { c.concurrency = n })
-}
-
-// Lanes sets how many share-group members (one Kafka client and one poll
-// goroutine each) the worker runs. A lane holds one batch at a time, and
-// every record of a batch must be acknowledged before the lane polls again,
-// so a slow job holds back only its own lane. A lane polls only when the
-// handler pool has room for a batch, so lanes beyond Concurrency /
-// BatchSize wait; they stand in for lanes that hold a failed job in its
-// retry backoff (such a lane does not poll, but frees its handler slot).
-// Default (or 0): twice Concurrency / BatchSize rounded up, so up to that
-// many jobs can back off at once without slowing the others. Each lane is
-// a member of the share group (Kafka allows 200 per group by default,
-// group.share.max.size).
-func Lanes(n int) Option {
-	return optionFunc(func(c *config) { c.lanes = n })
-}
-
-// BatchSize sets how many records a lane fetches per poll (the broker
-// returns at most this many). 1 keeps a slow job from delaying any other
-// job; larger batches cut the fetch round trips that dominate tiny jobs.
-// Default [BatchSizeDefault].
-func BatchSize(n int) Option {
-	return optionFunc(func(c *config) { c.batchSize = n })
 }
 
 // ShutdownTimeout sets how long a stopping worker lets running handlers
@@ -176,7 +157,7 @@ func Logger(l *slog.Logger) Option {
 }
 
 // AutoOffsetReset sets the group config share.auto.offset.reset before any
-// lane joins: "earliest" makes a new group start at the oldest record of
+// worker joins: "earliest" makes a new group start at the oldest record of
 // each partition, "latest" (Kafka's default) at the next record produced.
 // It matters only for a group that has not consumed yet. Default: leave the
 // group's setting alone.
@@ -213,7 +194,7 @@ func DeliveryLimit(n int) Option {
 }
 
 // GroupDeliveryLimit sets the group config share.delivery.count.limit
-// before any lane joins: the delivery after which the broker archives a
+// before the worker joins: the delivery after which the broker archives a
 // record that was never accepted. Apache Kafka allows 2 to 10 by default
 // (group.share.min/max.delivery.count.limit). With [DeliveryLimit] below
 // it, jobs are parked before the broker's limit:
@@ -232,7 +213,7 @@ func GroupDeliveryLimit(n int) Option {
 // record at once, so without a backoff a job whose dependency is down
 // (a database restart, an API outage) uses up its delivery limit in
 // moments and is archived. While held, the record keeps its lock (renewed
-// as needed) and its lane does not poll; the handler slot is free. No
+// as needed) and its handler slot is free for other jobs. No
 // backoff is applied on the last delivery, at shutdown, or past MaxHold.
 //
 // Default: 1 s × 2^(delivery-1) with ±20% jitter, at most 1 minute (1 s,
@@ -279,7 +260,6 @@ func WithObserver(os ...Observer) Option {
 func newConfig(opts []Option) (*config, error) {
 	c := &config{
 		concurrency:     ConcurrencyDefault,
-		batchSize:       BatchSizeDefault,
 		shutdownTimeout: ShutdownTimeoutDefault,
 		startTimeout:    StartTimeoutDefault,
 		maxHold:         MaxHoldDefault,
@@ -303,9 +283,6 @@ func newConfig(opts []Option) (*config, error) {
 	}
 	if !c.retryBackoffSet {
 		c.retryBackoff = ExponentialBackoff(RetryBackoffBaseDefault, RetryBackoffMaxDefault)
-	}
-	if c.lanes == 0 && c.concurrency > 0 && c.batchSize > 0 {
-		c.lanes = 2 * ((c.concurrency + c.batchSize - 1) / c.batchSize)
 	}
 	errs := c.errs
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -350,15 +327,6 @@ func newConfig(opts []Option) (*config, error) {
 	}
 	if c.concurrency < 1 {
 		bad("Concurrency(%d): must be at least 1", c.concurrency)
-	}
-	if c.batchSize < 1 || c.batchSize > 10000 {
-		bad("BatchSize(%d): must be between 1 and 10000", c.batchSize)
-	}
-	if c.lanes < 1 {
-		bad("Lanes(%d): must be at least 1", c.lanes)
-	}
-	if c.concurrency >= 1 && c.batchSize > c.concurrency {
-		bad("BatchSize(%d): larger than Concurrency(%d); a batch could never run at once", c.batchSize, c.concurrency)
 	}
 	if c.shutdownTimeout < 0 {
 		bad("ShutdownTimeout(%v): must not be negative", c.shutdownTimeout)

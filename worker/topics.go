@@ -17,15 +17,12 @@ import (
 const topicWatchEvery = 10 * time.Second
 
 // watchTopics checks, every topicWatchEvery until ctx is done, that each
-// topic still exists with the ID it had when the worker started. franz-go
-// keeps a topic's ID for as long as it consumes the topic: after the topic
-// is deleted and re-created under the same name, every fetch of it fails
-// with UNKNOWN_TOPIC_ID, and without this watch the worker would never
-// consume the new topic, and on Apache Kafka would not say why. On a new
-// ID every lane's client forgets the topic and adds it back. A deleted
-// topic is logged at Error level once; the lanes keep running and take the
-// topic up again when it is re-created.
-func (w *Worker) watchTopics(ctx context.Context, lanes []*lane, log *slog.Logger) {
+// topic still exists with the ID it had when the worker started, and says
+// so when it does not: a deleted topic is logged at Error level once (its
+// jobs are gone), and a topic re-created under the same name is logged
+// and reported to the TopicObserver. The share-group member itself takes
+// up the new topic ID from its metadata and the group's assignment.
+func (w *Worker) watchTopics(ctx context.Context, log *slog.Logger) {
 	cl, err := kgo.NewClient(w.baseOpts()...)
 	if err != nil {
 		log.Error("cannot watch the topics for deletion", "error", err)
@@ -51,7 +48,7 @@ func (w *Worker) watchTopics(ctx context.Context, lanes []*lane, log *slog.Logge
 		listed, err := adm.ListTopics(lctx, w.topics...)
 		cancel()
 		if err != nil {
-			continue // brokers unreachable: the lanes log their poll errors
+			continue // brokers unreachable: the member logs its own errors
 		}
 		for _, name := range w.topics {
 			d, ok := listed[name]
@@ -69,10 +66,6 @@ func (w *Worker) watchTopics(ctx context.Context, lanes []*lane, log *slog.Logge
 			if !deleted && d.ID != ids[name] {
 				log.Error("topic deleted and re-created: the worker consumes the new one (jobs of the old one not yet done are gone with it)",
 					"topic", name, "old_id", ids[name].String(), "new_id", d.ID.String())
-				for _, l := range lanes {
-					l.cl.PurgeTopicsFromConsuming(name)
-					l.cl.AddConsumeTopics(name)
-				}
 				ids[name] = d.ID
 				obs.TopicRecreated(name)
 			}

@@ -1,28 +1,30 @@
 // Package worker runs shareq job handlers on a Kafka share group.
 //
-// A [Worker] joins a share group as several members, called lanes. Each
-// lane is one franz-go client with one goroutine that owns all of that
-// client's polls and acknowledgements. A lane fetches a small batch
-// (default one record), hands the jobs to a pool of handler goroutines
-// shared by all lanes, and acknowledges each record on its own goroutine as
-// the outcomes come back: ACCEPT on success, REJECT on a permanent failure,
-// RELEASE otherwise (see the handler package for the full table). Every
-// record of a batch is acknowledged before the lane polls again, because
-// franz-go accepts whatever the previous poll returned when it polls: so a
-// slow job holds back only its own lane while the other lanes keep taking
-// jobs. A lane polls only when the pool has room for a whole batch, so no
-// fetched record waits for a handler with its lock running.
+// A [Worker] is one member of its share group. It speaks the share
+// protocol itself (franz-go is the transport): it holds many records at
+// once, across any number of share fetches, and acknowledges each one when
+// its job ends, in any order, so a slow job holds only its own handler
+// slot. It fetches as handlers free up: up to [Concurrency] records, plus
+// a small prefetch that covers one fetch round trip at the observed job
+// rate (bounded so that no record waits long against its lock), and a
+// fetch returns as soon as the broker has records. One goroutine owns the
+// member's state (its share session per broker, the records held, the
+// acknowledgements and renewals to send); handlers run on goroutines of
+// their own and hand their outcomes back to it: ACCEPT on success, REJECT
+// on a permanent failure, RELEASE otherwise, after a retry backoff (see
+// the handler package for the full table).
 //
 // A job that runs close to the end of its lock has the lock renewed (Kafka
 // 4.2+), up to [MaxHold]. When Run's context is cancelled the worker stops
-// polling, lets running handlers finish for up to [ShutdownTimeout] and
-// acknowledges them, stops every lane's fetching, runs the records that
-// fetches still in flight brought in, and only then releases the jobs it
-// held in retry backoff; at the deadline it cancels and releases the rest
-// and closes its clients. The order matters on a job's last delivery: a
+// fetching, runs what the fetch in flight brings, lets running handlers
+// finish for up to [ShutdownTimeout] and acknowledges them, and only once
+// no fetch of its own is in flight releases the jobs it held in retry
+// backoff; at the deadline it cancels and releases the rest. It then
+// closes its share sessions, releasing whatever it still holds at once,
+// and leaves the group. The order matters on a job's last delivery: a
 // release there makes the broker archive the record, so no record is
 // released where a fetch of the same worker could take it and never run
-// it. A stop costs about FetchMaxWait + 0.5 s more than the jobs in hand.
+// it.
 //
 // Delivery is at least once: see the handler package for what that means
 // for a handler.
@@ -36,12 +38,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
-	"time"
 
-	"github.com/sourcegraph/conc"
-	"github.com/sourcegraph/conc/pool"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -71,8 +69,10 @@ var (
 	// runs all the same (a release would make the broker archive it
 	// unhandled).
 	ErrLockExpired = errors.New("worker: lock expired before the job started")
-	// ErrLockLost: a renewal failed and the lock ran out while the job
-	// ran; its context is cancelled and the record released.
+	// ErrLockLost: the record's lock ran out while the job was in hand (a
+	// renewal failed past the deadline, or the share session holding it
+	// was lost with its broker connection); its context is cancelled, and
+	// another member may run it.
 	ErrLockLost = errors.New("worker: lock lost while the job ran")
 	// ErrMaxHold: the job held its record for MaxHold; its context is
 	// cancelled and the record released.
@@ -93,11 +93,7 @@ type Worker struct {
 	checked  atomic.Bool
 	topicIDs map[string]kadm.TopicID // set by Check, read by Run
 
-	// Set by Run.
-	slots         *slots
-	pool          *pool.Pool
-	deliveryLimit atomic.Int32
-	lanesActive   atomic.Int32
+	deliveryLimit atomic.Int32 // set by Check
 }
 
 // New validates opts and returns a Worker. Every invalid option is
@@ -158,50 +154,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 	}
 
-	if useMember() {
-		return w.runMember(ctx, log)
-	}
-
-	w.slots = newSlots(int64(w.cfg.concurrency), time.Second)
-	w.pool = pool.New().WithMaxGoroutines(w.cfg.concurrency)
-	log.Info("worker started", "topics", w.topics, "lanes", w.cfg.lanes,
-		"concurrency", w.cfg.concurrency, "batch_size", w.cfg.batchSize, "delivery_limit", w.deliveryLimit.Load())
-
-	lanes := make([]*lane, 0, w.cfg.lanes)
-	for i := range w.cfg.lanes {
-		l, err := w.newLane(i)
-		if err != nil {
-			for _, l := range lanes {
-				l.cl.Close()
-			}
-			return err
-		}
-		lanes = append(lanes, l)
-	}
-
-	// Every lane shares one shutdown deadline, set when ctx is done.
-	shutdown := newShutdown(ctx, w.cfg.shutdownTimeout, len(lanes), w.cfg.fetchMaxWait+fetchLandMargin)
-	defer shutdown.close()
-
-	var wg conc.WaitGroup
-	for _, l := range lanes {
-		wg.Go(func() { l.run(ctx, shutdown) })
-	}
-	wg.Go(func() { w.watchTopics(ctx, lanes, log) })
-	wg.Wait()
-
-	done := make(chan struct{})
-	go func() { w.pool.Wait(); close(done) }()
-	for stuck := time.NewTicker(5 * time.Second); ; {
-		select {
-		case <-done:
-			stuck.Stop()
-			log.Info("worker stopped")
-			return nil
-		case <-stuck.C:
-			log.Warn("waiting for handlers that ignore their cancelled context; their records were released")
-		}
-	}
+	return w.runMember(ctx, log)
 }
 
 // Check runs the start-up checks of [Worker.Run] without starting: the
@@ -348,64 +301,4 @@ func readLimit(ctx context.Context, cl *kgo.Client, groupConfigs map[string]stri
 		}
 	}
 	return 5
-}
-
-// shutdown is the graceful stop all lanes share. It starts when Run's
-// context is done: expired is done after the shutdown timeout, and quiet
-// closes once every lane has stopped fetching and the fetches that were in
-// flight had time to land (see [lane.stopFetching]).
-type shutdown struct {
-	expired    context.Context
-	quiet      chan struct{}
-	quietAfter time.Duration
-	fetching   atomic.Int32 // lanes that have not stopped fetching
-
-	cancel    context.CancelFunc // ends expired
-	stopAfter func() bool        // unregisters the start on Run's context
-	mu        sync.Mutex
-	timers    []*time.Timer
-}
-
-func newShutdown(ctx context.Context, timeout time.Duration, lanes int, quietAfter time.Duration) *shutdown {
-	expired, cancel := context.WithCancel(context.Background())
-	s := &shutdown{expired: expired, cancel: cancel, quiet: make(chan struct{}), quietAfter: quietAfter}
-	s.fetching.Store(int32(lanes))
-	s.stopAfter = context.AfterFunc(ctx, func() { s.after(timeout, cancel) })
-	return s
-}
-
-// after runs f after d, unless close comes first.
-func (s *shutdown) after(d time.Duration, f func()) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.timers = append(s.timers, time.AfterFunc(d, f))
-}
-
-// laneStopped records that a lane stopped fetching; after the last one,
-// quiet closes once quietAfter has passed.
-func (s *shutdown) laneStopped() {
-	if s.fetching.Add(-1) == 0 {
-		s.after(s.quietAfter, func() { close(s.quiet) })
-	}
-}
-
-// isQuiet reports whether quiet is closed.
-func (s *shutdown) isQuiet() bool {
-	select {
-	case <-s.quiet:
-		return true
-	default:
-		return false
-	}
-}
-
-// close stops the timers once every lane is done.
-func (s *shutdown) close() {
-	s.stopAfter()
-	s.mu.Lock()
-	for _, t := range s.timers {
-		t.Stop()
-	}
-	s.mu.Unlock()
-	s.cancel()
 }

@@ -101,7 +101,7 @@ func TestHeadOfLine(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 		return nil
 	})
-	b.start(t, h, worker.Lanes(8), worker.Concurrency(8))
+	b.start(t, h, worker.Concurrency(8))
 	fs := b.obs.WaitFor(t, 60*time.Second, "all 201 jobs", func(fs []finished) bool {
 		n := 0
 		for _, f := range fs {
@@ -397,10 +397,11 @@ func TestExponentialBackoff(t *testing.T) {
 	}
 }
 
-// Each lane fetches only from the partitions the group assigns it. With
-// more lanes than pool slots and every job on one partition, lanes whose
-// partitions are empty must give their slots to the lanes that have work.
-func TestLanesWithEmptyPartitionsDoNotStall(t *testing.T) {
+// Every job on one partition of four, more jobs than handler slots: the
+// worker's one member fetches from every partition it is assigned, so
+// empty partitions never hold slots back. (Lanes, each a member with
+// partitions of its own, once stalled here.)
+func TestEmptyPartitionsDoNotStall(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 4)
 	cl := b.c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
@@ -414,7 +415,7 @@ func TestLanesWithEmptyPartitionsDoNotStall(t *testing.T) {
 		t.Fatal(err)
 	}
 	nop := handler.Func(func(context.Context, *handler.Job) error { return nil })
-	b.start(t, nop, worker.Concurrency(2), worker.Lanes(8))
+	b.start(t, nop, worker.Concurrency(2))
 	b.obs.WaitFor(t, 60*time.Second, "all 30 jobs", func(fs []finished) bool {
 		n := 0
 		for _, f := range fs {
@@ -426,112 +427,8 @@ func TestLanesWithEmptyPartitionsDoNotStall(t *testing.T) {
 	})
 }
 
-// latePoll is a kgo hook that holds up the poll that takes a record until
-// the record's lock has run out, as if it had waited in the client's buffer
-// that long, and notes the delivery counts the client received.
-type latePoll struct {
-	mu       *sync.Mutex
-	received *[]int32
-}
-
-func (h latePoll) OnFetchRecordBuffered(r *kgo.Record) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	*h.received = append(*h.received, r.DeliveryCount())
-}
-
-func (h latePoll) OnFetchRecordUnbuffered(r *kgo.Record, polled bool) {
-	if polled {
-		time.Sleep(time.Until(r.AcquisitionDeadline()) + 50*time.Millisecond)
-	}
-}
-
-// A record whose lock runs out before its job can start is released
-// without running, except on its last delivery: a release then makes the
-// broker archive it without any handler (or dlq middleware) seeing it, so
-// the worker runs it all the same.
-//
-// The worker can only run a last delivery that reaches it. While a poll is
-// held up, the client's next fetch can re-acquire the record the moment
-// the broker frees it, and the worker's release of the stale copy, which
-// the protocol addresses by offset alone, then lands on that newer
-// delivery; and franz-go drops the records of a share fetch whose session
-// was reset while it was in flight. Either way the broker can archive the
-// last delivery before the client ever holds it (CI saw it once in
-// hundreds of runs), so an attempt where the client never received the
-// last delivery is repeated, up to three times.
-func TestLastDeliveryRunsWithExpiredLock(t *testing.T) {
-	t.Parallel()
-	for attempt := 1; ; attempt++ {
-		received, ok := lastDeliveryRunsWithExpiredLock(t)
-		if ok {
-			return
-		}
-		if attempt == 3 {
-			t.Fatalf("the client never received the last delivery in %d attempts (deliveries received in the last: %v)", attempt, received)
-		}
-		t.Logf("attempt %d: the client never received the last delivery (deliveries received: %v); trying again", attempt, received)
-	}
-}
-
-// lastDeliveryRunsWithExpiredLock runs one attempt of
-// TestLastDeliveryRunsWithExpiredLock and reports the delivery counts the
-// client received and whether the last of them reached it.
-func lastDeliveryRunsWithExpiredLock(t *testing.T) ([]int32, bool) {
-	b := setup(t, 1)
-	if b.c.HonoursGroupLockDuration {
-		// The shortest lock the broker takes, so the test is quick.
-		b.group = b.c.GroupWith(t, map[string]string{"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": "1000"})
-	}
-	limit := int32(b.c.DeliveryLimit)
-	b.produce(t, "late")
-	var ranOn atomic.Int32
-	h := handler.Func(func(_ context.Context, job *handler.Job) error {
-		ranOn.Store(job.DeliveryCount)
-		return nil
-	})
-	var (
-		mu       sync.Mutex
-		received []int32
-	)
-	hook := latePoll{mu: &mu, received: &received}
-	receivedLast := func() ([]int32, bool) {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(received), slices.Contains(received, limit)
-	}
-	stop := b.start(t, h, worker.Concurrency(1), worker.Lanes(1), worker.ClientOpts(kgo.WithHooks(hook)))
-	defer stop() //nolint:errcheck // the worker of a failed attempt
-	fs, ran := b.obs.Wait(time.Duration(limit)*(b.c.LockDuration+5*time.Second), func(fs []finished) bool {
-		for _, f := range fs {
-			if f.Res.Ran {
-				return true
-			}
-		}
-		return false
-	})
-	if !ran {
-		got, last := receivedLast()
-		if !last {
-			return got, false
-		}
-		t.Fatalf("the last delivery reached the client but did not run; %s", workertest.Summary(fs))
-	}
-	for _, f := range fs {
-		last := f.Count >= limit
-		if f.Res.Ran != last || (!last && !errors.Is(f.Res.Err, worker.ErrLockExpired)) {
-			t.Errorf("delivery %d of %d: ran %v, err %v; want released unrun with ErrLockExpired before the last delivery, run on it", f.Count, limit, f.Res.Ran, f.Res.Err)
-		}
-	}
-	if got := ranOn.Load(); got != limit {
-		t.Errorf("handler ran on delivery %d, want %d (the last): %s", got, limit, workertest.Summary(fs))
-	}
-	got, _ := receivedLast()
-	return got, true
-}
-
 // GroupDeliveryLimit and AutoOffsetReset are written to the group before
-// any lane joins; DeliveryLimit sets the last delivery handlers see.
+// the worker joins; DeliveryLimit sets the last delivery handlers see.
 func TestGroupConfigOptions(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 1)

@@ -62,12 +62,6 @@ type Config struct {
 	// Concurrency is how many handlers run at once. Default
 	// worker.ConcurrencyDefault.
 	Concurrency int
-	// Lanes is how many share-group members the worker runs. Default:
-	// Concurrency / BatchSize rounded up.
-	Lanes int
-	// BatchSize is how many records a lane fetches per poll. Default
-	// worker.BatchSizeDefault.
-	BatchSize int
 	// ShutdownTimeout is how long a stopping worker lets running handlers
 	// finish before cancelling them. Default [ShutdownTimeoutDefault]. Keep
 	// it below fx's stop timeout (fx.StopTimeout, 15 s by default), or the
@@ -160,12 +154,6 @@ func New(p Params) (Result, error) {
 	}
 	if c.Concurrency != 0 {
 		opts = append(opts, worker.Concurrency(c.Concurrency))
-	}
-	if c.Lanes != 0 {
-		opts = append(opts, worker.Lanes(c.Lanes))
-	}
-	if c.BatchSize != 0 {
-		opts = append(opts, worker.BatchSize(c.BatchSize))
 	}
 	shutdown := c.ShutdownTimeout
 	if shutdown == 0 {

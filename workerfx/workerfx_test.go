@@ -97,8 +97,8 @@ func TestModuleRunsRoutedHandler(t *testing.T) {
 		return jobsTotal(t, reg, b.topic, "accept") == 1
 	})
 	app.RequireStop()
-	if n := gauge(t, reg, "shareq_lanes_active"); n != 0 {
-		t.Errorf("lanes_active after stop = %v, want 0", n)
+	if n := memberLeft(t, reg); n != 1 {
+		t.Errorf("member_state{state=left} after stop = %v, want 1", n)
 	}
 }
 
@@ -195,7 +195,7 @@ func TestStopIsBoundedByTheStopTimeout(t *testing.T) {
 	}
 	// The worker releases the job at its shutdown timeout and returns.
 	waitFor(t, 30*time.Second, "the worker to stop", func() bool {
-		return jobsTotal(t, reg, b.topic, "release") == 1 && gauge(t, reg, "shareq_lanes_active") == 0
+		return jobsTotal(t, reg, b.topic, "release") == 1 && memberLeft(t, reg) == 1
 	})
 }
 
@@ -386,7 +386,8 @@ func jobsTotal(t *testing.T, reg *prometheus.Registry, topic, ack string) float6
 	return value(t, reg, "shareq_jobs_total", map[string]string{"topic": topic, "ack": ack})
 }
 
-func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+// memberLeft is 1 once the worker's share-group member has left the group.
+func memberLeft(t *testing.T, reg *prometheus.Registry) float64 {
 	t.Helper()
-	return value(t, reg, name, nil)
+	return value(t, reg, "shareq_member_state", map[string]string{"state": "left"})
 }

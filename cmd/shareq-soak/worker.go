@@ -305,8 +305,6 @@ func (observer) AckFailed(topic string, partition int32, err error) {
 	emit("ackfail", topic, fmt.Sprint(partition), oneLine(err.Error()))
 }
 
-func (observer) LanesActive(int) {}
-
 // Events go to stdout as "EVENT kind field...", one line each, written at
 // once (unbuffered) so that a SIGKILL loses none that were emitted.
 var (

@@ -50,12 +50,6 @@ func (obs observers) AckFailed(topic string, partition int32, err error) {
 	}
 }
 
-func (obs observers) LanesActive(n int) {
-	for _, o := range obs {
-		o.LanesActive(n)
-	}
-}
-
 // metricsServer serves Prometheus metrics at http://addr/metrics: the
 // worker's (shareq_jobs_total and the rest, see the metrics package), the
 // share group's lag, and the Go runtime's.

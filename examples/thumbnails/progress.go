@@ -133,7 +133,6 @@ func (t *tracker) LockRenewed(_ *handler.Job, err error) {
 }
 
 func (t *tracker) AckFailed(string, int32, error) {}
-func (t *tracker) LanesActive(int)                {}
 
 // parkedHook is the dlq middleware's OnPark hook.
 func (t *tracker) parkedHook(job *handler.Job, reason string) {

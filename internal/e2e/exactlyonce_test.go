@@ -354,7 +354,7 @@ func crashWorker() {
 	}
 	w, err := worker.New(worker.Brokers(cfg.Seeds...), worker.Group(cfg.Group),
 		worker.Handle(cfg.Topic, newThumbnailer(0)), worker.Use(hold, claims),
-		worker.Lanes(1), worker.Concurrency(1), worker.Logger(logger))
+		worker.Concurrency(1), worker.Logger(logger))
 	if err != nil {
 		die(err)
 	}

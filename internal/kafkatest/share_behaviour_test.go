@@ -472,36 +472,6 @@ func TestRenewDisabledByGroupConfig(t *testing.T) {
 	waitOffsets(t, c, group, topic, offsets{0: {reportedStart(c, 1, 0), 0}})
 }
 
-// 4. A poll auto-accepts every record of the previous poll that has no
-// terminal ack, renewed ones included (DESIGN fact 1).
-func TestNextPollAutoAccepts(t *testing.T) {
-	t.Parallel()
-	c := kafkatest.New(t)
-	topic, group := c.Topic(t, 1), c.Group(t)
-	c.Produce(t, rec(topic, "unacked"), rec(topic, "renewed"))
-
-	a := newMember(t, c, "a", group, topic, 2)
-	recs := a.take(2, joinWait)
-	recs[1].Ack(kgo.AckRenew)
-	a.ackOK()
-	c.Produce(t, rec(topic, "next"))
-	next := a.take(1, joinWait)
-	if string(next[0].Key) != "next" {
-		t.Fatalf("second poll got %v, want next", keys(next))
-	}
-	next[0].Ack(kgo.AckAccept)
-	a.ackOK()
-	// Start offset 3 and lag 0: offsets 0 and 1 are delivery complete,
-	// so the second poll accepted them (a release would leave them
-	// available, a lock acquired). Kafka's last write (accepting "next")
-	// ran with start offset 2.
-	waitOffsets(t, c, group, topic, offsets{0: {reportedStart(c, 3, 2), 0}})
-	b := newMember(t, c, "b", group, topic, 1)
-	if before := drainToMarker(t, c, b, topic); len(before) != 0 {
-		t.Fatalf("b got %v after a's second poll", before)
-	}
-}
-
 // 5. RELEASE makes a record available again at once, with delivery count
 // 2 on the next delivery; REJECT archives it.
 func TestReleaseRedeliversRejectArchives(t *testing.T) {
@@ -784,75 +754,4 @@ func TestCloseReleases(t *testing.T) {
 	t.Logf("%s: redelivered %v after Close", c.Kind, took.Round(time.Millisecond))
 	r.Ack(kgo.AckAccept)
 	b.ackOK()
-}
-
-// 9. A poll cut short by its context leaves its share fetch in flight; a
-// record that arrives while the broker holds that fetch is acquired for
-// this member and buffered in the client, its lock running. The next poll
-// returns it with delivery count 1 and an acquisition deadline in the
-// past, after the broker gave it to another member; acking it then fails.
-// Both brokers do this.
-func TestCutShortPollLocksRecord(t *testing.T) {
-	t.Parallel()
-	c := kafkatest.New(t)
-	topic, group := c.Topic(t, 1), c.Group(t)
-	// A long fetch wait, so the fetch outlives the poll by far.
-	fetchWait := 3 * c.LockDuration
-	b := standby(t, c, "b", group, topic, 1)
-	a := newMember(t, c, "a", group, topic, 1, kgo.FetchMaxWait(fetchWait))
-	// a joins and takes a first record, accepted and flushed: a fetch
-	// that carries acks waits at most 500 ms (kgo caps it so FlushAcks
-	// is not held up).
-	c.Produce(t, rec(topic, "warm-up"))
-	a.take(1, joinWait)[0].Ack(kgo.AckAccept)
-	a.ackOK()
-
-	// The cut-short poll: nothing to fetch, the broker parks the fetch.
-	if got := a.poll(500 * time.Millisecond); len(got) != 0 {
-		t.Fatalf("cut-short poll got %v", keys(got))
-	}
-	c.Produce(t, rec(topic, "job"))
-	buffered := time.Now()
-	for a.cl.BufferedFetchRecords() == 0 {
-		if time.Since(buffered) > 10*time.Second {
-			t.Fatal("the record never reached a's buffer: the cut-short poll's fetch was not in flight")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	buffered = time.Now()
-
-	// The broker counts it as delivered to a: b gets it only when the
-	// lock runs out, as a second delivery.
-	got := b.take(1, c.LockDuration+joinWait)[0]
-	at := time.Now()
-	if string(got.Key) != "job" || got.DeliveryCount() != 2 {
-		t.Fatalf("b got %v, want job with delivery count 2", keys([]*kgo.Record{got}))
-	}
-	if at.Before(buffered.Add(c.LockDuration-500*time.Millisecond)) || at.After(buffered.Add(c.LockDuration+c.LockSweep+memberFetchWait+slack)) {
-		t.Fatalf("b got it %v after it reached a's buffer, want the lock %v", at.Sub(buffered), c.LockDuration)
-	}
-	// a's next poll returns the stale copy without fetching.
-	stale := a.poll(time.Second)
-	if len(stale) != 1 || string(stale[0].Key) != "job" || stale[0].DeliveryCount() != 1 {
-		t.Fatalf("a's next poll got %v, want the buffered job with delivery count 1", keys(stale))
-	}
-	// The client computes the deadline as its receive time plus the time
-	// left that the broker reported, so under load it can run a little
-	// past the broker's real deadline (franz-go says to assume it is a bit
-	// optimistic); it must not run past it by more than that.
-	if d := stale[0].AcquisitionDeadline(); !d.Before(time.Now().Add(250 * time.Millisecond)) {
-		t.Fatalf("stale record's acquisition deadline %v is not in the past", d)
-	}
-	// Acking the stale copy while b holds the record fails; b's lock
-	// is unharmed.
-	stale[0].Ack(kgo.AckAccept)
-	a.flush()
-	rs := a.ackResults()
-	if len(rs) != 1 || !errors.Is(rs[0].Err, kerr.InvalidRecordState) {
-		t.Fatalf("accepting the stale record: ack results %v, want one INVALID_RECORD_STATE", rs)
-	}
-	got.Ack(kgo.AckAccept)
-	b.ackOK()
-	t.Logf("%s: buffered record redelivered to b %v after it reached a's buffer; a's copy came back %v past its deadline",
-		c.Kind, at.Sub(buffered).Round(time.Millisecond), time.Since(stale[0].AcquisitionDeadline()).Round(time.Millisecond))
 }

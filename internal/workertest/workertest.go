@@ -79,8 +79,6 @@ func (r *Recorder) AckFailed(_ string, _ int32, err error) {
 	r.mu.Unlock()
 }
 
-func (r *Recorder) LanesActive(int) {}
-
 func (r *Recorder) TopicMissing(topic string, missing bool) {
 	what := "back "
 	if missing {

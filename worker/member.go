@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/sourcegraph/conc"
@@ -44,24 +43,30 @@ func (w *Worker) runMember(ctx context.Context, log *slog.Logger) error {
 		"delivery_limit", w.deliveryLimit.Load(), "client_id", clientID, "member_id", m.Stats().MemberID)
 
 	// The member outlives ctx: after the graceful stop the executor asks
-	// it to leave, and Run returns once it has.
+	// it to leave, and its Run returns once it has.
 	mctx, cancelMember := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelMember()
-	// The helpers below stop with the worker, whichever way it stops.
-	hctx, cancelHelpers := context.WithCancel(ctx)
-	var wg conc.WaitGroup
+	var running conc.WaitGroup
 	var runErr error
-	wg.Go(func() { runErr = m.Run(mctx) })
-	wg.Go(func() { w.watchTopics(hctx, nil, log) })
-	wg.Go(func() { w.reportMember(hctx, m, clientID) })
+	running.Go(func() { runErr = m.Run(mctx) })
+
+	// The topic watch stops with ctx; the observers' snapshots go on
+	// until the member is gone, so the last one says it left.
+	wctx, stopWatch := context.WithCancel(ctx)
+	rctx, stopReports := context.WithCancel(context.WithoutCancel(ctx))
+	var helpers conc.WaitGroup
+	helpers.Go(func() { w.watchTopics(wctx, log) })
+	helpers.Go(func() { w.reportMember(rctx, m, x, clientID) })
 
 	x.run(ctx)
-	cancelHelpers()
 	// The executor returns once the member's events have closed, so Run
 	// has returned or is about to; never wait on it for ever.
 	stop := time.AfterFunc(leaveTimeout, cancelMember)
-	wg.Wait()
+	running.Wait()
 	stop.Stop()
+	stopWatch()
+	stopReports()
+	helpers.Wait()
 	if runErr != nil && ctx.Err() == nil {
 		return fmt.Errorf("worker: share-group member: %w", runErr)
 	}
@@ -71,7 +76,7 @@ func (w *Worker) runMember(ctx context.Context, log *slog.Logger) error {
 
 // reportMember gives the MemberObservers a snapshot every
 // memberStatsEvery until ctx is done, and a last one then.
-func (w *Worker) reportMember(ctx context.Context, m *member.Member, clientID string) {
+func (w *Worker) reportMember(ctx context.Context, m *member.Member, x *executor, clientID string) {
 	obs, ok := w.cfg.observer.(MemberObserver)
 	if !ok {
 		return
@@ -79,24 +84,25 @@ func (w *Worker) reportMember(ctx context.Context, m *member.Member, clientID st
 	tick := time.NewTicker(memberStatsEvery)
 	defer tick.Stop()
 	for {
-		obs.MemberStats(w.memberStats(m.Stats(), clientID))
+		obs.MemberStats(memberStats(m.Stats(), x, clientID))
 		select {
 		case <-ctx.Done():
-			obs.MemberStats(w.memberStats(m.Stats(), clientID))
+			obs.MemberStats(memberStats(m.Stats(), x, clientID))
 			return
 		case <-tick.C:
 		}
 	}
 }
 
-func (w *Worker) memberStats(s member.Stats, clientID string) MemberStats {
+func memberStats(s member.Stats, x *executor, clientID string) MemberStats {
 	acks := make(map[Ack]int64, len(s.Acks))
 	for t, n := range s.Acks {
 		acks[ackOf(t)] += n
 	}
+	running, buffered := x.counts()
 	return MemberStats{
 		ClientID: clientID, MemberID: s.MemberID, State: s.State.String(), Partitions: s.Partitions,
-		Held: s.Held, FetchRTT: s.FetchRTT,
+		Held: s.Held, Buffered: buffered, Running: running, FetchRTT: s.FetchRTT,
 		Fetches: s.Fetches, Fetched: s.Fetched, Acks: acks, AckErrors: s.AckErrors, LostRecords: s.LostRecords,
 		SessionsOpened: s.SessionsOpened, SessionsReset: s.SessionsReset, Rejoins: s.Rejoins,
 	}
@@ -112,7 +118,3 @@ func ackOf(t member.AckType) Ack {
 	}
 	return AckRelease
 }
-
-// useMember reports whether Run uses the share-group member core: while it
-// replaces the lanes, SHAREQ_ENGINE=member selects it.
-func useMember() bool { return os.Getenv("SHAREQ_ENGINE") == "member" }
