@@ -157,6 +157,18 @@ func (w *Worker) Run(ctx context.Context) error {
 	return w.runMember(ctx, log)
 }
 
+// requiredAPIs are the share-group requests the worker sends, with the
+// least version it needs of each: Apache Kafka 4.2 serves them all.
+var requiredAPIs = []struct {
+	key     kmsg.Key
+	version int16
+	why     string
+}{
+	{kmsg.ShareGroupHeartbeat, 1, "share-group membership"},
+	{kmsg.ShareFetch, 2, "fetches of at most the records it can take (record_limit)"},
+	{kmsg.ShareAcknowledge, 2, "lock renewal"},
+}
+
 // Check runs the start-up checks of [Worker.Run] without starting: the
 // brokers are reachable and support share groups, every topic exists, and
 // the group's configuration is set as asked. It also reads the group's
@@ -191,9 +203,14 @@ func (w *Worker) check(ctx context.Context, admin *kgo.Client) error {
 		if v.Err != nil {
 			continue
 		}
-		for _, key := range []int16{kmsg.ShareGroupHeartbeat.Int16(), kmsg.ShareFetch.Int16(), kmsg.ShareAcknowledge.Int16()} {
-			if _, _, ok := v.KeyVersions(key); !ok {
-				return fmt.Errorf("%w (broker %d lacks %v)", ErrShareGroupsUnsupported, v.NodeID, kmsg.NameForKey(key))
+		for _, need := range requiredAPIs {
+			_, have, ok := v.KeyVersions(need.key.Int16())
+			if !ok {
+				return fmt.Errorf("%w (broker %d lacks %v)", ErrShareGroupsUnsupported, v.NodeID, kmsg.NameForKey(need.key.Int16()))
+			}
+			if have < need.version {
+				return fmt.Errorf("%w (broker %d serves %v up to v%d; the worker needs v%d for %s)",
+					ErrShareGroupsUnsupported, v.NodeID, kmsg.NameForKey(need.key.Int16()), have, need.version, need.why)
 			}
 		}
 	}

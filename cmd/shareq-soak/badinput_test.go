@@ -394,58 +394,73 @@ func TestClassicConsumerGroupName(t *testing.T) {
 	}
 }
 
-// A broker without the share-group APIs (Kafka before 4.2, or share.version
-// 0). kfake always has them, so the test hides them from the ApiVersions
-// answer; Run must fail at once with ErrShareGroupsUnsupported. A real
-// broker cannot be changed from here, so this runs on kfake only.
+// A broker without the share-group APIs (Kafka before 4.0, or share.version
+// 0), or with versions too old for the worker (Kafka 4.1 serves ShareFetch
+// v1, without record_limit fetches, and ShareAcknowledge v1, without
+// renewal). kfake always has them, so the test rewrites the ApiVersions
+// answer; Run must fail at once with ErrShareGroupsUnsupported, saying
+// what is missing. A real broker cannot be changed from here, so this runs
+// on kfake only.
 func TestBrokerWithoutShareGroups(t *testing.T) {
 	t.Parallel()
 	if kafkatest.Real() {
-		t.Skip("needs kfake to hide the share-group APIs")
+		t.Skip("needs kfake to rewrite its ApiVersions answer")
 	}
-	r := newRig(t)
-	fake := r.c.Fake()
 	share := map[int16]bool{
 		kmsg.ShareGroupHeartbeat.Int16(): true, kmsg.ShareGroupDescribe.Int16(): true,
 		kmsg.ShareFetch.Int16(): true, kmsg.ShareAcknowledge.Int16(): true,
 	}
-	// What kfake answers, less the share-group keys.
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	real, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, r.cl)
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name string
+		edit func([]kmsg.ApiVersionsResponseApiKey) []kmsg.ApiVersionsResponseApiKey
+		want string
+	}{
+		{"no share-group APIs", func(keys []kmsg.ApiVersionsResponseApiKey) []kmsg.ApiVersionsResponseApiKey {
+			return slices.DeleteFunc(keys, func(k kmsg.ApiVersionsResponseApiKey) bool { return share[k.ApiKey] })
+		}, "lacks ShareGroupHeartbeat"},
+		{"Kafka 4.1 versions", func(keys []kmsg.ApiVersionsResponseApiKey) []kmsg.ApiVersionsResponseApiKey {
+			for i, k := range keys {
+				if k.ApiKey == kmsg.ShareFetch.Int16() || k.ApiKey == kmsg.ShareAcknowledge.Int16() {
+					keys[i].MaxVersion = 1
+				}
+			}
+			return keys
+		}, "serves ShareFetch up to v1; the worker needs v2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := newRig(t)
+			fake := r.c.Fake()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			real, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, r.cl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys := tc.edit(slices.Clone(real.ApiKeys))
+			fake.ControlKey(kmsg.ApiVersions.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+				fake.KeepControl()
+				resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
+				resp.Version = req.GetVersion()
+				resp.ApiKeys = slices.Clone(keys)
+				resp.FinalizedFeatures = real.FinalizedFeatures
+				resp.SupportedFeatures = real.SupportedFeatures
+				resp.FinalizedFeaturesEpoch = real.FinalizedFeaturesEpoch
+				return resp, nil, true
+			})
+			h := handler.Func(func(context.Context, *handler.Job) error { return nil })
+			w, err := worker.New(worker.Brokers(r.c.Seeds...), worker.Group(r.group), worker.Handle(r.topic, h),
+				worker.Logger(r.logger(t)), worker.StartTimeout(10*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = w.Run(ctx)
+			if !errors.Is(err, worker.ErrShareGroupsUnsupported) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Run: %v, want ErrShareGroupsUnsupported saying %q", err, tc.want)
+			}
+			t.Logf("Run: %v", err)
+		})
 	}
-	var keys []kmsg.ApiVersionsResponseApiKey
-	for _, k := range real.ApiKeys {
-		if !share[k.ApiKey] {
-			keys = append(keys, k)
-		}
-	}
-	if len(keys) == len(real.ApiKeys) {
-		t.Fatal("kfake does not list the share-group APIs; nothing to hide")
-	}
-	fake.ControlKey(kmsg.ApiVersions.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		fake.KeepControl()
-		resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
-		resp.Version = req.GetVersion()
-		resp.ApiKeys = slices.Clone(keys)
-		resp.FinalizedFeatures = real.FinalizedFeatures
-		resp.SupportedFeatures = real.SupportedFeatures
-		resp.FinalizedFeaturesEpoch = real.FinalizedFeaturesEpoch
-		return resp, nil, true
-	})
-	h := handler.Func(func(context.Context, *handler.Job) error { return nil })
-	w, err := worker.New(worker.Brokers(r.c.Seeds...), worker.Group(r.group), worker.Handle(r.topic, h),
-		worker.Logger(r.logger(t)), worker.StartTimeout(10*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = w.Run(ctx)
-	if !errors.Is(err, worker.ErrShareGroupsUnsupported) {
-		t.Fatalf("Run against a broker without share groups: %v, want ErrShareGroupsUnsupported", err)
-	}
-	t.Logf("Run: %v", err)
 }
 
 // heartbeats counts ShareGroupHeartbeat responses (a kgo.HookBrokerRead).
