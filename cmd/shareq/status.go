@@ -22,8 +22,14 @@ const statusUsage = `usage: shareq status GROUP [flags]
 Shows the share group GROUP: its state, its members and, per partition the
 group has state for or is assigned, where it stands.
 
-  MEMBER ID       the member's ID, given by the broker
-  CLIENT ID       the client ID the member connected with
+  MEMBER ID       the member's ID
+  CLIENT ID       the client ID the member connected with; a shareq worker
+                  is one member, named shareq-<host>-<pid> unless its
+                  ClientOpts set another
+  STATE           joined: the member works on the group's latest
+                  assignment; joining: it has not yet taken it up (it just
+                  joined, or the assignment just changed); a member the
+                  coordinator fenced is gone from the list until it rejoins
   HOST            the member's address as the broker sees it
   ASSIGNED        topic:partitions the member fetches from (several members
                   may share a partition)
@@ -225,6 +231,8 @@ type memberStatus struct {
 	MemberID string            `json:"member_id"`
 	ClientID string            `json:"client_id"`
 	Host     string            `json:"host"`
+	Epoch    int32             `json:"member_epoch"`
+	State    string            `json:"state"` // joined or joining`
 	Assigned []topicPartitions `json:"assigned"`
 }
 
@@ -268,7 +276,10 @@ func groupStatus(ctx context.Context, adm *kadm.Client, g kadm.DescribedShareGro
 		return parts[k]
 	}
 	for _, m := range g.Members {
-		ms := memberStatus{MemberID: m.MemberID, ClientID: m.ClientID, Host: m.ClientHost, Assigned: []topicPartitions{}}
+		ms := memberStatus{MemberID: m.MemberID, ClientID: m.ClientID, Host: m.ClientHost, Epoch: m.MemberEpoch, State: "joined", Assigned: []topicPartitions{}}
+		if m.MemberEpoch < g.AssignmentEpoch {
+			ms.State = "joining"
+		}
 		for _, t := range m.Assignment.Sorted() {
 			ms.Assigned = append(ms.Assigned, topicPartitions{Topic: t.Topic, Partitions: t.Partitions})
 			for _, p := range t.Partitions {
@@ -357,7 +368,7 @@ func (st *status) print(w io.Writer) error {
 
 	if len(st.Members) > 0 {
 		fmt.Fprintln(w)
-		fmt.Fprintln(tw, "MEMBER ID\tCLIENT ID\tHOST\tASSIGNED")
+		fmt.Fprintln(tw, "MEMBER ID\tCLIENT ID\tHOST\tSTATE\tASSIGNED")
 		for _, m := range st.Members {
 			var as []string
 			for _, a := range m.Assigned {
@@ -371,7 +382,7 @@ func (st *status) print(w io.Writer) error {
 			if assigned == "" {
 				assigned = "-"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.MemberID, orDash(m.ClientID), orDash(m.Host), assigned)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.MemberID, orDash(m.ClientID), orDash(m.Host), m.State, assigned)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

@@ -154,8 +154,8 @@ func TestStatusLiveMemberLag(t *testing.T) {
 		t.Errorf("group %q state %q, want %q Stable", st.Group, st.State, group)
 	}
 	m := st.Members[0]
-	if m.ClientID != "status-test-member" || m.MemberID == "" || m.Host == "" {
-		t.Errorf("member = %+v", m)
+	if m.ClientID != "status-test-member" || m.MemberID == "" || m.Host == "" || m.Epoch < 1 || m.State != "joined" {
+		t.Errorf("member = %+v, want client ID, member ID, host, an epoch and state joined", m)
 	}
 	if len(m.Assigned) != 1 || m.Assigned[0].Topic != topic || !slices.Equal(m.Assigned[0].Partitions, []int32{0, 1}) {
 		t.Errorf("member assigned %+v, want %s partitions [0 1]", m.Assigned, topic)
@@ -191,8 +191,8 @@ func TestStatusLiveMemberLag(t *testing.T) {
 		regexp.MustCompile(`(?m)^state\s+Stable$`),
 		regexp.MustCompile(`(?m)^members\s+1$`),
 		regexp.MustCompile(fmt.Sprintf(`(?m)^total lag\s+%d( \(1 partition not started: no start offset yet\))?$`, total)),
-		regexp.MustCompile(`(?m)^MEMBER ID\s+CLIENT ID\s+HOST\s+ASSIGNED$`),
-		regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(m.MemberID) + `\s+status-test-member\s+\S+\s+` + regexp.QuoteMeta(topic) + `:0,1$`),
+		regexp.MustCompile(`(?m)^MEMBER ID\s+CLIENT ID\s+HOST\s+STATE\s+ASSIGNED$`),
+		regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(m.MemberID) + `\s+status-test-member\s+\S+\s+joined\s+` + regexp.QuoteMeta(topic) + `:0,1$`),
 		regexp.MustCompile(`(?m)^TOPIC\s+PARTITION\s+START OFFSET\s+LAG\s+HIGH WATERMARK$`),
 		// Partition 0 may not have a start offset yet when the member has
 		// fetched only from partition 1 (or, on Kafka, when its state was
@@ -249,7 +249,7 @@ func TestStatusJSONShape(t *testing.T) {
 		t.Fatalf("members: %v", members)
 	}
 	mem := members[0].(map[string]any)
-	if got, want := keys(mem), []string{"assigned", "client_id", "host", "member_id"}; !slices.Equal(got, want) {
+	if got, want := keys(mem), []string{"assigned", "client_id", "host", "member_epoch", "member_id", "state"}; !slices.Equal(got, want) {
 		t.Errorf("member keys %v, want %v", got, want)
 	}
 	as := mem["assigned"].([]any)[0].(map[string]any)
