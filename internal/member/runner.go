@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -54,7 +53,19 @@ type session struct {
 	// one will likely wait out MaxWait: acks go alone rather than wait
 	// on it.
 	drained bool
+	// holdUntil: the session waits for more credit (or a fetch to carry
+	// its acks) until then; see coalesce.
+	holdUntil time.Time
 }
+
+// coalesce is how long a session holds back a fetch for a sliver of the
+// records in hand, or acknowledgements with no credit to fetch with,
+// while jobs in hand are finishing: each one that ends frees credit in a
+// moment, and a request sent at once would take the connection (the
+// broker serves one request of a connection at a time) for a handful of
+// records. Holding fetches large keeps a busy worker's throughput at
+// Concurrency ÷ round trip; an idle worker never waits.
+const coalesce = 2 * time.Millisecond
 
 type reqKind int
 
@@ -140,7 +151,7 @@ type runner struct {
 	outAny   bool
 	logged   map[string]time.Time
 	st       Stats
-	decomp   kgo.Decompressor
+	dec      *decoder
 	fetchRTT time.Duration
 }
 
@@ -160,7 +171,7 @@ func newRunner(m *Member) *runner {
 		held:     map[Key]*held{},
 		logged:   map[string]time.Time{},
 		st:       Stats{MemberID: m.cfg.MemberID, Acks: map[AckType]int64{}},
-		decomp:   kgo.DefaultDecompressor(),
+		dec:      newDecoder(),
 		interval: time.Second,
 	}
 }
@@ -318,8 +329,11 @@ func (r *runner) nextWake() time.Duration {
 		if !s.busy && s.backoff.After(now) && s.backoff.Before(next) {
 			next = s.backoff
 		}
+		if !s.busy && s.holdUntil.After(now) && s.holdUntil.Before(next) {
+			next = s.holdUntil
+		}
 	}
-	return max(time.Millisecond, next.Sub(now))
+	return max(100*time.Microsecond, next.Sub(now))
 }
 
 func backoff(errs int) time.Duration {
@@ -416,6 +430,10 @@ func (r *runner) turn(s *session, fetchers int) {
 	if r.canFetch() && fetchers > 0 && len(r.want[s.broker]) > 0 {
 		share = min(free, (r.credit+fetchers-1)/fetchers)
 	}
+	// Records handed out whose acknowledgements have not been queued:
+	// jobs still in hand, which will free credit as they end.
+	working := r.nHeld - len(s.pending)
+	mayHold := !r.stopped && !r.leaving && working > 0
 	switch {
 	case s.epoch == 0 && share > 0:
 		r.sendFetch(s, share)
@@ -426,10 +444,26 @@ func (r *runner) turn(s *session, fetchers int) {
 	case ackNotWanted && len(s.pending) > 0:
 		r.sendAck(s, kindAck)
 	case share > 0 && !(s.drained && len(s.pending) > 0):
+		if mayHold && share < working/4 && s.hold() {
+			return
+		}
 		r.sendFetch(s, share)
 	case len(s.pending) > 0:
+		if mayHold && share == 0 && s.hold() {
+			return
+		}
 		r.sendAck(s, kindAck)
 	}
+}
+
+// hold reports whether the session still holds back its next request
+// (for at most coalesce from the first time it did).
+func (s *session) hold() bool {
+	now := time.Now()
+	if s.holdUntil.IsZero() {
+		s.holdUntil = now.Add(coalesce)
+	}
+	return now.Before(s.holdUntil)
 }
 
 // ---- building requests ----
@@ -691,6 +725,7 @@ func (r *runner) sendClose(s *session, ctx context.Context) {
 
 func (r *runner) launch(rq *request, ctx context.Context) {
 	rq.s.busy = true
+	rq.s.holdUntil = time.Time{}
 	rq.sent = time.Now()
 	r.nIO++
 	cl := r.cfg.Client
@@ -881,6 +916,7 @@ func (r *runner) topicRecreated(name string, old [16]byte) {
 	}
 	delete(r.names, old)
 	delete(r.assigned, old)
+	r.dec.forget(name)
 	r.resubscribe = append(r.resubscribe, name)
 	r.hbDue = time.Now()
 }
@@ -1196,24 +1232,19 @@ func (r *runner) acquire(rq *request, p tp, sp *kmsg.ShareFetchResponseTopicPart
 	if len(sp.AcquiredRecords) == 0 {
 		return 0
 	}
-	first := sp.AcquiredRecords[0].FirstOffset
-	for _, a := range sp.AcquiredRecords {
-		first = min(first, a.FirstOffset)
-	}
-	fp := kmsg.FetchResponseTopicPartition{Partition: p.part, RecordBatches: sp.Records, HighWatermark: -1, LastStableOffset: -1}
-	part, _ := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{Topic: p.topic, Partition: p.part, Offset: first}, &fp, r.decomp, nil)
-	byOff := make(map[int64]*kgo.Record, len(part.Records))
-	for _, rec := range part.Records {
-		byOff[rec.Offset] = rec
-	}
+	acquired := slices.Clone(sp.AcquiredRecords)
+	slices.SortFunc(acquired, func(a, b kmsg.ShareFetchResponseTopicPartitionAcquiredRecord) int {
+		return cmp.Compare(a.FirstOffset, b.FirstOffset)
+	})
+	recs := r.dec.records(p, sp.Records, acquired)
 	n := 0
 	deadline := rq.sent.Add(lock)
 	s := rq.s
-	for _, a := range sp.AcquiredRecords {
+	for _, a := range acquired {
 		for o := a.FirstOffset; o <= a.LastOffset; o++ {
+			rec := recs[n]
 			n++
 			k := Key{p.topic, p.part, o}
-			rec := byOff[o]
 			h := r.held[k]
 			if h != nil && h.broker != s.broker {
 				// Held in another session (a leader move): that one is gone.

@@ -1,0 +1,156 @@
+package member
+
+import (
+	"encoding/binary"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// decodeCacheBytes bounds the raw size of the record batches a member
+// keeps decoded.
+const decodeCacheBytes = 32 << 20
+
+// decoder turns the record batches of share fetch responses into records.
+//
+// A broker answers a share fetch with whole record batches, and in
+// record_limit mode a member acquires only some records of a batch at a
+// time: a producer batch of 10,000 records fetched 1,000 at a time comes
+// back ten times. The decoder skips batches that hold no acquired record
+// and keeps the batches it decoded (up to decodeCacheBytes of them, the
+// oldest dropped first), so each batch is decompressed and decoded about
+// once.
+type decoder struct {
+	decomp kgo.Decompressor
+	cache  map[batchKey]*decodedBatch
+	order  []batchKey // oldest first
+	bytes  int
+}
+
+type batchKey struct {
+	p    tp
+	base int64
+}
+
+type decodedBatch struct {
+	size int
+	recs []*kgo.Record // by offset
+}
+
+func newDecoder() *decoder {
+	return &decoder{decomp: kgo.DefaultDecompressor(), cache: map[batchKey]*decodedBatch{}}
+}
+
+// records returns the record of every acquired offset, in the order of
+// the acquired ranges; nil where the batches hold no record for an offset
+// (a control record, or a gap of a compacted topic).
+func (d *decoder) records(p tp, raw []byte, acquired []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord) []*kgo.Record {
+	n := 0
+	for _, a := range acquired {
+		n += int(a.LastOffset - a.FirstOffset + 1)
+	}
+	out := make([]*kgo.Record, 0, n)
+	var batches []*decodedBatch
+	for len(raw) >= 12 {
+		base := int64(binary.BigEndian.Uint64(raw))
+		size := 12 + int(int32(binary.BigEndian.Uint32(raw[8:])))
+		if size < 12 || size > len(raw) {
+			break // a batch cut short at the end of the response
+		}
+		b := raw[:size]
+		raw = raw[size:]
+		last := int64(-1) // unknown: decode to find out
+		if len(b) >= 27 && b[16] == 2 {
+			last = base + int64(int32(binary.BigEndian.Uint32(b[23:27])))
+		}
+		if last >= 0 && !overlaps(base, last, acquired) {
+			continue
+		}
+		batches = append(batches, d.batch(p, base, b))
+	}
+	i := 0 // batches hold ascending offsets, as do the acquired ranges
+	for _, a := range acquired {
+		for o := a.FirstOffset; o <= a.LastOffset; o++ {
+			out = append(out, find(batches, &i, o))
+		}
+	}
+	return out
+}
+
+// find returns the record at offset o, looking from batches[*i] on, where
+// the previous, lower offset was found.
+func find(batches []*decodedBatch, i *int, o int64) *kgo.Record {
+	for ; *i < len(batches); *i++ {
+		recs := batches[*i].recs
+		if len(recs) == 0 || recs[len(recs)-1].Offset < o {
+			continue
+		}
+		j, ok := slices.BinarySearchFunc(recs, o, func(r *kgo.Record, o int64) int {
+			switch {
+			case r.Offset < o:
+				return -1
+			case r.Offset > o:
+				return 1
+			}
+			return 0
+		})
+		if ok {
+			return recs[j]
+		}
+		return nil
+	}
+	return nil
+}
+
+func overlaps(base, last int64, acquired []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord) bool {
+	for _, a := range acquired {
+		if a.FirstOffset <= last && base <= a.LastOffset {
+			return true
+		}
+	}
+	return false
+}
+
+// batch returns the decoded records of one raw batch, from the cache when
+// it holds them.
+func (d *decoder) batch(p tp, base int64, raw []byte) *decodedBatch {
+	k := batchKey{p, base}
+	if b := d.cache[k]; b != nil && b.size == len(raw) {
+		return b
+	}
+	fp := kmsg.FetchResponseTopicPartition{Partition: p.part, RecordBatches: raw, HighWatermark: -1, LastStableOffset: -1}
+	part, _ := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{Topic: p.topic, Partition: p.part, Offset: base}, &fp, d.decomp, nil)
+	b := &decodedBatch{size: len(raw), recs: part.Records}
+	if old := d.cache[k]; old != nil {
+		d.bytes -= old.size
+	} else {
+		d.order = append(d.order, k)
+	}
+	d.cache[k] = b
+	d.bytes += b.size
+	for d.bytes > decodeCacheBytes && len(d.order) > 1 {
+		old := d.order[0]
+		d.order = d.order[1:]
+		if ob := d.cache[old]; ob != nil {
+			d.bytes -= ob.size
+			delete(d.cache, old)
+		}
+	}
+	return b
+}
+
+// forget drops the decoded batches of a topic (it was re-created: its
+// offsets start again).
+func (d *decoder) forget(topic string) {
+	d.order = slices.DeleteFunc(d.order, func(k batchKey) bool {
+		if k.p.topic != topic {
+			return false
+		}
+		if b := d.cache[k]; b != nil {
+			d.bytes -= b.size
+			delete(d.cache, k)
+		}
+		return true
+	})
+}

@@ -1,0 +1,105 @@
+package member
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shareq/shareq/internal/kafkatest"
+)
+
+// The decoder finds the record of every acquired offset, decodes only the
+// batches that hold one, and decodes each batch once across fetches.
+func TestDecoderDecodesAcquiredBatchesOnce(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.New(t)
+	topic := c.Topic(t, 1)
+	// Three producer batches of ten records: offsets 0-9, 10-19, 20-29.
+	for b := range 3 {
+		var recs []*kgo.Record
+		for i := range 10 {
+			recs = append(recs, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "v%d", b*10+i)})
+		}
+		c.Produce(t, recs...)
+	}
+	raw := fetchRaw(t, c, topic)
+	p := tp{topic, 0}
+	acquired := func(ranges ...[2]int64) []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord {
+		var out []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord
+		for _, r := range ranges {
+			out = append(out, kmsg.ShareFetchResponseTopicPartitionAcquiredRecord{FirstOffset: r[0], LastOffset: r[1], DeliveryCount: 1})
+		}
+		return out
+	}
+	d := newDecoder()
+	got := d.records(p, raw, acquired([2]int64{12, 14}, [2]int64{25, 27}))
+	want := []int64{12, 13, 14, 25, 26, 27}
+	if len(got) != len(want) {
+		t.Fatalf("got %d records, want %d", len(got), len(want))
+	}
+	for i, r := range got {
+		if r == nil || r.Offset != want[i] || string(r.Value) != fmt.Sprintf("v%d", want[i]) {
+			t.Fatalf("record %d = %+v, want offset %d", i, r, want[i])
+		}
+	}
+	if _, ok := d.cache[batchKey{p, 0}]; ok {
+		t.Error("the batch with no acquired record (offsets 0-9) was decoded")
+	}
+	if len(d.cache) != 2 {
+		t.Errorf("%d batches decoded, want 2", len(d.cache))
+	}
+	// The next fetch brings the same batches for the next offsets: the
+	// decoded ones are reused.
+	first := d.cache[batchKey{p, 10}]
+	again := d.records(p, raw, acquired([2]int64{15, 16}))
+	if d.cache[batchKey{p, 10}] != first || len(again) != 2 || again[0].Offset != 15 || again[0] != first.recs[5] {
+		t.Error("the second fetch decoded its batch again")
+	}
+	// An offset no batch holds (a gap) has no record.
+	if gap := d.records(p, raw, acquired([2]int64{29, 30})); len(gap) != 2 || gap[0] == nil || gap[1] != nil {
+		t.Errorf("offsets 29-30 = %v, want the record at 29 and none at 30", gap)
+	}
+	d.forget(topic)
+	if len(d.cache) != 0 || d.bytes != 0 || len(d.order) != 0 {
+		t.Errorf("after forget: %d batches, %d bytes, %d in order", len(d.cache), d.bytes, len(d.order))
+	}
+}
+
+// fetchRaw returns the raw record batches of partition 0 of topic, from
+// offset 0, as a classic Fetch returns them.
+func fetchRaw(t *testing.T, c *kafkatest.Cluster, topic string) []byte {
+	t.Helper()
+	cl := c.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	meta := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr(topic)
+	meta.Topics = append(meta.Topics, mt)
+	mresp, err := meta.RequestWith(ctx, cl)
+	if err != nil || len(mresp.Topics) != 1 || len(mresp.Topics[0].Partitions) != 1 {
+		t.Fatalf("metadata: %v %+v", err, mresp)
+	}
+	leader := mresp.Topics[0].Partitions[0].Leader
+	req := kmsg.NewPtrFetchRequest()
+	req.MaxWaitMillis = 100
+	req.MaxBytes = 1 << 20
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = topic
+	ft.TopicID = mresp.Topics[0].TopicID
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.Partition = 0
+	fp.FetchOffset = 0
+	fp.PartitionMaxBytes = 1 << 20
+	ft.Partitions = append(ft.Partitions, fp)
+	req.Topics = append(req.Topics, ft)
+	resp, err := req.RequestWith(ctx, cl.Broker(int(leader)))
+	if err != nil || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		t.Fatalf("fetch: %v %+v", err, resp)
+	}
+	return resp.Topics[0].Partitions[0].RecordBatches
+}
