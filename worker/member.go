@@ -70,7 +70,9 @@ func (w *Worker) runMember(ctx context.Context, log *slog.Logger) error {
 	if runErr != nil && ctx.Err() == nil {
 		return fmt.Errorf("worker: share-group member: %w", runErr)
 	}
-	log.Info("worker stopped")
+	st := m.Stats()
+	log.Info("worker stopped", "fetches", st.Fetches, "records_fetched", st.Fetched,
+		"sessions_opened", st.SessionsOpened, "sessions_reset", st.SessionsReset, "records_lost", st.LostRecords, "rejoins", st.Rejoins)
 	return nil
 }
 

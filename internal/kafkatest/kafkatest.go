@@ -247,7 +247,13 @@ func (c *Cluster) Fake() *kfake.Cluster { return c.fake }
 func Name(t testing.TB, kind string) string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
-	n := strings.NewReplacer("/", "-", " ", "-", "#", "-").Replace(t.Name())
+	// Kafka takes [a-zA-Z0-9._-] in topic names.
+	n := strings.Map(func(r rune) rune {
+		if r == '.' || r == '_' || r == '-' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' {
+			return r
+		}
+		return '-'
+	}, t.Name())
 	if len(n) > 60 {
 		n = n[:60]
 	}
