@@ -144,12 +144,13 @@
 //
 // # Transactional outbox relay
 //
-// [NewRelayCollector] returns a prometheus.Collector for a relay of
-// package enqueue/pgoutbox (any [RelaySource]): it reads the relay's
-// counters on every scrape, and the outbox table's backlog (one aggregate
-// query) at most once per [RelayMinInterval]:
+// Package metrics/outboxmetrics (a package of its own, so that this one
+// does not pull in pgx) has a prometheus.Collector for a relay of package
+// enqueue/pgoutbox: it reads the relay's counters on every scrape, and the
+// outbox table's backlog (one aggregate query) at most once per
+// outboxmetrics.MinInterval:
 //
-//	reg.MustRegister(metrics.NewRelayCollector(relay))
+//	reg.MustRegister(outboxmetrics.NewCollector(relay))
 //
 //	shareq_outbox_rows
 //	    Gauge. Committed jobs in the outbox table not yet relayed. It grows

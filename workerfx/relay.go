@@ -13,7 +13,7 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/shareq/shareq/enqueue/pgoutbox"
-	"github.com/shareq/shareq/metrics"
+	"github.com/shareq/shareq/metrics/outboxmetrics"
 )
 
 // RelayProduceTimeoutDefault is the relay's produce timeout when
@@ -29,7 +29,7 @@ const RelayProduceTimeoutDefault = 10 * time.Second
 // *pgoutbox.Relay, built by [NewRelay]. A [RelayConfig] is optional.
 //
 // When the app provides a prometheus.Registerer, the relay's metrics
-// (metrics.NewRelayCollector) are registered with it. It uses an
+// (outboxmetrics.NewCollector) are registered with it. It uses an
 // *slog.Logger when the app provides one (else slog.Default()).
 //
 // On start it checks that the outbox table is readable (a missing table
@@ -54,8 +54,8 @@ type RelayConfig struct {
 	// logger and [RelayProduceTimeoutDefault]), so they win.
 	Options []pgoutbox.RelayOption
 	// MetricsOptions configure the relay's collector:
-	// metrics.RelayConstLabels, metrics.RelayMinInterval, ...
-	MetricsOptions []metrics.RelayOption
+	// outboxmetrics.ConstLabels, outboxmetrics.MinInterval, ...
+	MetricsOptions []outboxmetrics.Option
 }
 
 // RelayParams are the inputs of [NewRelay].
@@ -91,8 +91,8 @@ func NewRelay(p RelayParams) (RelayResult, error) {
 		return RelayResult{}, fmt.Errorf("workerfx: %w", err)
 	}
 	if p.Registerer != nil {
-		mopts := append([]metrics.RelayOption{metrics.RelayLogger(log)}, p.Config.MetricsOptions...)
-		if err := p.Registerer.Register(metrics.NewRelayCollector(r, mopts...)); err != nil {
+		mopts := append([]outboxmetrics.Option{outboxmetrics.Logger(log)}, p.Config.MetricsOptions...)
+		if err := p.Registerer.Register(outboxmetrics.NewCollector(r, mopts...)); err != nil {
 			return RelayResult{}, fmt.Errorf("workerfx: register the relay's metrics: %w", err)
 		}
 	}

@@ -1,8 +1,10 @@
-package metrics_test
+package outboxmetrics_test
 
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,7 +18,7 @@ import (
 	"github.com/shareq/shareq/enqueue/pgoutbox"
 	"github.com/shareq/shareq/internal/kafkatest"
 	"github.com/shareq/shareq/internal/pgtest"
-	"github.com/shareq/shareq/metrics"
+	"github.com/shareq/shareq/metrics/outboxmetrics"
 	"github.com/shareq/shareq/migrations"
 )
 
@@ -43,9 +45,13 @@ func waitScrape(t *testing.T, reg prometheus.Gatherer, what string, cond func(ma
 	}
 }
 
-// gauge returns the value of a series, or -1 when it is missing.
+// gauge returns the value of the (unlabelled) series of a family, or -1
+// when it is missing.
 func gauge(mfs map[string]*dto.MetricFamily, name string) float64 {
-	m := series(mfs, name)
+	var m *dto.Metric
+	if mf := mfs[name]; mf != nil && len(mf.GetMetric()) > 0 {
+		m = mf.GetMetric()[0]
+	}
 	switch {
 	case m == nil:
 		return -1
@@ -93,7 +99,7 @@ func TestRelayCollector(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(metrics.NewRelayCollector(relay, metrics.RelayMinInterval(0), metrics.RelayLogger(quietLogger())))
+	reg.MustRegister(outboxmetrics.NewCollector(relay, outboxmetrics.MinInterval(0), outboxmetrics.Logger(quietLogger())))
 
 	mfs := scrape(t, reg)
 	for _, name := range relayFamilies {
@@ -150,7 +156,7 @@ func TestRelayCollector(t *testing.T) {
 	}
 }
 
-// fakeRelay is a RelaySource whose readings a test sets.
+// fakeRelay is a Source whose readings a test sets.
 type fakeRelay struct {
 	stats   atomic.Pointer[pgoutbox.Stats]
 	backlog pgoutbox.Backlog
@@ -172,7 +178,7 @@ func TestRelayCollectorCachesTheBacklogNotTheCounters(t *testing.T) {
 	f := &fakeRelay{backlog: pgoutbox.Backlog{Rows: 7, Failing: 2, OldestAge: 1500 * time.Millisecond}}
 	f.stats.Store(&pgoutbox.Stats{Produced: 10, Failures: 3, DBErrors: 2})
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(metrics.NewRelayCollector(f, metrics.RelayMinInterval(time.Hour)))
+	reg.MustRegister(outboxmetrics.NewCollector(f, outboxmetrics.MinInterval(time.Hour)))
 
 	mfs := scrape(t, reg)
 	for name, want := range map[string]float64{
@@ -203,7 +209,7 @@ func TestRelayCollectorCountsOneErrorPerFailedQuery(t *testing.T) {
 	f := &fakeRelay{err: errors.New("connection refused")}
 	f.stats.Store(&pgoutbox.Stats{})
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(metrics.NewRelayCollector(f, metrics.RelayMinInterval(time.Hour), metrics.RelayLogger(quietLogger())))
+	reg.MustRegister(outboxmetrics.NewCollector(f, outboxmetrics.MinInterval(time.Hour), outboxmetrics.Logger(quietLogger())))
 	var mfs map[string]*dto.MetricFamily
 	for range 3 {
 		mfs = scrape(t, reg)
@@ -223,7 +229,7 @@ func TestRelayCollectorsShareARegistry(t *testing.T) {
 	for _, name := range []string{"a", "b"} {
 		f := &fakeRelay{}
 		f.stats.Store(&pgoutbox.Stats{})
-		if err := reg.Register(metrics.NewRelayCollector(f, metrics.RelayConstLabels(prometheus.Labels{"relay": name}))); err != nil {
+		if err := reg.Register(outboxmetrics.NewCollector(f, outboxmetrics.ConstLabels(prometheus.Labels{"relay": name}))); err != nil {
 			t.Fatalf("register relay %s: %v", name, err)
 		}
 	}
@@ -231,4 +237,30 @@ func TestRelayCollectorsShareARegistry(t *testing.T) {
 	if n := len(mfs["shareq_relay_produced_total"].GetMetric()); n != 2 {
 		t.Errorf("%d produced series, want one per relay", n)
 	}
+}
+
+// scrape gathers reg and returns the metric families by name.
+func scrape(t *testing.T, reg prometheus.Gatherer) map[string]*dto.MetricFamily {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	out := make(map[string]*dto.MetricFamily, len(mfs))
+	for _, mf := range mfs {
+		out[mf.GetName()] = mf
+	}
+	return out
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// value is gauge that fails t when the series is missing.
+func value(t *testing.T, mfs map[string]*dto.MetricFamily, name string) float64 {
+	t.Helper()
+	v := gauge(mfs, name)
+	if v < 0 {
+		t.Fatalf("%s: no such series", name)
+	}
+	return v
 }

@@ -1,4 +1,16 @@
-package metrics
+// Package outboxmetrics exports a transactional outbox relay
+// (enqueue/pgoutbox) as Prometheus metrics. It is a package of its own so
+// that the metrics package, which every worker may import, does not pull
+// in pgx.
+//
+// [NewCollector] returns a prometheus.Collector for a relay (any
+// [Source]): it reads the relay's counters on every scrape, and the outbox
+// table's backlog (one aggregate query) at most once per [MinInterval]:
+//
+//	reg.MustRegister(outboxmetrics.NewCollector(relay))
+//
+// See the metrics package documentation for the metric list.
+package outboxmetrics
 
 import (
 	"context"
@@ -9,67 +21,68 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shareq/shareq/enqueue/pgoutbox"
+	"github.com/shareq/shareq/metrics"
 )
 
-// Defaults for the options of [NewRelayCollector].
+// Defaults for the options of [NewCollector].
 const (
-	// RelayTimeoutDefault bounds the backlog query of one scrape.
-	RelayTimeoutDefault = 5 * time.Second
-	// RelayMinIntervalDefault is how long a backlog reading is reused
+	// TimeoutDefault bounds the backlog query of one scrape.
+	TimeoutDefault = 5 * time.Second
+	// MinIntervalDefault is how long a backlog reading is reused
 	// before a scrape queries the outbox table again.
-	RelayMinIntervalDefault = 5 * time.Second
+	MinIntervalDefault = 5 * time.Second
 )
 
-// RelaySource is what a [RelayCollector] reads: a relay's counters and
+// Source is what a [Collector] reads: a relay's counters and
 // the outbox table's backlog. *pgoutbox.Relay implements it.
-type RelaySource interface {
+type Source interface {
 	Stats() pgoutbox.Stats
 	Backlog(ctx context.Context) (pgoutbox.Backlog, error)
 }
 
-var _ RelaySource = (*pgoutbox.Relay)(nil)
+var _ Source = (*pgoutbox.Relay)(nil)
 
-// A RelayOption configures [NewRelayCollector].
-type RelayOption interface{ applyRelay(*RelayCollector) }
+// A Option configures [NewCollector].
+type Option interface{ apply(*Collector) }
 
-type relayOptionFunc func(*RelayCollector)
+type optionFunc func(*Collector)
 
-func (f relayOptionFunc) applyRelay(c *RelayCollector) { f(c) }
+func (f optionFunc) apply(c *Collector) { f(c) }
 
-// RelayTimeout bounds each backlog query; a query that takes longer
+// Timeout bounds each backlog query; a query that takes longer
 // counts as a scrape error. 0 or less means the default,
-// [RelayTimeoutDefault].
-func RelayTimeout(d time.Duration) RelayOption {
-	return relayOptionFunc(func(c *RelayCollector) { c.timeout = d })
+// [TimeoutDefault].
+func Timeout(d time.Duration) Option {
+	return optionFunc(func(c *Collector) { c.timeout = d })
 }
 
-// RelayMinInterval sets how long a backlog reading (or a failure) is
+// MinInterval sets how long a backlog reading (or a failure) is
 // reused: scrapes within d of the last query export the same backlog
 // without querying again. The counters are read on every scrape. 0
-// queries on every scrape. Default [RelayMinIntervalDefault].
-func RelayMinInterval(d time.Duration) RelayOption {
-	return relayOptionFunc(func(c *RelayCollector) { c.minInterval = d })
+// queries on every scrape. Default [MinIntervalDefault].
+func MinInterval(d time.Duration) Option {
+	return optionFunc(func(c *Collector) { c.minInterval = d })
 }
 
-// RelayConstLabels adds labels with fixed values to every metric of the
+// ConstLabels adds labels with fixed values to every metric of the
 // collector, for a process that runs several relays on one registerer
 // (each needs distinct labels). Default: none.
-func RelayConstLabels(l prometheus.Labels) RelayOption {
-	return relayOptionFunc(func(c *RelayCollector) { c.constLabels = l })
+func ConstLabels(l prometheus.Labels) Option {
+	return optionFunc(func(c *Collector) { c.constLabels = l })
 }
 
-// RelayLogger sets the logger for failed backlog readings (Warn). Default
+// Logger sets the logger for failed backlog readings (Warn). Default
 // slog.Default().
-func RelayLogger(l *slog.Logger) RelayOption {
-	return relayOptionFunc(func(c *RelayCollector) { c.log = l })
+func Logger(l *slog.Logger) Option {
+	return optionFunc(func(c *Collector) { c.log = l })
 }
 
-// RelayCollector is a prometheus.Collector that exports a transactional
+// Collector is a prometheus.Collector that exports a transactional
 // outbox relay's counters and the outbox table's backlog (see the package
 // documentation for the list). On each scrape it reads the relay's Stats,
-// and queries the backlog at most once per [RelayMinInterval], with a
-// [RelayTimeout]. It starts no goroutine and has nothing to stop. Make one
-// with [NewRelayCollector] and register it with a registry. Safe for
+// and queries the backlog at most once per [MinInterval], with a
+// [Timeout]. It starts no goroutine and has nothing to stop. Make one
+// with [NewCollector] and register it with a registry. Safe for
 // concurrent use; concurrent scrapes share one query.
 //
 // A failed backlog query does not fail the scrape: it adds one to
@@ -81,8 +94,8 @@ func RelayLogger(l *slog.Logger) RelayOption {
 // table's, shared by every relay on it: when several processes run a
 // relay, sum the counters over them and take the max (not the sum) of
 // the backlog gauges.
-type RelayCollector struct {
-	src         RelaySource
+type Collector struct {
+	src         Source
 	timeout     time.Duration
 	minInterval time.Duration
 	constLabels prometheus.Labels
@@ -102,34 +115,34 @@ type RelayCollector struct {
 	backlog []prometheus.Metric
 }
 
-var _ prometheus.Collector = (*RelayCollector)(nil)
+var _ prometheus.Collector = (*Collector)(nil)
 
-// NewRelayCollector returns a collector of src, normally a
+// NewCollector returns a collector of src, normally a
 // *pgoutbox.Relay. It panics if src is nil (a programmer error).
-func NewRelayCollector(src RelaySource, opts ...RelayOption) *RelayCollector {
+func NewCollector(src Source, opts ...Option) *Collector {
 	if src == nil {
-		panic("metrics: NewRelayCollector: nil RelaySource")
+		panic("metrics: NewCollector: nil Source")
 	}
-	c := &RelayCollector{
+	c := &Collector{
 		src:         src,
-		timeout:     RelayTimeoutDefault,
-		minInterval: RelayMinIntervalDefault,
+		timeout:     TimeoutDefault,
+		minInterval: MinIntervalDefault,
 		log:         slog.Default(),
 		now:         time.Now,
 	}
 	for _, o := range opts {
 		if o != nil {
-			o.applyRelay(c)
+			o.apply(c)
 		}
 	}
 	if c.timeout <= 0 {
-		c.timeout = RelayTimeoutDefault
+		c.timeout = TimeoutDefault
 	}
 	if c.log == nil {
 		c.log = slog.Default()
 	}
 	desc := func(name, help string) *prometheus.Desc {
-		return prometheus.NewDesc(Namespace+"_"+name, help, nil, c.constLabels)
+		return prometheus.NewDesc(metrics.Namespace+"_"+name, help, nil, c.constLabels)
 	}
 	c.rowsDesc = desc("outbox_rows", "Committed jobs in the outbox table not yet relayed to Kafka.")
 	c.failingDesc = desc("outbox_rows_failing", "Jobs in the outbox table whose produce has failed at least once; they are retried with backoff.")
@@ -138,7 +151,7 @@ func NewRelayCollector(src RelaySource, opts ...RelayOption) *RelayCollector {
 	c.failuresDesc = desc("relay_failures_total", "Produce failures of jobs; each such job stays in the outbox and is retried.")
 	c.dbErrorsDesc = desc("relay_db_errors_total", "Relay rounds and listening connections that failed on Postgres; the relay retries by itself.")
 	c.errors = prometheus.NewCounter(prometheus.CounterOpts{
-		Namespace:   Namespace,
+		Namespace:   metrics.Namespace,
 		Name:        "outbox_scrape_errors_total",
 		Help:        "Failed readings of the outbox table's backlog.",
 		ConstLabels: c.constLabels,
@@ -147,7 +160,7 @@ func NewRelayCollector(src RelaySource, opts ...RelayOption) *RelayCollector {
 }
 
 // Describe sends the descriptors of the collector's metrics.
-func (c *RelayCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.rowsDesc
 	ch <- c.failingDesc
 	ch <- c.ageDesc
@@ -158,8 +171,8 @@ func (c *RelayCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect reads the relay's counters and the backlog, or reuses a backlog
-// reading younger than [RelayMinInterval], and sends the metrics.
-func (c *RelayCollector) Collect(ch chan<- prometheus.Metric) {
+// reading younger than [MinInterval], and sends the metrics.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	if now := c.now(); c.fetched.IsZero() || now.Sub(c.fetched) >= c.minInterval {
 		c.backlog = c.read()
@@ -179,7 +192,7 @@ func (c *RelayCollector) Collect(ch chan<- prometheus.Metric) {
 
 // read queries the backlog and returns its gauges; it counts and logs a
 // failure.
-func (c *RelayCollector) read() []prometheus.Metric {
+func (c *Collector) read() []prometheus.Metric {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	b, err := c.src.Backlog(ctx)
