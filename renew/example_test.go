@@ -7,7 +7,7 @@ import (
 	"github.com/shareq/shareq/renew"
 )
 
-// A lane tracks each running job's lock; Due says which locks to renew
+// A worker tracks each running job's lock; Due says which locks to renew
 // (with a RENEW acknowledgement) and which jobs went past MaxHold.
 func ExampleTracker() {
 	start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)

@@ -4,7 +4,7 @@
 // default is 30 s). A job that runs longer must renew its lock (the RENEW
 // acknowledgement, Kafka 4.2+) or the broker hands the record to another
 // member while the first is still working on it. A [Tracker] keeps the lock
-// deadline of every running job of one lane, says which locks are due for
+// deadline of every running job of one worker, says which locks are due for
 // renewal and which jobs have held their record for the maximum hold time,
 // and when to look again.
 //
@@ -16,7 +16,7 @@
 // takes it as given.
 //
 // A Tracker is not safe for concurrent use: it belongs to the goroutine
-// that polls and acknowledges the lane's records.
+// that decides the worker's acknowledgements (its executor).
 package renew
 
 import (
@@ -58,7 +58,7 @@ type entry struct {
 	over     bool          // reported as over MaxHold already
 }
 
-// Tracker keeps the lock deadlines of a lane's running jobs, keyed by K.
+// Tracker keeps the lock deadlines of a worker's running jobs, keyed by K.
 type Tracker[K comparable] struct {
 	policy Policy
 	jobs   map[K]*entry

@@ -9,7 +9,7 @@ import (
 	"github.com/shareq/shareq/renew"
 )
 
-// run plays a lane that renews every lock the tracker calls due, with the
+// run plays a worker that renews every lock the tracker calls due, with the
 // broker confirming each renewal after rtt, for total time; it returns the
 // renewal times of key 1 and when it went over its hold time.
 func run(t *testing.T, p renew.Policy, lock, rtt, total time.Duration) (renews []time.Duration, over time.Duration) {

@@ -22,8 +22,8 @@
 // locks within 100 ms, so a test that lets a lock run out takes seconds,
 // not the 30 s of a production broker.
 //
-// [Queue.Run] runs a real [worker.Worker] with the handler: the same lanes,
-// acknowledgements, lock renewals and middleware as in production. It
+// [Queue.Run] runs a real [worker.Worker] with the handler: the same share-group
+// member, acknowledgements, lock renewals and middleware as in production. It
 // returns once every job produced with [Queue.Produce] or
 // [Queue.ProduceJSON] has a final outcome, and fails the test if that
 // takes longer than [RunTimeoutDefault] (30 s).

@@ -166,7 +166,7 @@ func newExecutor(w *Worker, e engine) *executor {
 // and returns once every handler goroutine it started has returned (logging a Warn every 5 s while
 // handlers ignore their cancelled context).
 //
-// The stop follows the lanes' order: stop fetching; run what is delivered
+// The stop keeps the order the soak showed necessary: stop fetching; run what is delivered
 // (the records the fetch in flight brings too: they are held by this
 // member, and releasing them would cost a delivery); release jobs held for
 // retry only once the engine is quiet, so no fetch of this member can take

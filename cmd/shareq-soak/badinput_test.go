@@ -312,9 +312,9 @@ func deleteAndRecreate(t *testing.T, wait time.Duration) (*rig, bool) {
 	if resp, err := adm.DeleteTopics(ctx, r.topic); err != nil || resp.Error() != nil {
 		t.Fatalf("delete topic: %v %v", err, resp.Error())
 	}
-	time.Sleep(3 * time.Second) // the lanes poll a topic that is gone
+	time.Sleep(3 * time.Second) // the member fetches a topic that is gone
 
-	// Re-create it and produce again: the worker's lanes subscribe by name.
+	// Re-create it and produce again: the worker subscribes by name.
 	var created bool
 	for i := 0; i < 50 && !created; i++ {
 		resp, err := adm.CreateTopic(ctx, 1, -1, nil, r.topic)
@@ -353,7 +353,7 @@ func deleteAndRecreate(t *testing.T, wait time.Duration) (*rig, bool) {
 // A group name that a classic consumer group already uses. Kafka keeps one
 // namespace for all group types, so the share group cannot be created: Run
 // must fail at start with ErrGroupNotShare. (Before 990ad41 it ran without
-// error, handled nothing, and every lane's client repeated
+// error, handled nothing, and the share consumer of each of its members repeated
 // ShareGroupHeartbeat in a tight loop, GROUP_ID_NOT_FOUND each time.)
 func TestClassicConsumerGroupName(t *testing.T) {
 	t.Parallel()

@@ -187,7 +187,7 @@ func TestPoisonJobParkedAndReplayed(t *testing.T) {
 	// The poison job fails at once, every time. The worker's default retry
 	// backoff holds it 1, 2, 4 and 8 s (±20%) before its deliveries 2 to
 	// 5, so it is outstanding for 12 to 18 s, its lock renewed while held,
-	// while the good jobs flow past it on the other lanes.
+	// while the good jobs flow past it in the other slots.
 	poisonErr := errors.New("thumbnails: image poison: decoder gave up on frame 3")
 	var fixed atomic.Bool
 	var mu sync.Mutex

@@ -77,7 +77,7 @@ func ids(n int) []string {
 // A producer that retries a send writes a job twice, both copies with the
 // job's shareq-job-id. The claim is keyed on it, so the handler runs once
 // and the other copy is accepted as a duplicate. Half the jobs have their
-// copies back to back, so two lanes usually hold both at once and the
+// copies back to back, so the worker usually holds both at once and the
 // second claim waits on the first one's uncommitted row; the other half's
 // second copies come after every first copy.
 func TestDuplicateProduceRunsOnce(t *testing.T) {
@@ -239,9 +239,8 @@ func TestStoppedAfterCommitRunsOnce(t *testing.T) {
 	}
 	// The held job was released at shutdown on delivery 1 and accepted,
 	// without running, on a later one. Usually that is delivery 2, but a
-	// lane's poll in flight while the first worker stopped can take the
-	// just-released record and give it back at close, so a delivery may
-	// be spent without reaching a handler.
+	// delivery may be spent without reaching a handler (a fetch in flight
+	// of another member, or a lock that ran out while it was released).
 	var heldEvs []event
 	for _, ev := range es {
 		if ev.ID == "held" {

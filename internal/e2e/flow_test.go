@@ -19,15 +19,12 @@ import (
 // good jobs flow past failing ones, so they should all be done long before
 // the failing jobs have used up their deliveries and are parked.
 //
-// The worker's retry backoff holds a failed record in its lane until the
-// hold ends (1 s, 2 s, 4 s, 8 s), and a lane does not poll while it holds a
-// record. Before 8dabd8c the worker ran one lane per slot, so with every
-// lane holding a failing job nothing polled; when a hold ended the lane
-// released its record and polled, and the broker handed it the lowest
-// available offset, a failing job again. The good jobs waited until the
-// failing ones were parked, some 15 s (none of 40 done before on kfake).
-// The worker now runs twice as many lanes as slots by default, so that
-// many jobs can back off while the others flow.
+// The worker's retry backoff holds a failed record until the hold ends
+// (1 s, 2 s, 4 s, 8 s), its lock renewed and its handler slot free. (When
+// the worker ran several share-group members, "lanes", before 8dabd8c one
+// per slot, a lane did not poll while it held a record: with every lane
+// holding a failing job nothing polled, and the good jobs waited until the
+// failing ones were parked, some 15 s.)
 //
 // The bar: every good job is done before any failing job starts its 4th
 // delivery, which the backoff puts at least 5.6 s after its first failure
@@ -84,13 +81,13 @@ func TestFailingJobsDoNotBlockGoodJobs(t *testing.T) {
 	mu.Lock()
 	fourthAt := fourth
 	mu.Unlock()
-	t.Logf("%s: concurrency %d, default lanes, %d failing jobs, %d good jobs: the last good job done %v after the start; %d good jobs done before the first failing job's 4th delivery (%v), %d before the first park (%v)",
+	t.Logf("%s: concurrency %d, %d failing jobs, %d good jobs: the last good job done %v after the start; %d good jobs done before the first failing job's 4th delivery (%v), %d before the first park (%v)",
 		e.c.Kind, slots, slots, good, lastGood.Sub(start).Round(time.Millisecond),
 		doneBefore(es, fourthAt), fourthAt.Sub(start).Round(time.Millisecond),
 		doneBefore(es, firstPark), firstPark.Sub(start).Round(time.Millisecond))
 	if fourthAt.IsZero() || !lastGood.Before(fourthAt) {
 		t.Errorf("the good jobs waited for the failing ones: %d of %d were done before the failing jobs' 4th delivery, the last %v after the start; "+
-			"a record held for its retry backoff keeps its lane from polling",
+			"a record held for its retry backoff keeps its slot from other jobs",
 			doneBefore(es, fourthAt), good, lastGood.Sub(start).Round(time.Millisecond))
 	}
 }
