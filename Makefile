@@ -29,7 +29,7 @@ pg-down:
 	scripts/postgres.sh down
 
 # make bench-all  cmd/shareq-bench on kfake and on the real broker, with
-#                 Postgres (about 15 minutes): starts the test broker and
+#                 Postgres (about 2 minutes): starts the test broker and
 #                 Postgres if they are not running and stops only what it
 #                 started. Table on stdout; CSV and PNG charts in bench-out/.
 #                 BENCH_FLAGS=-quick for a short run. See BENCHMARKS.md.
