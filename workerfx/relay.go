@@ -1,8 +1,6 @@
 package workerfx
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -110,52 +108,10 @@ type relayRunParams struct {
 
 // runRelay ties the relay to the app's lifecycle.
 func runRelay(p relayRunParams) {
-	log := p.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	var (
-		cancel context.CancelFunc
-		done   chan error // Run's error, or nil once the failure was reported
-	)
-	p.Lifecycle.Append(fx.Hook{
-		OnStart: func(startCtx context.Context) error {
-			if err := p.Relay.Check(startCtx); err != nil {
-				return fmt.Errorf("workerfx: %w", err)
-			}
-			// The OnStart context ends when start-up does; the relay
-			// runs until OnStop.
-			var ctx context.Context
-			ctx, cancel = context.WithCancel(context.Background())
-			done = make(chan error, 1)
-			go func() {
-				err := p.Relay.Run(ctx)
-				if ctx.Err() != nil { // stopping: OnStop reports err
-					done <- err
-					return
-				}
-				if err == nil {
-					err = errors.New("relay stopped by itself")
-				}
-				log.Error("shareq: outbox relay failed; shutting the app down", "error", err)
-				if serr := p.Shutdowner.Shutdown(fx.ExitCode(1)); serr != nil {
-					log.Error("shareq: shutting the app down", "error", serr)
-				}
-				done <- nil
-			}()
-			return nil
-		},
-		OnStop: func(ctx context.Context) error {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					return fmt.Errorf("workerfx: relay: %w", err)
-				}
-				return nil
-			case <-ctx.Done():
-				return fmt.Errorf("workerfx: the outbox relay did not finish its round within the app's stop timeout (raise fx.StopTimeout or lower pgoutbox.ProduceTimeout): %w", ctx.Err())
-			}
-		},
+	appendRun(p.Lifecycle, p.Shutdowner, p.Logger, component{
+		name:    "outbox relay",
+		check:   p.Relay.Check,
+		run:     p.Relay.Run,
+		tooSlow: "the outbox relay did not finish its round within the app's stop timeout (raise fx.StopTimeout or lower pgoutbox.ProduceTimeout)",
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -211,35 +212,58 @@ type runParams struct {
 
 // run ties the worker to the app's lifecycle.
 func run(p runParams) {
-	log := p.Logger
+	group := p.Worker.Group()
+	appendRun(p.Lifecycle, p.Shutdowner, p.Logger, component{
+		name:    "worker",
+		logArgs: []any{"group", group},
+		check:   p.Worker.Check,
+		run:     p.Worker.Run,
+		tooSlow: fmt.Sprintf("worker %q did not stop within the app's stop timeout (raise fx.StopTimeout or lower Config.ShutdownTimeout)", group),
+	})
+}
+
+// component is something workerfx runs for the app's lifetime: the worker
+// or the outbox relay.
+type component struct {
+	name    string // for errors and logs: "worker", "outbox relay"
+	logArgs []any
+	check   func(context.Context) error // start-up check, in OnStart
+	run     func(context.Context) error // blocks until its context ends
+	tooSlow string                      // OnStop's error when run outlasts the stop timeout
+}
+
+// appendRun ties c to the lifecycle. OnStart runs c's check (a failure
+// fails app.Start) and starts c's run in a goroutine with a context of its
+// own, since OnStart's ends with start-up; OnStop cancels it and waits for
+// it within the stop timeout. A run that ends while the app runs shuts the
+// app down with exit code 1 instead of leaving it up without its worker.
+func appendRun(lc fx.Lifecycle, sd fx.Shutdowner, log *slog.Logger, c component) {
 	if log == nil {
 		log = slog.Default()
 	}
 	var (
 		cancel context.CancelFunc
-		done   chan error // Run's error, or nil once the failure was reported
+		done   chan error // run's error, or nil once the failure was reported
 	)
-	p.Lifecycle.Append(fx.Hook{
+	lc.Append(fx.Hook{
 		OnStart: func(startCtx context.Context) error {
-			if err := p.Worker.Check(startCtx); err != nil {
+			if err := c.check(startCtx); err != nil {
 				return fmt.Errorf("workerfx: %w", err)
 			}
-			// The OnStart context ends when start-up does; the worker
-			// runs until OnStop.
 			var ctx context.Context
 			ctx, cancel = context.WithCancel(context.Background())
 			done = make(chan error, 1)
 			go func() {
-				err := p.Worker.Run(ctx)
+				err := c.run(ctx)
 				if ctx.Err() != nil { // stopping: OnStop reports err
 					done <- err
 					return
 				}
 				if err == nil {
-					err = errors.New("worker stopped by itself")
+					err = errors.New(c.name + " stopped by itself")
 				}
-				log.Error("shareq: worker failed; shutting the app down", "group", p.Worker.Group(), "error", err)
-				if serr := p.Shutdowner.Shutdown(fx.ExitCode(1)); serr != nil {
+				log.Error("shareq: "+c.name+" failed; shutting the app down", append(slices.Clone(c.logArgs), "error", err)...)
+				if serr := sd.Shutdown(fx.ExitCode(1)); serr != nil {
 					log.Error("shareq: shutting the app down", "error", serr)
 				}
 				done <- nil
@@ -251,11 +275,11 @@ func run(p runParams) {
 			select {
 			case err := <-done:
 				if err != nil {
-					return fmt.Errorf("workerfx: worker: %w", err)
+					return fmt.Errorf("workerfx: %s: %w", c.name, err)
 				}
 				return nil
 			case <-ctx.Done():
-				return fmt.Errorf("workerfx: worker %q did not stop within the app's stop timeout (raise fx.StopTimeout or lower Config.ShutdownTimeout): %w", p.Worker.Group(), ctx.Err())
+				return fmt.Errorf("workerfx: %s: %w", c.tooSlow, ctx.Err())
 			}
 		},
 	})
