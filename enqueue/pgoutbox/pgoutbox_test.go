@@ -16,6 +16,7 @@ import (
 	"github.com/shareq/shareq/enqueue"
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/idempotency/pgstore"
+	"github.com/shareq/shareq/internal/cutproxy"
 	"github.com/shareq/shareq/internal/kafkatest"
 	"github.com/shareq/shareq/internal/pgtest"
 	"github.com/shareq/shareq/migrations"
@@ -259,7 +260,7 @@ func TestPostgresOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	px := newProxy(t, u.Host, false)
+	px := cutproxy.New(t, u.Host, false)
 	u.Host = px.Addr()
 	cfg, err := pgxpool.ParseConfig(u.String())
 	if err != nil {
@@ -300,7 +301,7 @@ func TestBrokerOutage(t *testing.T) {
 	b := setup(t, 1)
 	// The relay's client bootstraps through a proxy that is down at
 	// first: no broker is reachable.
-	px := newProxy(t, b.cluster.Seeds[0], true)
+	px := cutproxy.New(t, b.cluster.Seeds[0], true)
 	cl := b.cluster.Client(t, kgo.SeedBrokers(px.Addr()))
 	r, err := NewRelay(b.pool, cl, testRelayOptions(ProduceTimeout(time.Second))...)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/shareq/shareq/internal/pgtest"
+	"github.com/shareq/shareq/internal/cutproxy"
 	"github.com/shareq/shareq/internal/workertest"
 	"github.com/shareq/shareq/worker"
 )
@@ -106,7 +107,7 @@ type outageRun struct {
 func runOutage(t *testing.T, e *env) outageRun {
 	t.Helper()
 	e.produce(t, ids(outageJobs)...)
-	px := newProxy(t, dbAddr(t, e.db.url))
+	px := cutproxy.New(t, dbAddr(t, e.db.url), false)
 	const concurrency = 8
 	pool := e.db.connect(t, px.Addr(), concurrency+2)
 	var dups atomic.Int64
@@ -133,7 +134,7 @@ func runOutage(t *testing.T, e *env) outageRun {
 	es := e.obs.WaitFor(t, 60*time.Second, "every job accepted or archived", func(es []event) bool {
 		return len(acked(es))+len(exhausted(es)) >= outageJobs
 	})
-	r := outageRun{events: es, accepted: acked(es), released: map[string]bool{}, dups: dups.Load(), runs: th.totalRuns(), refused: px.refused.Load()}
+	r := outageRun{events: es, accepted: acked(es), released: map[string]bool{}, dups: dups.Load(), runs: th.totalRuns(), refused: px.Refused()}
 	for _, ev := range es {
 		r.maxDelivery = max(r.maxDelivery, ev.Count)
 		if ev.Res.Ack == worker.AckRelease {
