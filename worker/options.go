@@ -71,6 +71,7 @@ type config struct {
 	retryBackoff    func(delivery int32) time.Duration
 	retryBackoffSet bool
 	required        []string
+	nilHandler      bool // a Handle had a nil handler
 
 	errs []error
 }
@@ -86,10 +87,25 @@ func Brokers(addrs ...string) Option {
 // watch): TLS (kgo.DialTLSConfig), SASL
 // (kgo.SASL), a logger, hooks such as kprom, a client ID (kgo.ClientID;
 // default "shareq-<host>-<pid>", so shareq status names each process).
-// Group, consume and share-ack options are the worker's own and are
-// rejected here.
+// Consumer and group options (kgo.ConsumerOpt, kgo.GroupOpt: ConsumeTopics,
+// ConsumerGroup, ShareGroup, ShareAckCallback, FetchMaxBytes, ...) are
+// rejected: the worker is its own share-group member, and franz-go would
+// start a consumer of its own beside it on the same client.
 func ClientOpts(opts ...kgo.Opt) Option {
-	return optionFunc(func(c *config) { c.clientOpts = append(c.clientOpts, opts...) })
+	return optionFunc(func(c *config) {
+		for i, o := range opts {
+			switch o.(type) {
+			case nil:
+				c.errs = append(c.errs, fmt.Errorf("ClientOpts: option %d is nil", i))
+			case kgo.GroupOpt:
+				c.errs = append(c.errs, fmt.Errorf("ClientOpts: option %d is a franz-go group option; the worker is its own share-group member: name the group with worker.Group", i))
+			case kgo.ConsumerOpt:
+				c.errs = append(c.errs, fmt.Errorf("ClientOpts: option %d is a franz-go consumer option; the worker fetches itself: name topics with worker.Handle, bound fetch waits with worker.FetchMaxWait", i))
+			default:
+				c.clientOpts = append(c.clientOpts, o)
+			}
+		}
+	})
 }
 
 // Group sets the share group the worker joins, as one member. Required.
@@ -104,6 +120,7 @@ func Handle(topic string, h handler.Handler, mws ...handler.Middleware) Option {
 	return optionFunc(func(c *config) {
 		if h == nil {
 			c.errs = append(c.errs, fmt.Errorf("Handle(%q): handler is nil", topic))
+			c.nilHandler = true
 			return
 		}
 		c.routes = append(c.routes, route{topic: topic, h: h, mws: mws})
@@ -297,7 +314,7 @@ func newConfig(opts []Option) (*config, error) {
 	if strings.TrimSpace(c.group) == "" {
 		bad("Group: the share group name is required; pass worker.Group(\"my-jobs\")")
 	}
-	if len(c.routes) == 0 {
+	if len(c.routes) == 0 && !c.nilHandler { // a nil handler has said so already
 		bad("Handle: no handlers; register one with worker.Handle(topic, handler)")
 	}
 	seen := map[string]bool{}

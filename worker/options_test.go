@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/worker"
 )
@@ -39,6 +41,11 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{"limit above group limit", []worker.Option{worker.GroupDeliveryLimit(5), worker.DeliveryLimit(6)}, "DeliveryLimit(6) is above GroupDeliveryLimit(5)"},
 		{"fetch wait", []worker.Option{worker.FetchMaxWait(5 * time.Millisecond)}, "FetchMaxWait(5ms)"},
 		{"nil observer", []worker.Option{worker.WithObserver(nil)}, "WithObserver: observer is nil"},
+		{"share group option", []worker.Option{worker.ClientOpts(kgo.ClientID("x"), kgo.ShareGroup("other"))}, "ClientOpts: option 1 is a franz-go group option"},
+		{"consumer group option", []worker.Option{worker.ClientOpts(kgo.ConsumerGroup("other"))}, "ClientOpts: option 0 is a franz-go group option"},
+		{"share ack callback", []worker.Option{worker.ClientOpts(kgo.ShareAckCallback(nil))}, "group option"},
+		{"consume topics", []worker.Option{worker.ClientOpts(kgo.ConsumeTopics("t"))}, "ClientOpts: option 0 is a franz-go consumer option"},
+		{"nil client option", []worker.Option{worker.ClientOpts(nil)}, "ClientOpts: option 0 is nil"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -60,6 +67,27 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	}
 	if _, err := worker.New(valid...); err != nil {
 		t.Fatalf("valid options: %v", err)
+	}
+}
+
+// One mistake, one error: a nil handler is not also "no handlers", and a
+// bad Concurrency says nothing of anything derived from it.
+func TestNewReportsOneErrorPerMistake(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		opts []worker.Option
+	}{
+		{"nil handler", []worker.Option{worker.Brokers("b:1"), worker.Group("g"), worker.Handle("", nil)}},
+		{"negative concurrency", []worker.Option{worker.Brokers("b:1"), worker.Group("g"), worker.Handle("t", handler.Func(func(context.Context, *handler.Job) error { return nil })), worker.Concurrency(-1)}},
+	} {
+		_, err := worker.New(tc.opts...)
+		if err == nil {
+			t.Fatalf("%s: New accepted it", tc.name)
+		}
+		if n := strings.Count(err.Error(), "worker: "); n != 1 {
+			t.Errorf("%s: %d errors, want 1: %v", tc.name, n, err)
+		}
 	}
 }
 
