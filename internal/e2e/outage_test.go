@@ -10,8 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/shareq/shareq/internal/pgtest"
 	"github.com/shareq/shareq/internal/cutproxy"
+	"github.com/shareq/shareq/internal/pgtest"
 	"github.com/shareq/shareq/internal/workertest"
 	"github.com/shareq/shareq/worker"
 )
