@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -789,12 +790,13 @@ var _ engine = (*member.Member)(nil)
 // started (or a quarter of the lock, if less).
 const startMargin = 500 * time.Millisecond
 
-// safeHandle runs h, turning a panic that escaped every middleware into a
-// permanent failure.
+// safeHandle runs h, turning a panic that escaped every middleware (one in
+// a middleware outside the handler's own recovery) into a permanent
+// failure that keeps the panic's stack.
 func safeHandle(ctx context.Context, h handler.Handler, job *handler.Job) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = &handler.PermanentError{Reason: handler.ReasonPanic, Err: &handler.PanicError{Value: v}}
+			err = &handler.PermanentError{Reason: handler.ReasonPanic, Err: &handler.PanicError{Value: v, Stack: debug.Stack()}}
 		}
 	}()
 	return h.Handle(ctx, job)

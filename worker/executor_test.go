@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -318,6 +319,27 @@ func TestExecutorRejectsPanics(t *testing.T) {
 		wantAcks(t, b.f, 1, member.Reject)
 		if r := b.only(t, 1); !handler.IsPermanent(r.Err) {
 			t.Fatalf("panic reported as %v, want a permanent error", r.Err)
+		}
+		b.stop(t)
+	})
+}
+
+// A panic in a middleware outside the handler's own recovery is caught by
+// the worker: rejected as permanent, with the panic's value and stack (a
+// dlq middleware further out parks it with them).
+func TestExecutorKeepsStackOfPanicInMiddleware(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := handler.Func(func(context.Context, *handler.Job) error { return nil })
+		outer := func(handler.Handler) handler.Handler {
+			return handler.Func(func(context.Context, *handler.Job) error { panic("middleware bug") })
+		}
+		b := startExecutor(t, h, nil, Use(outer))
+		b.f.deliver(delivery(1, 1, lock))
+		wantAcks(t, b.f, 1, member.Reject)
+		var pe *handler.PanicError
+		r := b.only(t, 1)
+		if !handler.IsPermanent(r.Err) || !errors.As(r.Err, &pe) || pe.Value != "middleware bug" || !strings.Contains(string(pe.Stack), "executor_test.go") {
+			t.Fatalf("panic reported as %v, want a permanent PanicError with the middleware's value and stack", r.Err)
 		}
 		b.stop(t)
 	})
