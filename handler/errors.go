@@ -3,6 +3,7 @@ package handler
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Reasons a job failed permanently. They travel in dead-letter headers and
@@ -16,6 +17,9 @@ const (
 	ReasonPanic = "panic"
 	// ReasonDeliveryLimit: the job failed on its last delivery.
 	ReasonDeliveryLimit = "delivery-limit"
+	// ReasonRetryAfter: the handler asked for a retry after a delay of
+	// its own (see [RetryAfter]).
+	ReasonRetryAfter = "retry-after"
 )
 
 // PermanentError marks a failure that retrying cannot fix. The worker
@@ -65,11 +69,19 @@ func IsPermanent(err error) bool {
 }
 
 // RetryError is a failure worth another delivery, with a reason for logs,
-// metrics and dead-letter headers. Any error that is not permanent is
-// retried; RetryError only adds the reason. Make one with [Retry].
+// metrics and dead-letter headers, and optionally the delay the handler
+// wants before that delivery. Any error that is not permanent is retried;
+// RetryError only adds the reason and the delay. Make one with [Retry] or
+// [RetryAfter], or build one to give both a reason and a delay.
 type RetryError struct {
 	Reason string
-	Err    error
+	// After, when positive, is how long the worker holds the job (its
+	// lock renewed, its handler slot free) before releasing it, in place
+	// of the worker's RetryBackoff: the Retry-After of a 429 or 503. The
+	// worker honours it up to its hold limits (MaxHold) and not on the
+	// last delivery, which the broker archives however it ends.
+	After time.Duration
+	Err   error
 }
 
 func (e *RetryError) Error() string {
@@ -85,6 +97,17 @@ func (e *RetryError) Unwrap() error { return e.Err }
 // recording reason (for example "rate-limited" or "upstream 503").
 func Retry(reason string, err error) error {
 	return &RetryError{Reason: reason, Err: err}
+}
+
+// RetryAfter returns an error that releases the job for another delivery
+// after d (for example the Retry-After of an HTTP 429), with reason
+// [ReasonRetryAfter]; see [RetryError.After] for the limits.
+//
+//	if resp.StatusCode == http.StatusTooManyRequests {
+//		return handler.RetryAfter(retryAfter(resp), fmt.Errorf("webhook: %s", resp.Status))
+//	}
+func RetryAfter(d time.Duration, err error) error {
+	return &RetryError{Reason: ReasonRetryAfter, After: d, Err: err}
 }
 
 // PanicError is what a recovered panic becomes: the panic value and the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shareq/shareq/handler"
 )
@@ -133,5 +134,21 @@ func TestOutcomeErrors(t *testing.T) {
 	pe := &handler.PanicError{Value: base}
 	if !errors.Is(pe, base) || pe.Error() != "panic: smtp 550" {
 		t.Errorf("panic error: %v", pe)
+	}
+}
+
+func TestRetryAfterCarriesItsDelay(t *testing.T) {
+	t.Parallel()
+	cause := errors.New("429 Too Many Requests")
+	err := fmt.Errorf("webhook: %w", handler.RetryAfter(30*time.Second, cause))
+	var re *handler.RetryError
+	if !errors.As(err, &re) || re.After != 30*time.Second || re.Reason != handler.ReasonRetryAfter || !errors.Is(err, cause) {
+		t.Fatalf("RetryAfter wrapped: %#v", re)
+	}
+	if handler.IsPermanent(err) {
+		t.Error("RetryAfter is permanent")
+	}
+	if got := handler.Retry("rate-limited", cause).(*handler.RetryError).After; got != 0 {
+		t.Errorf("Retry's delay = %v, want 0 (the worker's backoff)", got)
 	}
 }

@@ -3,6 +3,7 @@ package worker
 import (
 	"container/heap"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -452,7 +453,7 @@ func (x *executor) result(r xresult) {
 			d = time.Duration(math.MaxInt64)
 		}
 	} else {
-		d = x.backoff(j)
+		d = x.backoff(j, r.err)
 	}
 	if d <= 0 {
 		x.finish(j, AckRelease, r.err, r.took)
@@ -470,15 +471,23 @@ func (x *executor) result(r xresult) {
 	}
 }
 
-// backoff returns how long to hold a job that failed with a retryable
-// error before releasing it: none on its last delivery (the broker
-// archives it either way) and never past MaxHold − 1 s from its start.
-func (x *executor) backoff(j *xjob) time.Duration {
-	f := x.w.cfg.retryBackoff
-	if f == nil || j.last() {
+// backoff returns how long to hold a job that failed with err, a
+// retryable error, before releasing it: the delay the handler asked for
+// (handler.RetryAfter), else the worker's RetryBackoff; none on its last
+// delivery (the broker archives it either way) and never past MaxHold − 1 s
+// from its start.
+func (x *executor) backoff(j *xjob, err error) time.Duration {
+	if j.last() {
 		return 0
 	}
-	d := f(j.count) // the newest delivery's count
+	var d time.Duration
+	var re *handler.RetryError
+	switch f := x.w.cfg.retryBackoff; {
+	case errors.As(err, &re) && re.After > 0:
+		d = re.After
+	case f != nil:
+		d = f(j.count) // the newest delivery's count
+	}
 	if limit := time.Until(j.start.Add(x.w.cfg.maxHold)) - time.Second; d > limit {
 		d = limit
 	}

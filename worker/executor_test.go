@@ -345,6 +345,50 @@ func TestExecutorKeepsStackOfPanicInMiddleware(t *testing.T) {
 	})
 }
 
+// A handler that asks for its own delay (handler.RetryAfter, a 429's
+// Retry-After) is held that long instead of the worker's backoff, even
+// with RetryBackoff(nil); never past MaxHold − 1 s, and not on the last
+// delivery.
+func TestExecutorHonoursRetryAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newCtl()
+		b := startExecutor(t, h, nil, Concurrency(2), RetryBackoff(nil), MaxHold(time.Minute))
+		start := time.Now()
+		b.f.deliver(delivery(1, 1, lock))
+		h.finish(1, handler.RetryAfter(7*time.Second, errRetryX))
+		time.Sleep(7*time.Second - time.Nanosecond)
+		synctest.Wait()
+		if got := b.f.acksOf(1); len(got) != 0 {
+			t.Fatalf("released %v before the 7 s the handler asked for", got)
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		wantAcks(t, b.f, 1, member.Release)
+		if r := b.only(t, 1); !errors.Is(r.Err, errRetryX) || time.Since(start) != 7*time.Second {
+			t.Fatalf("released with %+v after %v", r, time.Since(start))
+		}
+
+		// Capped at MaxHold − 1 s from the job's start.
+		start = time.Now()
+		b.f.deliver(delivery(2, 1, lock))
+		h.finish(2, handler.RetryAfter(time.Hour, errRetryX))
+		for len(b.f.acksOf(2)) == 0 {
+			time.Sleep(time.Second)
+			b.f.answerRenewals(lock, nil)
+			synctest.Wait()
+		}
+		if held := time.Since(start); held > time.Minute-time.Second {
+			t.Fatalf("held %v, want at most MaxHold − 1 s", held)
+		}
+
+		// None on the last delivery.
+		b.f.deliver(delivery(3, 5, lock))
+		h.finish(3, handler.RetryAfter(time.Minute, errRetryX))
+		wantAcks(t, b.f, 3, member.Release)
+		b.stop(t)
+	})
+}
+
 func TestExecutorHoldsRetryForBackoffThenReleases(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newCtl()

@@ -235,7 +235,9 @@ func GroupDeliveryLimit(n int) Option {
 //
 // Default: 1 s × 2^(delivery-1) with ±20% jitter, at most 1 minute (1 s,
 // 2 s, 4 s, 8 s before deliveries 2 to 5). RetryBackoff(nil) releases at
-// once.
+// once. A handler that knows better (a 429's Retry-After) returns
+// handler.RetryAfter(d, err): the job is held d instead, with or without a
+// RetryBackoff, within the same limits.
 func RetryBackoff(f func(delivery int32) time.Duration) Option {
 	return optionFunc(func(c *config) { c.retryBackoff = f; c.retryBackoffSet = true })
 }
