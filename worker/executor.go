@@ -197,17 +197,22 @@ func (x *executor) run(ctx context.Context) {
 			shutdown.Stop()
 		}
 	}()
+	// take handles what Events gave: an event, or its end (the member
+	// stopped, after Leave or on its own).
+	take := func(ev member.Event, ok bool) {
+		if ok {
+			x.event(ev)
+			return
+		}
+		events = nil
+		if !x.left {
+			x.memberFailed()
+		}
+	}
 	for events != nil {
 		select {
 		case ev, ok := <-events:
-			if !ok {
-				events = nil
-				if !x.left {
-					x.memberFailed()
-				}
-				continue
-			}
-			x.event(ev)
+			take(ev, ok)
 		case r := <-x.done:
 			x.result(r)
 			for more := true; more; {
@@ -238,14 +243,7 @@ func (x *executor) run(ctx context.Context) {
 			for more := true; more && events != nil; {
 				select {
 				case ev, ok := <-events:
-					if !ok {
-						events = nil
-						if !x.left {
-							x.memberFailed()
-						}
-						continue
-					}
-					x.event(ev)
+					take(ev, ok)
 				default:
 					more = false
 				}
