@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -35,24 +34,6 @@ func setup(t *testing.T) (*kafkatest.Cluster, string, *enqueue.Client) {
 		t.Fatal(err)
 	}
 	return c, topic, q
-}
-
-// consume reads n records of topic from the start, failing t after a
-// generous bound.
-func consume(t *testing.T, c *kafkatest.Cluster, topic string, n int) []*kgo.Record {
-	t.Helper()
-	cl := c.Client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	var out []*kgo.Record
-	for len(out) < n {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("consumed %d of %d records of %s before the timeout", len(out), n, topic)
-		}
-		fs.EachRecord(func(r *kgo.Record) { out = append(out, r) })
-	}
-	return out
 }
 
 // endOffset returns the end offset of partition 0 of topic.
@@ -92,7 +73,7 @@ func TestEnqueueProducesJSONWithJobID(t *testing.T) {
 	if !uuidv7.MatchString(id) {
 		t.Fatalf("default job ID %q is not a UUIDv7", id)
 	}
-	r := consume(t, c, topic, 1)[0]
+	r := c.Consume(t, topic, 1)[0]
 	if got := header(r, handler.JobIDHeader); got != id {
 		t.Errorf("job ID header = %q, want the returned ID %q", got, id)
 	}
@@ -118,7 +99,7 @@ func TestEnqueueWithID(t *testing.T) {
 	if err != nil || id != "signup-42" {
 		t.Fatalf("Enqueue = %q, %v; want signup-42", id, err)
 	}
-	r := consume(t, c, topic, 1)[0]
+	r := c.Consume(t, topic, 1)[0]
 	var ids []string
 	for _, h := range r.Headers {
 		if h.Key == handler.JobIDHeader {
@@ -139,7 +120,7 @@ func TestEnqueueRawSendsTheBytesAsTheyAre(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := consume(t, c, topic, 1)[0]
+	r := c.Consume(t, topic, 1)[0]
 	if string(r.Value) != string(png) || header(r, handler.JobIDHeader) != id || header(r, "content-type") != "image/png" {
 		t.Errorf("record value %q, job ID %q, content type %q; want the raw bytes, %q, image/png",
 			r.Value, header(r, handler.JobIDHeader), header(r, "content-type"), id)
@@ -157,7 +138,7 @@ func TestEnqueueManyReturnsIDsInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs := consume(t, c, topic, 20)
+	recs := c.Consume(t, topic, 20)
 	for i, r := range recs {
 		var v map[string]int
 		if err := json.Unmarshal(r.Value, &v); err != nil || v["n"] != i {

@@ -133,24 +133,6 @@ func rowCount(t *testing.T, pool *pgxpool.Pool) int64 {
 	return n
 }
 
-// consume reads n records of topic from the start, failing t after
-// waitTimeout.
-func consume(t *testing.T, c *kafkatest.Cluster, topic string, n int) []*kgo.Record {
-	t.Helper()
-	cl := c.Client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
-	defer cancel()
-	var out []*kgo.Record
-	for len(out) < n {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("consumed %d of %d records of %s before the timeout", len(out), n, topic)
-		}
-		fs.EachRecord(func(r *kgo.Record) { out = append(out, r) })
-	}
-	return out
-}
-
 // total returns the number of records in topic (the sum of its end
 // offsets; the topic is never trimmed in tests).
 func total(t *testing.T, c *kafkatest.Cluster, topic string) int64 {

@@ -44,7 +44,7 @@ func TestRolledBackTransactionEnqueuesNothing(t *testing.T) {
 	r := b.relay(t)
 	run(t, r)
 	waitFor(t, "the committed job to be relayed", func() bool { return r.Stats().Produced == 1 })
-	recs := consume(t, b.cluster, b.topic, 1)
+	recs := b.cluster.Consume(t, b.topic, 1)
 	if got := enqueue.RecordID(recs[0]); got != marker {
 		t.Fatalf("relayed job %s, want only the committed one %s", got, marker)
 	}
@@ -69,7 +69,7 @@ func TestCommittedJobsProducedOnceInOrderPerKey(t *testing.T) {
 	run(t, r)
 	waitFor(t, "every job to be relayed", func() bool { return rowCount(t, b.pool) == 0 })
 
-	recs := consume(t, b.cluster, b.topic, len(ids))
+	recs := b.cluster.Consume(t, b.topic, len(ids))
 	if n := total(t, b.cluster, b.topic); n != int64(len(ids)) {
 		t.Fatalf("%d records on the topic, want %d: each committed job exactly once", n, len(ids))
 	}
@@ -184,7 +184,7 @@ func TestRelayKilledBetweenProduceAndDeleteEffectsOnce(t *testing.T) {
 	r := b.relay(t)
 	run(t, r)
 	waitFor(t, "the second relay to relay the rows", func() bool { return rowCount(t, b.pool) == 0 })
-	recs := consume(t, b.cluster, b.topic, 2*len(ids))
+	recs := b.cluster.Consume(t, b.topic, 2*len(ids))
 	if n := total(t, b.cluster, b.topic); n != int64(2*len(ids)) {
 		t.Fatalf("%d records, want every job twice (%d)", n, 2*len(ids))
 	}
@@ -234,7 +234,7 @@ func TestTwoRelaysProduceEachRowOnce(t *testing.T) {
 	if n := total(t, b.cluster, b.topic); n != int64(len(ids)) {
 		t.Fatalf("%d records, want %d: no row twice", n, len(ids))
 	}
-	recs := consume(t, b.cluster, b.topic, len(ids))
+	recs := b.cluster.Consume(t, b.topic, len(ids))
 	seen := map[string]bool{}
 	for _, rec := range recs {
 		id := enqueue.RecordID(rec)
@@ -289,7 +289,7 @@ func TestPostgresOutage(t *testing.T) {
 	}
 	px.Restore()
 	waitFor(t, "the relay to resume by itself", func() bool { return rowCount(t, b.pool) == 0 })
-	recs := consume(t, b.cluster, b.topic, len(first)+len(during))
+	recs := b.cluster.Consume(t, b.topic, len(first)+len(during))
 	checkOrderPerKey(t, recs)
 	if n := total(t, b.cluster, b.topic); n != int64(len(first)+len(during)) {
 		t.Fatalf("%d records, want %d", n, len(first)+len(during))
@@ -315,7 +315,7 @@ func TestBrokerOutage(t *testing.T) {
 	}
 	px.Restore()
 	waitFor(t, "the relay to resume by itself", func() bool { return rowCount(t, b.pool) == 0 })
-	recs := consume(t, b.cluster, b.topic, len(ids))
+	recs := b.cluster.Consume(t, b.topic, len(ids))
 	checkOrderPerKey(t, recs)
 	if n := total(t, b.cluster, b.topic); n != int64(len(ids)) {
 		t.Fatalf("%d records, want %d", n, len(ids))

@@ -349,6 +349,24 @@ func (c *Cluster) Produce(t testing.TB, recs ...*kgo.Record) {
 	}
 }
 
+// Consume reads the first n records of topic with a plain consumer from
+// the log start, failing t if they are not all there within 60 s.
+func (c *Cluster) Consume(t testing.TB, topic string, n int) []*kgo.Record {
+	t.Helper()
+	cl := c.Client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out []*kgo.Record
+	for len(out) < n {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d of %d records of %s before the timeout", len(out), n, topic)
+		}
+		fs.EachRecord(func(r *kgo.Record) { out = append(out, r) })
+	}
+	return out
+}
+
 // ShareConsumer returns a raw share-group client on topics, closed when t
 // ends; tests use it to play another member of a group.
 func (c *Cluster) ShareConsumer(t testing.TB, group string, topics []string, opts ...kgo.Opt) *kgo.Client {
