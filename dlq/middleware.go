@@ -137,7 +137,8 @@ func OnPark(fn func(job *handler.Job, reason string)) Option {
 }
 
 // Logger sets the logger for parked jobs (Warn) and failed parks (Error).
-// Default slog.Default().
+// Default: the logger the job's context carries (handler.Logger: the
+// worker's own, worker.Logger), else slog.Default().
 func Logger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) { c.logger = l })
 }
@@ -245,9 +246,6 @@ func Middleware(p Producer, opts ...Option) (handler.Middleware, error) {
 		}
 		return nil, errors.Join(errs...)
 	}
-	if c.logger == nil {
-		c.logger = slog.Default()
-	}
 	if c.hostname == "" {
 		c.hostname = hostname()
 	}
@@ -329,7 +327,7 @@ func (pk *parker) park(ctx context.Context, job *handler.Job, herr error, reason
 	last := pk.lastDelivery(job)
 	if topic == "" {
 		perr := errors.New("dlq: TopicFunc returned no topic for the job")
-		pk.logFailure(job, id, topic, reason, last, perr)
+		pk.logFailure(ctx, job, id, topic, reason, last, perr)
 		return handler.Retry("dlq-produce", perr)
 	}
 
@@ -394,17 +392,17 @@ func (pk *parker) park(ctx context.Context, job *handler.Job, herr error, reason
 		// its value, which stays in the source record.
 		env.ValueOmitted, env.OmittedValueSize = true, len(job.Value)
 		stub := &kgo.Record{Topic: topic, Key: job.Key, Headers: append(hs[:len(hs):len(hs)], env.headers()...)}
-		pk.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "dlq: the job is too large for the DLQ topic; parking it without its value, which stays in the source record",
+		pk.log(ctx).LogAttrs(ctx, slog.LevelWarn, "dlq: the job is too large for the DLQ topic; parking it without its value, which stays in the source record",
 			append(jobAttrs(job, id, reason, topic), slog.Int("value_bytes", len(job.Value)), slog.String("error", perr.Error()))...)
 		res, perr = produce(stub)
 	}
 	if perr != nil {
-		pk.logFailure(job, id, topic, reason, last, perr)
+		pk.logFailure(ctx, job, id, topic, reason, last, perr)
 		return handler.Retry("dlq-produce", fmt.Errorf("dlq: park job %s in %s: %w", id, topic, perr))
 	}
 	pk.first.forget(id)
 	at := res[0].Record
-	pk.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "dlq: parked job",
+	pk.log(ctx).LogAttrs(ctx, slog.LevelWarn, "dlq: parked job",
 		append(jobAttrs(job, id, reason, topic), slog.Int("dlq_partition", int(at.Partition)), slog.Int64("dlq_offset", at.Offset))...)
 	if pk.cfg.onPark != nil {
 		pk.cfg.onPark(job, reason)
@@ -412,12 +410,20 @@ func (pk *parker) park(ctx context.Context, job *handler.Job, herr error, reason
 	return nil
 }
 
-func (pk *parker) logFailure(job *handler.Job, id, topic, reason string, last bool, err error) {
+// log returns the logger of Logger, else the one ctx carries.
+func (pk *parker) log(ctx context.Context) *slog.Logger {
+	if pk.cfg.logger != nil {
+		return pk.cfg.logger
+	}
+	return handler.Logger(ctx)
+}
+
+func (pk *parker) logFailure(ctx context.Context, job *handler.Job, id, topic, reason string, last bool, err error) {
 	msg := "dlq: could not park job; releasing it for another delivery"
 	if last {
 		msg = "dlq: could not park job on its LAST delivery; releasing it, and the broker will ARCHIVE it: the job is no longer queued and exists only in its topic's log"
 	}
-	pk.cfg.logger.LogAttrs(context.Background(), slog.LevelError, msg,
+	pk.log(ctx).LogAttrs(context.WithoutCancel(ctx), slog.LevelError, msg,
 		append(jobAttrs(job, id, reason, topic), slog.Bool("last_delivery", last), slog.String("error", err.Error()))...)
 }
 

@@ -503,3 +503,29 @@ func TestMiddlewareParksOversizedJobWithoutValue(t *testing.T) {
 		t.Errorf("small job marked value-omitted")
 	}
 }
+
+// Without Logger the middleware logs through the logger the job's context
+// carries (the worker's), parked jobs and failed parks alike.
+func TestMiddlewareLogsThroughTheContextLogger(t *testing.T) {
+	t.Parallel()
+	log, buf := testLogger()
+	ctx := handler.WithLogger(context.Background(), log)
+	mw, err := Middleware(&fakeProducer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := handler.Chain(failWith(handler.Permanent(errors.New("nope"))), mw).Handle(ctx, testJob(3, 1)); err != nil {
+		t.Fatalf("Handle = %v, want the job parked", err)
+	}
+	failing, err := Middleware(&fakeProducer{err: errors.New("broker down")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := handler.Chain(failWith(handler.Permanent(errors.New("nope"))), failing).Handle(ctx, testJob(4, 1)); err == nil {
+		t.Fatal("Handle = nil with a failing producer")
+	}
+	logged := buf.String()
+	if !strings.Contains(logged, "dlq: parked job") || !strings.Contains(logged, "dlq: could not park job") {
+		t.Errorf("the context's logger got %q; want the park and the failed park", logged)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -150,5 +151,19 @@ func TestRetryAfterCarriesItsDelay(t *testing.T) {
 	}
 	if got := handler.Retry("rate-limited", cause).(*handler.RetryError).After; got != 0 {
 		t.Errorf("Retry's delay = %v, want 0 (the worker's backoff)", got)
+	}
+}
+
+func TestLoggerFromContext(t *testing.T) {
+	t.Parallel()
+	if handler.Logger(context.Background()) != slog.Default() {
+		t.Error("a context without a logger: want slog.Default()")
+	}
+	l := slog.New(slog.DiscardHandler)
+	if got := handler.Logger(handler.WithLogger(context.Background(), l)); got != l {
+		t.Error("the context's logger was not returned")
+	}
+	if handler.Logger(handler.WithLogger(context.Background(), nil)) != slog.Default() {
+		t.Error("a nil logger in the context: want slog.Default()")
 	}
 }

@@ -12,14 +12,16 @@ import (
 // when the handler succeeds, Warn when it fails with a retryable error and
 // Error when it fails permanently. Each record has the job's topic,
 // partition, offset, ID, delivery count, duration and, on failure, the
-// error and its reason. Payloads are never logged. A nil l means
-// slog.Default().
+// error and its reason. Payloads are never logged. A nil l means the
+// logger the job's context carries (handler.Logger: the worker's own,
+// worker.Logger), so the worker and its middleware log alike.
 func Logging(l *slog.Logger) handler.Middleware {
-	if l == nil {
-		l = slog.Default()
-	}
 	return func(next handler.Handler) handler.Handler {
 		return handler.Func(func(ctx context.Context, job *handler.Job) error {
+			log := l
+			if log == nil {
+				log = handler.Logger(ctx)
+			}
 			start := time.Now()
 			err := next.Handle(ctx, job)
 			level := slog.LevelDebug
@@ -44,7 +46,7 @@ func Logging(l *slog.Logger) handler.Middleware {
 					attrs = append(attrs, slog.String("reason", r))
 				}
 			}
-			l.LogAttrs(ctx, level, msg, attrs...)
+			log.LogAttrs(ctx, level, msg, attrs...)
 			return err
 		})
 	}

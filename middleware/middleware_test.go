@@ -93,3 +93,27 @@ func TestLogging(t *testing.T) {
 		}
 	}
 }
+
+// Logging(nil) logs through the logger the job's context carries (the
+// worker's), and Logging(l) through l whatever the context carries.
+func TestLoggingUsesTheContextLogger(t *testing.T) {
+	t.Parallel()
+	var fromCtx, given bytes.Buffer
+	ctxLog := slog.New(slog.NewTextHandler(&fromCtx, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ctx := handler.WithLogger(context.Background(), ctxLog)
+	ok := handler.Func(func(context.Context, *handler.Job) error { return nil })
+	if err := middleware.Logging(nil)(ok).Handle(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(fromCtx.String(), "job done") {
+		t.Errorf("Logging(nil) did not log through the context's logger: %q", fromCtx.String())
+	}
+	fromCtx.Reset()
+	l := slog.New(slog.NewTextHandler(&given, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if err := middleware.Logging(l)(ok).Handle(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(given.String(), "job done") || fromCtx.Len() != 0 {
+		t.Errorf("Logging(l) logged %q to l and %q to the context's logger; want l only", given.String(), fromCtx.String())
+	}
+}

@@ -175,7 +175,9 @@ func newExecutor(w *Worker, e engine) *executor {
 // a released record on its last delivery and have it archived unhandled;
 // at the shutdown deadline cancel and release the rest; then Leave.
 func (x *executor) run(ctx context.Context) {
-	x.base = context.WithoutCancel(ctx)
+	// Every job's context carries the worker's logger, for middleware
+	// built without one (handler.Logger).
+	x.base = handler.WithLogger(context.WithoutCancel(ctx), x.w.cfg.logger)
 	x.wake = time.NewTimer(time.Hour)
 	x.wake.Stop()
 	defer x.wake.Stop()

@@ -389,6 +389,26 @@ func TestExecutorHonoursRetryAfter(t *testing.T) {
 	})
 }
 
+// Every job's context carries the worker's logger (handler.Logger), which
+// middleware built without one log through.
+func TestExecutorGivesJobsTheWorkersLogger(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		want := slog.New(slog.DiscardHandler)
+		got := make(chan *slog.Logger, 1)
+		h := handler.Func(func(ctx context.Context, _ *handler.Job) error {
+			got <- handler.Logger(ctx)
+			return nil
+		})
+		b := startExecutor(t, h, nil, Logger(want))
+		b.f.deliver(delivery(1, 1, lock))
+		wantAcks(t, b.f, 1, member.Accept)
+		if l := <-got; l != want {
+			t.Error("the handler's context carries another logger than worker.Logger's")
+		}
+		b.stop(t)
+	})
+}
+
 func TestExecutorHoldsRetryForBackoffThenReleases(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newCtl()
