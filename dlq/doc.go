@@ -18,11 +18,12 @@
 // means the broker archives the job; that gap is logged at Error level.
 //
 // Use it with the worker like this, outside the idempotency middleware
-// and inside panic recovery:
+// (the worker recovers panics of the handler and of every middleware, so
+// a panic reaches it as a permanent failure with its stack):
 //
 //	park, err := dlq.Middleware(client, dlq.Redact(scrub))
 //	...
-//	worker.Use(recoverer, park, claims)
+//	worker.Use(park, claims)
 //
 // # The envelope
 //

@@ -285,8 +285,8 @@ func (r *Result) describe() string {
 // started, and runs with the worker's defaults except a short shutdown
 // timeout and a silent logger. opts are added after those and may change
 // them (worker.Concurrency, worker.Use for middleware, worker.Logger to
-// see its logs); Run's own observer comes last, so a worker.WithObserver
-// in opts is not called.
+// see its logs); Run's own observer comes last, after any
+// worker.WithObserver in opts, and every observer hears every job.
 func (q *Queue) Run(t testing.TB, h handler.Handler, opts ...worker.Option) *Result {
 	t.Helper()
 	q.runMu.Lock()
