@@ -1,7 +1,6 @@
 package dlq
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/internal/logbuf"
 )
 
 func TestMain(m *testing.M) {
@@ -54,26 +54,8 @@ func (f *fakeProducer) produced() []*kgo.Record {
 	return append([]*kgo.Record(nil), f.records...)
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writes, for loggers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func testLogger() (*slog.Logger, *syncBuffer) {
-	var buf syncBuffer
+func testLogger() (*slog.Logger, *logbuf.Buffer) {
+	var buf logbuf.Buffer
 	return slog.New(slog.NewTextHandler(&buf, nil)), &buf
 }
 

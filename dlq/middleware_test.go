@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/internal/logbuf"
 )
 
 func TestMiddlewareValidation(t *testing.T) {
@@ -463,7 +464,7 @@ func (f *sizeLimitProducer) ProduceSync(ctx context.Context, rs ...*kgo.Record) 
 func TestMiddlewareParksOversizedJobWithoutValue(t *testing.T) {
 	t.Parallel()
 	p := &sizeLimitProducer{max: 100}
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	mw, err := Middleware(p, Logger(slog.New(slog.NewTextHandler(&logs, nil))))
 	if err != nil {
 		t.Fatal(err)

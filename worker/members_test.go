@@ -1,11 +1,11 @@
 package worker_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/kafkatest"
+	"github.com/shareq/shareq/internal/logbuf"
 	"github.com/shareq/shareq/worker"
 )
 
@@ -32,7 +33,7 @@ func TestThreeWorkersFitAGroupOfThree(t *testing.T) {
 		keys[i] = fmt.Sprintf("job-%03d", i)
 	}
 	b.produce(t, keys...)
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	var done doneSet
 	h := handler.Func(func(_ context.Context, job *handler.Job) error {
@@ -45,8 +46,8 @@ func TestThreeWorkersFitAGroupOfThree(t *testing.T) {
 	b.obs.WaitFor(t, 60*time.Second, "every job accepted", func(fs []finished) bool { return done.len() == jobs })
 	b.waitMembers(t, 3)
 	for _, bad := range []string{"GROUP_MAX_SIZE_REACHED", "GroupMaxSizeReached"} {
-		if bytes.Contains(logs.bytes(), []byte(bad)) {
-			t.Errorf("the workers logged %s:\n%s", bad, lastLines(logs.bytes(), 10))
+		if strings.Contains(logs.String(), bad) {
+			t.Errorf("the workers logged %s:\n%s", bad, lastLines(logs.String(), 10))
 		}
 	}
 }
@@ -152,25 +153,7 @@ func (c *connCounter) OnBrokerDisconnect(kgo.BrokerMetadata, net.Conn) { c.open.
 
 func (c *connCounter) counts() (open, most int) { return int(c.open.Load()), int(c.most.Load()) }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writes, for logs.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
-
-func (s *syncBuffer) bytes() []byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return bytes.Clone(s.buf.Bytes())
-}
-
-func lastLines(b []byte, n int) string {
-	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
-	return string(bytes.Join(lines[max(0, len(lines)-n):], []byte("\n")))
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/shareq/shareq/dlq"
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/kafkatest"
+	"github.com/shareq/shareq/internal/logbuf"
 	"github.com/shareq/shareq/internal/workertest"
 	"github.com/shareq/shareq/worker"
 )
@@ -31,14 +31,14 @@ type rig struct {
 	group string
 	cl    *kgo.Client
 	obs   *workertest.Recorder
-	logs  *syncBuffer
+	logs  *logbuf.Buffer
 }
 
 func newRig(t *testing.T, opts ...kafkatest.Option) *rig {
 	t.Helper()
 	c := kafkatest.New(t, opts...)
 	topic := c.Topic(t, 1)
-	r := &rig{c: c, topic: topic, dlq: topic + dlq.TopicSuffix, group: c.Group(t), obs: workertest.NewRecorder(), logs: &syncBuffer{}}
+	r := &rig{c: c, topic: topic, dlq: topic + dlq.TopicSuffix, group: c.Group(t), obs: workertest.NewRecorder(), logs: &logbuf.Buffer{}}
 	c.CreateTopic(t, r.dlq, 1)
 	r.cl = c.Client(t)
 	return r
@@ -128,24 +128,6 @@ func (r *rig) heldAt(n int32) bool {
 		}
 	}
 	return started
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // jobRec returns a record with a job-id header.

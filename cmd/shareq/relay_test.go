@@ -6,13 +6,13 @@ import (
 	"errors"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/shareq/shareq/enqueue"
 	"github.com/shareq/shareq/enqueue/pgoutbox"
+	"github.com/shareq/shareq/internal/logbuf"
 	"github.com/shareq/shareq/internal/pgtest"
 	"github.com/shareq/shareq/migrations"
 )
@@ -39,7 +39,7 @@ func TestRelayCommand(t *testing.T) {
 	u.RawQuery = q.Encode()
 
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errOut syncBuffer
+	var out, errOut logbuf.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"relay", "-database", u.String(), "-brokers", brokers}, &out, &errOut)
@@ -63,23 +63,4 @@ func TestRelayCommandNeedsDatabase(t *testing.T) {
 	if err := run(t.Context(), []string{"relay"}, &out, &errOut); !errors.Is(err, errUsage) {
 		t.Fatalf("relay without -database: %v", err)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader in two
-// goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

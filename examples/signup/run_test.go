@@ -6,31 +6,12 @@ import (
 	"errors"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/shareq/shareq/internal/logbuf"
 	"github.com/shareq/shareq/internal/pgtest"
 )
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of run's
-// goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // schemaURL returns the test database's URL with a new, empty schema of
 // the test's own as the search path (dropped when the test ends).
@@ -52,7 +33,7 @@ func schemaURL(t *testing.T) string {
 // twice is sent once.
 func TestRun(t *testing.T) {
 	t.Parallel()
-	var stdout, stderr syncBuffer
+	var stdout, stderr logbuf.Buffer
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	s, err := run(ctx, config{DatabaseURL: schemaURL(t), Timeout: 2 * time.Minute}, &stdout, &stderr)
@@ -78,7 +59,7 @@ func TestRun(t *testing.T) {
 // Without a database the program says what it needs.
 func TestRunWithoutDatabase(t *testing.T) {
 	t.Parallel()
-	var stdout, stderr syncBuffer
+	var stdout, stderr logbuf.Buffer
 	if _, err := run(t.Context(), config{}, &stdout, &stderr); !errors.Is(err, errNoDatabase) {
 		t.Fatalf("run without a database = %v, want errNoDatabase", err)
 	}

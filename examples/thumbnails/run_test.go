@@ -6,39 +6,20 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/devbroker"
+	"github.com/shareq/shareq/internal/logbuf"
 	"github.com/shareq/shareq/internal/pgtest"
 )
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of run's
-// goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // runJSON runs the program with cfg (and -json) and returns its summary.
 func runJSON(t *testing.T, cfg config) Summary {
 	t.Helper()
 	cfg.JSON = true
-	var stdout, stderr syncBuffer
+	var stdout, stderr logbuf.Buffer
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	start := time.Now()
@@ -139,7 +120,7 @@ func TestRunText(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t, 10)
 	cfg.Out = ""
-	var stdout, stderr syncBuffer
+	var stdout, stderr logbuf.Buffer
 	if err := run(t.Context(), cfg, &stdout, &stderr); err != nil {
 		t.Fatalf("run: %v\n%s", err, stderr.String())
 	}
