@@ -39,8 +39,8 @@ set -euo pipefail
 
 script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo_root=$(cd "$script_dir/.." && pwd)
-# shellcheck source=versions.env source-path=SCRIPTDIR
-. "$script_dir/versions.env"
+# shellcheck source=env.sh source-path=SCRIPTDIR
+. "$script_dir/env.sh"
 
 cache_dir=${SHAREQ_CACHE_DIR:-$repo_root/.cache}
 jars_dir=$cache_dir/kafka-$KAFKA_VERSION

@@ -23,8 +23,8 @@ set -euo pipefail
 
 script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo_root=$(cd "$script_dir/.." && pwd)
-# shellcheck source=versions.env source-path=SCRIPTDIR
-. "$script_dir/versions.env"
+# shellcheck source=env.sh source-path=SCRIPTDIR
+. "$script_dir/env.sh"
 
 cache_dir=${SHAREQ_CACHE_DIR:-$repo_root/.cache}
 jars_dir=$cache_dir/kafka-$KAFKA_VERSION
@@ -55,9 +55,18 @@ broker_pid() {
   printf '%s\n' "$pid"
 }
 
-# healthy: our broker runs, finished starting and accepts connections.
+# right_version: the broker this script started runs KAFKA_VERSION's jars
+# (its classpath is $libs_dir, which names the version).
+right_version() {
+  local pid
+  pid=$(broker_pid) || return 1
+  [[ $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) == *"$libs_dir/*"* ]]
+}
+
+# healthy: our broker runs KAFKA_VERSION, finished starting and accepts
+# connections.
 healthy() {
-  broker_pid >/dev/null &&
+  right_version &&
     grep -q 'Kafka Server started' "$server_log" 2>/dev/null &&
     port_open "$KAFKA_PORT"
 }
@@ -101,7 +110,7 @@ cmd_up() {
 
   if broker_pid >/dev/null; then
     if ! $fresh && healthy; then
-      log "already running (pid $(<"$pid_file")) on 127.0.0.1:$KAFKA_PORT; 'up --fresh' restarts it with clean data"
+      log "Kafka $KAFKA_VERSION already running (pid $(<"$pid_file")) on 127.0.0.1:$KAFKA_PORT; 'up --fresh' restarts it with clean data"
       print_env
       return 0
     fi
@@ -165,7 +174,7 @@ cmd_up() {
     fi
     sleep 0.25
   done
-  log "broker ready on 127.0.0.1:$KAFKA_PORT"
+  log "Kafka $KAFKA_VERSION ready on 127.0.0.1:$KAFKA_PORT"
   print_env
 }
 
@@ -176,7 +185,9 @@ cmd_status() {
     log "running (pid $pid) on 127.0.0.1:$KAFKA_PORT"
     return 0
   fi
-  if pid=$(broker_pid); then
+  if pid=$(broker_pid) && ! right_version; then
+    log "process $pid runs another Kafka version than $KAFKA_VERSION ('up' replaces it)"
+  elif pid=$(broker_pid); then
     log "process $pid exists but is not serving on 127.0.0.1:$KAFKA_PORT"
   else
     log "not running"

@@ -25,8 +25,8 @@
 set -euo pipefail
 
 script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=versions.env source-path=SCRIPTDIR
-. "$script_dir/versions.env"
+# shellcheck source=env.sh source-path=SCRIPTDIR
+. "$script_dir/env.sh"
 
 pg_root=${SHAREQ_PG_DIR:-/tmp/shareq-pg-$PG_PORT}
 data_dir=$pg_root/data

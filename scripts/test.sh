@@ -11,8 +11,8 @@ set -euo pipefail
 
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo_root"
-# shellcheck source=versions.env source-path=SCRIPTDIR
-. scripts/versions.env
+# shellcheck source=env.sh source-path=SCRIPTDIR
+. scripts/env.sh
 logs=.cache/test-logs
 mkdir -p "$logs"
 
