@@ -8,6 +8,7 @@
 #   scripts/kafka.sh status        exit 0 if running and serving, else 1
 #   scripts/kafka.sh logs [-f|N]   tail the server log (follow, or last N lines)
 #   scripts/kafka.sh env           print SHAREQ_TEST_KAFKA=host:port
+#   scripts/kafka.sh jars          only fetch the broker jars (KAFKA_VERSION)
 #
 # Versions and ports: scripts/versions.env. Broker settings:
 # scripts/kafka/server.properties. Everything it writes is under .cache/ at
@@ -18,7 +19,9 @@
 #   .cache/kafka.pid              pid of the broker this script started
 #
 # Environment: SHAREQ_CACHE_DIR (default <repo>/.cache), KAFKA_START_TIMEOUT
-# (seconds, default 90), KAFKA_JAVA_OPTS (extra JVM flags).
+# (seconds, default 90), KAFKA_JAVA_OPTS (extra JVM flags); KAFKA_RUN_DIR and
+# KAFKA_PID_FILE, with other ports, run a second broker beside the first
+# (scripts/compat.sh does).
 set -euo pipefail
 
 script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -29,8 +32,8 @@ repo_root=$(cd "$script_dir/.." && pwd)
 cache_dir=${SHAREQ_CACHE_DIR:-$repo_root/.cache}
 jars_dir=$cache_dir/kafka-$KAFKA_VERSION
 libs_dir=$jars_dir/libs
-run_dir=$cache_dir/kafka-run
-pid_file=$cache_dir/kafka.pid
+run_dir=${KAFKA_RUN_DIR:-$cache_dir/kafka-run}
+pid_file=${KAFKA_PID_FILE:-$cache_dir/kafka.pid}
 server_log=$run_dir/server.log
 start_timeout=${KAFKA_START_TIMEOUT:-90}
 stop_timeout=30
@@ -210,8 +213,9 @@ case ${1:-} in
   status) cmd_status ;;
   logs) shift; cmd_logs "$@" ;;
   env) print_env ;;
+  jars) fetch_jars; log "Kafka $KAFKA_VERSION jars in $libs_dir" ;;
   *)
-    echo "usage: $0 up [--fresh] | down | status | logs [-f|N] | env" >&2
+    echo "usage: $0 up [--fresh] | down | status | logs [-f|N] | env | jars" >&2
     exit 2
     ;;
 esac

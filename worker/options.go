@@ -71,6 +71,8 @@ type config struct {
 	retryBackoff    func(delivery int32) time.Duration
 	retryBackoffSet bool
 	required        []string
+	brokerDLQ       string
+	brokerDLQSet    bool
 	nilHandler      bool // a Handle had a nil handler
 
 	errs []error

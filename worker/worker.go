@@ -41,6 +41,7 @@ import (
 	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -93,7 +94,8 @@ type Worker struct {
 	checked  atomic.Bool
 	topicIDs map[string]kadm.TopicID // set by Check, read by Run
 
-	deliveryLimit atomic.Int32 // set by Check
+	deliveryLimit atomic.Int32           // set by Check
+	brokerDLQ     atomic.Pointer[string] // set by Check
 }
 
 // New validates opts and returns a Worker. Every invalid option is
@@ -268,7 +270,9 @@ func (w *Worker) check(ctx context.Context, admin *kgo.Client) error {
 // those that differ, so a worker without ALTER_CONFIGS permission runs on
 // a group an operator configured. It returns the configs it found.
 func (w *Worker) ensureGroupConfig(ctx context.Context, admin *kgo.Client) (map[string]string, error) {
-	current, err := groupcfg.Describe(ctx, admin, w.cfg.group, groupcfg.AutoOffsetReset, groupcfg.RenewAckEnable, groupcfg.DeliveryCountLimit)
+	current, err := groupcfg.Describe(ctx, admin, w.cfg.group, groupcfg.AutoOffsetReset, groupcfg.RenewAckEnable, groupcfg.DeliveryCountLimit,
+		groupcfg.DLQTopicName, groupcfg.DLQCopyRecord)
+	described := err == nil
 	if err != nil {
 		current = map[string]string{} // a broker without group configs: try to set them
 	}
@@ -280,6 +284,10 @@ func (w *Worker) ensureGroupConfig(ctx context.Context, admin *kgo.Client) (map[
 	}
 	if n := w.cfg.groupLimit; n > 0 && current[groupcfg.DeliveryCountLimit] != strconv.Itoa(n) {
 		if err := groupcfg.Set(ctx, admin, w.cfg.group, map[string]string{groupcfg.DeliveryCountLimit: strconv.Itoa(n)}); err != nil {
+			if errors.Is(err, kerr.InvalidConfig) && strings.Contains(err.Error(), "Unknown group config") {
+				return nil, fmt.Errorf("worker: GroupDeliveryLimit(%d): the brokers do not know the group config %s (Apache Kafka 4.3+); on older brokers set the broker config %s instead, and pass worker.DeliveryLimit(%d) if it differs from the broker's",
+					n, groupcfg.DeliveryCountLimit, groupcfg.BrokerDeliveryCountLimit, n)
+			}
 			return nil, fmt.Errorf("worker: GroupDeliveryLimit(%d): %w (the broker allows group.share.min.delivery.count.limit to group.share.max.delivery.count.limit, 2 to 10 by default; or set it with kafka-configs.sh --entity-type groups --entity-name %s --alter --add-config %s=%d, or grant ALTER_CONFIGS on the group)",
 				n, err, w.cfg.group, groupcfg.DeliveryCountLimit, n)
 		}
@@ -292,6 +300,9 @@ func (w *Worker) ensureGroupConfig(ctx context.Context, admin *kgo.Client) (map[
 			return nil, fmt.Errorf("worker: group %q has %s=%s, so long jobs cannot renew their locks, and setting it failed: %w (set it to true with kafka-configs.sh --entity-type groups --entity-name %s --alter --add-config %s=true)",
 				w.cfg.group, groupcfg.RenewAckEnable, v, err, w.cfg.group, groupcfg.RenewAckEnable)
 		}
+	}
+	if err := w.setupBrokerDLQ(ctx, admin, current, described); err != nil {
+		return nil, err
 	}
 	return current, nil
 }

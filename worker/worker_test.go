@@ -451,6 +451,24 @@ func TestGroupConfigOptions(t *testing.T) {
 			t.Fatal(notDelivered)
 		}
 	}
+	if !b.c.GroupDeliveryLimitConfig {
+		// Kafka 4.2 has no group-level delivery limit: the option fails
+		// the start, saying what to do instead.
+		w, err := worker.New(worker.Brokers(b.c.Seeds...), worker.Group(b.group), worker.Handle(b.topic, h),
+			worker.Logger(workertest.Logger()), worker.GroupDeliveryLimit(7))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = w.Check(context.Background())
+		if err == nil || !strings.Contains(err.Error(), "Apache Kafka 4.3+") || !strings.Contains(err.Error(), groupcfg.BrokerDeliveryCountLimit) {
+			t.Fatalf("GroupDeliveryLimit on Kafka %s: Check = %v, want an error naming Kafka 4.3+ and %s", b.c.Version, err, groupcfg.BrokerDeliveryCountLimit)
+		}
+		b.start(t, h, worker.AutoOffsetReset("earliest"), worker.DeliveryLimit(4))
+		for range 2 {
+			expect(4, "DeliveryLimit", "the jobs produced before the group existed were not delivered: AutoOffsetReset not applied")
+		}
+		return
+	}
 	b.start(t, h, worker.AutoOffsetReset("earliest"), worker.GroupDeliveryLimit(7), worker.DeliveryLimit(4))
 	for range 2 {
 		expect(4, "DeliveryLimit", "the jobs produced before the group existed were not delivered: AutoOffsetReset not applied")

@@ -22,6 +22,22 @@ const (
 	RecordLockDurationMs = "share.record.lock.duration.ms"
 	RenewAckEnable       = "share.renew.acknowledge.enable"
 
+	// DLQTopicName names the group's dead-letter topic (Kafka 4.4+,
+	// KIP-1191): the broker writes every record it archives there. Empty
+	// (the default): none.
+	DLQTopicName = "errors.deadletterqueue.topic.name"
+	// DLQCopyRecord makes the broker copy the archived record's key and
+	// value into its dead-letter record (default false: headers only).
+	// The record's own headers are never copied.
+	DLQCopyRecord = "errors.deadletterqueue.copy.record.enable"
+	// TopicDLQGroupEnable is the TOPIC config that lets share groups
+	// write to a topic as their dead-letter topic (default false: the
+	// broker logs an error and writes nothing).
+	TopicDLQGroupEnable = "errors.deadletterqueue.group.enable"
+	// BrokerDLQTopicPrefix is the broker config every dead-letter topic
+	// name must start with (default "dlq."; "" for no restriction).
+	BrokerDLQTopicPrefix = "errors.deadletterqueue.topic.name.prefix"
+
 	// BrokerDeliveryCountLimit is the broker-wide default of
 	// DeliveryCountLimit.
 	BrokerDeliveryCountLimit = "group.share.delivery.count.limit"

@@ -57,6 +57,16 @@ type Cluster struct {
 	// pinned down by a test in share_behaviour_test.go and listed in
 	// docs/kafka-differences.md.
 
+	// Version is the Kafka release line the broker's features say it
+	// runs ("4.2", "4.3", "4.4"; "kfake"), for logs and skips that name
+	// the version a feature needs.
+	Version string
+
+	// GroupDeliveryLimitConfig: the broker knows the group config
+	// share.delivery.count.limit (Apache Kafka 4.3+; kfake accepts it).
+	// Kafka 4.2 rejects it with INVALID_CONFIG ("Unknown group config
+	// name").
+	GroupDeliveryLimitConfig bool
 	// HonoursGroupDeliveryLimit: the group config
 	// share.delivery.count.limit overrides the broker's delivery limit.
 	// kfake accepts the config but always uses the broker's limit.
@@ -67,9 +77,15 @@ type Cluster struct {
 	HonoursGroupLockDuration bool
 	// RenewAckConfig: the group config share.renew.acknowledge.enable
 	// exists (Apache Kafka 4.3+, default true) and a RENEW in a group
-	// that sets it to false fails with INVALID_RECORD_STATE. kfake
-	// rejects the config with INVALID_CONFIG and always accepts RENEW.
+	// that sets it to false fails with INVALID_RECORD_STATE. kfake and
+	// Kafka 4.2 reject the config with INVALID_CONFIG and always accept
+	// RENEW.
 	RenewAckConfig bool
+	// BrokerDLQ: the broker writes every record a share group archives
+	// to the group's dead-letter topic (group config
+	// errors.deadletterqueue.topic.name; Apache Kafka 4.4+, KIP-1191).
+	// kfake and Kafka before 4.4 do not know the config.
+	BrokerDLQ bool
 	// DescribesGroupConfigDefaults: DescribeConfigs of a group returns
 	// every group config, defaults included. kfake returns only the
 	// configs that were set on the group.
@@ -161,15 +177,18 @@ func New(t testing.TB, opts ...Option) *Cluster {
 	t.Cleanup(fake.Close)
 	c := &Cluster{
 		Kind:          "kfake",
+		Version:       "kfake",
 		Seeds:         fake.ListenAddrs(),
 		LockDuration:  FakeLockDuration,
 		DeliveryLimit: 5,
 		LockSweep:     100 * time.Millisecond,
 		fake:          fake,
 
+		GroupDeliveryLimitConfig:     true,
 		HonoursGroupDeliveryLimit:    false,
 		HonoursGroupLockDuration:     false,
 		RenewAckConfig:               false,
+		BrokerDLQ:                    false,
 		DescribesGroupConfigDefaults: false,
 		StaleShareStartOffset:        false,
 		ThrottlesRedelivery:          false,
@@ -196,9 +215,7 @@ func realCluster(t testing.TB) *Cluster {
 		Seeds:     seeds,
 		LockSweep: 0,
 
-		HonoursGroupDeliveryLimit:    true,
 		HonoursGroupLockDuration:     true,
-		RenewAckConfig:               true,
 		DescribesGroupConfigDefaults: true,
 		StaleShareStartOffset:        true,
 		ThrottlesRedelivery:          true,
@@ -222,6 +239,25 @@ func realCluster(t testing.TB) *Cluster {
 	c.DeliveryLimit, _ = strconv.Atoi(cfg[groupcfg.BrokerDeliveryCountLimit])
 	if c.LockDuration == 0 || c.DeliveryLimit == 0 {
 		t.Fatalf("real broker %v: lock duration %v, delivery limit %d: cannot read broker configs", seeds, c.LockDuration, c.DeliveryLimit)
+	}
+	// Apache Kafka describes every group config it knows, defaults
+	// included, for any group name: the ones it knows say its version.
+	known, err := groupcfg.Describe(ctx, c.cl, Name(t, "g-features"))
+	if err != nil {
+		t.Fatalf("real broker %v: describe group configs: %v", seeds, err)
+	}
+	has := func(k string) bool { _, ok := known[k]; return ok }
+	c.GroupDeliveryLimitConfig = has(groupcfg.DeliveryCountLimit)
+	c.HonoursGroupDeliveryLimit = c.GroupDeliveryLimitConfig
+	c.RenewAckConfig = has(groupcfg.RenewAckEnable)
+	c.BrokerDLQ = has(groupcfg.DLQTopicName)
+	switch {
+	case c.BrokerDLQ:
+		c.Version = "4.4"
+	case c.RenewAckConfig:
+		c.Version = "4.3"
+	default:
+		c.Version = "4.2"
 	}
 	return c
 }

@@ -298,10 +298,20 @@ func TestDeliveryLimitArchives(t *testing.T) {
 	c := kafkatest.New(t)
 	topic, group := c.Topic(t, 1), c.Group(t)
 	const groupLimit = 3
-	c.SetGroupConfig(t, group, map[string]string{groupcfg.DeliveryCountLimit: strconv.Itoa(groupLimit)})
 	want := c.DeliveryLimit
-	if c.HonoursGroupDeliveryLimit {
-		want = groupLimit
+	if c.GroupDeliveryLimitConfig {
+		c.SetGroupConfig(t, group, map[string]string{groupcfg.DeliveryCountLimit: strconv.Itoa(groupLimit)})
+		if c.HonoursGroupDeliveryLimit {
+			want = groupLimit
+		}
+	} else {
+		// Kafka 4.2: the limit is the broker's alone.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		err := groupcfg.Set(ctx, c.Client(t), group, map[string]string{groupcfg.DeliveryCountLimit: strconv.Itoa(groupLimit)})
+		if !errors.Is(err, kerr.InvalidConfig) {
+			t.Fatalf("Kafka %s: setting %s: %v, want INVALID_CONFIG", c.Version, groupcfg.DeliveryCountLimit, err)
+		}
 	}
 	if groupLimit == c.DeliveryLimit {
 		t.Fatalf("test needs a group limit different from the broker's %d", c.DeliveryLimit)
@@ -442,8 +452,8 @@ func TestRenewDisabledByGroupConfig(t *testing.T) {
 	c := kafkatest.New(t)
 	topic := c.Topic(t, 1)
 	if !c.RenewAckConfig {
-		// kfake does not know the config: RENEW is always allowed
-		// (TestRenewHoldsLock).
+		// kfake and Kafka 4.2 do not know the config: RENEW is always
+		// allowed (TestRenewHoldsLock).
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		err := groupcfg.Set(ctx, c.Client(t), kafkatest.Name(t, "g"), map[string]string{groupcfg.RenewAckEnable: "false"})
@@ -563,9 +573,14 @@ func TestGroupConfigDefaults(t *testing.T) {
 	if c.DescribesGroupConfigDefaults {
 		want = map[string]string{
 			groupcfg.AutoOffsetReset:      "latest",
-			groupcfg.DeliveryCountLimit:   strconv.Itoa(c.DeliveryLimit),
 			groupcfg.RecordLockDurationMs: strconv.Itoa(int(c.LockDuration / time.Millisecond)),
-			groupcfg.RenewAckEnable:       "true",
+		}
+		// Kafka 4.3 added both.
+		if c.GroupDeliveryLimitConfig {
+			want[groupcfg.DeliveryCountLimit] = strconv.Itoa(c.DeliveryLimit)
+		}
+		if c.RenewAckConfig {
+			want[groupcfg.RenewAckEnable] = "true"
 		}
 	}
 	if !maps.Equal(got, want) {
