@@ -81,6 +81,46 @@ const (
 	HeaderReplayedFrom = "shareq-replayed-from"
 )
 
+// Headers of the dead-letter records the broker itself writes (Apache
+// Kafka 4.4+, KIP-1191) to a share group's dead-letter topic (see
+// worker.BrokerDLQ) for every record the group archives. [Parse] reads
+// them into an [Envelope] with Broker set.
+const (
+	// BrokerHeaderPrefix starts the name of every broker DLQ header.
+	BrokerHeaderPrefix = "__dlq.errors."
+	// BrokerHeaderTopic, BrokerHeaderPartition and BrokerHeaderOffset
+	// locate the archived record.
+	BrokerHeaderTopic     = BrokerHeaderPrefix + "topic"
+	BrokerHeaderPartition = BrokerHeaderPrefix + "partition"
+	BrokerHeaderOffset    = BrokerHeaderPrefix + "offset"
+	// BrokerHeaderGroup is the share group that archived it.
+	BrokerHeaderGroup = BrokerHeaderPrefix + "group"
+	// BrokerHeaderDeliveryCount is its delivery count when archived.
+	BrokerHeaderDeliveryCount = BrokerHeaderPrefix + "delivery.count"
+	// BrokerHeaderMessage says why: [BrokerMessageRejected] or
+	// [BrokerMessageDeliveryLimit] on Kafka 4.4.
+	BrokerHeaderMessage = BrokerHeaderPrefix + "message"
+
+	// BrokerMessageRejected is the broker's message for a record a
+	// consumer REJECTed.
+	BrokerMessageRejected = "Offset rejected by client."
+	// BrokerMessageDeliveryLimit is the broker's message for a record
+	// whose last delivery ended without an ACCEPT or REJECT: released,
+	// or its lock ran out (a worker killed during its last delivery).
+	BrokerMessageDeliveryLimit = "Offset delivery count exceeded the threshold."
+)
+
+// Reasons [Parse] gives broker dead-letter records. A record past the
+// delivery limit gets [handler.ReasonDeliveryLimit], like one the
+// middleware parked on its last delivery.
+const (
+	// ReasonBrokerRejected: a worker REJECTed the record (a permanent
+	// failure with no dlq middleware to park it).
+	ReasonBrokerRejected = "rejected"
+	// ReasonBroker: a broker message this package does not know.
+	ReasonBroker = "broker"
+)
+
 // envelopeVersion is the value of HeaderVersion this package writes and reads.
 const envelopeVersion = "1"
 
@@ -129,6 +169,22 @@ type Envelope struct {
 	// OmittedValueSize is the size of the value left out.
 	ValueOmitted     bool
 	OmittedValueSize int
+
+	// Broker reports a dead-letter record written by the broker (Kafka
+	// 4.4+, the __dlq.errors.* headers) rather than by [Middleware]:
+	// Reason is [ReasonBrokerRejected], [handler.ReasonDeliveryLimit] or
+	// [ReasonBroker], Error the broker's message, ParkedAt the DLQ
+	// record's timestamp; the worker-side fields (Stack, EnqueuedAt, the
+	// attempt times, WorkerHost) are zero. The broker does not copy the
+	// job's headers (so not its job ID either), and copies its key and
+	// value only when the group sets
+	// errors.deadletterqueue.copy.record.enable (the worker does): [Get]
+	// and [Replay] read the job's own record back from its source topic
+	// while that still holds it (Restored).
+	Broker bool
+	// Restored reports that the job's key, value and headers were read
+	// back from its source record ([Get], [Replay]; never [List]).
+	Restored bool
 }
 
 // Parked is a record read from a DLQ topic: its envelope, where it sits in
@@ -183,8 +239,10 @@ func sourceID(topic string, partition int32, offset int64) string {
 	return topic + "/" + strconv.FormatInt(int64(partition), 10) + "/" + strconv.FormatInt(offset, 10)
 }
 
-// Parse decodes a record read from a DLQ topic. It returns an error
-// wrapping [ErrMalformed] when the record is not a DLQ envelope.
+// Parse decodes a record read from a DLQ topic: one [Middleware] parked,
+// or one the broker wrote to a share group's dead-letter topic (Envelope.
+// Broker). It returns an error wrapping [ErrMalformed] when the record is
+// neither.
 func Parse(r *kgo.Record) (Parked, error) {
 	if r == nil {
 		return Parked{}, fmt.Errorf("%w: nil record", ErrMalformed)
@@ -198,6 +256,16 @@ func Parse(r *kgo.Record) (Parked, error) {
 		Value:     r.Value,
 		ValueSize: len(r.Value),
 		Headers:   jobHeaders(r.Headers),
+	}
+	if isBrokerRecord(r.Headers) {
+		env, err := parseBrokerHeaders(r.Headers)
+		if err != nil {
+			return p, fmt.Errorf("dlq: record %s: %w", p.Location(), err)
+		}
+		env.ParkedAt = r.Timestamp
+		p.Envelope = env
+		p.Headers = nil // only the broker's own headers
+		return p, nil
 	}
 	env, err := ParseHeaders(r.Headers)
 	if err != nil {
@@ -297,6 +365,77 @@ func ParseHeaders(hs []kgo.RecordHeader) (Envelope, error) {
 	}
 	if len(errs) > 0 {
 		return Envelope{}, errors.Join(errs...)
+	}
+	return env, nil
+}
+
+// isBrokerRecord reports whether hs are a broker dead-letter record's:
+// the broker's headers and none of the middleware's.
+func isBrokerRecord(hs []kgo.RecordHeader) bool {
+	broker := false
+	for _, h := range hs {
+		switch {
+		case strings.HasPrefix(h.Key, HeaderPrefix):
+			return false
+		case strings.HasPrefix(h.Key, BrokerHeaderPrefix):
+			broker = true
+		}
+	}
+	return broker
+}
+
+// parseBrokerHeaders decodes the __dlq.errors.* headers of a broker
+// dead-letter record; the source headers are required.
+func parseBrokerHeaders(hs []kgo.RecordHeader) (Envelope, error) {
+	env := Envelope{Broker: true}
+	seen := map[string]bool{}
+	var errs []error
+	num := func(name, v string, bits int) int64 {
+		n, err := strconv.ParseInt(v, 10, bits)
+		if err == nil && n < 0 {
+			err = errors.New("negative")
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%w: header %s: %q: %v", ErrMalformed, name, clip(v, 64), err))
+		}
+		return n
+	}
+	for _, h := range hs {
+		v := string(h.Value)
+		seen[h.Key] = true
+		switch h.Key {
+		case BrokerHeaderTopic:
+			env.SourceTopic = v
+		case BrokerHeaderPartition:
+			env.SourcePartition = int32(num(h.Key, v, 32))
+		case BrokerHeaderOffset:
+			env.SourceOffset = num(h.Key, v, 64)
+		case BrokerHeaderGroup:
+			env.Group = v
+		case BrokerHeaderDeliveryCount:
+			env.DeliveryCount = int32(num(h.Key, v, 32))
+		case BrokerHeaderMessage:
+			env.Error = v
+		}
+	}
+	for _, name := range []string{BrokerHeaderTopic, BrokerHeaderPartition, BrokerHeaderOffset} {
+		if !seen[name] {
+			errs = append(errs, fmt.Errorf("%w: broker dead-letter header %s is missing", ErrMalformed, name))
+		}
+	}
+	if seen[BrokerHeaderTopic] && env.SourceTopic == "" {
+		errs = append(errs, fmt.Errorf("%w: header %s is empty", ErrMalformed, BrokerHeaderTopic))
+	}
+	if len(errs) > 0 {
+		return Envelope{}, errors.Join(errs...)
+	}
+	switch env.Error {
+	case BrokerMessageRejected:
+		env.Reason = ReasonBrokerRejected
+	case BrokerMessageDeliveryLimit:
+		env.Reason = handler.ReasonDeliveryLimit
+	default:
+		env.Reason = ReasonBroker
 	}
 	return env, nil
 }

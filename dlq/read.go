@@ -1,6 +1,7 @@
 package dlq
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -366,8 +367,11 @@ func List(ctx context.Context, cl *kgo.Client, topic string, f Filter, limit int
 // its full value. It returns an error wrapping [ErrNoRecord] when the
 // offset is past the end, was removed by retention, or holds no record,
 // and one wrapping [ErrMalformed] (with the Parked still filled in as far
-// as possible) when the record is not a DLQ envelope. cl must meet the
-// conditions given for [List].
+// as possible) when the record is not a DLQ envelope. For a record the
+// broker wrote (Envelope.Broker), Get also reads the job's own record
+// from its source topic and, when it is still there, fills in its key,
+// value and headers (Restored). cl must meet the conditions given for
+// [List].
 func Get(ctx context.Context, cl *kgo.Client, topic string, partition int32, offset int64) (Parked, error) {
 	if err := checkReader(cl, topic); err != nil {
 		return Parked{}, err
@@ -379,7 +383,34 @@ func Get(ctx context.Context, cl *kgo.Client, topic string, partition int32, off
 	if err != nil {
 		return Parked{}, err
 	}
-	return Parse(rec)
+	p, err := Parse(rec)
+	if err != nil || !p.Broker {
+		return p, err
+	}
+	if err := restore(ctx, cl, &p); err != nil && ctx.Err() != nil {
+		return p, ctx.Err()
+	}
+	return p, nil
+}
+
+// restore reads the source record of a broker dead-letter record p
+// through cl and, when it is the same job, puts its key, value and
+// headers in p. The broker's copy, when the group made one, must match
+// the source record's key and value.
+func restore(ctx context.Context, cl *kgo.Client, p *Parked) error {
+	src, err := readOne(ctx, cl, p.SourceTopic, p.SourcePartition, p.SourceOffset)
+	if err != nil {
+		return err
+	}
+	copied := len(p.Key) > 0 || len(p.Value) > 0
+	if copied && (!bytes.Equal(src.Key, p.Key) || !bytes.Equal(src.Value, p.Value)) {
+		return fmt.Errorf("%w: the record at %s is not the job (its key or value differ from the broker's copy)", ErrNoRecord, sourceID(p.SourceTopic, p.SourcePartition, p.SourceOffset))
+	}
+	p.Key, p.Value, p.ValueSize = src.Key, src.Value, len(src.Value)
+	p.Headers = jobHeaders(src.Headers)
+	p.EnqueuedAt = src.Timestamp
+	p.Restored = true
+	return nil
 }
 
 // readOne reads the record at partition and offset of topic through cl.

@@ -69,6 +69,13 @@ type ReplayStats struct {
 	// Malformed counts records that are not DLQ envelopes; they are
 	// passed over.
 	Malformed int
+	// SourceGone counts records the broker wrote to a share group's
+	// dead-letter topic (Envelope.Broker) whose source record is gone
+	// (retention, a deleted topic): the broker keeps neither the job's
+	// headers nor its job ID, so replaying its copy would make a new job
+	// the idempotency middleware cannot tell from the original. They are
+	// passed over, stay in the DLQ, and are each logged at Error level.
+	SourceGone int
 	// ValueGone counts jobs parked without their value (too large for the
 	// DLQ topic, [HeaderValueOmitted]) whose source record is gone, so
 	// their value cannot be read back: they are passed over, and stay in
@@ -109,7 +116,11 @@ func ReplayGroup(topic string, f Filter) string {
 }
 
 // Replay re-produces parked jobs from a DLQ topic to the topics they came
-// from, so the workers run them again. Each job gets its original key,
+// from, so the workers run them again. A record the broker wrote to a
+// share group's dead-letter topic (Envelope.Broker) is replayed as its
+// source record, read back from the source topic with its headers and
+// job ID; when that is gone it is passed over and counted in
+// ReplayStats.SourceGone. Each job gets its original key,
 // value and headers (the envelope headers removed), a [handler.JobIDHeader]
 // header (its original one, or "sourcetopic/partition/offset" as
 // [handler.Job.ID] computed it when it had none), and a
@@ -152,9 +163,10 @@ func Replay(ctx context.Context, cl *kgo.Client, opts ReplayOptions) (ReplayStat
 	return r.run(ctx, opts)
 }
 
-// sourceValue reads the value of a job parked without it from its source
-// record, through a client of its own (cl is reading the DLQ topic).
-func (rp *replayer) sourceValue(ctx context.Context, p *Parked) ([]byte, error) {
+// source returns the client that reads source records, made from the
+// reading client's options when first needed (that one is reading the
+// DLQ topic).
+func (rp *replayer) source() (*kgo.Client, error) {
 	if rp.src == nil {
 		src, err := kgo.NewClient(rp.read.Opts()...)
 		if err != nil {
@@ -162,7 +174,27 @@ func (rp *replayer) sourceValue(ctx context.Context, p *Parked) ([]byte, error) 
 		}
 		rp.src = src
 	}
-	rec, err := readOne(ctx, rp.src, p.SourceTopic, p.SourcePartition, p.SourceOffset)
+	return rp.src, nil
+}
+
+// restore puts the source record's key, value and headers in a broker
+// dead-letter record p.
+func (rp *replayer) restore(ctx context.Context, p *Parked) error {
+	src, err := rp.source()
+	if err != nil {
+		return err
+	}
+	return restore(ctx, src, p)
+}
+
+// sourceValue reads the value of a job parked without it from its source
+// record.
+func (rp *replayer) sourceValue(ctx context.Context, p *Parked) ([]byte, error) {
+	src, err := rp.source()
+	if err != nil {
+		return nil, err
+	}
+	rec, err := readOne(ctx, src, p.SourceTopic, p.SourcePartition, p.SourceOffset)
 	if err != nil {
 		return nil, err
 	}
@@ -326,6 +358,19 @@ func (rp *replayer) run(ctx context.Context, opts ReplayOptions) (ReplayStats, e
 		}
 		if err := pace.wait(ctx); err != nil {
 			return err
+		}
+		if p.Broker {
+			if err := rp.restore(ctx, &p); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				stats.SourceGone++
+				log.LogAttrs(ctx, slog.LevelError, "dlq: replay: passing over a job the broker dead-lettered: its source record, with its headers and job ID, cannot be read",
+					slog.String("record", p.Location()),
+					slog.String("source", sourceID(p.SourceTopic, p.SourcePartition, p.SourceOffset)), slog.String("error", err.Error()))
+				advance(r)
+				return nil
+			}
 		}
 		if p.ValueOmitted {
 			v, err := rp.sourceValue(ctx, &p)
