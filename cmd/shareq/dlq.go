@@ -36,7 +36,10 @@ const (
 const dlqUsage = `usage: shareq dlq <command> [flags]
 
 Inspect jobs parked in a dead-letter topic and move them back to the topic
-they came from.
+they came from. TOPIC is a topic the dlq middleware parks jobs in
+("<topic>.dlq") or a share group's dead-letter topic that the broker writes
+archived records to (Kafka 4.4+, "dlq.<group>"); replay restores a broker
+record's job, headers and job ID included, from its source topic.
 
 commands:
   list TOPIC                   list parked jobs, oldest first per partition
@@ -345,6 +348,13 @@ func dlqShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		w.printf("NOT A DLQ RECORD: %v\n", p.Err)
 	} else {
 		w.printf("reason       %s\n", p.Reason)
+		if p.Broker {
+			restored := "job's own record read back from its source: key, value and headers below are the job's"
+			if !p.Restored {
+				restored = "its source record is gone: no headers, no job ID; replay passes it over"
+			}
+			w.printf("written by   the broker (share group dead-letter topic); %s\n", restored)
+		}
 		w.printf("deliveries   %d\n", p.DeliveryCount)
 		w.printf("source       %s/%d/%d\n", p.SourceTopic, p.SourcePartition, p.SourceOffset)
 		w.printf("job id       %s\n", p.JobID())
@@ -443,6 +453,9 @@ func dlqReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	})
 	if stats.Group != "" {
 		w.printf("%s %d of %d read (%d filtered out, %d not DLQ records", verb, stats.Replayed, stats.Read, stats.Filtered, stats.Malformed)
+		if stats.SourceGone > 0 {
+			w.printf(", %d passed over: dead-lettered by the broker, and their source record is gone", stats.SourceGone)
+		}
 		if stats.ValueGone > 0 {
 			w.printf(", %d passed over: parked without their value, and their source record is gone", stats.ValueGone)
 		}
@@ -474,6 +487,8 @@ type jsonParked struct {
 	Offset          int64        `json:"offset"`
 	Timestamp       time.Time    `json:"timestamp,omitzero"`
 	Reason          string       `json:"reason,omitempty"`
+	Broker          bool         `json:"broker,omitempty"`
+	Restored        bool         `json:"restored,omitempty"`
 	Error           string       `json:"error,omitempty"`
 	Stack           string       `json:"stack,omitempty"`
 	DeliveryCount   int32        `json:"delivery_count,omitempty"`
@@ -520,6 +535,7 @@ func toJSON(p *dlq.Parked, preview int) jsonParked {
 		return j
 	}
 	j.Reason, j.Error, j.Stack, j.DeliveryCount = p.Reason, p.Error, p.Stack, p.DeliveryCount
+	j.Broker, j.Restored = p.Broker, p.Restored
 	j.SourceTopic, j.SourcePartition, j.SourceOffset = p.SourceTopic, p.SourcePartition, p.SourceOffset
 	j.JobID, j.Group, j.WorkerHost = p.JobID(), p.Group, p.WorkerHost
 	j.EnqueuedAt, j.FirstAttemptAt, j.LastAttemptAt, j.ParkedAt = p.EnqueuedAt, p.FirstAttemptAt, p.LastAttemptAt, p.ParkedAt

@@ -362,3 +362,58 @@ func TestPayload(t *testing.T) {
 		}
 	}
 }
+
+// Records the broker writes to a share group's dead-letter topic (Kafka
+// 4.4): listed, shown with their job's own record read back from the
+// source topic, and replayed; one whose source is gone is passed over.
+func TestDLQBrokerRecords(t *testing.T) {
+	t.Parallel()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "jobs", "dlq.workers"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	brokerRec := func(offset, message string) *kgo.Record {
+		h := func(k, v string) kgo.RecordHeader { return kgo.RecordHeader{Key: k, Value: []byte(v)} }
+		return &kgo.Record{Topic: "dlq.workers", Headers: []kgo.RecordHeader{
+			h(dlq.BrokerHeaderTopic, "jobs"), h(dlq.BrokerHeaderPartition, "0"), h(dlq.BrokerHeaderOffset, offset),
+			h(dlq.BrokerHeaderGroup, "workers"), h(dlq.BrokerHeaderDeliveryCount, "1"), h(dlq.BrokerHeaderMessage, message),
+		}}
+	}
+	ctx := context.Background()
+	if err := cl.ProduceSync(ctx,
+		&kgo.Record{Topic: "jobs", Key: []byte("k"), Value: []byte("payload"), Headers: []kgo.RecordHeader{{Key: handler.JobIDHeader, Value: []byte("job-7")}}},
+		brokerRec("0", dlq.BrokerMessageRejected),
+		brokerRec("5", dlq.BrokerMessageDeliveryLimit),
+	).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	brokers := strings.Join(c.ListenAddrs(), ",")
+
+	out, _, err := dlqRun(t, "list", "-brokers", brokers, "dlq.workers")
+	if err != nil || !strings.Contains(out, "rejected") || !strings.Contains(out, "delivery-limit") || !strings.Contains(out, "jobs/0/5") {
+		t.Fatalf("list: %v\n%s", err, out)
+	}
+	out, _, err = dlqRun(t, "show", "-brokers", brokers, "dlq.workers", "0", "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"reason       rejected", "written by   the broker", "job id       job-7", "error        Offset rejected by client.", "payload"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("show lacks %q:\n%s", want, out)
+		}
+	}
+	out, _, err = dlqRun(t, "show", "-brokers", brokers, "dlq.workers", "0", "1")
+	if err != nil || !strings.Contains(out, "source record is gone") {
+		t.Errorf("show of a record whose source is gone: %v\n%s", err, out)
+	}
+	out, _, err = dlqRun(t, "replay", "-brokers", brokers, "dlq.workers")
+	if err != nil || !strings.Contains(out, "1 passed over: dead-lettered by the broker, and their source record is gone") {
+		t.Fatalf("replay: %v\n%s", err, out)
+	}
+}
