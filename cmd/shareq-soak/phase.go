@@ -25,6 +25,7 @@ import (
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/groupcfg"
 	"github.com/shareq/shareq/migrations"
+	"github.com/shareq/shareq/worker"
 )
 
 const (
@@ -52,21 +53,25 @@ type jobSpec struct {
 
 // phase is the state of one phase of the soak.
 type phase struct {
-	name   string
-	o      options
-	svc    *services
-	rng    *rand.Rand
-	seeds  []string
-	kc     *cluster // the cluster the phase runs on; nil: the shared test broker
-	pgURL  string
-	runID  string
-	topic  string
-	dlq    string
-	group  string
-	schema string
-	logDir string
-	lock   time.Duration
-	limit  int // the broker's default delivery limit
+	name  string
+	o     options
+	svc   *services
+	rng   *rand.Rand
+	seeds []string
+	kc    *cluster // the cluster the phase runs on; nil: the shared test broker
+	pgURL string
+	runID string
+	topic string
+	dlq   string
+	// brokerDLQ is the share group's dead-letter topic on brokers that
+	// have one (Kafka 4.4+): the workers take it up by default, and the
+	// broker writes every record it archives there. "" before 4.4.
+	brokerDLQ string
+	group     string
+	schema    string
+	logDir    string
+	lock      time.Duration
+	limit     int // the broker's default delivery limit
 	// groupLimit is the group's delivery limit: limit, or more with
 	// -spare-deliveries.
 	groupLimit int
@@ -83,6 +88,7 @@ type phase struct {
 	produced    atomic.Int64
 	produceErrs atomic.Int64
 	producedIDs sync.Map // job ID → struct{}, acknowledged by the broker
+	locID       sync.Map // "topic/partition/offset" of a produced job → job ID
 
 	dlqMu   sync.Mutex
 	dlqSeen map[string]int // from the tailing consumer
@@ -247,7 +253,7 @@ func runPhase(ctx context.Context, svc *services, o options, name string, seed u
 	if rep.ok() && !o.keep {
 		p.cleanup(vctx)
 	} else {
-		rep.kept = fmt.Sprintf("kept for inspection: topic %s, DLQ %s, group %s, schema %s", p.topic, p.dlq, p.group, p.schema)
+		rep.kept = fmt.Sprintf("kept for inspection: topic %s, DLQ %s, group %s, schema %s", p.topic, strings.Join(p.dlqTopics(), " and "), p.group, p.schema)
 	}
 	return rep, nil
 }
@@ -266,11 +272,25 @@ func (p *phase) setup(ctx context.Context) error {
 	if len(p.seeds) >= 3 {
 		rf = 3
 	}
-	for _, t := range []struct {
-		name  string
-		parts int32
-	}{{p.topic, partitions}, {p.dlq, dlqPartitions}} {
-		if _, err := p.adm.CreateTopic(ctx, t.parts, rf, nil, t.name); err != nil {
+	topics := []struct {
+		name    string
+		parts   int32
+		configs map[string]*string
+	}{{p.topic, partitions, nil}, {p.dlq, dlqPartitions, nil}}
+	// Kafka 4.4+ describes the group config errors.deadletterqueue.topic.name:
+	// create the group's dead-letter topic, which the workers take up.
+	if known, err := groupcfg.Describe(ctx, p.cl, p.group, groupcfg.DLQTopicName); err == nil {
+		if _, ok := known[groupcfg.DLQTopicName]; ok {
+			p.brokerDLQ = worker.BrokerDLQTopic(p.group)
+			topics = append(topics, struct {
+				name    string
+				parts   int32
+				configs map[string]*string
+			}{p.brokerDLQ, dlqPartitions, map[string]*string{groupcfg.TopicDLQGroupEnable: kadm.StringPtr("true")}})
+		}
+	}
+	for _, t := range topics {
+		if _, err := p.adm.CreateTopic(ctx, t.parts, rf, t.configs, t.name); err != nil {
 			return fmt.Errorf("create topic %s: %w", t.name, err)
 		}
 	}
@@ -411,6 +431,7 @@ func (p *phase) produce(ctx context.Context, runStart time.Time) {
 				return
 			}
 			p.producedIDs.Store(j.id, struct{}{})
+			p.locID.Store(fmt.Sprintf("%s/%d/%d", r.Topic, r.Partition, r.Offset), j.id)
 			p.produced.Add(1)
 		})
 	}
@@ -432,10 +453,48 @@ func (p *phase) countEffects(ctx context.Context) (int64, error) {
 	return n, err
 }
 
-// tailDLQ reads the DLQ topic as it grows, for the progress and drain
-// checks. (The final check reads it again with dlq.List.)
+// dlqTopics are the topics jobs can be dead-lettered in: the workers'
+// DLQ topic, and the group's dead-letter topic on the broker if any.
+func (p *phase) dlqTopics() []string {
+	if p.brokerDLQ != "" {
+		return []string{p.dlq, p.brokerDLQ}
+	}
+	return []string{p.dlq}
+}
+
+// dlqJobID is the job ID of a DLQ record. The broker's dead-letter
+// records carry no headers: their job is found by the source location it
+// was produced at (or, for a job replayed since, by its key, the job ID,
+// which the broker copies).
+func (p *phase) dlqJobID(pk *dlq.Parked) string {
+	if pk.Broker && !pk.Restored {
+		if id, ok := p.locID.Load(pk.JobID()); ok {
+			return id.(string)
+		}
+		if len(pk.Key) > 0 {
+			return string(pk.Key)
+		}
+	}
+	return pk.JobID()
+}
+
+// listDLQ reads every DLQ topic with dlq.List.
+func (p *phase) listDLQ(ctx context.Context, cl *kgo.Client) ([]dlq.Parked, error) {
+	var out []dlq.Parked
+	for _, t := range p.dlqTopics() {
+		ps, err := dlq.List(ctx, cl, t, dlq.Filter{}, 0)
+		if err != nil {
+			return nil, fmt.Errorf("dlq.List %s: %w", t, err)
+		}
+		out = append(out, ps...)
+	}
+	return out, nil
+}
+
+// tailDLQ reads the DLQ topics as they grow, for the progress and drain
+// checks. (The final check reads them again with dlq.List.)
 func (p *phase) tailDLQ(ctx context.Context) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(p.seeds...), kgo.ConsumeTopics(p.dlq),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(p.seeds...), kgo.ConsumeTopics(p.dlqTopics()...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(500*time.Millisecond))
 	if err != nil {
 		p.ev.note("DLQ tail: %v", err)
@@ -450,7 +509,7 @@ func (p *phase) tailDLQ(ctx context.Context) {
 				return
 			}
 			p.dlqMu.Lock()
-			p.dlqSeen[pk.JobID()]++
+			p.dlqSeen[p.dlqJobID(&pk)]++
 			p.dlqMu.Unlock()
 		})
 	}
@@ -582,13 +641,13 @@ func (p *phase) replayHealthy(ctx context.Context) (map[string]bool, error) {
 		return nil, err
 	}
 	defer cl.Close()
-	parked, err := dlq.List(ctx, cl, p.dlq, dlq.Filter{}, 0)
+	parked, err := p.listDLQ(ctx, cl)
 	if err != nil {
 		return nil, err
 	}
 	var ids []string
 	for _, pk := range parked {
-		if j, ok := p.byID[pk.JobID()]; ok && j.kind != kindPoison && pk.Err == nil {
+		if j, ok := p.byID[p.dlqJobID(&pk)]; ok && j.kind != kindPoison && pk.Err == nil {
 			ids = append(ids, j.id)
 		}
 	}
@@ -609,14 +668,14 @@ func (p *phase) replayHealthy(ctx context.Context) (map[string]bool, error) {
 	}
 	out := map[string]bool{}
 	for _, pk := range parked {
-		id := pk.JobID()
+		id := p.dlqJobID(&pk)
 		if j, ok := p.byID[id]; !ok || j.kind == kindPoison || pk.Err != nil || done[id] || out[id] {
 			continue
 		}
 		group := fmt.Sprintf("%s-replay-%d-%d", p.group, pk.Partition, pk.Offset)
 		p.replayGroups = append(p.replayGroups, group)
 		st, err := dlq.Replay(ctx, cl, dlq.ReplayOptions{
-			Topic:  p.dlq,
+			Topic:  pk.Topic,
 			Filter: dlq.Filter{Partitions: []int32{pk.Partition}, Offsets: dlq.OffsetRange{From: pk.Offset, End: pk.Offset + 1}},
 			Group:  group,
 		})
@@ -656,7 +715,7 @@ func (p *phase) waitEffects(ctx context.Context, ids map[string]bool) bool {
 
 // cleanup removes a passing phase's topics, group and schema.
 func (p *phase) cleanup(ctx context.Context) {
-	if _, err := p.adm.DeleteTopics(ctx, p.topic, p.dlq); err != nil {
+	if _, err := p.adm.DeleteTopics(ctx, append([]string{p.topic}, p.dlqTopics()...)...); err != nil {
 		p.ev.note("cleanup: delete topics: %v", err)
 	}
 	for _, g := range append([]string{p.group}, p.replayGroups...) {

@@ -9,10 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shareq/shareq/dlq"
 	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/internal/groupcfg"
 	"github.com/shareq/shareq/worker"
 )
 
@@ -89,6 +91,74 @@ func TestCrashOnLastDeliveryArchivesJob(t *testing.T) {
 		t.Errorf("after a crash during the job's last delivery (%d): DLQ holds %d records, the worker ran it %d times; want the broker to have archived it (0 and 0)",
 			r.c.DeliveryLimit, len(ps), n)
 	}
+}
+
+// On Kafka 4.4+ the same crash loses nothing: the worker takes up the
+// group's dead-letter topic (dlq.<group>, created beforehand), so the
+// broker writes the record it archives there, and dlq.Get gives the job
+// back with its own headers. Before 4.4 the broker has no such topic and
+// TestCrashOnLastDeliveryArchivesJob is the whole story.
+func TestCrashOnLastDeliveryBrokerDLQ(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	if !r.c.BrokerDLQ {
+		t.Logf("%s %s: no share-group dead-letter topics (Kafka 4.4+): the crash archives the job (TestCrashOnLastDeliveryArchivesJob)", r.c.Kind, r.c.Version)
+		return
+	}
+	brokerDLQ := worker.BrokerDLQTopic(r.group)
+	createBrokerDLQ(t, r, brokerDLQ)
+	fails := handler.Func(func(context.Context, *handler.Job) error { return errors.New("poison") })
+	w, err := worker.New(worker.Brokers(r.c.Seeds...), worker.Group(r.group), worker.Handle(r.topic, fails), worker.Logger(r.logger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Check(context.Background()); err != nil || w.BrokerDLQTopic() != brokerDLQ { // sets the group's dead-letter topic
+		t.Fatalf("Check: %v; broker DLQ %q, want %q", err, w.BrokerDLQTopic(), brokerDLQ)
+	}
+	r.produce(t, jobRec("poison", []byte("x")))
+	m := r.member(t)
+	last := m.releaseUntil(int32(r.c.DeliveryLimit))
+	m.die(last, r.c.LockDuration)
+
+	cl := r.c.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var ps []dlq.Parked
+	for len(ps) == 0 && ctx.Err() == nil {
+		var err error
+		if ps, err = dlq.List(ctx, cl, brokerDLQ, dlq.Filter{}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(ps) != 1 || !ps[0].Broker || ps[0].Reason != handler.ReasonDeliveryLimit || int(ps[0].DeliveryCount) != r.c.DeliveryLimit {
+		t.Fatalf("%s holds %+v, want the job dead-lettered by the broker at delivery %d", brokerDLQ, ps, r.c.DeliveryLimit)
+	}
+	p, err := dlq.Get(ctx, cl, brokerDLQ, ps[0].Partition, ps[0].Offset)
+	if err != nil || !p.Restored || p.JobID() != "poison" {
+		t.Fatalf("dlq.Get: restored %v, job ID %q (%v); want the job's own record, ID poison", p.Restored, p.JobID(), err)
+	}
+	if parked := r.parked(t); len(parked) != 0 {
+		t.Fatalf("the workers' DLQ holds %d records, want 0 (no worker ran the last delivery)", len(parked))
+	}
+}
+
+// createBrokerDLQ creates a share-group dead-letter topic.
+func createBrokerDLQ(t *testing.T, r *rig, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := r.c.Admin().CreateTopic(ctx, 1, 1, map[string]*string{groupcfg.TopicDLQGroupEnable: kadm.StringPtr("true")}, name)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatalf("create %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = r.c.Admin().DeleteTopics(ctx, name)
+	})
 }
 
 // The mitigation: park before the broker's limit (dlq.DeliveryLimit

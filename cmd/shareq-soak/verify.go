@@ -49,6 +49,8 @@ type report struct {
 	redactionLeaks  int
 	dlqMalformed    int
 	dlqRecords      int
+	brokerRecords   int    // of dlqRecords, written by the broker (Kafka 4.4+)
+	brokerDLQ       string // the group's dead-letter topic, "" before 4.4
 
 	dupsAbsorbed int
 	dupJobs      int
@@ -129,21 +131,25 @@ func (p *phase) verify(ctx context.Context) (*report, error) {
 		return nil, err
 	}
 	defer cl.Close()
-	parked, err := dlq.List(ctx, cl, p.dlq, dlq.Filter{}, 0)
+	parked, err := p.listDLQ(ctx, cl)
 	if err != nil {
-		return nil, fmt.Errorf("dlq.List %s: %w", p.dlq, err)
+		return nil, err
 	}
 	r.dlqRecords = len(parked)
+	r.brokerDLQ = p.brokerDLQ
 	inDLQ := map[string][]dlq.Parked{}
 	for _, pk := range parked {
 		if pk.Err != nil {
 			r.dlqMalformed++
 			continue
 		}
+		if pk.Broker {
+			r.brokerRecords++
+		}
 		if strings.Contains(pk.Error, poisonSecret) {
 			r.redactionLeaks++
 		}
-		id := pk.JobID()
+		id := p.dlqJobID(&pk)
 		inDLQ[id] = append(inDLQ[id], pk)
 	}
 
@@ -269,6 +275,11 @@ func (r *report) print(w io.Writer) {
 	pf("poison parked twice+     %d (at-least-once parking: a crash between the DLQ produce and the ACCEPT re-parks)", len(r.poisonExtra))
 	pf("healthy jobs parked      %d by an outage, replayed with dlq.Replay and then run once; %d still parked", len(r.replayedOnce), len(r.healthyParked))
 	pf("DLQ records              %d (malformed %d, unredacted secret %d)", r.dlqRecords, r.dlqMalformed, r.redactionLeaks)
+	if r.brokerDLQ != "" {
+		pf("  by the broker          %d in %s (archived records: a job's last delivery cut short, by a crash or an outage)", r.brokerRecords, r.brokerDLQ)
+	} else {
+		pf("  by the broker          none: no share-group dead-letter topic before Kafka 4.4")
+	}
 	pf("duplicates absorbed      %d deliveries of %d jobs found their claim and were ACCEPTed without running", r.dupsAbsorbed, r.dupJobs)
 	pf("deliveries ended         quick %d, slow %d, poison %d", r.deliveries[kindQuick], r.deliveries[kindSlow], r.deliveries[kindPoison])
 	pf("acks                     %s", fmtCounts(r.finishes))
