@@ -525,3 +525,36 @@ func (b *bundle) waitMemberClientID(t *testing.T, id string) {
 	}
 	t.Fatalf("group %s members' client IDs = %v, want all %q", b.group, seen, id)
 }
+
+// A group whose share.renew.acknowledge.enable is false (Kafka 4.3+)
+// cannot renew locks: the worker sets it back to true at start. Brokers
+// without the config (kfake, Kafka 4.2) renew anyway, and the worker
+// sets nothing.
+func TestRenewAckEnableSetAtStart(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	if b.c.RenewAckConfig {
+		b.c.SetGroupConfig(t, b.group, map[string]string{groupcfg.RenewAckEnable: "false"})
+	}
+	nop := handler.Func(func(context.Context, *handler.Job) error { return nil })
+	w, err := worker.New(worker.Brokers(b.c.Seeds...), worker.Group(b.group), worker.Handle(b.topic, nop), worker.Logger(workertest.Logger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Check(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got, err := groupcfg.Describe(ctx, b.c.Client(t), b.group, groupcfg.RenewAckEnable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{groupcfg.RenewAckEnable: "true"}
+	if !b.c.RenewAckConfig {
+		want = map[string]string{}
+	}
+	if len(got) != len(want) || got[groupcfg.RenewAckEnable] != want[groupcfg.RenewAckEnable] {
+		t.Fatalf("%s %s: group %s after start = %v, want %v", b.c.Kind, b.c.Version, groupcfg.RenewAckEnable, got, want)
+	}
+}
