@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/shareq/shareq/worker"
 )
 
 // The apache/kafka image writes server.properties from the environment:
@@ -307,10 +309,11 @@ func TestKafkaInit(t *testing.T) {
 	}
 	ex := exampleConsts(t)
 	for k, want := range map[string]string{
-		"TOPIC":      ex["topic"],
-		"PARTITIONS": ex["partitions"],
-		"DLQ_TOPIC":  ex["topic"] + dlqSuffix,
-		"GROUP":      ex["group"],
+		"TOPIC":            ex["topic"],
+		"PARTITIONS":       ex["partitions"],
+		"DLQ_TOPIC":        ex["topic"] + dlqSuffix,
+		"GROUP":            ex["group"],
+		"BROKER_DLQ_TOPIC": worker.BrokerDLQTopic(ex["group"]),
 	} {
 		if vars[k] != want {
 			t.Errorf("%s: readonly %s=%q, want %q (the example's constants, dlq.TopicSuffix)", rel, k, vars[k], want)
@@ -319,6 +322,7 @@ func TestKafkaInit(t *testing.T) {
 	for _, want := range []string{
 		`create_topic "$TOPIC" "$PARTITIONS"`,
 		`create_topic "$DLQ_TOPIC" `,
+		`create_topic "$BROKER_DLQ_TOPIC" "$DLQ_PARTITIONS" --config errors.deadletterqueue.group.enable=true`,
 		`--entity-type groups --entity-name "$GROUP" --alter`,
 		"--add-config " + autoOffsetReset + "=earliest," + renewAckEnable + "=true",
 	} {

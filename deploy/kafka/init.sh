@@ -7,8 +7,9 @@
 # Environment: BOOTSTRAP_SERVER (default kafka:19092), KAFKA_BIN (default
 # /opt/kafka/bin), INIT_TIMEOUT (seconds to wait for the broker, default 120).
 #
-# The names are the example's (examples/thumbnails/main.go, and the dlq
-# package's "<topic>.dlq"); deploy/compose_test.go checks that they match.
+# The names are the example's (examples/thumbnails/main.go, the dlq
+# package's "<topic>.dlq", and worker.BrokerDLQTopic's "dlq.<group>");
+# deploy/kafka_test.go checks that they match.
 set -euo pipefail
 
 readonly TOPIC=thumbnails
@@ -16,6 +17,7 @@ readonly PARTITIONS=6
 readonly DLQ_TOPIC=thumbnails.dlq
 readonly DLQ_PARTITIONS=1
 readonly GROUP=thumbnails
+readonly BROKER_DLQ_TOPIC=dlq.thumbnails
 
 bootstrap=${BOOTSTRAP_SERVER:-kafka:19092}
 bin=${KAFKA_BIN:-/opt/kafka/bin}
@@ -35,14 +37,19 @@ until "$bin/kafka-topics.sh" --bootstrap-server "$bootstrap" --list >/dev/null 2
   sleep 2
 done
 
-# create_topic NAME PARTITIONS: create the topic unless it exists.
+# create_topic NAME PARTITIONS [ARGS...]: create the topic unless it exists.
 create_topic() {
   "$bin/kafka-topics.sh" --bootstrap-server "$bootstrap" --create --if-not-exists \
-    --topic "$1" --partitions "$2" --replication-factor 1
+    --topic "$1" --partitions "$2" --replication-factor 1 "${@:3}"
 }
 
 create_topic "$TOPIC" "$PARTITIONS"
 create_topic "$DLQ_TOPIC" "$DLQ_PARTITIONS"
+# The share group's dead-letter topic (Kafka 4.4+, KIP-1191): the broker
+# writes every record the group archives there, such as a job whose last
+# delivery died with its worker. The workers find it at start and point the
+# group at it (worker.BrokerDLQ).
+create_topic "$BROKER_DLQ_TOPIC" "$DLQ_PARTITIONS" --config errors.deadletterqueue.group.enable=true
 
 # Share-group configs, set before the first member joins:
 #   share.auto.offset.reset=earliest       jobs produced before the workers
