@@ -49,8 +49,9 @@ type report struct {
 	redactionLeaks  int
 	dlqMalformed    int
 	dlqRecords      int
-	brokerRecords   int    // of dlqRecords, written by the broker (Kafka 4.4+)
-	brokerDLQ       string // the group's dead-letter topic, "" before 4.4
+	brokerRecords   int             // of dlqRecords, written by the broker (Kafka 4.4+)
+	byBroker        map[string]bool // job IDs with a record written by the broker
+	brokerDLQ       string          // the group's dead-letter topic, "" before 4.4
 
 	dupsAbsorbed int
 	dupJobs      int
@@ -80,6 +81,7 @@ func (p *phase) verify(ctx context.Context) (*report, error) {
 		parkAt: p.parkAt(), groupLimit: p.groupLimit, commit: p.o.commit,
 		planned:       map[string]int{},
 		poisonExtra:   map[string]int{},
+		byBroker:      map[string]bool{},
 		healthyParked: map[string]string{},
 		replayedOnce:  map[string]string{},
 		replayErr:     p.replayErr,
@@ -145,6 +147,7 @@ func (p *phase) verify(ctx context.Context) (*report, error) {
 		}
 		if pk.Broker {
 			r.brokerRecords++
+			r.byBroker[p.dlqJobID(&pk)] = true
 		}
 		if strings.Contains(pk.Error, poisonSecret) {
 			r.redactionLeaks++
@@ -353,6 +356,8 @@ func (r *report) fate(id string) string {
 		return "LOST (archived by the broker at its delivery limit, never parked)"
 	case r.poisonExtra[id] > 0:
 		return fmt.Sprintf("parked %d times", r.poisonExtra[id])
+	case r.byBroker[id]:
+		return "dead-lettered once, by the broker (the share group's dead-letter topic)"
 	}
 	return "parked once"
 }
