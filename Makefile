@@ -1,13 +1,19 @@
 # make test   vet + every test under -race on kfake, then the Kafka suite on a
 #             real Apache Kafka broker, with Postgres (both installed and
 #             started as needed by scripts/test.sh)
+# make compat the Kafka suite again on the older Kafka releases shareq
+#             supports (KAFKA_COMPAT_VERSIONS in scripts/versions.env), each
+#             on a broker of its own; docs/compatibility.md
 # make unit   the fast part only: vet + tests on kfake, no services
 # make bench  the framework-overhead benchmark (no-op handler vs raw franz-go)
 
-.PHONY: test unit bench example kafka-up kafka-down pg-up pg-down
+.PHONY: test compat unit bench example kafka-up kafka-down pg-up pg-down
 
 test:
 	bash scripts/test.sh
+
+compat:
+	bash scripts/compat.sh
 
 unit:
 	go vet ./...

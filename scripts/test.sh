@@ -13,51 +13,9 @@ repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo_root"
 # shellcheck source=env.sh source-path=SCRIPTDIR
 . scripts/env.sh
-logs=.cache/test-logs
-mkdir -p "$logs"
-
-started=()
-cleanup() {
-  local s
-  for s in "${started[@]}"; do
-    "scripts/$s.sh" down || true
-  done
-}
-trap cleanup EXIT
-
-say() { printf '\n== %s\n' "$*"; }
-
-# ensure NAME: reuse a running service, else start it and stop it at exit.
-ensure() {
-  if "scripts/$1.sh" status >/dev/null 2>&1; then
-    echo "$1: reusing the running instance"
-  else
-    started+=("$1")
-    "scripts/$1.sh" up
-  fi
-}
-
-# gotest LABEL ARGS...: run go test verbosely into a log, show the result
-# lines and failures, and add to the pass/fail counts.
-passed=0 failed=0 skipped=0
-gotest() {
-  local label=$1 log="$logs/$1.log" rc=0
-  shift
-  go test -race -count=1 -v "$@" >"$log" 2>&1 || rc=$?
-  # Package results, failed tests and what the failing tests said.
-  grep -E '^(ok|FAIL|panic:)|^\s*--- FAIL|^\s+[A-Za-z0-9_]+_test\.go:[0-9]+: ' "$log" | grep -v '^=== ' || true
-  local p f s
-  p=$(grep -cE '^\s*--- PASS' "$log" || true)
-  f=$(grep -cE '^\s*--- FAIL' "$log" || true)
-  s=$(grep -cE '^\s*--- SKIP' "$log" || true)
-  echo "$label: $p passed, $f failed, $s skipped (log: $log)"
-  passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
-  if [[ $rc -ne 0 && $f -eq 0 ]]; then
-    # A build failure, panic or timeout fails no named test; count it.
-    failed=$((failed + 1))
-    tail -40 "$log"
-  fi
-}
+# shellcheck source=testlib.sh source-path=SCRIPTDIR
+. scripts/testlib.sh
+trap stop_started EXIT
 
 say "go vet"
 go vet ./...
@@ -77,8 +35,7 @@ SHAREQ_TEST_BROKERS=kfake gotest kfake ./...
 
 if [[ $real == 1 ]]; then
   # Packages whose tests reach Kafka through internal/kafkatest.
-  mapfile -t kafka_pkgs < <(go list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... |
-    awk '/internal\/kafkatest/ {print $1}')
+  mapfile -t kafka_pkgs < <(kafka_packages)
   say "Kafka suite on Apache Kafka $KAFKA_VERSION (127.0.0.1:$KAFKA_PORT): ${kafka_pkgs[*]}"
   SHAREQ_TEST_BROKERS=127.0.0.1:$KAFKA_PORT gotest kafka "${kafka_pkgs[@]}"
 fi
