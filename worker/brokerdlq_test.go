@@ -27,20 +27,7 @@ func createDLQTopic(t *testing.T, c *kafkatest.Cluster, name string, enable bool
 	if enable {
 		configs[groupcfg.TopicDLQGroupEnable] = kadm.StringPtr("true")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	resp, err := c.Admin().CreateTopic(ctx, 1, 1, configs, name)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		t.Fatalf("create topic %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, _ = c.Admin().DeleteTopics(ctx, name)
-	})
+	c.CreateTopicWith(t, name, 1, configs)
 }
 
 // checkWorker runs a worker's start-up checks with opts and returns it,

@@ -145,20 +145,7 @@ func TestCrashOnLastDeliveryBrokerDLQ(t *testing.T) {
 // createBrokerDLQ creates a share-group dead-letter topic.
 func createBrokerDLQ(t *testing.T, r *rig, name string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	resp, err := r.c.Admin().CreateTopic(ctx, 1, 1, map[string]*string{groupcfg.TopicDLQGroupEnable: kadm.StringPtr("true")}, name)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		t.Fatalf("create %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, _ = r.c.Admin().DeleteTopics(ctx, name)
-	})
+	r.c.CreateTopicWith(t, name, 1, map[string]*string{groupcfg.TopicDLQGroupEnable: kadm.StringPtr("true")})
 }
 
 // The mitigation: park before the broker's limit (dlq.DeliveryLimit

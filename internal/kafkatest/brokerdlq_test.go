@@ -33,20 +33,7 @@ func dlqTopic(t *testing.T, c *kafkatest.Cluster, prefix string, enable bool) st
 	if enable {
 		configs[groupcfg.TopicDLQGroupEnable] = kadm.StringPtr("true")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	resp, err := c.Admin().CreateTopic(ctx, 1, 1, configs, name)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		t.Fatalf("create topic %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, _ = c.Admin().DeleteTopics(ctx, name)
-	})
+	c.CreateTopicWith(t, name, 1, configs)
 	return name
 }
 

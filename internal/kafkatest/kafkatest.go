@@ -308,9 +308,19 @@ func (c *Cluster) Topic(t testing.TB, partitions int32) string {
 // CreateTopic creates the named topic, deleted when t ends.
 func (c *Cluster) CreateTopic(t testing.TB, name string, partitions int32) {
 	t.Helper()
+	c.CreateTopicWith(t, name, partitions, nil)
+}
+
+// CreateTopicWith creates the named topic with topic configs, deleted when
+// t ends. It returns once the broker's metadata lists every partition with
+// a leader: CreateTopics answers when the controller has the topic, and a
+// broker can still answer a metadata or ListOffsets request without it
+// for a moment (seen on Kafka under load).
+func (c *Cluster) CreateTopicWith(t testing.TB, name string, partitions int32, configs map[string]*string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := c.adm.CreateTopic(ctx, partitions, 1, nil, name)
+	resp, err := c.adm.CreateTopic(ctx, partitions, 1, configs, name)
 	if err == nil {
 		err = resp.Err
 	}
@@ -322,6 +332,41 @@ func (c *Cluster) CreateTopic(t testing.TB, name string, partitions int32) {
 		defer cancel()
 		_, _ = c.adm.DeleteTopics(ctx, name)
 	})
+	ready := func() error {
+		listed, err := c.adm.ListTopics(ctx, name)
+		if err != nil {
+			return err
+		}
+		d, ok := listed[name]
+		switch {
+		case !ok:
+			return fmt.Errorf("not in the metadata")
+		case d.Err != nil:
+			return d.Err
+		case len(d.Partitions) != int(partitions) || slices.ContainsFunc(d.Partitions.Sorted(), func(p kadm.PartitionDetail) bool { return p.Leader < 0 || p.Err != nil }):
+			return fmt.Errorf("partitions without a leader: %v", d.Partitions)
+		}
+		// Every leader serves the partition: its end offset can be read.
+		ends, err := c.adm.ListEndOffsets(ctx, name)
+		if err == nil {
+			err = ends.Error()
+		}
+		if err == nil && len(ends[name]) != int(partitions) {
+			err = fmt.Errorf("end offsets of %d of %d partitions", len(ends[name]), partitions)
+		}
+		return err
+	}
+	for {
+		err := ready()
+		if err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("topic %s: created, but not served within 30s: %v", name, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // Group returns a unique share group name whose share.auto.offset.reset
