@@ -69,4 +69,3 @@ func TestComponentThatStopsShutsTheAppDown(t *testing.T) {
 		})
 	}
 }
-
