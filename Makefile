@@ -2,6 +2,7 @@
 #             real Apache Kafka broker, with Postgres (both installed and
 #             started as needed by scripts/test.sh)
 # make unit   the fast part only: vet + tests on kfake, no services
+#             (every module of go.work: scripts/modules.sh)
 # make bench  the framework-overhead benchmark (no-op handler vs raw franz-go)
 
 .PHONY: test unit bench example kafka-up kafka-down pg-up pg-down
@@ -10,8 +11,8 @@ test:
 	bash scripts/test.sh
 
 unit:
-	go vet ./...
-	go test -race -count=1 ./...
+	go vet $$(scripts/modules.sh)
+	go test -race -count=1 $$(scripts/modules.sh)
 
 bench:
 	go test -run '^$$' -bench Noop -benchtime 20000x ./worker
