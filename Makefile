@@ -5,6 +5,7 @@
 #             supports (KAFKA_COMPAT_VERSIONS in scripts/versions.env), each
 #             on a broker of its own; docs/compatibility.md
 # make unit   the fast part only: vet + tests on kfake, no services
+#             (every module of go.work: scripts/modules.sh)
 # make bench  the framework-overhead benchmark (no-op handler vs raw franz-go)
 
 .PHONY: test compat unit bench example kafka-up kafka-down pg-up pg-down
@@ -16,8 +17,8 @@ compat:
 	bash scripts/compat.sh
 
 unit:
-	go vet ./...
-	go test -race -count=1 ./...
+	go vet $$(scripts/modules.sh)
+	go test -race -count=1 $$(scripts/modules.sh)
 
 bench:
 	go test -run '^$$' -bench Noop -benchtime 20000x ./worker

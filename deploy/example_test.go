@@ -15,7 +15,7 @@ import (
 )
 
 // exampleFlags builds examples/thumbnails as examples/thumbnails/Dockerfile
-// does (CGO_ENABLED=0) and reads its flags from -h: name → whether it
+// does (the examples module without go.work, CGO_ENABLED=0) and reads its flags from -h: name → whether it
 // takes a value.
 func exampleFlags(t *testing.T) map[string]bool {
 	t.Helper()
@@ -26,11 +26,11 @@ func exampleFlags(t *testing.T) map[string]bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	bin := filepath.Join(t.TempDir(), "thumbnails")
-	build := exec.CommandContext(ctx, goBin, "build", "-o", bin, "./examples/thumbnails")
+	build := exec.CommandContext(ctx, goBin, "-C", "examples", "build", "-o", bin, "./thumbnails")
 	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off")
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("CGO_ENABLED=0 go build ./examples/thumbnails (as the Dockerfile does): %v\n%s", err, out)
+		t.Fatalf("GOWORK=off CGO_ENABLED=0 go -C examples build ./thumbnails (as the Dockerfile does): %v\n%s", err, out)
 	}
 	out, err := exec.CommandContext(ctx, bin, "-h").CombinedOutput()
 	if err != nil {
@@ -156,9 +156,9 @@ func TestDockerfile(t *testing.T) {
 	if len(froms) < 2 || froms[0] != "golang:"+goMinor {
 		t.Errorf("%s: stages %q, want a golang:%s build stage (go.mod says go %s) and a runtime stage", rel, froms, goMinor, goLine[1])
 	}
-	build := regexp.MustCompile(`(?s)RUN [^\n]*(?:\\\n[^\n]*)*go build[^\n]*`).FindString(df)
-	if !strings.Contains(build, "CGO_ENABLED=0") || !strings.Contains(build, "./examples/thumbnails") {
-		t.Errorf("%s: want a RUN of CGO_ENABLED=0 go build … ./examples/thumbnails, got %q", rel, build)
+	build := regexp.MustCompile(`(?s)RUN [^\n]*(?:\\\n[^\n]*)*go -C examples build[^\n]*`).FindString(df)
+	if !strings.Contains(build, "CGO_ENABLED=0") || !strings.Contains(build, "GOWORK=off") || !strings.HasSuffix(build, " ./thumbnails") {
+		t.Errorf("%s: want a RUN of GOWORK=off CGO_ENABLED=0 go -C examples build … ./thumbnails (the examples module, without go.work), got %q", rel, build)
 	}
 
 	final := df[strings.LastIndex(df, "\nFROM "):]
@@ -178,8 +178,10 @@ func TestDockerfile(t *testing.T) {
 
 // TestDockerignore checks that .dockerignore keeps the large local
 // directories out of the build context and keeps in every file the build
-// needs: go.mod, go.sum, and the Go and embedded files of every package of
-// the module that the example imports.
+// needs: the go.mod and go.sum of every shareq module the example's module
+// builds with, and the Go and embedded files of every package of theirs
+// that the example imports, listed as the Dockerfile builds (the examples
+// module, GOWORK=off).
 func TestDockerignore(t *testing.T) {
 	patterns := dockerignorePatterns(t)
 	for _, p := range []string{".git", ".cache", ".cache/kafka-4.3.1/libs/x.jar"} {
@@ -187,15 +189,16 @@ func TestDockerignore(t *testing.T) {
 			t.Errorf(".dockerignore does not leave out %s", p)
 		}
 	}
-	need := []string{"go.mod", "go.sum"}
+	var need []string
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("no go command: cannot list the example's packages")
 	}
 	cmd := exec.Command(goBin, "list", "-deps", "-f",
-		`{{if .Module}}{{if .Module.Main}}{{.Dir}}|{{join .GoFiles ","}}|{{join .EmbedFiles ","}}{{end}}{{end}}`,
-		"./examples/thumbnails")
-	cmd.Dir = root
+		`{{if .Module}}{{.Module.Dir}}|{{.Dir}}|{{join .GoFiles ","}}|{{join .EmbedFiles ","}}{{end}}`,
+		"./thumbnails")
+	cmd.Dir = filepath.Join(root, "examples")
+	cmd.Env = append(os.Environ(), "GOWORK=off")
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
@@ -204,20 +207,38 @@ func TestDockerignore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// inRepo returns p relative to the repository, or false for a
+	// directory outside it (the module cache).
+	inRepo := func(p string) (string, bool) {
+		rel, err := filepath.Rel(abs, p)
+		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+			return "", false
+		}
+		return filepath.ToSlash(rel), true
+	}
+	modules := map[string]bool{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		parts := strings.Split(line, "|")
-		if len(parts) != 3 {
+		if len(parts) != 4 {
 			continue
 		}
-		dir, err := filepath.Rel(abs, parts[0])
-		if err != nil {
-			t.Fatal(err)
+		mod, ok := inRepo(parts[0])
+		if !ok {
+			continue
 		}
-		for _, f := range append(strings.Split(parts[1], ","), strings.Split(parts[2], ",")...) {
+		if !modules[mod] {
+			modules[mod] = true
+			need = append(need, path.Join(mod, "go.mod"), path.Join(mod, "go.sum"))
+		}
+		dir, _ := inRepo(parts[1])
+		for _, f := range append(strings.Split(parts[2], ","), strings.Split(parts[3], ",")...) {
 			if f != "" {
-				need = append(need, filepath.ToSlash(filepath.Join(dir, f)))
+				need = append(need, path.Join(dir, f))
 			}
 		}
+	}
+	if !modules["."] || !modules["examples"] {
+		t.Fatalf("go list found the modules %v, want the root and examples among them", modules)
 	}
 	if len(need) < 10 {
 		t.Fatalf("go list found only %q", need)

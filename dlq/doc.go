@@ -22,8 +22,15 @@
 // a panic reaches it as a permanent failure with its stack):
 //
 //	park, err := dlq.Middleware(client, dlq.Redact(scrub))
-//	...
-//	worker.Use(park, claims)
+//	if err != nil {
+//		return err
+//	}
+//	w, err := worker.New(
+//		worker.Brokers("127.0.0.1:9092"),
+//		worker.Group("thumbnails"),
+//		worker.Use(park, claims),
+//		worker.Handle("images", resize),
+//	)
 //
 // # The envelope
 //

@@ -12,6 +12,7 @@ import (
 
 	"github.com/shareq/shareq/dlq"
 	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/worker"
 )
 
 // memoryProducer stands in for a *kgo.Client: it keeps what it is given
@@ -91,4 +92,22 @@ func ExampleReplay() {
 		fmt.Println(err)
 	}
 	fmt.Printf("replayed %d of %d read; progress in group %s\n", stats.Replayed, stats.Read, stats.Group)
+}
+
+// newWorker parks the jobs of a worker, outside its claims (the package
+// documentation shows its lines).
+func newWorker(client *kgo.Client, claims handler.Middleware, resize handler.Handler, out **worker.Worker) error {
+	scrub := func(err error) string { return strings.ReplaceAll(err.Error(), "s3cret", "***") }
+	park, err := dlq.Middleware(client, dlq.Redact(scrub))
+	if err != nil {
+		return err
+	}
+	w, err := worker.New(
+		worker.Brokers("127.0.0.1:9092"),
+		worker.Group("thumbnails"),
+		worker.Use(park, claims),
+		worker.Handle("images", resize),
+	)
+	*out = w
+	return err
 }

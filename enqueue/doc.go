@@ -4,6 +4,9 @@
 // *kgo.Client; Enqueue returns once the broker has acknowledged it.
 //
 //	q, err := enqueue.New(cl)
+//	if err != nil {
+//		return err
+//	}
 //	id, err := q.Enqueue(ctx, "emails", Email{To: "ada@example.com"})
 //
 // A value of type [Raw] is sent as it is instead of as JSON, for handlers

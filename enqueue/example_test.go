@@ -48,3 +48,22 @@ func Example() {
 	// enqueued welcome-ada
 	// enqueued 2 more, with fresh IDs
 }
+
+// Email is the payload of a job on the "emails" topic.
+type Email struct {
+	To string `json:"to"`
+}
+
+// welcome enqueues one job (the package documentation and the README
+// show its lines).
+func welcome(ctx context.Context, cl *kgo.Client, out *string) error {
+	q, err := enqueue.New(cl)
+	if err != nil {
+		return err
+	}
+	id, err := q.Enqueue(ctx, "emails", Email{To: "ada@example.com"})
+	// enqueue.ID("welcome/ada"), enqueue.Key(...), enqueue.Header(...);
+	// q.EnqueueMany(ctx, jobs...) for a batch.
+	*out = id
+	return err
+}

@@ -6,15 +6,29 @@
 //
 //	reg := prometheus.NewRegistry()
 //	m, err := metrics.New(reg)
-//	if err != nil { … }
-//	w, err := worker.New(…, worker.WithObserver(m))
+//	if err != nil {
+//		return err
+//	}
 //
-// Its [Metrics.Parked] and [Metrics.Duplicate] methods fit the hooks of the
+// and is given to the worker with worker.WithObserver(m). Its
+// [Metrics.Parked] and [Metrics.Duplicate] methods fit the hooks of the
 // dlq and idempotency middleware, so parked jobs and suppressed duplicates
 // are counted too:
 //
 //	park, err := dlq.Middleware(producer, dlq.OnPark(m.Parked))
+//	if err != nil {
+//		return err
+//	}
 //	claim, err := idempotency.Middleware(store, idempotency.OnDuplicate(m.Duplicate))
+//	if err != nil {
+//		return err
+//	}
+//	w, err := worker.New(
+//		worker.Brokers("localhost:9092"),
+//		worker.Group("thumbnails"),
+//		worker.Handle("images", handler.Func(resize), park, claim),
+//		worker.WithObserver(m),
+//	)
 //
 // [NewLagCollector] returns a prometheus.Collector that reads a share
 // group's lag from the broker when it is scraped.
@@ -151,6 +165,8 @@
 // outboxmetrics.MinInterval:
 //
 //	reg.MustRegister(outboxmetrics.NewCollector(relay))
+//
+// Its metrics:
 //
 //	shareq_outbox_rows
 //	    Gauge. Committed jobs in the outbox table not yet relayed. It grows

@@ -80,3 +80,29 @@ func ExampleNewLagCollector() {
 	http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	// http.ListenAndServe(":9100", nil)
 }
+
+// newWorker wires the metrics into a worker and the dlq and idempotency
+// middleware (the package documentation shows its lines).
+func newWorker(producer *kgo.Client, store idempotency.Store, out **worker.Worker) error {
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg)
+	if err != nil {
+		return err
+	}
+	park, err := dlq.Middleware(producer, dlq.OnPark(m.Parked))
+	if err != nil {
+		return err
+	}
+	claim, err := idempotency.Middleware(store, idempotency.OnDuplicate(m.Duplicate))
+	if err != nil {
+		return err
+	}
+	w, err := worker.New(
+		worker.Brokers("localhost:9092"),
+		worker.Group("thumbnails"),
+		worker.Handle("images", handler.Func(resize), park, claim),
+		worker.WithObserver(m),
+	)
+	*out = w
+	return err
+}

@@ -17,8 +17,21 @@ cd "$repo_root"
 . scripts/testlib.sh
 trap stop_started EXIT
 
-say "go vet"
-go vet ./...
+# Every module of go.work (scripts/modules.sh): the root's ./... alone
+# would skip the nested ones.
+mapfile -t patterns < <(scripts/modules.sh)
+mapfile -t module_dirs < <(scripts/modules.sh -dirs)
+
+say "go vet, and every module on its own (GOWORK=off: its go.mod, replace directives and go.sum, tidy)"
+go vet "${patterns[@]}"
+for d in "${module_dirs[@]}"; do
+  if ! GOWORK=off go -C "$d" mod tidy -diff >/dev/null; then
+    echo "$d: go.mod or go.sum is not tidy; run: (cd $d && GOWORK=off go mod tidy)"
+    GOWORK=off go -C "$d" mod tidy -diff || true
+    exit 1
+  fi
+  GOWORK=off go -C "$d" vet ./...
+done
 
 say "services"
 ensure postgres
@@ -31,7 +44,7 @@ if [[ $real == 1 ]]; then
 fi
 
 say "all tests, Kafka suite on kfake"
-SHAREQ_TEST_BROKERS=kfake gotest kfake ./...
+SHAREQ_TEST_BROKERS=kfake gotest kfake "${patterns[@]}"
 
 if [[ $real == 1 ]]; then
   # Packages whose tests reach Kafka through internal/kafkatest.

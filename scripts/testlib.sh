@@ -49,9 +49,11 @@ gotest() {
   fi
 }
 
-# kafka_packages: the packages whose tests reach Kafka through
-# internal/kafkatest, one per line.
+# kafka_packages: the packages of every module (scripts/modules.sh) whose
+# tests reach Kafka through internal/kafkatest, one per line.
 kafka_packages() {
-  go list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... |
+  local patterns
+  mapfile -t patterns < <(scripts/modules.sh)
+  go list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' "${patterns[@]}" |
     awk '/internal\/kafkatest/ {print $1}'
 }

@@ -119,3 +119,15 @@ func Example_deadLetter() {
 	// doomed: parked after 2 deliveries; reason "delivery-limit"
 	// poison: parked after 1 deliveries; reason "permanent"
 }
+
+// TestSendEmail is the test the package documentation shows.
+func TestSendEmail(t *testing.T) {
+	q := shareqtest.New(t, shareqtest.Topic("emails"))
+	ok := q.ProduceJSON(t, Email{To: "ada@example.com"})
+	bad := q.Produce(t, []byte("{oops"), shareqtest.JobID("bad-1"))
+
+	res := q.Run(t, handler.JSON(sendEmail))
+
+	res.RequireAccepted(t, ok)
+	res.RequireRejected(t, bad, handler.ReasonDecode)
+}

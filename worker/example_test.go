@@ -8,18 +8,18 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shareq/shareq/handler"
-	"github.com/shareq/shareq/internal/devbroker"
 	"github.com/shareq/shareq/worker"
 )
 
 // A worker that sends emails. The example runs against an in-process
-// broker; in production pass worker.Brokers the addresses of an Apache
-// Kafka 4.2+ cluster.
+// broker (franz-go's kfake, as shareq dev does); in production pass
+// worker.Brokers the addresses of an Apache Kafka 4.2+ cluster.
 func Example() {
-	broker, err := devbroker.Start(0, 3, "emails")
+	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "emails"))
 	if err != nil {
 		panic(err)
 	}
@@ -69,4 +69,23 @@ func Example() {
 	slices.Sort(sent)
 	fmt.Println("sent:", sent)
 	// Output: sent: [ada grace linus]
+}
+
+// A worker that leaves spare deliveries between the one a failing job is
+// parked on and the one the broker archives it on, so that a worker killed
+// while it parks a job loses nothing.
+func ExampleDeliveryLimit() {
+	send := handler.Func(func(ctx context.Context, job *handler.Job) error { return nil })
+	w, err := worker.New(
+		worker.Brokers("127.0.0.1:9092"),
+		worker.Group("mailer"),
+		worker.Handle("emails", send),
+		worker.GroupDeliveryLimit(10), // the broker archives after 10 deliveries
+		worker.DeliveryLimit(5),       // jobs (and the dlq middleware) treat the 5th as the last
+	)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(w.Group(), w.Topics())
+	// Output: mailer [emails]
 }

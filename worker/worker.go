@@ -96,6 +96,9 @@ type Worker struct {
 
 	deliveryLimit atomic.Int32           // set by Check
 	brokerDLQ     atomic.Pointer[string] // set by Check
+
+	stopped chan struct{}         // closed when Run returns
+	runErr  atomic.Pointer[error] // what Run returned, set before stopped closes
 }
 
 // New validates opts and returns a Worker. Every invalid option is
@@ -105,13 +108,33 @@ func New(opts ...Option) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Worker{cfg: cfg, handlers: make(map[string]handler.Handler)}
+	w := &Worker{cfg: cfg, handlers: make(map[string]handler.Handler), stopped: make(chan struct{})}
 	for _, r := range cfg.routes {
 		mws := append(append([]handler.Middleware{}, cfg.use...), r.mws...)
 		w.handlers[r.topic] = handler.Chain(middleware.Recover()(r.h), mws...)
 		w.topics = append(w.topics, r.topic)
 	}
 	return w, nil
+}
+
+// Stopped returns a channel that is closed when [Worker.Run] has returned:
+// the worker has stopped for good, gracefully or not ([Worker.Err] says
+// which), and has left its group. A program that runs the worker in the
+// background watches it to notice a worker that failed, for a health
+// check or to shut down; it is never closed if Run is never called. Safe
+// for concurrent use.
+func (w *Worker) Stopped() <-chan struct{} { return w.stopped }
+
+// Err says why the worker stopped: nil while it runs (or before Run), and
+// after a graceful stop (Run's context cancelled); else the error Run
+// returned, such as a failed start-up check ([ErrTopicMissing],
+// [ErrBrokersUnreachable], ...) or a share-group member that failed. Safe
+// for concurrent use.
+func (w *Worker) Err() error {
+	if p := w.runErr.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // Topics returns the topics the worker has handlers for.
@@ -143,11 +166,16 @@ func defaultClientID() string {
 // stops gracefully and returns nil. It first checks that the brokers are
 // reachable and support share groups, that every topic exists, and sets
 // the group configuration asked for; a failed check is returned at once
-// with what to do about it. Run may be called once.
-func (w *Worker) Run(ctx context.Context) error {
+// with what to do about it. Run may be called once; when it returns, the
+// worker has stopped for good ([Worker.Stopped]).
+func (w *Worker) Run(ctx context.Context) (err error) {
 	if !w.ran.CompareAndSwap(false, true) {
 		return ErrAlreadyRan
 	}
+	defer func() {
+		w.runErr.Store(&err)
+		close(w.stopped)
+	}()
 	log := w.cfg.logger.With("group", w.cfg.group)
 
 	if !w.checked.Load() {

@@ -564,3 +564,73 @@ func TestRenewAckEnableSetAtStart(t *testing.T) {
 		}
 	}
 }
+
+// Stopped is closed once Run has returned, and Err says why: nil after a
+// graceful stop, the failed check's error for a worker that could not
+// start. Neither says anything while the worker runs.
+func TestStoppedSaysWhy(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	b.produce(t, "a")
+	ran := make(chan struct{}, 1)
+	h := handler.Func(func(context.Context, *handler.Job) error {
+		select {
+		case ran <- struct{}{}:
+		default:
+		}
+		return nil
+	})
+	w, err := worker.New(worker.Brokers(b.c.Seeds...), worker.Group(b.group), worker.Handle(b.topic, h),
+		worker.Logger(workertest.Logger()), worker.ShutdownTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-w.Stopped():
+		t.Fatal("Stopped closed before Run")
+	default:
+	}
+	stop := kafkatest.Run(t, w.Run)
+	select {
+	case <-ran:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no job ran within 30s")
+	}
+	select {
+	case <-w.Stopped():
+		t.Fatalf("Stopped closed while the worker runs (Err %v)", w.Err())
+	default:
+	}
+	if err := w.Err(); err != nil {
+		t.Errorf("Err while running = %v", err)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	select {
+	case <-w.Stopped():
+	default:
+		t.Fatal("Stopped not closed after Run returned")
+	}
+	if err := w.Err(); err != nil {
+		t.Errorf("Err after a graceful stop = %v, want nil", err)
+	}
+	if err := w.Run(context.Background()); !errors.Is(err, worker.ErrAlreadyRan) {
+		t.Errorf("second Run = %v", err)
+	}
+	if err := w.Err(); err != nil {
+		t.Errorf("Err after a refused second Run = %v, want the first Run's nil", err)
+	}
+
+	// A worker that cannot start: its check's error.
+	missing, err := worker.New(worker.Brokers(b.c.Seeds...), worker.Group(b.group), worker.Logger(workertest.Logger()),
+		worker.Handle("no-such-topic-"+b.topic, h), worker.StartTimeout(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runErr := missing.Run(t.Context())
+	<-missing.Stopped()
+	if !errors.Is(runErr, worker.ErrTopicMissing) || missing.Err() != runErr {
+		t.Errorf("Run = %v, Err = %v; want ErrTopicMissing from both", runErr, missing.Err())
+	}
+}

@@ -34,3 +34,28 @@ func ExampleRelayModule() {
 	)
 	app.Run()
 }
+
+func newPool(lc fx.Lifecycle) (*pgxpool.Pool, error) {
+	pool, err := pgxpool.New(context.Background(), os.Getenv("DATABASE_URL"))
+	if err == nil {
+		lc.Append(fx.StopHook(pool.Close))
+	}
+	return pool, err
+}
+
+func newKafkaClient(lc fx.Lifecycle) (*kgo.Client, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers("localhost:9092"))
+	if err == nil {
+		lc.Append(fx.StopHook(cl.Close))
+	}
+	return cl, err
+}
+
+// The package documentation's relay app, compiled here.
+func relayApp() *fx.App {
+	app := fx.New(
+		fx.Provide(newPool, newKafkaClient), // the app's own
+		workerfx.RelayModule,
+	)
+	return app
+}

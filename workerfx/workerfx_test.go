@@ -42,8 +42,8 @@ func setup(t *testing.T) *bundle {
 	return &bundle{c: c, topic: c.Topic(t, 2), group: c.Group(t)}
 }
 
-func (b *bundle) config() workerfx.Config {
-	return workerfx.Config{Group: b.group, Brokers: b.c.Seeds, Concurrency: 2}
+func (b *bundle) config(opts ...worker.Option) workerfx.Config {
+	return workerfx.Config{Options: append([]worker.Option{worker.Group(b.group), worker.Brokers(b.c.Seeds...), worker.Concurrency(2)}, opts...)}
 }
 
 func (b *bundle) produce(t *testing.T, values ...string) {
@@ -169,8 +169,7 @@ func TestStopIsBoundedByTheStopTimeout(t *testing.T) {
 	b.produce(t, "stuck")
 	started := make(chan struct{})
 	reg := prometheus.NewRegistry()
-	cfg := b.config()
-	cfg.ShutdownTimeout = time.Second
+	cfg := b.config(worker.ShutdownTimeout(time.Second))
 	app := fxtest.New(t,
 		workerfx.Module,
 		fx.Supply(cfg),
@@ -211,7 +210,7 @@ func TestRoutesFromHandleAndAsRoute(t *testing.T) {
 		got <- job.Topic
 		return nil
 	})
-	// A route's middleware runs inside the Config's Use middleware.
+	// A route's middleware runs inside the worker.Use middleware.
 	var order []string
 	var orderMu sync.Mutex
 	mw := func(name string) handler.Middleware {
@@ -226,8 +225,7 @@ func TestRoutesFromHandleAndAsRoute(t *testing.T) {
 			})
 		}
 	}
-	cfg := b.config()
-	cfg.Use = []handler.Middleware{mw("use")}
+	cfg := b.config(worker.Use(mw("use")))
 	app := fxtest.New(t,
 		workerfx.Module,
 		fx.Supply(cfg),
@@ -265,7 +263,7 @@ func TestWithoutRegisterer(t *testing.T) {
 	var w *worker.Worker
 	app := fxtest.New(t,
 		workerfx.Module,
-		fx.Supply(workerfx.Config{Group: "g", Brokers: []string{"127.0.0.1:1"}}),
+		fx.Supply(workerfx.Config{Options: []worker.Option{worker.Group("g"), worker.Brokers("127.0.0.1:1")}}),
 		workerfx.Handle("t", handler.Func(func(context.Context, *handler.Job) error { return nil })),
 		fx.Populate(&m, &w),
 	)
@@ -285,16 +283,26 @@ func TestWithoutRegisterer(t *testing.T) {
 func TestConfigErrors(t *testing.T) {
 	t.Parallel()
 	noop := handler.Func(func(context.Context, *handler.Job) error { return nil })
+	cfg := func(opts ...worker.Option) workerfx.Config {
+		return workerfx.Config{Options: append([]worker.Option{worker.Group("g"), worker.Brokers("b:9092")}, opts...)}
+	}
 	for _, c := range []struct {
 		name string
 		opts []fx.Option
 		want string
 	}{
-		{"no routes", []fx.Option{fx.Supply(workerfx.Config{Group: "g", Brokers: []string{"b:9092"}})}, "no routes"},
-		{"no group", []fx.Option{fx.Supply(workerfx.Config{Brokers: []string{"b:9092"}}), workerfx.Handle("t", noop)}, "Group: the share group name is required"},
-		{"bad concurrency", []fx.Option{fx.Supply(workerfx.Config{Group: "g", Brokers: []string{"b:9092"}, Concurrency: -1}), workerfx.Handle("t", noop)}, "Concurrency(-1)"},
-		{"topic twice", []fx.Option{fx.Supply(workerfx.Config{Group: "g", Brokers: []string{"b:9092"}}), workerfx.Handle("t", noop), workerfx.Handle("t", noop)}, `Handle("t"): topic registered twice`},
-		{"no config", []fx.Option{workerfx.Handle("t", noop)}, "missing type: workerfx.Config"},
+		{"no routes", []fx.Option{fx.Supply(cfg())}, `no handlers`},
+		{"no group", []fx.Option{fx.Supply(workerfx.Config{Options: []worker.Option{worker.Brokers("b:9092")}}), workerfx.Handle("t", noop)}, "Group: the share group name is required"},
+		{"bad concurrency", []fx.Option{fx.Supply(cfg(worker.Concurrency(-1))), workerfx.Handle("t", noop)}, "Concurrency(-1)"},
+		{"topic twice", []fx.Option{fx.Supply(cfg()), workerfx.Handle("t", noop), workerfx.Handle("t", noop)}, `Handle("t"): topic registered twice`},
+		{"no config", []fx.Option{workerfx.Handle("t", noop)}, "workerfx.Config.Options"},
+		{"named without its routes", []fx.Option{workerfx.Named("mail", worker.Group("g"), worker.Brokers("b:9092")), workerfx.Handle("t", noop), fx.Supply(cfg())}, `worker "mail"`},
+		{"named without a name", []fx.Option{workerfx.Named(" ")}, "Named needs a worker name"},
+		{"two workers, one name", []fx.Option{
+			workerfx.Named("mail", worker.Group("g"), worker.Brokers("b:9092")),
+			workerfx.Named("mail", worker.Group("g2"), worker.Brokers("b:9092")),
+			workerfx.HandleFor("mail", "t", noop),
+		}, "already provided"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -311,7 +319,7 @@ func TestMetricsOptions(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
 	app := fx.New(workerfx.Module, fx.NopLogger, registerer(reg),
-		fx.Supply(workerfx.Config{Group: "g", Brokers: []string{"b:9092"}, MetricsOptions: []metrics.Option{
+		fx.Supply(workerfx.Config{Options: []worker.Option{worker.Group("g"), worker.Brokers("b:9092")}, MetricsOptions: []metrics.Option{
 			metrics.ConstLabels(prometheus.Labels{"app": "thumbs"}),
 			metrics.Topics("t"),
 		}}),
@@ -337,7 +345,7 @@ func TestRegistererConflict(t *testing.T) {
 		t.Fatal(err)
 	}
 	app := fx.New(workerfx.Module, fx.NopLogger, registerer(reg),
-		fx.Supply(workerfx.Config{Group: "g", Brokers: []string{"b:9092"}}),
+		fx.Supply(workerfx.Config{Options: []worker.Option{worker.Group("g"), worker.Brokers("b:9092")}}),
 		workerfx.Handle("t", handler.Func(func(context.Context, *handler.Job) error { return nil })))
 	var are prometheus.AlreadyRegisteredError
 	if err := app.Err(); !errors.As(err, &are) {
@@ -390,4 +398,110 @@ func jobsTotal(t *testing.T, reg *prometheus.Registry, topic, ack string) float6
 func memberLeft(t *testing.T, reg *prometheus.Registry) float64 {
 	t.Helper()
 	return value(t, reg, "shareq_member_state", map[string]string{"state": "left"})
+}
+
+// Two workers in one app, the unnamed one of Module and one of Named, each
+// with its own group, options and routes, both registered in one registry
+// (the named one's series carry worker=<name>); each provided worker says
+// it stopped, gracefully, once the app has stopped.
+func TestTwoWorkersInOneApp(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	mailTopic, mailGroup := b.c.Topic(t, 1), b.c.Group(t)
+	b.produce(t, "cat.jpg")
+	b.c.Produce(t, &kgo.Record{Topic: mailTopic, Value: []byte("ada@example.com")})
+
+	got := make(chan string, 2)
+	record := func(what string) handler.Handler {
+		return handler.Func(func(ctx context.Context, job *handler.Job) error {
+			got <- what + " " + string(job.Value)
+			return nil
+		})
+	}
+	type workers struct {
+		fx.In
+		Thumbnails *worker.Worker
+		Mailer     *worker.Worker   `name:"mailer"`
+		MailerM    *metrics.Metrics `name:"mailer"`
+	}
+	var ws workers
+	reg := prometheus.NewRegistry()
+	app := fxtest.New(t,
+		workerfx.Module,
+		fx.Supply(b.config()),
+		workerfx.Handle(b.topic, record("resized")),
+		workerfx.Named("mailer", worker.Group(mailGroup), worker.Brokers(b.c.Seeds...)),
+		workerfx.SupplyConfig("mailer", workerfx.Config{Options: []worker.Option{worker.Concurrency(3)}}),
+		fx.Provide(workerfx.AsRouteFor("mailer", func() workerfx.Route {
+			return workerfx.Route{Topic: mailTopic, Handler: record("mailed")}
+		})),
+		fx.Populate(&ws),
+		fx.Supply(quietLogger()),
+		registerer(reg),
+	)
+	app.RequireStart()
+	if ws.Thumbnails == ws.Mailer || ws.Thumbnails.Group() != b.group || ws.Mailer.Group() != mailGroup {
+		t.Fatalf("workers of groups %q and %q, want %q and %q", ws.Thumbnails.Group(), ws.Mailer.Group(), b.group, mailGroup)
+	}
+	if ws.MailerM == nil {
+		t.Fatal("no *metrics.Metrics named mailer")
+	}
+	seen := map[string]bool{}
+	for len(seen) < 2 {
+		select {
+		case s := <-got:
+			seen[s] = true
+		case <-time.After(30 * time.Second):
+			t.Fatalf("jobs done: %v, want both workers' job", seen)
+		}
+	}
+	if !seen["resized cat.jpg"] || !seen["mailed ada@example.com"] {
+		t.Errorf("jobs done = %v", seen)
+	}
+	waitFor(t, 10*time.Second, "both jobs to be acknowledged", func() bool {
+		return value(t, reg, "shareq_jobs_total", map[string]string{"topic": b.topic, "ack": "accept"}) == 1 &&
+			value(t, reg, "shareq_jobs_total", map[string]string{"topic": mailTopic, "ack": "accept", "worker": "mailer"}) == 1
+	})
+	for _, w := range []*worker.Worker{ws.Thumbnails, ws.Mailer} {
+		select {
+		case <-w.Stopped():
+			t.Fatalf("worker of group %s stopped while the app runs: %v", w.Group(), w.Err())
+		default:
+		}
+	}
+	app.RequireStop()
+	for _, w := range []*worker.Worker{ws.Thumbnails, ws.Mailer} {
+		select {
+		case <-w.Stopped():
+		default:
+			t.Fatalf("worker of group %s not stopped after the app stopped", w.Group())
+		}
+		if err := w.Err(); err != nil {
+			t.Errorf("worker of group %s: Err = %v after a graceful stop", w.Group(), err)
+		}
+	}
+}
+
+// A named worker's start-up check fails app.Start with its name and the
+// reason.
+func TestNamedWorkerMissingTopicFailsStart(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var w *worker.Worker
+	app := fx.New(
+		workerfx.Named("mailer", worker.Group(b.group), worker.Brokers(b.c.Seeds...)),
+		workerfx.HandleFor("mailer", "no-such-topic-"+b.topic, handler.Func(func(context.Context, *handler.Job) error { return nil })),
+		fx.Populate(fx.Annotate(&w, fx.ParamTags(`name:"mailer"`))),
+		fx.NopLogger,
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := app.Start(ctx)
+	if err == nil {
+		_ = app.Stop(ctx)
+		t.Fatal("app started with a missing topic")
+	}
+	if !errors.Is(err, worker.ErrTopicMissing) || !strings.Contains(err.Error(), `worker "mailer"`) {
+		t.Fatalf("start error %v does not name the worker and the missing topic", err)
+	}
 }

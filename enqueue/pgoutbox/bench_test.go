@@ -8,12 +8,10 @@ package pgoutbox
 //
 // Each comparison interleaves its two sides in chunks of
 // interleaveChunk operations, so both see the same load of a shared
-// machine, and reports both rates and their ratio:
+// machine, and reports both rates and their ratio (the comparison with
+// River's InsertTx is in cmd/shareq-bench/outboxbench, so that River is
+// no dependency of this module):
 //
-//   - BenchmarkTransactionalEnqueue: a business row and a job in one
-//     transaction, shareq's EnqueueTx against River's InsertTx (an
-//     insert-only River client, same Postgres, same pool), one
-//     transaction at a time and benchParallelism at once; shareq/river.
 //   - BenchmarkEnqueue: enqueue.Client.Enqueue against a raw franz-go
 //     ProduceSync of the same record, one at a time and
 //     benchParallelism at once; shareq/raw.
@@ -25,7 +23,6 @@ package pgoutbox
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -34,12 +31,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
-	"github.com/riverqueue/river/rivermigrate"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shareq/shareq/enqueue"
+	"github.com/shareq/shareq/internal/benchcmp"
 	"github.com/shareq/shareq/internal/kafkatest"
 	"github.com/shareq/shareq/internal/pgtest"
 	"github.com/shareq/shareq/migrations"
@@ -49,14 +44,11 @@ import (
 // the parallel variants.
 const benchParallelism = 4
 
-// signupArgs is the River job of the comparison: the same payload as
-// shareq's.
+// signupArgs is the job of the benchmarks.
 type signupArgs struct {
 	User string `json:"user"`
 	N    int    `json:"n"`
 }
-
-func (signupArgs) Kind() string { return "shareq_bench_welcome" }
 
 // benchDB returns a pool on a migrated schema with a business table,
 // bench_users.
@@ -70,65 +62,6 @@ func benchDB(b *testing.B) *pgxpool.Pool {
 		b.Fatal(err)
 	}
 	return pool
-}
-
-// signupTx is one transaction of the benchmark: the business row, then
-// the job through enqueueJob.
-func signupTx(ctx context.Context, pool *pgxpool.Pool, n int, enqueueJob func(tx pgx.Tx, v signupArgs) error) error {
-	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "INSERT INTO bench_users (email) VALUES ($1)", "user@example.com"); err != nil {
-			return err
-		}
-		return enqueueJob(tx, signupArgs{User: "user@example.com", N: n})
-	})
-}
-
-func BenchmarkTransactionalEnqueue(b *testing.B) {
-	pool := benchDB(b)
-	topic := "welcome" // no relay runs: the topic need not exist
-
-	riverSchema := pgtest.Schema(b)
-	driver := riverpgxv5.New(pool)
-	migrator, err := rivermigrate.New(driver, &rivermigrate.Config{Schema: riverSchema})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := migrator.Migrate(b.Context(), rivermigrate.DirectionUp, nil); err != nil {
-		b.Fatal(err)
-	}
-	rc, err := river.NewClient(driver, &river.Config{Schema: riverSchema}) // insert-only
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx := b.Context()
-	var n, shareqN, riverN atomic.Int64
-	shareq := func() error {
-		shareqN.Add(1)
-		return signupTx(ctx, pool, int(n.Add(1)), func(tx pgx.Tx, v signupArgs) error {
-			_, err := EnqueueTx(ctx, tx, topic, v)
-			return err
-		})
-	}
-	riv := func() error {
-		riverN.Add(1)
-		return signupTx(ctx, pool, int(n.Add(1)), func(tx pgx.Tx, v signupArgs) error {
-			_, err := rc.InsertTx(ctx, tx, v, nil)
-			return err
-		})
-	}
-	for _, par := range []int{1, benchParallelism} {
-		b.Run(parName(par), func(b *testing.B) { interleave(b, par, "river", riv, "shareq", shareq) })
-	}
-	// Both sides committed what they were timed for.
-	var outbox, jobs, users int64
-	err = pool.QueryRow(ctx, "SELECT (SELECT count(*) FROM "+Table+"), (SELECT count(*) FROM "+
-		pgx.Identifier{riverSchema, "river_job"}.Sanitize()+"), (SELECT count(*) FROM bench_users)").Scan(&outbox, &jobs, &users)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if outbox != shareqN.Load() || jobs != riverN.Load() || users != outbox+jobs {
-		b.Fatalf("outbox rows %d, River jobs %d, users %d; want %d, %d and their sum", outbox, jobs, users, shareqN.Load(), riverN.Load())
-	}
 }
 
 // latencyJob is the payload of the latency benchmark: when its
@@ -249,65 +182,6 @@ func BenchmarkEnqueue(b *testing.B) {
 		return err
 	}
 	for _, par := range []int{1, benchParallelism} {
-		b.Run(parName(par), func(b *testing.B) { interleave(b, par, "raw", raw, "shareq", shareq) })
+		b.Run(benchcmp.ParName(par), func(b *testing.B) { benchcmp.Interleave(b, par, "raw", raw, "shareq", shareq) })
 	}
-}
-
-// parName names a variant by how many operations run at once.
-func parName(par int) string {
-	if par == 1 {
-		return "serial"
-	}
-	return fmt.Sprintf("%d-at-once", par)
-}
-
-// interleaveChunk is how many operations of one side run before the
-// other side's turn.
-const interleaveChunk = 100
-
-// interleave runs b.N operations, alternating between opA and opB every
-// interleaveChunk operations, par at a time, so that both sides see the
-// same load on a shared machine. It reports each side's operations per
-// second and the ratio B/A.
-func interleave(b *testing.B, par int, nameA string, opA func() error, nameB string, opB func() error) {
-	var took [2]time.Duration
-	var done [2]int
-	ops := [2]func() error{opA, opB}
-	b.ResetTimer()
-	for k := 0; done[0]+done[1] < b.N; k++ {
-		side := k % 2
-		n := min(interleaveChunk, b.N-done[0]-done[1])
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		t0 := time.Now()
-		for range par {
-			wg.Go(func() {
-				for next.Add(1) <= int64(n) {
-					if err := ops[side](); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
-		took[side] += time.Since(t0)
-		done[side] += n
-		if b.Failed() {
-			b.FailNow()
-		}
-	}
-	b.StopTimer()
-	rate := func(i int) float64 {
-		if took[i] == 0 {
-			return 0
-		}
-		return float64(done[i]) / took[i].Seconds()
-	}
-	b.ReportMetric(rate(0), nameA+"-jobs/s")
-	b.ReportMetric(rate(1), nameB+"-jobs/s")
-	if rate(0) > 0 {
-		b.ReportMetric(rate(1)/rate(0), nameB+"/"+nameA)
-	}
-	b.ReportMetric(0, "ns/op")
 }

@@ -3,15 +3,26 @@
 // Kafka after the transaction commits: a rolled-back transaction enqueues
 // nothing, a committed one always enqueues.
 //
-//	tx, _ := pool.Begin(ctx)
-//	_, _ = tx.Exec(ctx, "INSERT INTO users (email) VALUES ($1)", email)
-//	id, err := pgoutbox.EnqueueTx(ctx, tx, "emails", Welcome{To: email})
-//	err = tx.Commit(ctx)
+//	tx, err := pool.Begin(ctx)
+//	if err != nil {
+//		return err
+//	}
+//	defer tx.Rollback(ctx) // does nothing after Commit
+//	if _, err := tx.Exec(ctx, "INSERT INTO users (email) VALUES ($1)", email); err != nil {
+//		return err
+//	}
+//	if _, err := pgoutbox.EnqueueTx(ctx, tx, "emails", Welcome{Email: email}); err != nil {
+//		return err
+//	}
+//	return tx.Commit(ctx)
 //
 // and, in the same program or another ("shareq relay"):
 //
 //	relay, err := pgoutbox.NewRelay(pool, kgoClient)
-//	err = relay.Run(ctx) // blocks until ctx is cancelled
+//	if err != nil {
+//		return err
+//	}
+//	return relay.Run(ctx) // blocks until ctx is cancelled
 //
 // The table is shareq_outbox, created by migration 0002 of package
 // migrations (migrations.Up).

@@ -52,3 +52,48 @@ func Example() {
 		log.Fatal(err)
 	}
 }
+
+// Welcome is the payload of a job on the "emails" topic.
+type Welcome struct {
+	Email string `json:"email"`
+}
+
+// signup writes the user and enqueues the welcome email in one
+// transaction (the package documentation shows its lines).
+func signup(ctx context.Context, pool *pgxpool.Pool, email string) error {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx) // does nothing after Commit
+	if _, err := tx.Exec(ctx, "INSERT INTO users (email) VALUES ($1)", email); err != nil {
+		return err
+	}
+	if _, err := pgoutbox.EnqueueTx(ctx, tx, "emails", Welcome{Email: email}); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// signupFunc does the same with pgx.BeginFunc (the README shows its
+// lines).
+func signupFunc(ctx context.Context, pool *pgxpool.Pool, email string) error {
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "INSERT INTO users (email) VALUES ($1)", email); err != nil {
+			return err
+		}
+		_, err := pgoutbox.EnqueueTx(ctx, tx, "emails", Welcome{Email: email})
+		return err
+	})
+	return err
+}
+
+// relay runs a relay until ctx is cancelled (the package documentation
+// shows its lines).
+func relay(ctx context.Context, pool *pgxpool.Pool, kgoClient *kgo.Client) error {
+	relay, err := pgoutbox.NewRelay(pool, kgoClient)
+	if err != nil {
+		return err
+	}
+	return relay.Run(ctx) // blocks until ctx is cancelled
+}

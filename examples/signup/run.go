@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shareq/shareq/enqueue"
@@ -21,7 +22,6 @@ import (
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/idempotency"
 	"github.com/shareq/shareq/idempotency/pgstore"
-	"github.com/shareq/shareq/internal/devbroker"
 	"github.com/shareq/shareq/migrations"
 	"github.com/shareq/shareq/worker"
 )
@@ -81,7 +81,11 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (Summary, er
 
 	// 1. A broker in this process, with the emails topic, and the
 	// application's Kafka client.
-	broker, err := devbroker.Start(0, 1, emailsTopic)
+	// franz-go's kfake, what shareq dev runs; it sweeps expired locks
+	// every 500 ms (5 s by default) so that an abandoned job comes back
+	// promptly.
+	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, emailsTopic),
+		kfake.BrokerConfigs(map[string]string{"share.record.lock.sweep.interval.ms": "500"}))
 	if err != nil {
 		return sum, err
 	}

@@ -8,8 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-
-	"github.com/shareq/shareq/internal/devbroker"
+	"github.com/twmb/franz-go/pkg/kfake"
 )
 
 // startBroker returns the brokers to use: cfg's, or, when there are none,
@@ -18,7 +17,11 @@ func startBroker(cfg config, con *console, sum *Summary) (brokers []string, stop
 	if len(cfg.Brokers) > 0 {
 		return cfg.Brokers, func() {}, nil
 	}
-	c, err := devbroker.Start(0, partitions)
+	// franz-go's kfake, what shareq dev runs; it sweeps expired locks
+	// every 500 ms (5 s by default) so that an abandoned job comes back
+	// promptly.
+	c, err := kfake.NewCluster(kfake.NumBrokers(1),
+		kfake.BrokerConfigs(map[string]string{"share.record.lock.sweep.interval.ms": "500"}))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -28,28 +28,41 @@ func Example() {
 	if err := migrations.Up(ctx, pool); err != nil {
 		log.Fatal(err)
 	}
-	store, err := pgstore.New(pool)
-	if err != nil {
+	var claims handler.Middleware
+	if err := claimsFor(ctx, pool, func(mw handler.Middleware) { claims = mw }); err != nil {
 		log.Fatal(err)
 	}
-	if err := store.Check(ctx); err != nil {
-		log.Fatal(err)
+	h := handler.Chain(thumbnail("https://cdn.invalid/t.jpg"), claims)
+	_ = h // register h with the worker: worker.Handle("images", h)
+}
+
+// claimsFor checks the claim table and gives set the claim middleware
+// (the package documentation shows its lines).
+func claimsFor(ctx context.Context, pool *pgxpool.Pool, set func(handler.Middleware)) error {
+	store, err := pgstore.New(pool)
+	if err != nil {
+		return err
+	}
+	if err := store.Check(ctx); err != nil { // a missing table: apply migrations.Up
+		return err
 	}
 	claims, err := idempotency.Middleware(store)
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
+	set(claims)
+	return nil
+}
 
+// thumbnail records the thumbnail at url in the claim's transaction.
+func thumbnail(url string) handler.Handler {
 	thumbnail := handler.Func(func(ctx context.Context, job *handler.Job) error {
 		tx := pgstore.Tx(ctx)
 		if tx == nil {
 			return handler.Permanent(errors.New("thumbnail: no claim transaction"))
 		}
-		// ... make the thumbnail, then record it in the claim's transaction:
-		_, err := tx.Exec(ctx, "INSERT INTO thumbnails (image, url) VALUES ($1, $2)", job.Key, "https://cdn.invalid/t.jpg")
+		_, err := tx.Exec(ctx, "INSERT INTO thumbnails (image, url) VALUES ($1, $2)", job.Key, url)
 		return err
 	})
-
-	h := handler.Chain(thumbnail, claims)
-	_ = h // register h with the worker: worker.Handle("images", h)
+	return thumbnail
 }

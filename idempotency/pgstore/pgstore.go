@@ -7,17 +7,27 @@
 // Wire it up once, and check the table at start-up:
 //
 //	store, err := pgstore.New(pool)
-//	...
-//	if err := store.Check(ctx); err != nil { ... } // missing table: apply migrations.Up
+//	if err != nil {
+//		return err
+//	}
+//	if err := store.Check(ctx); err != nil { // a missing table: apply migrations.Up
+//		return err
+//	}
 //	claims, err := idempotency.Middleware(store)
+//	if err != nil {
+//		return err
+//	}
 //
 // and write side effects through the claim's transaction:
 //
-//	func handle(ctx context.Context, job *handler.Job) error {
+//	thumbnail := handler.Func(func(ctx context.Context, job *handler.Job) error {
 //		tx := pgstore.Tx(ctx)
-//		_, err := tx.Exec(ctx, "INSERT INTO thumbnails (image_id, url) VALUES ($1, $2)", id, url)
+//		if tx == nil {
+//			return handler.Permanent(errors.New("thumbnail: no claim transaction"))
+//		}
+//		_, err := tx.Exec(ctx, "INSERT INTO thumbnails (image, url) VALUES ($1, $2)", job.Key, url)
 //		return err
-//	}
+//	})
 //
 // A claim holds a pooled connection and a transaction open while the
 // handler runs: size the pool for the worker's concurrency plus what the

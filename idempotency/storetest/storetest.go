@@ -1,8 +1,9 @@
 // Package storetest is the conformance suite every [idempotency.Store]
 // passes. Run it from a store's tests:
 //
-//	func TestConformance(t *testing.T) {
-//		storetest.Run(t, func(t *testing.T) idempotency.Store { return newEmptyStore(t) })
+//	func TestMemoryStoreConformance(t *testing.T) {
+//		t.Parallel()
+//		storetest.Run(t, func(*testing.T) idempotency.Store { return idempotency.NewMemoryStore() })
 //	}
 //
 // The suite checks what [idempotency.Middleware] relies on; it cannot check

@@ -1,0 +1,117 @@
+package outboxbench
+
+// The transactional enqueue of package enqueue/pgoutbox against River's,
+// on the test Postgres:
+//
+//	SHAREQ_TEST_DATABASE_URL=$(scripts/postgres.sh url) \
+//	  go test -run '^$' -bench . -benchtime 3000x ./cmd/shareq-bench/outboxbench/
+//
+// BenchmarkTransactionalEnqueue: a business row and a job in one
+// transaction, shareq's EnqueueTx against River's InsertTx (an insert-only
+// River client, same Postgres, same pool), one transaction at a time and
+// benchParallelism at once, interleaved (internal/benchcmp); it reports
+// both rates and shareq/river. The other producer-side benchmarks are in
+// enqueue/pgoutbox.
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/shareq/shareq/enqueue/pgoutbox"
+	"github.com/shareq/shareq/internal/benchcmp"
+	"github.com/shareq/shareq/internal/pgtest"
+	"github.com/shareq/shareq/migrations"
+)
+
+// benchParallelism is how many transactions run at once in the parallel
+// variant.
+const benchParallelism = 4
+
+// signupArgs is the River job of the comparison: the same payload as
+// shareq's.
+type signupArgs struct {
+	User string `json:"user"`
+	N    int    `json:"n"`
+}
+
+func (signupArgs) Kind() string { return "shareq_bench_welcome" }
+
+// benchDB returns a pool on a migrated schema with a business table,
+// bench_users.
+func benchDB(b *testing.B) *pgxpool.Pool {
+	b.Helper()
+	pool, _ := pgtest.NewPool(b, 32)
+	if err := migrations.Up(b.Context(), pool); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := pool.Exec(b.Context(), "CREATE TABLE bench_users (id bigserial PRIMARY KEY, email text NOT NULL)"); err != nil {
+		b.Fatal(err)
+	}
+	return pool
+}
+
+// signupTx is one transaction of the benchmark: the business row, then
+// the job through enqueueJob.
+func signupTx(ctx context.Context, pool *pgxpool.Pool, n int, enqueueJob func(tx pgx.Tx, v signupArgs) error) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "INSERT INTO bench_users (email) VALUES ($1)", "user@example.com"); err != nil {
+			return err
+		}
+		return enqueueJob(tx, signupArgs{User: "user@example.com", N: n})
+	})
+}
+
+func BenchmarkTransactionalEnqueue(b *testing.B) {
+	pool := benchDB(b)
+	topic := "welcome" // no relay runs: the topic need not exist
+
+	riverSchema := pgtest.Schema(b)
+	driver := riverpgxv5.New(pool)
+	migrator, err := rivermigrate.New(driver, &rivermigrate.Config{Schema: riverSchema})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := migrator.Migrate(b.Context(), rivermigrate.DirectionUp, nil); err != nil {
+		b.Fatal(err)
+	}
+	rc, err := river.NewClient(driver, &river.Config{Schema: riverSchema}) // insert-only
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := b.Context()
+	var n, shareqN, riverN atomic.Int64
+	shareq := func() error {
+		shareqN.Add(1)
+		return signupTx(ctx, pool, int(n.Add(1)), func(tx pgx.Tx, v signupArgs) error {
+			_, err := pgoutbox.EnqueueTx(ctx, tx, topic, v)
+			return err
+		})
+	}
+	riv := func() error {
+		riverN.Add(1)
+		return signupTx(ctx, pool, int(n.Add(1)), func(tx pgx.Tx, v signupArgs) error {
+			_, err := rc.InsertTx(ctx, tx, v, nil)
+			return err
+		})
+	}
+	for _, par := range []int{1, benchParallelism} {
+		b.Run(benchcmp.ParName(par), func(b *testing.B) { benchcmp.Interleave(b, par, "river", riv, "shareq", shareq) })
+	}
+	// Both sides committed what they were timed for.
+	var outbox, jobs, users int64
+	err = pool.QueryRow(ctx, "SELECT (SELECT count(*) FROM "+pgoutbox.Table+"), (SELECT count(*) FROM "+
+		pgx.Identifier{riverSchema, "river_job"}.Sanitize()+"), (SELECT count(*) FROM bench_users)").Scan(&outbox, &jobs, &users)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if outbox != shareqN.Load() || jobs != riverN.Load() || users != outbox+jobs {
+		b.Fatalf("outbox rows %d, River jobs %d, users %d; want %d, %d and their sum", outbox, jobs, users, shareqN.Load(), riverN.Load())
+	}
+}
