@@ -94,6 +94,31 @@ func TestLogging(t *testing.T) {
 	}
 }
 
+// A job that a dlq middleware inside Logging parked (the handler chain
+// returns nil) is logged as parked, not as done.
+func TestLoggingParked(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	l := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	parks := handler.Func(func(ctx context.Context, _ *handler.Job) error {
+		handler.NoteParked(ctx, handler.Parked{Topic: "emails.dlq", Reason: handler.ReasonPermanent, Err: errors.New("bad address")})
+		return nil
+	})
+	ctx := handler.WithParkNote(context.Background())
+	if err := middleware.Logging(l)(parks).Handle(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{"level=WARN", "job parked", "dlq_topic=emails.dlq", "reason=permanent", `error="bad address"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log %q lacks %q", out, want)
+		}
+	}
+	if strings.Contains(out, "job done") {
+		t.Errorf("a parked job logged as done: %q", out)
+	}
+}
+
 // Logging(nil) logs through the logger the job's context carries (the
 // worker's), and Logging(l) through l whatever the context carries.
 func TestLoggingUsesTheContextLogger(t *testing.T) {
