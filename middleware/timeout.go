@@ -18,7 +18,7 @@ var ErrTimeout = errors.New("middleware: handler timed out")
 // The handler must return when its context is done; Timeout does not
 // abandon a handler that ignores it. A handler that returns an error after
 // its deadline has it wrapped as a [handler.RetryError] with reason
-// "timeout", so the job is released for another delivery (a permanent
+// [handler.ReasonTimeout], so the job is released for another delivery (a permanent
 // error stays permanent).
 //
 // The worker has the same built in, per topic and as a default
@@ -38,7 +38,7 @@ func Timeout(d time.Duration) handler.Middleware {
 			defer cancel()
 			err := next.Handle(ctx, job)
 			if err != nil && errors.Is(context.Cause(ctx), ErrTimeout) && !handler.IsPermanent(err) {
-				return handler.Retry("timeout", fmt.Errorf("after %v: %w", d, err))
+				return handler.Retry(handler.ReasonTimeout, fmt.Errorf("after %v: %w", d, err))
 			}
 			return err
 		})

@@ -61,10 +61,11 @@ const (
 // handler goroutine reads only ctx, h and job, which are set before it
 // starts and not written after.
 type xjob struct {
-	job    handler.Job
-	ctx    context.Context
-	h      handler.Handler
-	cancel context.CancelCauseFunc
+	job     handler.Job
+	ctx     context.Context
+	h       handler.Handler
+	timeout time.Duration // the topic's job timeout; 0: none
+	cancel  context.CancelCauseFunc
 
 	key      member.Key
 	state    jobState
@@ -413,7 +414,7 @@ func (x *executor) start(j *xjob) {
 	// A fresh park note per run: the dlq middleware records in it that
 	// it parked the job (handler.NoteParked).
 	j.ctx, j.cancel = context.WithCancelCause(handler.WithParkNote(x.base))
-	j.h = h
+	j.h, j.timeout = h, x.w.timeouts[j.key.Topic]
 	x.queued--
 	j.state, j.ran, j.start = jobRunning, true, now
 	x.tracker.Add(j.key, now, j.deadline, j.lock)
@@ -435,7 +436,7 @@ func (x *executor) handle() {
 	defer x.wg.Done()
 	for j := range x.work {
 		start := time.Now()
-		err := safeHandle(j.ctx, j.h, &j.job)
+		err := runJob(j)
 		took := time.Since(start)
 		var parked *handler.Parked
 		if p, ok := handler.ParkedFrom(j.ctx); ok && err == nil {
@@ -868,6 +869,23 @@ var _ engine = (*member.Member)(nil)
 // startMargin is the least time left on a record's lock for its job to be
 // started (or a quarter of the lock, if less).
 const startMargin = 500 * time.Millisecond
+
+// runJob runs j's handler within its job timeout, if it has one: at the
+// timeout its context is cancelled with cause ErrJobTimeout, and an error
+// the handler returns then (unless permanent) becomes a retry with reason
+// "timeout" that wraps ErrJobTimeout and the handler's error.
+func runJob(j *xjob) error {
+	if j.timeout <= 0 {
+		return safeHandle(j.ctx, j.h, &j.job)
+	}
+	ctx, cancel := context.WithTimeoutCause(j.ctx, j.timeout, ErrJobTimeout)
+	defer cancel()
+	err := safeHandle(ctx, j.h, &j.job)
+	if err != nil && errors.Is(context.Cause(ctx), ErrJobTimeout) && !handler.IsPermanent(err) {
+		err = &handler.RetryError{Reason: handler.ReasonTimeout, Err: fmt.Errorf("%w after %v: %w", ErrJobTimeout, j.timeout, err)}
+	}
+	return err
+}
 
 // safeHandle runs h, turning a panic that escaped every middleware (one in
 // a middleware outside the handler's own recovery) into a permanent

@@ -355,6 +355,71 @@ func TestExecutorReportsParkedJobs(t *testing.T) {
 	})
 }
 
+// A job timeout cancels the job's context with cause ErrJobTimeout at
+// exactly the timeout; the error the handler returns then is a retry
+// (reason timeout, wrapping ErrJobTimeout), held for the backoff; on the
+// last delivery it is discarded. A permanent error stays permanent, and a
+// handler that returns nil after the timeout succeeded.
+func TestExecutorJobTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newCtl()
+		b := startExecutor(t, h, nil, Concurrency(4), JobTimeout(5*time.Second), RetryBackoff(func(int32) time.Duration { return 3 * time.Second }))
+		start := time.Now()
+		b.f.deliver(delivery(1, 1, lock), delivery(2, 5, lock))
+		synctest.Wait()
+		time.Sleep(5*time.Second - time.Nanosecond)
+		synctest.Wait()
+		if got := len(b.f.acksOf(1)) + len(b.f.acksOf(2)); got != 0 || h.cause(1, 0) != nil {
+			t.Fatalf("before the timeout: %d acks, cause %v", got, h.cause(1, 0))
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		if c := h.cause(1, 0); c != ErrJobTimeout {
+			t.Fatalf("context cause at the timeout %v, want ErrJobTimeout", c)
+		}
+		if time.Since(start) != 5*time.Second {
+			t.Fatalf("timed out after %v", time.Since(start))
+		}
+		wantAcks(t, b.f, 2, member.Release) // last delivery: no backoff
+		if r := b.only(t, 2); r.Outcome != OutcomeDiscarded || !errors.Is(r.Err, ErrJobTimeout) {
+			t.Fatalf("timed out on the last delivery: %+v", r)
+		}
+		wantAcks(t, b.f, 1) // held for the backoff
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		wantAcks(t, b.f, 1, member.Release)
+		r := b.only(t, 1)
+		if r.Outcome != OutcomeRetried || !errors.Is(r.Err, ErrJobTimeout) || handler.ReasonOf(r.Err) != handler.ReasonTimeout {
+			t.Fatalf("timed-out job: %+v, want retried with ErrJobTimeout and reason timeout", r)
+		}
+		b.stop(t)
+	})
+	// Handlers that return after their timeout, ignoring the context: a
+	// permanent error stays permanent, nil is a success.
+	synctest.Test(t, func(t *testing.T) {
+		h := newCtl()
+		h.ignoreCancel = true
+		b := startExecutor(t, h, nil, Concurrency(2), JobTimeout(5*time.Second))
+		b.f.deliver(delivery(3, 1, lock), delivery(4, 1, lock))
+		time.Sleep(6 * time.Second)
+		synctest.Wait()
+		if c := h.cause(3, 0); c != ErrJobTimeout {
+			t.Fatalf("context cause after the timeout %v, want ErrJobTimeout", c)
+		}
+		h.finish(3, handler.Permanent(errors.New("bad")))
+		h.finish(4, nil)
+		wantAcks(t, b.f, 3, member.Reject)
+		wantAcks(t, b.f, 4, member.Accept)
+		if r := b.only(t, 3); errors.Is(r.Err, ErrJobTimeout) || r.Outcome != OutcomeDiscarded {
+			t.Fatalf("permanent error after the timeout: %+v", r)
+		}
+		if r := b.only(t, 4); r.Outcome != OutcomeSucceeded || r.Err != nil {
+			t.Fatalf("success after the timeout: %+v", r)
+		}
+		b.stop(t)
+	})
+}
+
 func TestExecutorRejectsPanics(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := handler.Func(func(context.Context, *handler.Job) error { panic("boom") })

@@ -39,6 +39,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -78,6 +79,10 @@ var (
 	// ErrMaxHold: the job held its record for MaxHold; its context is
 	// cancelled and the record released.
 	ErrMaxHold = errors.New("worker: job held its lock for MaxHold")
+	// ErrJobTimeout: the job ran for its JobTimeout (or TopicJobTimeout);
+	// its context is cancelled with this cause, and an error it returns
+	// then is retried (the Result's Err wraps ErrJobTimeout).
+	ErrJobTimeout = errors.New("worker: job timed out")
 	// ErrShutdown: the worker stopped and the job did not finish within
 	// the shutdown timeout; its context is cancelled and the record
 	// released.
@@ -89,6 +94,7 @@ var (
 type Worker struct {
 	cfg      *config
 	handlers map[string]handler.Handler
+	timeouts map[string]time.Duration // job timeout per topic; absent or 0: none
 	topics   []string
 	ran      atomic.Bool
 	checked  atomic.Bool
@@ -105,11 +111,15 @@ func New(opts ...Option) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Worker{cfg: cfg, handlers: make(map[string]handler.Handler)}
+	w := &Worker{cfg: cfg, handlers: make(map[string]handler.Handler), timeouts: make(map[string]time.Duration)}
 	for _, r := range cfg.routes {
 		mws := append(append([]handler.Middleware{}, cfg.use...), r.mws...)
 		w.handlers[r.topic] = handler.Chain(middleware.Recover()(r.h), mws...)
 		w.topics = append(w.topics, r.topic)
+		w.timeouts[r.topic] = cfg.jobTimeout
+	}
+	for _, tt := range cfg.topicTimeouts {
+		w.timeouts[tt.topic] = tt.d
 	}
 	return w, nil
 }
