@@ -246,9 +246,15 @@ func (w *Worker) check(ctx context.Context, admin *kgo.Client) error {
 	}
 	switch {
 	case len(missing) > 0:
-		return fmt.Errorf("%w: %s (create it; shareq never creates topics)", ErrTopicMissing, strings.Join(missing, ", "))
+		// Offer -dlq when the worker requires each one's DLQ topic too.
+		withDLQ := true
+		for _, t := range missing {
+			withDLQ = withDLQ && slices.Contains(w.cfg.required, t+dlqSuffix)
+		}
+		return fmt.Errorf("%w: %s (shareq workers never create topics; %s)", ErrTopicMissing, strings.Join(missing, ", "), w.createHint(missing, withDLQ))
 	case len(missingRequired) > 0:
-		return fmt.Errorf("%w: %s, named in RequireTopics (create it: without it, parking a job or producing to it fails; shareq never creates topics)", ErrTopicMissing, strings.Join(missingRequired, ", "))
+		return fmt.Errorf("%w: %s, named in RequireTopics (without it, parking a job or producing to it fails; shareq workers never create topics; %s)",
+			ErrTopicMissing, strings.Join(missingRequired, ", "), w.createHint(missingRequired, false))
 	}
 
 	// A name taken by a consumer group would make every share-group
@@ -274,6 +280,39 @@ func (w *Worker) check(ctx context.Context, admin *kgo.Client) error {
 	}
 	w.deliveryLimit.Store(limit)
 	return nil
+}
+
+// dlqSuffix is dlq.TopicSuffix: the dlq middleware parks jobs of topic T
+// in T.dlq by default.
+const dlqSuffix = ".dlq"
+
+// createHint says how to create topics: the shareq command (with -dlq,
+// their DLQ topics too) and the kafka-topics.sh line of each.
+func (w *Worker) createHint(topics []string, withDLQ bool) string {
+	brokers := strings.Join(w.cfg.brokers, ",")
+	if brokers == "" {
+		brokers = "HOST:9092"
+	}
+	dlqFlag := ""
+	if withDLQ {
+		dlqFlag = " -dlq"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "create it with: shareq topics create %s%s -brokers %s; or with: ", strings.Join(topics, " "), dlqFlag, brokers)
+	for i, t := range topics {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		parts := 6
+		if strings.HasSuffix(t, dlqSuffix) {
+			parts = 1
+		}
+		fmt.Fprintf(&b, "kafka-topics.sh --bootstrap-server %s --create --topic %s --partitions %d", brokers, t, parts)
+		if withDLQ {
+			fmt.Fprintf(&b, "; kafka-topics.sh --bootstrap-server %s --create --topic %s --partitions 1", brokers, t+dlqSuffix)
+		}
+	}
+	return b.String()
 }
 
 // ensureGroupConfig sets the group configs the worker needs, writing only
