@@ -14,8 +14,15 @@
 // on a permanent failure, RELEASE otherwise, after a retry backoff (see
 // the handler package for the full table).
 //
+// Each delivery ends with an [Outcome] (succeeded, parked, retried,
+// discarded, interrupted), reported to observers in [Result] beside the
+// acknowledgement, logged (Debug; Warn for a parked job, Error for a
+// discarded one) and counted in the "worker stopped" line. A job parked by
+// the dlq middleware is ACCEPTed but is never a success.
+//
 // A job that runs close to the end of its lock has the lock renewed (Kafka
-// 4.2+), up to [MaxHold]. When Run's context is cancelled the worker stops
+// 4.2+), up to [MaxHold]. A job may also have a timeout ([JobTimeout],
+// [TopicJobTimeout]): its context is cancelled then, and it is retried. When Run's context is cancelled the worker stops
 // fetching, runs what the fetch in flight brings, lets running handlers
 // finish for up to [ShutdownTimeout] and acknowledges them, and only once
 // no fetch of its own is in flight releases the jobs it held in retry
