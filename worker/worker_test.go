@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/groupcfg"
 	"github.com/shareq/shareq/internal/kafkatest"
+	"github.com/shareq/shareq/internal/logbuf"
 	"github.com/shareq/shareq/internal/workertest"
 	"github.com/shareq/shareq/worker"
 )
@@ -594,8 +596,10 @@ func TestJobTimeout(t *testing.T) {
 		causes.Store(string(job.Key), context.Cause(ctx))
 		return ctx.Err()
 	})
-	b.start(t, h, worker.Concurrency(2), worker.RetryBackoff(nil), worker.AutoOffsetReset("earliest"),
-		worker.JobTimeout(300*time.Millisecond), worker.Handle(untimed, h), worker.TopicJobTimeout(untimed, 0))
+	var logs logbuf.Buffer
+	stop := b.start(t, h, worker.Concurrency(2), worker.RetryBackoff(nil), worker.AutoOffsetReset("earliest"),
+		worker.JobTimeout(300*time.Millisecond), worker.Handle(untimed, h), worker.TopicJobTimeout(untimed, 0),
+		worker.Logger(slog.New(slog.NewTextHandler(&logs, nil))))
 
 	b.obs.WaitFor(t, 30*time.Second, "the slow job timed out", func(fs []finished) bool {
 		return count(fs, "slow", worker.AckRelease) == 1
@@ -629,5 +633,13 @@ func TestJobTimeout(t *testing.T) {
 	}
 	if c, _ := causes.Load("untimed"); c != nil {
 		t.Errorf("untimed job's context ended with %v, want still running", c)
+	}
+	// The stop line counts the jobs by outcome.
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if out := logs.String(); !strings.Contains(out, "msg=\"worker stopped\"") ||
+		!strings.Contains(out, " succeeded=2 parked=0 retried=1 discarded=0 interrupted=0 ") {
+		t.Errorf("stop line lacks the outcome counts:\n%s", out)
 	}
 }
