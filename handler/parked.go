@@ -26,10 +26,19 @@ type parkNoteKey struct{}
 
 // parkNote is where a job's run records that the job was parked. The
 // worker reads it after the handler returned; a mutex keeps a handler
-// that parks from a goroutine of its own safe.
+// that parks from a goroutine of its own safe. It is its own context (the
+// parent's, plus itself as a value): one allocation per job.
 type parkNote struct {
+	context.Context
 	mu     sync.Mutex
 	parked *Parked
+}
+
+func (n *parkNote) Value(key any) any {
+	if key == (parkNoteKey{}) {
+		return n
+	}
+	return n.Context.Value(key)
 }
 
 // WithParkNote returns a context that carries an empty note for
@@ -37,7 +46,7 @@ type parkNote struct {
 // that run a handler chain without a worker can do the same and read it
 // with [ParkedFrom].
 func WithParkNote(ctx context.Context) context.Context {
-	return context.WithValue(ctx, parkNoteKey{}, &parkNote{})
+	return &parkNote{Context: ctx}
 }
 
 // NoteParked records in the note ctx carries (see [WithParkNote]) that the

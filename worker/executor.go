@@ -439,8 +439,11 @@ func (x *executor) handle() {
 		err := runJob(j)
 		took := time.Since(start)
 		var parked *handler.Parked
-		if p, ok := handler.ParkedFrom(j.ctx); ok && err == nil {
-			parked = &p
+		if err == nil {
+			if p, ok := handler.ParkedFrom(j.ctx); ok {
+				noted := p
+				parked = &noted
+			}
 		}
 		x.done <- xresult{j: j, err: err, took: took, parked: parked}
 	}
