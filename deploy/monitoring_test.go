@@ -277,7 +277,8 @@ func TestDashboardPanels(t *testing.T) {
 	// What the dashboard is for: an expression matching each of these.
 	exprs := dashboardExprs(t)
 	for what, re := range map[string]string{
-		"job outcomes by ack":     `sum by \(ack\) \(rate\(shareq_jobs_total\b`,
+		"job outcomes":            `sum by \(outcome\) \(rate\(shareq_jobs_total\b`,
+		"jobs succeeded":          `shareq_jobs_total\{[^}]*outcome=\\?"succeeded`,
 		"handler latency p50":     `histogram_quantile\(0\.50?, .*shareq_job_duration_seconds_bucket`,
 		"handler latency p95":     `histogram_quantile\(0\.95, .*shareq_job_duration_seconds_bucket`,
 		"handler latency p99":     `histogram_quantile\(0\.99, .*shareq_job_duration_seconds_bucket`,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -61,12 +62,14 @@ type config struct {
 	maxErrorLen    int
 	maxStackLen    int
 	redact         func(error) string
-	onPark         func(*handler.Job, string)
+	onPark         []func(*handler.Job, string)
 	logger         *slog.Logger
 	trackFirst     int
 
 	now      func() time.Time // tests only
 	hostname string
+
+	errs []error
 }
 
 // Topic parks every job in the named topic. Default: the job's topic plus
@@ -128,12 +131,22 @@ func Redact(fn func(err error) string) Option {
 	return optionFunc(func(c *config) { c.redact = fn })
 }
 
-// OnPark sets a function called after each job is parked (the DLQ
-// produce acknowledged), with the reason recorded. Use it for metrics.
-// fn runs on the handler's goroutine, so it must be quick and safe for
-// concurrent use.
-func OnPark(fn func(job *handler.Job, reason string)) Option {
-	return optionFunc(func(c *config) { c.onPark = fn })
+// OnPark adds functions called after each job is parked (the DLQ produce
+// acknowledged), with the reason recorded, in the order given. It may be
+// given several times: every hook is called (metrics.Metrics.Parked beside
+// one of the application's own). The worker reports a parked job as
+// worker.OutcomeParked without any hook. Hooks run on the handler's
+// goroutine, so they must be quick and safe for concurrent use.
+func OnPark(fns ...func(job *handler.Job, reason string)) Option {
+	return optionFunc(func(c *config) {
+		for i, fn := range fns {
+			if fn == nil {
+				c.errs = append(c.errs, fmt.Errorf("OnPark: function %d is nil", i))
+				continue
+			}
+			c.onPark = append(c.onPark, fn)
+		}
+	})
 }
 
 // Logger sets the logger for parked jobs (Warn) and failed parks (Error).
@@ -157,10 +170,18 @@ func TrackFirstAttempts(n int) Option {
 //
 //	handler result                              middleware returns
 //	nil                                         nil (ACCEPT)
-//	permanent error (handler.IsPermanent)       park, then nil (ACCEPT)
-//	other error on the last delivery            park, then nil (ACCEPT)
+//	permanent error (handler.IsPermanent)       park, then nil (ACCEPT, outcome parked)
+//	a panic in what it wraps                    park with the stack, then nil (ACCEPT, outcome parked)
+//	other error on the last delivery            park, then nil (ACCEPT, outcome parked)
 //	other error before the last delivery        the error, unchanged (RELEASE)
 //	park failed (produce error or timeout)      handler.Retry("dlq-produce", err) (RELEASE)
+//
+// A parked job is not a success: the middleware records the park in the
+// job's context ([handler.NoteParked]) before it returns nil, and the
+// worker reports the job as worker.OutcomeParked (in its Result, its
+// observers, its log and shareq_jobs_total{outcome="parked"}) while it
+// ACCEPTs the record. Middleware outside this one can tell with
+// [handler.ParkedFrom].
 //
 // Parking produces one record to the DLQ topic with the job's key, value
 // and headers (including [handler.JobIDHeader], so a replayed job keeps
@@ -191,8 +212,10 @@ func TrackFirstAttempts(n int) Option {
 // [handler.Chain]): idempotency must see the handler's error to roll its
 // claim back. Inside it, Middleware would turn the failure into nil, the
 // claim would commit, and a replay of the job would be skipped as already
-// done. Place it inside the panic-recovery middleware, so a panic reaches
-// it as an error with its stack.
+// done. A panic in the handler or in middleware inside this one is
+// recovered here and parked with its stack ([HeaderStack]); a panic in
+// middleware outside it cannot reach it, and the worker rejects that job
+// (the worker's Result.Err keeps the panic's stack).
 //
 // p is usually the worker's or the application's *kgo.Client; it must not
 // be nil. The returned middleware is safe for concurrent use.
@@ -212,6 +235,7 @@ func Middleware(p Producer, opts ...Option) (handler.Middleware, error) {
 		}
 		o.apply(c)
 	}
+	errs = append(errs, c.errs...)
 	if p == nil {
 		errs = append(errs, errors.New("producer is nil; pass the *kgo.Client to produce with"))
 	}
@@ -279,7 +303,7 @@ type parker struct {
 
 func (pk *parker) handle(ctx context.Context, next handler.Handler, job *handler.Job) error {
 	start := pk.cfg.now()
-	err := next.Handle(ctx, job)
+	err := safeHandle(ctx, next, job)
 	if err == nil {
 		pk.first.forget(job.ID())
 		return nil
@@ -404,10 +428,24 @@ func (pk *parker) park(ctx context.Context, job *handler.Job, herr error, reason
 	at := res[0].Record
 	pk.log(ctx).LogAttrs(ctx, slog.LevelWarn, "dlq: parked job",
 		append(jobAttrs(job, id, reason, topic), slog.Int("dlq_partition", int(at.Partition)), slog.Int64("dlq_offset", at.Offset))...)
-	if pk.cfg.onPark != nil {
-		pk.cfg.onPark(job, reason)
+	handler.NoteParked(ctx, handler.Parked{Topic: at.Topic, Partition: at.Partition, Offset: at.Offset, Reason: reason, Err: herr})
+	for _, fn := range pk.cfg.onPark {
+		fn(job, reason)
 	}
 	return nil
+}
+
+// safeHandle runs next, turning a panic in it into a permanent failure
+// that keeps the panic's value and stack, so the job is parked with them
+// (the worker's own recovery wraps only the handler, not the middleware
+// between it and this one).
+func safeHandle(ctx context.Context, next handler.Handler, job *handler.Job) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &handler.PermanentError{Reason: handler.ReasonPanic, Err: &handler.PanicError{Value: v, Stack: debug.Stack()}}
+		}
+	}()
+	return next.Handle(ctx, job)
 }
 
 // log returns the logger of Logger, else the one ctx carries.

@@ -40,6 +40,7 @@ func TestMiddlewareValidation(t *testing.T) {
 		{"spaced topic", p, []Option{Topic(" dead")}, "surrounding spaces"},
 		{"topic and func", p, []Option{Topic("a"), TopicFunc(func(*handler.Job) string { return "b" })}, "not both"},
 		{"nil topic func", p, []Option{TopicFunc(nil)}, "TopicFunc: function is nil"},
+		{"nil park hook", p, []Option{OnPark(func(*handler.Job, string) {}, nil)}, "OnPark: function 1 is nil"},
 		{"negative limit", p, []Option{DeliveryLimit(-1)}, "DeliveryLimit(-1)"},
 		{"zero timeout", p, []Option{ProduceTimeout(0)}, "ProduceTimeout(0s)"},
 		{"tiny error length", p, []Option{MaxErrorLength(10)}, "MaxErrorLength(10)"},
@@ -79,25 +80,40 @@ func TestMiddlewareParksPermanentFailureOnKafka(t *testing.T) {
 	t.Parallel()
 	c, cl := newCluster(t, 1, "jobs", "jobs.dlq")
 	var parkedReason atomic.Value
-	mw, err := Middleware(cl, OnPark(func(_ *handler.Job, reason string) { parkedReason.Store(reason) }),
-		Logger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	var hooks atomic.Int32
+	// OnPark twice, and two hooks in one: every hook is called.
+	mw, err := Middleware(cl, OnPark(func(_ *handler.Job, reason string) { parkedReason.Store(reason); hooks.Add(1) }),
+		Logger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+		OnPark(func(*handler.Job, string) { hooks.Add(1) }, func(*handler.Job, string) { hooks.Add(1) }))
 	if err != nil {
 		t.Fatal(err)
 	}
 	job := testJob(42, 2, handler.Header{Key: handler.JobIDHeader, Value: []byte("job-7")}, handler.Header{Key: "trace", Value: []byte("t1")})
 	before := time.Now()
-	err = handler.Chain(failWith(handler.Permanent(errors.New("bad address"))), mw).Handle(context.Background(), job)
+	ctx := handler.WithParkNote(context.Background())
+	cause := handler.Permanent(errors.New("bad address"))
+	err = handler.Chain(failWith(cause), mw).Handle(ctx, job)
 	if err != nil {
 		t.Fatalf("Handle = %v, want nil after parking", err)
 	}
 	if got := parkedReason.Load(); got != handler.ReasonPermanent {
 		t.Errorf("OnPark reason = %v, want %q", got, handler.ReasonPermanent)
 	}
+	if n := hooks.Load(); n != 3 {
+		t.Errorf("%d OnPark hooks called, want 3", n)
+	}
 	recs := consumeAll(t, c, "jobs.dlq")
 	if len(recs) != 1 {
 		t.Fatalf("DLQ has %d records, want 1", len(recs))
 	}
 	r := recs[0]
+	// The park is noted in the job's context for the worker, with where
+	// the broker put the DLQ record.
+	note, ok := handler.ParkedFrom(ctx)
+	if !ok || note.Topic != "jobs.dlq" || note.Partition != r.Partition || note.Offset != r.Offset ||
+		note.Reason != handler.ReasonPermanent || !errors.Is(note.Err, cause) {
+		t.Errorf("park note = %+v (noted %v), want jobs.dlq/%d/%d, reason permanent, the handler's error", note, ok, r.Partition, r.Offset)
+	}
 	if string(r.Key) != "key" || string(r.Value) != `{"n":1}` {
 		t.Errorf("DLQ record key/value = %q/%q", r.Key, r.Value)
 	}
@@ -277,6 +293,36 @@ func TestMiddlewarePanicStack(t *testing.T) {
 	}
 	if v, _ := header(hs, HeaderError); v != "permanent failure (panic): panic: boom" {
 		t.Errorf("error = %q", v)
+	}
+}
+
+// A panic in middleware between this one and the handler (outside the
+// worker's own recovery, which wraps only the handler) is parked with its
+// value and stack, not passed on as a panic.
+func TestMiddlewareParksPanicOfInnerMiddleware(t *testing.T) {
+	t.Parallel()
+	inner := func(handler.Handler) handler.Handler {
+		return handler.Func(func(context.Context, *handler.Job) error { panic("inner middleware bug") })
+	}
+	p := &fakeProducer{}
+	mw, err := Middleware(p, Logger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := handler.WithParkNote(context.Background())
+	if err := handler.Chain(failWith(nil), mw, inner).Handle(ctx, testJob(1, 1)); err != nil {
+		t.Fatalf("Handle = %v, want nil after parking the panic", err)
+	}
+	hs := p.produced()[0].Headers
+	if v, _ := header(hs, HeaderReason); v != handler.ReasonPanic {
+		t.Errorf("reason = %q, want panic", v)
+	}
+	if v, _ := header(hs, HeaderStack); !strings.Contains(v, "middleware_test.go") {
+		t.Errorf("stack header = %q, want the panicking middleware's stack", v)
+	}
+	var pe *handler.PanicError
+	if note, ok := handler.ParkedFrom(ctx); !ok || note.Reason != handler.ReasonPanic || !errors.As(note.Err, &pe) || pe.Value != "inner middleware bug" {
+		t.Errorf("park note = %+v (noted %v), want the panic", note, ok)
 	}
 }
 

@@ -11,13 +11,20 @@
 // A handler's return value decides how the worker acknowledges the record
 // the job came from:
 //
-//	handler result                                   acknowledgement
-//	nil                                              ACCEPT
-//	Permanent(err), a decode failure, a panic        REJECT (or parked in the DLQ, then ACCEPT)
-//	any other error, delivery count below the limit  RELEASE after a retry backoff (delivered again)
-//	any other error on the last delivery             RELEASE; the broker archives it
+//	handler result                                   acknowledgement                        outcome
+//	nil                                              ACCEPT                                 succeeded
+//	Permanent(err), a decode failure, a panic        REJECT (or parked in the DLQ, then     discarded (parked)
+//	                                                 ACCEPT)
+//	any other error, delivery count below the limit  RELEASE after a retry backoff          retried
+//	(a job timeout's included)                       (delivered again)
+//	any other error on the last delivery             RELEASE; the broker archives it        discarded (parked)
 //	                                                 (or parked in the DLQ, then ACCEPT)
-//	context cancelled by shutdown or the hold limit  RELEASE
+//	context cancelled by shutdown or the hold limit  RELEASE                                interrupted
+//
+// The outcome is what the worker reports (worker.Result.Outcome, its log,
+// the metrics): a job the dlq middleware parked is ACCEPTed, but reported
+// as parked, never as a success. The middleware says so with
+// [NoteParked]; other middleware can ask [ParkedFrom].
 //
 // RELEASE makes the record available again at once, to any member of the
 // share group, with its delivery count raised by one; the worker holds a

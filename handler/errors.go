@@ -17,6 +17,9 @@ const (
 	ReasonPanic = "panic"
 	// ReasonDeliveryLimit: the job failed on its last delivery.
 	ReasonDeliveryLimit = "delivery-limit"
+	// ReasonTimeout: the job ran past its timeout (worker.JobTimeout,
+	// middleware.Timeout) and was retried.
+	ReasonTimeout = "timeout"
 	// ReasonRetryAfter: the handler asked for a retry after a delay of
 	// its own (see [RetryAfter]).
 	ReasonRetryAfter = "retry-after"

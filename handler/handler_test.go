@@ -167,3 +167,38 @@ func TestLoggerFromContext(t *testing.T) {
 		t.Error("a nil logger in the context: want slog.Default()")
 	}
 }
+
+// A park note records what a dlq middleware noted, per context: nothing
+// outside a worker's note, nothing before the note is written, the last
+// park once it is, and it is safe to note from another goroutine.
+func TestParkNote(t *testing.T) {
+	t.Parallel()
+	bare := context.Background()
+	if handler.NoteParked(bare, handler.Parked{Topic: "x.dlq"}) {
+		t.Error("NoteParked reported a note in a context without one")
+	}
+	if _, ok := handler.ParkedFrom(bare); ok {
+		t.Error("ParkedFrom found a park in a context without a note")
+	}
+	ctx := handler.WithParkNote(bare)
+	if _, ok := handler.ParkedFrom(ctx); ok {
+		t.Error("a fresh note says parked")
+	}
+	child, cancel := context.WithCancel(ctx) // middleware pass derived contexts on
+	defer cancel()
+	cause := errors.New("bad address")
+	done := make(chan bool)
+	go func() {
+		done <- handler.NoteParked(child, handler.Parked{Topic: "emails.dlq", Partition: 2, Offset: 9, Reason: handler.ReasonPermanent, Err: cause})
+	}()
+	if !<-done {
+		t.Fatal("NoteParked found no note in a context derived from WithParkNote")
+	}
+	p, ok := handler.ParkedFrom(ctx)
+	if !ok || p.Topic != "emails.dlq" || p.Partition != 2 || p.Offset != 9 || p.Reason != handler.ReasonPermanent || !errors.Is(p.Err, cause) {
+		t.Fatalf("ParkedFrom = %+v, %v", p, ok)
+	}
+	if _, ok := handler.ParkedFrom(handler.WithParkNote(ctx)); ok {
+		t.Error("a new note inherits the old one's park")
+	}
+}

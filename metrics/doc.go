@@ -39,10 +39,23 @@
 // bounded: topic, the acknowledgement, a result, a park reason. A record's
 // key or a job ID is never a label.
 //
-//	shareq_jobs_total{topic,ack}
-//	    Counter. Records acknowledged, by ack: accept, release or reject.
-//	    One per delivery: a job released once and then accepted counts one
-//	    release and one accept.
+//	shareq_jobs_total{topic,outcome,ack}
+//	    Counter. Records acknowledged, by outcome (worker.Outcome) and by
+//	    the ack the broker got:
+//	      outcome="succeeded"   ack="accept"   the handler returned nil
+//	      outcome="parked"      ack="accept"   parked in the DLQ by the dlq
+//	                                           middleware: failed, not a success
+//	      outcome="retried"     ack="release"  failed, to be delivered again
+//	                                           (a job timeout included)
+//	      outcome="discarded"   ack="reject"   failed permanently, no DLQ
+//	      outcome="discarded"   ack="release"  released on its last delivery:
+//	                                           the broker archives it
+//	      outcome="interrupted" ack="release"  given back without a result
+//	                                           (lock ran out, MaxHold, shutdown)
+//	    One per delivery: a job retried once and then done counts one
+//	    retried and one succeeded. Successes are
+//	    shareq_jobs_total{outcome="succeeded"}; sum by (ack) for the
+//	    acknowledgements.
 //	shareq_job_duration_seconds{topic}
 //	    Histogram. How long handlers ran; only records whose handler ran
 //	    (see shareq_jobs_expired_total for the others). A handler that is
@@ -56,7 +69,7 @@
 //	shareq_delivery_count{topic}
 //	    Histogram, buckets 1 to 10. The delivery count of each acknowledged
 //	    record: 1 on the first delivery. Its _count equals the sum of
-//	    shareq_jobs_total over ack; mass in the higher buckets means jobs
+//	    shareq_jobs_total over outcome and ack; mass in the higher buckets means jobs
 //	    are failing and being retried.
 //	shareq_ack_errors_total{topic}
 //	    Counter. Acknowledgements the broker did not apply (the record's
@@ -78,7 +91,8 @@
 //	shareq_jobs_expired_total{topic}
 //	    Counter. Records released without running because their lock had
 //	    run out before the worker could start them (Result.Ran false).
-//	    They are also counted in shareq_jobs_total{ack="release"}.
+//	    They are also counted in shareq_jobs_total{outcome="interrupted"}
+//	    (or "discarded" on their last delivery).
 //	shareq_topic_missing{topic}
 //	    Gauge. 1 while a topic the worker consumes is deleted, else 0
 //	    (the worker checks its topics every 10 s). Its jobs are gone;

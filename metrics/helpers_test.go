@@ -59,13 +59,31 @@ func value(t *testing.T, mfs map[string]*dto.MetricFamily, name string, labels .
 	case m == nil:
 		t.Fatalf("%s%v: no such series; have %v", name, labels, slices.Sorted(maps.Keys(mfs)))
 		return 0
-	case m.Counter != nil:
-		return m.GetCounter().GetValue()
-	case m.Gauge != nil:
-		return m.GetGauge().GetValue()
+	case m.Counter == nil && m.Gauge == nil:
+		t.Fatalf("%s%v: neither counter nor gauge", name, labels)
+		return 0
 	}
-	t.Fatalf("%s%v: neither counter nor gauge", name, labels)
-	return 0
+	return sum(mfs, name, labels...)
+}
+
+// sum adds up every counter or gauge series of name with the labels given
+// (shareq_jobs_total{ack="accept"} over its outcomes).
+func sum(mfs map[string]*dto.MetricFamily, name string, labels ...string) float64 {
+	var n float64
+	for _, m := range mfs[name].GetMetric() {
+		got := map[string]string{}
+		for _, lp := range m.GetLabel() {
+			got[lp.GetName()] = lp.GetValue()
+		}
+		match := true
+		for i := 0; i+1 < len(labels); i += 2 {
+			match = match && got[labels[i]] == labels[i+1]
+		}
+		if match {
+			n += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return n
 }
 
 // hist is a histogram series: its count, sum and cumulative bucket counts

@@ -129,7 +129,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 	}
 	m := &Metrics{
 		jobs: counter("jobs_total",
-			"Records acknowledged by the worker, by topic and acknowledgement (accept, release, reject).", "topic", "ack"),
+			"Records acknowledged by the worker, by topic, outcome (succeeded, parked, retried, discarded, interrupted) and acknowledgement (accept, release, reject).", "topic", "outcome", "ack"),
 		duration: histogram("job_duration_seconds",
 			"How long handlers ran, in seconds, for records whose handler ran.", c.durationBuckets, "topic"),
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "jobs_in_flight",
@@ -155,8 +155,8 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 	}
 	m.member = newMemberMetrics(c.constLabels)
 	for _, t := range c.topics {
-		for _, a := range []worker.Ack{worker.AckAccept, worker.AckRelease, worker.AckReject} {
-			m.jobs.WithLabelValues(t, a.String())
+		for _, s := range jobSeries {
+			m.jobs.WithLabelValues(t, s.outcome.String(), s.ack.String())
 		}
 		m.inFlight.WithLabelValues(t)
 		m.renewals.WithLabelValues(t, "ok")
@@ -216,12 +216,26 @@ func (m *Metrics) JobStarted(job *handler.Job) {
 	m.inFlight.WithLabelValues(job.Topic).Inc()
 }
 
+// jobSeries are the outcome and ack pairs the worker reports, created at
+// zero for each topic given with [Topics].
+var jobSeries = []struct {
+	outcome worker.Outcome
+	ack     worker.Ack
+}{
+	{worker.OutcomeSucceeded, worker.AckAccept},
+	{worker.OutcomeParked, worker.AckAccept},
+	{worker.OutcomeRetried, worker.AckRelease},
+	{worker.OutcomeDiscarded, worker.AckReject},
+	{worker.OutcomeDiscarded, worker.AckRelease},
+	{worker.OutcomeInterrupted, worker.AckRelease},
+}
+
 // JobFinished records an acknowledged record: shareq_jobs_total,
 // shareq_delivery_count and shareq_lock_remaining_seconds for every record;
 // shareq_job_duration_seconds and shareq_jobs_in_flight for a record whose
 // handler ran; shareq_jobs_expired_total for one whose handler did not run.
 func (m *Metrics) JobFinished(job *handler.Job, res worker.Result) {
-	m.jobs.WithLabelValues(job.Topic, res.Ack.String()).Inc()
+	m.jobs.WithLabelValues(job.Topic, res.Outcome.String(), res.Ack.String()).Inc()
 	m.deliveries.WithLabelValues(job.Topic).Observe(float64(job.DeliveryCount))
 	m.lockLeft.WithLabelValues(job.Topic).Observe(max(0, res.LockLeft.Seconds()))
 	if res.Ran {

@@ -67,11 +67,14 @@ func TestNewRegistersEveryMetricWithTopics(t *testing.T) {
 		t.Errorf("families = %v, want %v", got, want)
 	}
 	err := testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP shareq_jobs_total Records acknowledged by the worker, by topic and acknowledgement (accept, release, reject).
+# HELP shareq_jobs_total Records acknowledged by the worker, by topic, outcome (succeeded, parked, retried, discarded, interrupted) and acknowledgement (accept, release, reject).
 # TYPE shareq_jobs_total counter
-shareq_jobs_total{ack="accept",topic="emails"} 0
-shareq_jobs_total{ack="reject",topic="emails"} 0
-shareq_jobs_total{ack="release",topic="emails"} 0
+shareq_jobs_total{ack="accept",outcome="parked",topic="emails"} 0
+shareq_jobs_total{ack="accept",outcome="succeeded",topic="emails"} 0
+shareq_jobs_total{ack="reject",outcome="discarded",topic="emails"} 0
+shareq_jobs_total{ack="release",outcome="discarded",topic="emails"} 0
+shareq_jobs_total{ack="release",outcome="interrupted",topic="emails"} 0
+shareq_jobs_total{ack="release",outcome="retried",topic="emails"} 0
 `), "shareq_jobs_total")
 	if err != nil {
 		t.Error(err)
@@ -141,14 +144,22 @@ func TestJobFinished(t *testing.T) {
 		t.Errorf("in flight while running = %v, want 4", got)
 	}
 
-	m.JobFinished(ok1, worker.Result{Ack: worker.AckAccept, Ran: true, Duration: 30 * time.Millisecond, LockLeft: 25 * time.Second})
-	m.JobFinished(ok2, worker.Result{Ack: worker.AckAccept, Ran: true, Duration: 2 * time.Second, LockLeft: 1500 * time.Millisecond})
-	m.JobFinished(retry, worker.Result{Ack: worker.AckRelease, Err: errors.New("503"), Ran: true, Duration: 100 * time.Millisecond, LockLeft: 10 * time.Second})
-	m.JobFinished(bad, worker.Result{Ack: worker.AckReject, Err: handler.Permanent(errors.New("bad")), Ran: true, Duration: 5 * time.Millisecond, LockLeft: -3 * time.Second})
+	m.JobFinished(ok1, worker.Result{Outcome: worker.OutcomeSucceeded, Ack: worker.AckAccept, Ran: true, Duration: 30 * time.Millisecond, LockLeft: 25 * time.Second})
+	m.JobFinished(ok2, worker.Result{Outcome: worker.OutcomeParked, Ack: worker.AckAccept, Ran: true, Duration: 2 * time.Second, LockLeft: 1500 * time.Millisecond})
+	m.JobFinished(retry, worker.Result{Outcome: worker.OutcomeRetried, Ack: worker.AckRelease, Err: errors.New("503"), Ran: true, Duration: 100 * time.Millisecond, LockLeft: 10 * time.Second})
+	m.JobFinished(bad, worker.Result{Outcome: worker.OutcomeDiscarded, Ack: worker.AckReject, Err: handler.Permanent(errors.New("bad")), Ran: true, Duration: 5 * time.Millisecond, LockLeft: -3 * time.Second})
 	// Released unrun: its lock had run out before a handler was free.
-	m.JobFinished(late, worker.Result{Ack: worker.AckRelease, Err: worker.ErrLockExpired, LockLeft: -200 * time.Millisecond})
+	m.JobFinished(late, worker.Result{Outcome: worker.OutcomeInterrupted, Ack: worker.AckRelease, Err: worker.ErrLockExpired, LockLeft: -200 * time.Millisecond})
 
 	mfs = scrape(t, reg)
+	for _, c := range []struct {
+		outcome, ack string
+		want         float64
+	}{{"succeeded", "accept", 1}, {"parked", "accept", 1}, {"retried", "release", 1}, {"interrupted", "release", 1}, {"discarded", "reject", 1}} {
+		if got := value(t, mfs, "shareq_jobs_total", "topic", "emails", "outcome", c.outcome, "ack", c.ack); got != c.want {
+			t.Errorf("jobs_total{outcome=%q,ack=%q} = %v, want %v", c.outcome, c.ack, got, c.want)
+		}
+	}
 	for _, c := range []struct {
 		ack  string
 		want float64

@@ -11,6 +11,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/shareq/shareq/dlq"
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/kafkatest"
 	"github.com/shareq/shareq/metrics"
@@ -46,11 +47,7 @@ func waitFor(t *testing.T, reg *prometheus.Registry, timeout time.Duration, what
 }
 
 func counter(mfs map[string]*dto.MetricFamily, name string, labels ...string) float64 {
-	m := series(mfs, name, labels...)
-	if m == nil {
-		return 0
-	}
-	return m.GetCounter().GetValue() + m.GetGauge().GetValue()
+	return sum(mfs, name, labels...)
 }
 
 // A real worker on a share group: 5 jobs accepted, 2 released once and
@@ -93,6 +90,11 @@ func TestWorkerMetrics(t *testing.T) {
 	for ack, want := range map[string]float64{"accept": 7, "release": 2, "reject": 1} {
 		if got := value(t, mfs, "shareq_jobs_total", "topic", topic, "ack", ack); got != want {
 			t.Errorf("jobs_total{ack=%q} = %v, want %v", ack, got, want)
+		}
+	}
+	for outcome, want := range map[string]float64{"succeeded": 7, "retried": 2, "discarded": 1, "parked": 0, "interrupted": 0} {
+		if got := value(t, mfs, "shareq_jobs_total", "topic", topic, "outcome", outcome); got != want {
+			t.Errorf("jobs_total{outcome=%q} = %v, want %v", outcome, got, want)
 		}
 	}
 	// One observation per delivery: 5 + 2*2 + 1 = 10, with counts
@@ -139,5 +141,59 @@ func TestWorkerMetrics(t *testing.T) {
 	}
 	if got := value(t, mfs, "shareq_jobs_total", "topic", topic, "ack", "accept"); got != 7 {
 		t.Errorf("jobs_total{ack=accept} after stop = %v, want 7 (no job ran twice)", got)
+	}
+}
+
+// The webhook worker: 3 jobs succeed and 3 are parked by the dlq
+// middleware. Parked jobs are ACCEPTed but counted as parked, not as
+// successes, and the dlq hook and the observer agree.
+func TestWorkerMetricsCountParkedApart(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.New(t)
+	topic, group := c.Topic(t, 1), c.Group(t)
+	c.CreateTopic(t, topic+dlq.TopicSuffix, 1)
+	var recs []*kgo.Record
+	for _, k := range []string{"ok-1", "bad-1", "ok-2", "bad-2", "ok-3", "bad-3"} {
+		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(k), Value: []byte(k)})
+	}
+	c.Produce(t, recs...)
+
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, metrics.Topics(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	park, err := dlq.Middleware(c.Client(t), dlq.OnPark(m.Parked), dlq.Logger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := handler.Func(func(ctx context.Context, job *handler.Job) error {
+		if strings.HasPrefix(string(job.Key), "bad") {
+			return handler.Permanent(errors.New("invalid webhook URL"))
+		}
+		return nil
+	})
+	stop := startWorker(t, worker.Brokers(c.Seeds...), worker.Group(group), worker.AutoOffsetReset("earliest"),
+		worker.Handle(topic, h, park), worker.RequireTopics(topic+dlq.TopicSuffix), worker.WithObserver(m))
+	mfs := waitFor(t, reg, 60*time.Second, "6 jobs finished", func(mfs map[string]*dto.MetricFamily) bool {
+		return counter(mfs, "shareq_jobs_total", "topic", topic) >= 6
+	})
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	mfs = scrape(t, reg)
+	for _, c := range []struct {
+		outcome, ack string
+		want         float64
+	}{{"succeeded", "accept", 3}, {"parked", "accept", 3}, {"retried", "release", 0}, {"discarded", "reject", 0}} {
+		if got := value(t, mfs, "shareq_jobs_total", "topic", topic, "outcome", c.outcome, "ack", c.ack); got != c.want {
+			t.Errorf("jobs_total{outcome=%q,ack=%q} = %v, want %v", c.outcome, c.ack, got, c.want)
+		}
+	}
+	if got := value(t, mfs, "shareq_jobs_parked_total", "topic", topic, "reason", handler.ReasonPermanent); got != 3 {
+		t.Errorf("jobs_parked_total{reason=permanent} = %v, want 3", got)
+	}
+	if got := len(c.Consume(t, topic+dlq.TopicSuffix, 3)); got != 3 {
+		t.Errorf("DLQ topic has %d records, want 3", got)
 	}
 }

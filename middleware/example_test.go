@@ -12,10 +12,7 @@ import (
 // Timeout bounds a handler's run time; a timed-out job is released and
 // tried again.
 func ExampleTimeout() {
-	timeout, err := middleware.Timeout(10 * time.Millisecond)
-	if err != nil {
-		panic(err)
-	}
+	timeout := middleware.Timeout(10 * time.Millisecond)
 	h := handler.Chain(handler.Func(func(ctx context.Context, job *handler.Job) error {
 		select {
 		case <-time.After(time.Second):
@@ -24,7 +21,7 @@ func ExampleTimeout() {
 			return ctx.Err()
 		}
 	}), timeout)
-	err = h.Handle(context.Background(), &handler.Job{})
+	err := h.Handle(context.Background(), &handler.Job{})
 	fmt.Println(handler.ReasonOf(err), handler.IsPermanent(err))
 	// Output: timeout false
 }

@@ -9,8 +9,10 @@ import (
 )
 
 // Logging returns middleware that logs every job with l: at Debug level
-// when the handler succeeds, Warn when it fails with a retryable error and
-// Error when it fails permanently. Each record has the job's topic,
+// when the handler succeeds, Warn when it fails with a retryable error or
+// a dlq middleware inside this one parked it ("job parked", with the
+// reason and DLQ topic: see handler.ParkedFrom), and Error when it fails
+// permanently. Each record has the job's topic,
 // partition, offset, ID, delivery count, duration and, on failure, the
 // error and its reason. Payloads are never logged. A nil l means the
 // logger the job's context carries (handler.Logger: the worker's own,
@@ -33,6 +35,15 @@ func Logging(l *slog.Logger) handler.Middleware {
 				slog.String("job_id", job.ID()),
 				slog.Int("delivery", int(job.DeliveryCount)),
 				slog.Duration("took", time.Since(start)),
+			}
+			if p, parked := handler.ParkedFrom(ctx); err == nil && parked {
+				// The dlq middleware inside this one parked the job: not
+				// a success.
+				level, msg = slog.LevelWarn, "job parked in its dead-letter topic"
+				attrs = append(attrs, slog.String("reason", p.Reason), slog.String("dlq_topic", p.Topic))
+				if p.Err != nil {
+					attrs = append(attrs, slog.String("error", p.Err.Error()))
+				}
 			}
 			if err != nil {
 				level, msg = slog.LevelWarn, "job failed, will retry"

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -34,18 +35,22 @@ func TestRecover(t *testing.T) {
 
 func TestTimeout(t *testing.T) {
 	t.Parallel()
-	if _, err := middleware.Timeout(0); err == nil || !strings.Contains(err.Error(), "Timeout(0s)") {
-		t.Fatalf("Timeout(0): %v", err)
+	for _, d := range []time.Duration{0, -time.Second} {
+		func() {
+			defer func() {
+				if v := recover(); v == nil || !strings.Contains(fmt.Sprint(v), fmt.Sprintf("Timeout(%v)", d)) {
+					t.Errorf("Timeout(%v) panicked with %v, want a message naming it", d, v)
+				}
+			}()
+			middleware.Timeout(d)
+		}()
 	}
-	mw, err := middleware.Timeout(20 * time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mw := middleware.Timeout(20 * time.Millisecond)
 	slow := mw(handler.Func(func(ctx context.Context, _ *handler.Job) error {
 		<-ctx.Done()
 		return ctx.Err()
 	}))
-	err = slow.Handle(context.Background(), job)
+	err := slow.Handle(context.Background(), job)
 	if handler.IsPermanent(err) || handler.ReasonOf(err) != "timeout" || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("timed-out handler: %v, want a retry error with reason timeout", err)
 	}
@@ -91,6 +96,31 @@ func TestLogging(t *testing.T) {
 		if strings.Contains(out, "secret payload") {
 			t.Errorf("%s: payload logged: %q", tc.name, out)
 		}
+	}
+}
+
+// A job that a dlq middleware inside Logging parked (the handler chain
+// returns nil) is logged as parked, not as done.
+func TestLoggingParked(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	l := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	parks := handler.Func(func(ctx context.Context, _ *handler.Job) error {
+		handler.NoteParked(ctx, handler.Parked{Topic: "emails.dlq", Reason: handler.ReasonPermanent, Err: errors.New("bad address")})
+		return nil
+	})
+	ctx := handler.WithParkNote(context.Background())
+	if err := middleware.Logging(l)(parks).Handle(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{"level=WARN", "job parked", "dlq_topic=emails.dlq", "reason=permanent", `error="bad address"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log %q lacks %q", out, want)
+		}
+	}
+	if strings.Contains(out, "job done") {
+		t.Errorf("a parked job logged as done: %q", out)
 	}
 }
 

@@ -16,14 +16,21 @@ var ErrTimeout = errors.New("middleware: handler timed out")
 
 // Timeout returns middleware that cancels the handler's context after d.
 // The handler must return when its context is done; Timeout does not
-// abandon a handler that ignores it. A handler that returns after its
-// deadline has its error wrapped as a [handler.RetryError] with reason
-// "timeout", so the job is released for another delivery.
+// abandon a handler that ignores it. A handler that returns an error after
+// its deadline has it wrapped as a [handler.RetryError] with reason
+// [handler.ReasonTimeout], so the job is released for another delivery (a permanent
+// error stays permanent).
 //
-// Timeout fails when d is not positive.
-func Timeout(d time.Duration) (handler.Middleware, error) {
+// The worker has the same built in, per topic and as a default
+// (worker.JobTimeout, worker.TopicJobTimeout); use Timeout to bound part
+// of a chain, or a handler outside a worker.
+//
+// Like the other constructors of this package, Timeout returns the
+// middleware alone. It panics when d is not positive: a duration fixed in
+// code, so a bad one is a programmer's error (as for time.NewTicker).
+func Timeout(d time.Duration) handler.Middleware {
 	if d <= 0 {
-		return nil, fmt.Errorf("middleware: Timeout(%v): must be positive", d)
+		panic(fmt.Sprintf("middleware: Timeout(%v): the duration must be positive", d))
 	}
 	return func(next handler.Handler) handler.Handler {
 		return handler.Func(func(ctx context.Context, job *handler.Job) error {
@@ -31,9 +38,9 @@ func Timeout(d time.Duration) (handler.Middleware, error) {
 			defer cancel()
 			err := next.Handle(ctx, job)
 			if err != nil && errors.Is(context.Cause(ctx), ErrTimeout) && !handler.IsPermanent(err) {
-				return handler.Retry("timeout", fmt.Errorf("after %v: %w", d, err))
+				return handler.Retry(handler.ReasonTimeout, fmt.Errorf("after %v: %w", d, err))
 			}
 			return err
 		})
-	}, nil
+	}
 }

@@ -64,7 +64,11 @@ type Delivery struct {
 	Count int32
 	// Ack is the acknowledgement the worker sent.
 	Ack worker.Ack
-	// Err is the handler's error, or why the worker acknowledged the
+	// Outcome is how the worker reported the delivery (worker.Result's
+	// Outcome): succeeded, parked, retried, discarded or interrupted.
+	Outcome worker.Outcome
+	// Err is the handler's error (for a parked delivery, the failure it
+	// was parked for), or why the worker acknowledged the
 	// record without running the handler (see [worker.Result]).
 	Err error
 	// Ran reports whether the handler ran.
@@ -72,7 +76,7 @@ type Delivery struct {
 	// Duration is how long the handler ran.
 	Duration time.Duration
 	// Parked reports whether the dlq middleware parked the job on this
-	// delivery.
+	// delivery (Outcome is worker.OutcomeParked).
 	Parked bool
 }
 
@@ -95,8 +99,8 @@ type JobResult struct {
 	// reason recorded by the dlq middleware for Parked; "" for Accepted
 	// and for an error without a reason.
 	Reason string
-	// Err is the handler's error on the last delivery; nil when it
-	// succeeded.
+	// Err is the handler's error on the last delivery (for Parked, the
+	// failure the job was parked for); nil when it succeeded.
 	Err error
 	// Deliveries lists every delivery, in order.
 	Deliveries []Delivery
@@ -118,10 +122,7 @@ func (j JobResult) describe() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "job %s (%s/%d/%d): %s after %d deliveries", j.ID, j.Topic, j.Partition, j.Offset, j.Outcome, len(j.Deliveries))
 	for _, d := range j.Deliveries {
-		fmt.Fprintf(&b, "\n\tdelivery %d: %s", d.Count, d.Ack)
-		if d.Parked {
-			b.WriteString(" (parked)")
-		}
+		fmt.Fprintf(&b, "\n\tdelivery %d: %s (%s)", d.Count, d.Ack, d.Outcome)
 		if d.Err != nil {
 			fmt.Fprintf(&b, ": %v", d.Err)
 		}
@@ -295,10 +296,7 @@ func (q *Queue) Run(t testing.TB, h handler.Handler, opts ...worker.Option) *Res
 		t.Fatalf("shareqtest: Run: no jobs to wait for; produce them with Produce or ProduceJSON first")
 	}
 
-	rec := &recorder{
-		q: q, limit: int32(q.cfg.deliveryLimit), jobs: map[location]*JobResult{},
-		parked: map[parkKey]string{}, changed: make(chan struct{}, 1),
-	}
+	rec := &recorder{q: q, limit: int32(q.cfg.deliveryLimit), jobs: map[location]*JobResult{}, changed: make(chan struct{}, 1)}
 	silent := slog.New(slog.NewTextHandler(io.Discard, nil))
 	base := []worker.Option{
 		worker.Brokers(q.Brokers()...),
@@ -311,7 +309,7 @@ func (q *Queue) Run(t testing.TB, h handler.Handler, opts ...worker.Option) *Res
 	}
 	if q.cfg.dlq {
 		dopts := append([]dlq.Option{dlq.Logger(silent)}, q.cfg.dlqOpts...)
-		park, err := dlq.Middleware(q.client, append(dopts, dlq.OnPark(rec.onPark))...)
+		park, err := dlq.Middleware(q.client, dopts...)
 		if err != nil {
 			t.Fatalf("shareqtest: DLQ: %v", err)
 		}
@@ -370,12 +368,6 @@ func (q *Queue) Run(t testing.TB, h handler.Handler, opts ...worker.Option) *Res
 	return res
 }
 
-// parkKey is one delivery of one record.
-type parkKey struct {
-	loc   location
-	count int32
-}
-
 // recorder is the worker.Observer of a Run.
 type recorder struct {
 	q     *Queue
@@ -383,18 +375,11 @@ type recorder struct {
 
 	mu      sync.Mutex
 	jobs    map[location]*JobResult
-	order   []*JobResult       // in order of first delivery
-	parked  map[parkKey]string // deliveries parked, with the reason
+	order   []*JobResult // in order of first delivery
 	changed chan struct{}
 }
 
 var _ worker.Observer = (*recorder)(nil)
-
-func (r *recorder) onPark(job *handler.Job, reason string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.parked[parkKey{location{job.Topic, job.Partition, job.Offset}, job.DeliveryCount}] = reason
-}
 
 // JobStarted implements worker.Observer.
 func (r *recorder) JobStarted(*handler.Job) {}
@@ -419,21 +404,21 @@ func (r *recorder) JobFinished(job *handler.Job, res worker.Result) {
 		r.jobs[loc] = j
 		r.order = append(r.order, j)
 	}
-	reason, parked := r.parked[parkKey{loc, job.DeliveryCount}]
-	d := Delivery{Count: job.DeliveryCount, Ack: res.Ack, Err: res.Err, Ran: res.Ran, Duration: res.Duration}
+	d := Delivery{Count: job.DeliveryCount, Ack: res.Ack, Outcome: res.Outcome, Err: res.Err, Ran: res.Ran, Duration: res.Duration,
+		Parked: res.Outcome == worker.OutcomeParked}
 	j.Deliveries = append(j.Deliveries, d)
 	j.Err = res.Err
 	j.Reason = handler.ReasonOf(res.Err)
-	switch res.Ack {
-	case worker.AckAccept:
+	switch {
+	case res.Outcome == worker.OutcomeParked:
+		// The worker's own report: the dlq middleware noted the park
+		// (handler.NoteParked); no OnPark hook of ours is needed.
+		j.Outcome, j.Reason = Parked, res.Parked.Reason
+	case res.Ack == worker.AckAccept:
 		j.Outcome, j.Reason = Accepted, ""
-		if parked && res.Err == nil {
-			j.Outcome, j.Reason = Parked, reason
-			j.Deliveries[len(j.Deliveries)-1].Parked = true
-		}
-	case worker.AckReject:
+	case res.Ack == worker.AckReject:
 		j.Outcome = Rejected
-	case worker.AckRelease:
+	case res.Ack == worker.AckRelease:
 		j.Outcome = Pending
 		if job.DeliveryCount >= r.limit {
 			j.Outcome = Archived

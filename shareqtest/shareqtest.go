@@ -96,8 +96,8 @@ func RunTimeout(d time.Duration) Option { return optionFunc(func(c *config) { c.
 // permanent failures and failures on the last delivery are parked there,
 // and their outcome is [Parked]. If opts name another topic (dlq.Topic,
 // dlq.TopicFunc), create it with [CreateTopics]. Run passes a silent
-// dlq.Logger before opts and its own dlq.OnPark after them, so an OnPark
-// in opts is not called.
+// dlq.Logger before opts; a dlq.OnPark in opts is called as in production
+// (Run learns of a park from the worker's own report, not from a hook).
 func DLQ(opts ...dlq.Option) Option {
 	return optionFunc(func(c *config) { c.dlq, c.dlqOpts = true, append(c.dlqOpts, opts...) })
 }

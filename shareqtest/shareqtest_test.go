@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -193,14 +194,25 @@ func TestRunWaitsForJobsProducedByTheHandler(t *testing.T) {
 
 func TestDLQParksAndKeepsTheEnvelope(t *testing.T) {
 	t.Parallel()
-	q := shareqtest.New(t, shareqtest.DLQ(), shareqtest.DeliveryLimit(2), shareqtest.Topic("webhooks"))
+	var hooked atomic.Int32
+	q := shareqtest.New(t, shareqtest.DLQ(dlq.OnPark(func(*handler.Job, string) { hooked.Add(1) })),
+		shareqtest.DeliveryLimit(2), shareqtest.Topic("webhooks"))
 	id := q.Produce(t, []byte(`{"url":"http://x"}`), shareqtest.JobID("hook-1"))
-	res := q.Run(t, handler.Func(func(context.Context, *handler.Job) error { return errors.New("connection refused") }))
+	refused := errors.New("connection refused")
+	res := q.Run(t, handler.Func(func(context.Context, *handler.Job) error { return refused }))
 	res.RequireParked(t, id, handler.ReasonDeliveryLimit)
 	res.RequireReleased(t, id, 1)
 	j, _ := res.Job(id)
-	if d := j.Deliveries; len(d) != 2 || d[0].Parked || !d[1].Parked || d[1].Ack != worker.AckAccept {
+	if d := j.Deliveries; len(d) != 2 || d[0].Parked || d[0].Outcome != worker.OutcomeRetried ||
+		!d[1].Parked || d[1].Outcome != worker.OutcomeParked || d[1].Ack != worker.AckAccept || !errors.Is(d[1].Err, refused) {
 		t.Errorf("deliveries %+v", d)
+	}
+	if !errors.Is(j.Err, refused) {
+		t.Errorf("parked job's Err = %v, want the failure it was parked for", j.Err)
+	}
+	// The user's own OnPark hook is kept (Run no longer replaces it).
+	if n := hooked.Load(); n != 1 {
+		t.Errorf("the DLQ option's OnPark hook was called %d times, want 1", n)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -231,7 +243,7 @@ func TestRequireFailuresSayWhatHappened(t *testing.T) {
 		want []string
 	}{
 		{"accepted", func(tb testing.TB) { res.RequireAccepted(tb, good, bad) },
-			[]string{"job bad is rejected, want accepted", "delivery 1: reject: permanent failure (permanent): malformed"}},
+			[]string{"job bad is rejected, want accepted", "delivery 1: reject (discarded): permanent failure (permanent): malformed"}},
 		{"reason", func(tb testing.TB) { res.RequireRejected(tb, bad, handler.ReasonDecode) },
 			[]string{`job bad is rejected with reason "permanent", want reason "decode"`}},
 		{"released", func(tb testing.TB) { res.RequireReleased(tb, good, 1) },

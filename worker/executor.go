@@ -61,10 +61,11 @@ const (
 // handler goroutine reads only ctx, h and job, which are set before it
 // starts and not written after.
 type xjob struct {
-	job    handler.Job
-	ctx    context.Context
-	h      handler.Handler
-	cancel context.CancelCauseFunc
+	job     handler.Job
+	ctx     context.Context
+	h       handler.Handler
+	timeout time.Duration // the topic's job timeout; 0: none
+	cancel  context.CancelCauseFunc
 
 	key      member.Key
 	state    jobState
@@ -90,6 +91,9 @@ type xresult struct {
 	j    *xjob
 	err  error
 	took time.Duration
+	// parked is what the dlq middleware noted when it parked the job
+	// (the handler chain then returned nil); nil otherwise.
+	parked *handler.Parked
 }
 
 // executor runs the handlers for one share-group member's deliveries and
@@ -144,6 +148,10 @@ type executor struct {
 	ackWarnLeft int // failed acknowledgements not logged yet
 	ackWarnLast error
 
+	// outcomes counts finished deliveries by outcome, for the worker's
+	// stop line; read after run returned.
+	outcomes map[Outcome]int64
+
 	// running and queued as of the last reading, for MemberStats: the
 	// only fields other goroutines read.
 	pubRunning, pubQueued atomic.Int64
@@ -152,15 +160,16 @@ type executor struct {
 func newExecutor(w *Worker, e engine) *executor {
 	conc := w.cfg.concurrency
 	return &executor{
-		w:       w,
-		e:       e,
-		log:     w.cfg.logger.With("group", w.cfg.group),
-		obs:     w.cfg.observer,
-		conc:    conc,
-		jobs:    make(map[member.Key]*xjob, 2*conc),
-		tracker: renew.NewTracker[member.Key](renew.Policy{Margin: w.cfg.renewMargin, MaxHold: w.cfg.maxHold}),
-		work:    make(chan *xjob, conc),
-		done:    make(chan xresult, conc),
+		w:        w,
+		e:        e,
+		log:      w.cfg.logger.With("group", w.cfg.group),
+		obs:      w.cfg.observer,
+		conc:     conc,
+		jobs:     make(map[member.Key]*xjob, 2*conc),
+		outcomes: make(map[Outcome]int64),
+		tracker:  renew.NewTracker[member.Key](renew.Policy{Margin: w.cfg.renewMargin, MaxHold: w.cfg.maxHold}),
+		work:     make(chan *xjob, conc),
+		done:     make(chan xresult, conc),
 	}
 }
 
@@ -354,7 +363,7 @@ func (x *executor) deliver(d member.Delivery) {
 		if !x.left {
 			x.e.Ack(k, member.Release)
 		}
-		x.report(j, AckRelease, ErrShutdown, 0)
+		x.report(j, AckRelease, OutcomeInterrupted, ErrShutdown, 0, nil)
 		return
 	}
 	x.jobs[k] = j
@@ -394,16 +403,18 @@ func (x *executor) start(j *xjob) {
 	last := j.last()
 	if renew.Expired(now, j.deadline, min(startMargin, j.lock/4)) && !last {
 		x.log.Warn("lock expired before the job started; releasing it", "record", j.key)
-		x.finish(j, AckRelease, ErrLockExpired, 0)
+		x.finish(j, AckRelease, OutcomeInterrupted, ErrLockExpired, 0)
 		return
 	}
 	h := x.w.handlers[j.key.Topic]
 	if h == nil { // cannot happen: the member fetches registered topics only
-		x.finish(j, AckRelease, fmt.Errorf("worker: no handler for topic %q", j.key.Topic), 0)
+		x.finish(j, AckRelease, OutcomeInterrupted, fmt.Errorf("worker: no handler for topic %q", j.key.Topic), 0)
 		return
 	}
-	j.ctx, j.cancel = context.WithCancelCause(x.base)
-	j.h = h
+	// A fresh park note per run: the dlq middleware records in it that
+	// it parked the job (handler.NoteParked).
+	j.ctx, j.cancel = context.WithCancelCause(handler.WithParkNote(x.base))
+	j.h, j.timeout = h, x.w.timeouts[j.key.Topic]
 	x.queued--
 	j.state, j.ran, j.start = jobRunning, true, now
 	x.tracker.Add(j.key, now, j.deadline, j.lock)
@@ -425,8 +436,16 @@ func (x *executor) handle() {
 	defer x.wg.Done()
 	for j := range x.work {
 		start := time.Now()
-		err := safeHandle(j.ctx, j.h, &j.job)
-		x.done <- xresult{j: j, err: err, took: time.Since(start)}
+		err := runJob(j)
+		took := time.Since(start)
+		var parked *handler.Parked
+		if err == nil {
+			if p, ok := handler.ParkedFrom(j.ctx); ok {
+				noted := p
+				parked = &noted
+			}
+		}
+		x.done <- xresult{j: j, err: err, took: took, parked: parked}
 	}
 }
 
@@ -439,11 +458,16 @@ func (x *executor) result(r xresult) {
 		return // abandoned earlier; its record was released
 	}
 	switch {
+	case r.err == nil && r.parked != nil:
+		x.e.Ack(j.key, member.Accept)
+		x.end(j, nil)
+		x.report(j, AckAccept, OutcomeParked, r.parked.Err, r.took, r.parked)
+		return
 	case r.err == nil:
-		x.finish(j, AckAccept, nil, r.took)
+		x.finish(j, AckAccept, OutcomeSucceeded, nil, r.took)
 		return
 	case handler.IsPermanent(r.err):
-		x.finish(j, AckReject, r.err, r.took)
+		x.finish(j, AckReject, OutcomeDiscarded, r.err, r.took)
 		return
 	}
 	var d time.Duration
@@ -456,7 +480,7 @@ func (x *executor) result(r xresult) {
 		d = x.backoff(j, r.err)
 	}
 	if d <= 0 {
-		x.finish(j, AckRelease, r.err, r.took)
+		x.finish(j, AckRelease, OutcomeRetried, r.err, r.took)
 		return
 	}
 	// Hold the record, its lock renewed as needed, so the next delivery
@@ -509,7 +533,7 @@ func (x *executor) wakeUp() {
 				continue
 			}
 			if j.state == jobHeld {
-				x.finish(j, AckRelease, j.err, j.took)
+				x.finish(j, AckRelease, OutcomeRetried, j.err, j.took)
 				continue
 			}
 			x.abandon(j, ErrMaxHold)
@@ -525,7 +549,7 @@ func (x *executor) wakeUp() {
 		for len(x.holds) > 0 && !x.holds[0].releaseAt.After(now) {
 			j := heap.Pop(&x.holds).(*xjob)
 			if j.state == jobHeld && x.jobs[j.key] == j {
-				x.finish(j, AckRelease, j.err, j.took)
+				x.finish(j, AckRelease, OutcomeRetried, j.err, j.took)
 			}
 		}
 	}
@@ -574,7 +598,7 @@ func (x *executor) renewed(r member.Renewal, now time.Time) {
 func (x *executor) releaseHeld() {
 	for _, j := range x.jobs {
 		if j.state == jobHeld {
-			x.finish(j, AckRelease, j.err, j.took)
+			x.finish(j, AckRelease, OutcomeRetried, j.err, j.took)
 		}
 	}
 	x.holds = x.holds[:0]
@@ -589,9 +613,9 @@ func (x *executor) expire() {
 		case jobRunning:
 			x.abandon(j, ErrShutdown)
 		case jobHeld:
-			x.finish(j, AckRelease, ErrShutdown, j.took)
+			x.finish(j, AckRelease, OutcomeRetried, ErrShutdown, j.took)
 		case jobQueued:
-			x.finish(j, AckRelease, ErrShutdown, 0)
+			x.finish(j, AckRelease, OutcomeInterrupted, ErrShutdown, 0)
 		}
 	}
 	x.queue, x.qhead, x.queued = x.queue[:0], 0, 0
@@ -603,11 +627,11 @@ func (x *executor) expire() {
 func (x *executor) abandon(j *xjob, cause error) {
 	x.log.Warn("releasing a running job", "reason", cause, "record", j.key,
 		"running_for", time.Since(j.start).Round(time.Millisecond), "lock_left", time.Until(j.deadline).Round(time.Millisecond))
-	x.finish(j, AckRelease, cause, time.Since(j.start))
+	x.finish(j, AckRelease, OutcomeInterrupted, cause, time.Since(j.start))
 }
 
 // finish sends j's terminal acknowledgement and reports it.
-func (x *executor) finish(j *xjob, ack Ack, err error, took time.Duration) {
+func (x *executor) finish(j *xjob, ack Ack, outcome Outcome, err error, took time.Duration) {
 	switch ack {
 	case AckAccept:
 		x.e.Ack(j.key, member.Accept)
@@ -617,21 +641,22 @@ func (x *executor) finish(j *xjob, ack Ack, err error, took time.Duration) {
 		x.e.Ack(j.key, member.Release)
 	}
 	x.end(j, err)
-	x.report(j, ack, err, took)
+	x.report(j, ack, outcome, err, took, nil)
 }
 
 // drop ends j without an acknowledgement: its lock is gone (cause
 // ErrLockLost) or the member stopped (ErrShutdown).
 func (x *executor) drop(j *xjob, cause error) {
 	var took time.Duration
+	outcome := OutcomeInterrupted
 	switch j.state {
 	case jobRunning:
 		took = time.Since(j.start)
 	case jobHeld:
-		took = j.took
+		took, outcome = j.took, OutcomeRetried
 	}
 	x.end(j, cause)
-	x.report(j, AckRelease, cause, took)
+	x.report(j, AckRelease, outcome, cause, took, nil)
 }
 
 // end takes j out of the executor and cancels its handler's context.
@@ -649,12 +674,61 @@ func (x *executor) end(j *xjob, cause error) {
 	delete(x.jobs, j.key)
 }
 
-func (x *executor) report(j *xjob, ack Ack, err error, took time.Duration) {
+// report counts and logs how j ended and tells the observer. A release on
+// the last delivery is discarded whatever the cause: the broker archives
+// the record.
+func (x *executor) report(j *xjob, ack Ack, outcome Outcome, err error, took time.Duration, parked *handler.Parked) {
+	final := ack != AckRelease || j.last()
+	if ack == AckRelease && final {
+		outcome = OutcomeDiscarded
+	}
+	x.outcomes[outcome]++
+	x.logOutcome(j, ack, outcome, err, took, parked)
 	if x.obs == nil {
 		return
 	}
-	final := ack != AckRelease || j.last()
-	x.obs.JobFinished(&j.job, Result{Ack: ack, Err: err, Ran: j.ran, Duration: took, LockLeft: time.Until(j.deadline), Final: final})
+	x.obs.JobFinished(&j.job, Result{Outcome: outcome, Ack: ack, Err: err, Parked: parked, Ran: j.ran, Duration: took, LockLeft: time.Until(j.deadline), Final: final})
+}
+
+// logOutcome logs one line per finished delivery: Debug for a success or
+// a retry, Warn for a parked job, Error for a discarded one (it will not
+// run again and is in no dead-letter topic). Interrupted jobs were logged
+// at Warn where the worker gave them up; their line here is Debug.
+func (x *executor) logOutcome(j *xjob, ack Ack, outcome Outcome, err error, took time.Duration, parked *handler.Parked) {
+	level, msg := slog.LevelDebug, "job finished"
+	switch outcome {
+	case OutcomeParked:
+		level, msg = slog.LevelWarn, "job parked in its dead-letter topic"
+	case OutcomeDiscarded:
+		level, msg = slog.LevelError, "job discarded: it will not run again and was not parked (the dlq middleware parks such jobs)"
+	case OutcomeRetried:
+		msg = "job failed; released for a retry"
+	case OutcomeInterrupted:
+		msg = "job interrupted; released"
+	}
+	ctx := context.Background()
+	if !x.log.Enabled(ctx, level) {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.String("outcome", outcome.String()),
+		slog.String("ack", ack.String()),
+		slog.String("topic", j.key.Topic),
+		slog.Int("partition", int(j.key.Partition)),
+		slog.Int64("offset", j.key.Offset),
+		slog.String("job_id", j.job.ID()),
+		slog.Int("delivery", int(j.count)),
+		slog.Duration("took", took),
+	}
+	if err != nil {
+		attrs = append(attrs, slog.String("error", err.Error()))
+	}
+	if parked != nil {
+		attrs = append(attrs, slog.String("reason", parked.Reason), slog.String("dlq_topic", parked.Topic))
+	} else if r := handler.ReasonOf(err); r != "" {
+		attrs = append(attrs, slog.String("reason", r))
+	}
+	x.log.LogAttrs(ctx, level, msg, attrs...)
 }
 
 // ackFailed reports an acknowledgement the broker did not apply.
@@ -798,6 +872,23 @@ var _ engine = (*member.Member)(nil)
 // startMargin is the least time left on a record's lock for its job to be
 // started (or a quarter of the lock, if less).
 const startMargin = 500 * time.Millisecond
+
+// runJob runs j's handler within its job timeout, if it has one: at the
+// timeout its context is cancelled with cause ErrJobTimeout, and an error
+// the handler returns then (unless permanent) becomes a retry with reason
+// "timeout" that wraps ErrJobTimeout and the handler's error.
+func runJob(j *xjob) error {
+	if j.timeout <= 0 {
+		return safeHandle(j.ctx, j.h, &j.job)
+	}
+	ctx, cancel := context.WithTimeoutCause(j.ctx, j.timeout, ErrJobTimeout)
+	defer cancel()
+	err := safeHandle(ctx, j.h, &j.job)
+	if err != nil && errors.Is(context.Cause(ctx), ErrJobTimeout) && !handler.IsPermanent(err) {
+		err = &handler.RetryError{Reason: handler.ReasonTimeout, Err: fmt.Errorf("%w after %v: %w", ErrJobTimeout, j.timeout, err)}
+	}
+	return err
+}
 
 // safeHandle runs h, turning a panic that escaped every middleware (one in
 // a middleware outside the handler's own recovery) into a permanent

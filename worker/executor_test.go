@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/internal/logbuf"
 	"github.com/shareq/shareq/internal/member"
 )
 
@@ -292,13 +293,20 @@ func TestExecutorAcceptsRejectsReleases(t *testing.T) {
 		wantAcks(t, b.f, 4, member.Release)
 		wantAcks(t, b.f, 5, member.Release)
 		for _, tc := range []struct {
-			off   int64
-			ack   Ack
-			final bool
-		}{{1, AckAccept, true}, {2, AckReject, true}, {3, AckRelease, false}, {4, AckRelease, true}, {5, AckRelease, false}} {
+			off     int64
+			ack     Ack
+			outcome Outcome
+			final   bool
+		}{
+			{1, AckAccept, OutcomeSucceeded, true},
+			{2, AckReject, OutcomeDiscarded, true},
+			{3, AckRelease, OutcomeRetried, false},
+			{4, AckRelease, OutcomeDiscarded, true}, // the broker archives it
+			{5, AckRelease, OutcomeRetried, false},
+		} {
 			r := b.only(t, tc.off)
-			if r.Ack != tc.ack || r.Final != tc.final || !r.Ran {
-				t.Errorf("offset %d: %+v, want ack %v final %v ran", tc.off, r, tc.ack, tc.final)
+			if r.Ack != tc.ack || r.Outcome != tc.outcome || r.Final != tc.final || !r.Ran || r.Parked != nil {
+				t.Errorf("offset %d: %+v, want ack %v outcome %v final %v ran", tc.off, r, tc.ack, tc.outcome, tc.final)
 			}
 			if r.LockLeft != lock {
 				t.Errorf("offset %d: LockLeft %v, want %v (no time passed)", tc.off, r.LockLeft, lock)
@@ -306,6 +314,107 @@ func TestExecutorAcceptsRejectsReleases(t *testing.T) {
 		}
 		if r := b.only(t, 3); !errors.Is(r.Err, errRetryX) {
 			t.Errorf("released job's Err = %v, want the handler's", r.Err)
+		}
+		b.stop(t)
+	})
+}
+
+// A job the dlq middleware parked (the chain returns nil after
+// handler.NoteParked) is ACCEPTed and reported as parked, with the
+// failure it was parked for, never as a success; the worker's log says
+// so at Warn level. A note without a nil return changes nothing.
+func TestExecutorReportsParkedJobs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cause := handler.Permanent(errors.New("bad address"))
+		h := handler.Func(func(ctx context.Context, j *handler.Job) error {
+			handler.NoteParked(ctx, handler.Parked{Topic: "t.dlq", Partition: 0, Offset: 7, Reason: handler.ReasonPermanent, Err: cause})
+			if j.Offset == 2 {
+				return errRetryX // an outer middleware failed after the park
+			}
+			return nil
+		})
+		var logs logbuf.Buffer
+		b := startExecutor(t, h, nil, Concurrency(2), Logger(slog.New(slog.NewTextHandler(&logs, nil))))
+		b.f.deliver(delivery(1, 1, lock), delivery(2, 1, lock))
+		wantAcks(t, b.f, 1, member.Accept)
+		wantAcks(t, b.f, 2, member.Release)
+		r := b.only(t, 1)
+		if r.Outcome != OutcomeParked || r.Ack != AckAccept || !r.Final || !errors.Is(r.Err, cause) ||
+			r.Parked == nil || r.Parked.Topic != "t.dlq" || r.Parked.Offset != 7 || r.Parked.Reason != handler.ReasonPermanent {
+			t.Fatalf("parked job reported as %+v", r)
+		}
+		if r := b.only(t, 2); r.Outcome != OutcomeRetried || r.Parked != nil {
+			t.Fatalf("failed job reported as %+v", r)
+		}
+		b.stop(t)
+		out := logs.String()
+		if !strings.Contains(out, "level=WARN msg=\"job parked in its dead-letter topic\" group=g outcome=parked ack=accept topic=t partition=0 offset=1") ||
+			!strings.Contains(out, "dlq_topic=t.dlq") {
+			t.Errorf("log lacks the parked line: %s", out)
+		}
+	})
+}
+
+// A job timeout cancels the job's context with cause ErrJobTimeout at
+// exactly the timeout; the error the handler returns then is a retry
+// (reason timeout, wrapping ErrJobTimeout), held for the backoff; on the
+// last delivery it is discarded. A permanent error stays permanent, and a
+// handler that returns nil after the timeout succeeded.
+func TestExecutorJobTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newCtl()
+		b := startExecutor(t, h, nil, Concurrency(4), JobTimeout(5*time.Second), RetryBackoff(func(int32) time.Duration { return 3 * time.Second }))
+		start := time.Now()
+		b.f.deliver(delivery(1, 1, lock), delivery(2, 5, lock))
+		synctest.Wait()
+		time.Sleep(5*time.Second - time.Nanosecond)
+		synctest.Wait()
+		if got := len(b.f.acksOf(1)) + len(b.f.acksOf(2)); got != 0 || h.cause(1, 0) != nil {
+			t.Fatalf("before the timeout: %d acks, cause %v", got, h.cause(1, 0))
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		if c := h.cause(1, 0); c != ErrJobTimeout {
+			t.Fatalf("context cause at the timeout %v, want ErrJobTimeout", c)
+		}
+		if time.Since(start) != 5*time.Second {
+			t.Fatalf("timed out after %v", time.Since(start))
+		}
+		wantAcks(t, b.f, 2, member.Release) // last delivery: no backoff
+		if r := b.only(t, 2); r.Outcome != OutcomeDiscarded || !errors.Is(r.Err, ErrJobTimeout) {
+			t.Fatalf("timed out on the last delivery: %+v", r)
+		}
+		wantAcks(t, b.f, 1) // held for the backoff
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		wantAcks(t, b.f, 1, member.Release)
+		r := b.only(t, 1)
+		if r.Outcome != OutcomeRetried || !errors.Is(r.Err, ErrJobTimeout) || handler.ReasonOf(r.Err) != handler.ReasonTimeout {
+			t.Fatalf("timed-out job: %+v, want retried with ErrJobTimeout and reason timeout", r)
+		}
+		b.stop(t)
+	})
+	// Handlers that return after their timeout, ignoring the context: a
+	// permanent error stays permanent, nil is a success.
+	synctest.Test(t, func(t *testing.T) {
+		h := newCtl()
+		h.ignoreCancel = true
+		b := startExecutor(t, h, nil, Concurrency(2), JobTimeout(5*time.Second))
+		b.f.deliver(delivery(3, 1, lock), delivery(4, 1, lock))
+		time.Sleep(6 * time.Second)
+		synctest.Wait()
+		if c := h.cause(3, 0); c != ErrJobTimeout {
+			t.Fatalf("context cause after the timeout %v, want ErrJobTimeout", c)
+		}
+		h.finish(3, handler.Permanent(errors.New("bad")))
+		h.finish(4, nil)
+		wantAcks(t, b.f, 3, member.Reject)
+		wantAcks(t, b.f, 4, member.Accept)
+		if r := b.only(t, 3); errors.Is(r.Err, ErrJobTimeout) || r.Outcome != OutcomeDiscarded {
+			t.Fatalf("permanent error after the timeout: %+v", r)
+		}
+		if r := b.only(t, 4); r.Outcome != OutcomeSucceeded || r.Err != nil {
+			t.Fatalf("success after the timeout: %+v", r)
 		}
 		b.stop(t)
 	})
@@ -620,7 +729,7 @@ func TestExecutorDoesNotStartExpiredLock(t *testing.T) {
 			t.Fatalf("started %v", got)
 		}
 		wantAcks(t, b.f, 1, member.Release)
-		if r := b.only(t, 1); r.Ack != AckRelease || !errors.Is(r.Err, ErrLockExpired) || r.Ran || r.Final {
+		if r := b.only(t, 1); r.Ack != AckRelease || r.Outcome != OutcomeInterrupted || !errors.Is(r.Err, ErrLockExpired) || r.Ran || r.Final {
 			t.Fatalf("finished with %+v", r)
 		}
 		if got := b.f.credit(); got != 1 {

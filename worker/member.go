@@ -71,8 +71,12 @@ func (w *Worker) runMember(ctx context.Context, log *slog.Logger) error {
 		return fmt.Errorf("worker: share-group member: %w", runErr)
 	}
 	st := m.Stats()
-	log.Info("worker stopped", "fetches", st.Fetches, "records_fetched", st.Fetched,
-		"sessions_opened", st.SessionsOpened, "sessions_reset", st.SessionsReset, "records_lost", st.LostRecords, "rejoins", st.Rejoins)
+	args := []any{"fetches", st.Fetches, "records_fetched", st.Fetched}
+	for _, o := range Outcomes() { // jobs by outcome: succeeded=… parked=…
+		args = append(args, o.String(), x.outcomes[o])
+	}
+	args = append(args, "sessions_opened", st.SessionsOpened, "sessions_reset", st.SessionsReset, "records_lost", st.LostRecords, "rejoins", st.Rejoins)
+	log.Info("worker stopped", args...)
 	return nil
 }
 

@@ -31,14 +31,75 @@ func (a Ack) String() string {
 	return "unknown"
 }
 
+// Outcome is how one delivery of a job ended, as the worker reports it in
+// [Result], its log and (through the metrics package) the
+// shareq_jobs_total{outcome} counter. The acknowledgement the broker got
+// is reported apart, in [Result.Ack]: a parked job and a job that
+// succeeded are both ACCEPTed.
+type Outcome int8
+
+const (
+	// OutcomeSucceeded: the handler returned nil; ACCEPT.
+	OutcomeSucceeded Outcome = iota + 1
+	// OutcomeParked: the handler failed and a dead-letter middleware (the
+	// dlq package) parked the job ([handler.NoteParked]); ACCEPT. Never
+	// counted as a success.
+	OutcomeParked
+	// OutcomeRetried: the handler failed with a retryable error (a
+	// [Timeout] included) before the last delivery; RELEASE, after the
+	// retry backoff, for another delivery.
+	OutcomeRetried
+	// OutcomeDiscarded: the job will not run again and was not parked:
+	// a permanent failure without a DLQ (REJECT, the broker archives the
+	// record), or a RELEASE on the last delivery (the broker archives it).
+	OutcomeDiscarded
+	// OutcomeInterrupted: the worker gave the record back without a
+	// handler result, before the last delivery: its lock ran out before
+	// the job started ([ErrLockExpired]) or while it ran ([ErrLockLost]),
+	// it reached [MaxHold], or the worker stopped ([ErrShutdown]). The
+	// record is delivered again.
+	OutcomeInterrupted
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case OutcomeSucceeded:
+		return "succeeded"
+	case OutcomeParked:
+		return "parked"
+	case OutcomeRetried:
+		return "retried"
+	case OutcomeDiscarded:
+		return "discarded"
+	case OutcomeInterrupted:
+		return "interrupted"
+	}
+	return "unknown"
+}
+
+// Outcomes lists every [Outcome], for code that wants a series per outcome
+// (the metrics package pre-creates them).
+func Outcomes() []Outcome {
+	return []Outcome{OutcomeSucceeded, OutcomeParked, OutcomeRetried, OutcomeDiscarded, OutcomeInterrupted}
+}
+
 // Result describes how a job ended, as passed to [Observer.JobFinished].
 type Result struct {
-	// Ack is the acknowledgement sent for the record.
+	// Outcome is how the delivery ended: succeeded, parked, retried,
+	// discarded or interrupted.
+	Outcome Outcome
+	// Ack is the acknowledgement sent for the record. OutcomeSucceeded
+	// and OutcomeParked are both AckAccept.
 	Ack Ack
-	// Err is the handler's error (nil when it succeeded), or the reason
-	// the worker acknowledged the record without a handler result:
-	// [ErrLockExpired], [ErrMaxHold], [ErrShutdown].
+	// Err is the handler's error (nil when it succeeded; for a parked job,
+	// the failure it was parked for), or the reason the worker
+	// acknowledged the record without a handler result: [ErrLockExpired],
+	// [ErrLockLost], [ErrMaxHold], [ErrShutdown]; with a job timeout,
+	// an error that wraps [ErrJobTimeout].
 	Err error
+	// Parked says where and why the job was parked, for OutcomeParked;
+	// nil otherwise.
+	Parked *handler.Parked
 	// Ran reports whether a handler ran. A job whose lock ran out before
 	// it could start is released without running, unless it is on its
 	// last delivery.

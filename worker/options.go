@@ -50,6 +50,11 @@ type route struct {
 	mws   []handler.Middleware
 }
 
+type topicTimeout struct {
+	topic string
+	d     time.Duration
+}
+
 type config struct {
 	brokers         []string
 	clientOpts      []kgo.Opt
@@ -74,6 +79,8 @@ type config struct {
 	brokerDLQ       string
 	brokerDLQSet    bool
 	nilHandler      bool // a Handle had a nil handler
+	jobTimeout      time.Duration
+	topicTimeouts   []topicTimeout
 
 	errs []error
 }
@@ -257,6 +264,34 @@ func ExponentialBackoff(base, max time.Duration) func(delivery int32) time.Durat
 	}
 }
 
+// JobTimeout sets how long a job may run: at d after its handler started,
+// the job's context is cancelled with cause [ErrJobTimeout], as River's
+// per-job Timeout does. A handler that then returns an error (its
+// context's, usually) is retried: its error is wrapped in a
+// handler.RetryError with reason "timeout" that wraps ErrJobTimeout, the
+// job is held for the retry backoff and released for another delivery
+// (outcome retried). A permanent error stays permanent; a handler that
+// returns nil succeeded. On the job's last delivery the retry is a
+// release the broker archives (outcome discarded), unless a dlq
+// middleware parks it: the middleware sees the handler's context error on
+// the last delivery and parks the job with reason delivery-limit.
+//
+// The worker does not abandon a handler that ignores its cancelled
+// context; [MaxHold] still ends it. d must be below MaxHold. It applies to
+// every topic without a [TopicJobTimeout]. 0, the default, means no job
+// timeout: a job runs until it returns or reaches MaxHold.
+func JobTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.jobTimeout = d })
+}
+
+// TopicJobTimeout sets the job timeout of one topic's jobs, in place of
+// [JobTimeout]: see there for what a timeout does. topic must be
+// registered with [Handle]. 0 means no timeout for that topic, whatever
+// JobTimeout says.
+func TopicJobTimeout(topic string, d time.Duration) Option {
+	return optionFunc(func(c *config) { c.topicTimeouts = append(c.topicTimeouts, topicTimeout{topic, d}) })
+}
+
 // FetchMaxWait sets how long a broker may hold a share fetch that has no
 // records. Default [FetchMaxWaitDefault].
 func FetchMaxWait(d time.Duration) Option {
@@ -375,6 +410,28 @@ func newConfig(opts []Option) (*config, error) {
 	if c.groupLimit >= 2 && c.deliveryLimit > c.groupLimit {
 		bad("DeliveryLimit(%d) is above GroupDeliveryLimit(%d): the broker would archive failing jobs before their last delivery as the worker counts it, so they would never be parked; set DeliveryLimit at most %d",
 			c.deliveryLimit, c.groupLimit, c.groupLimit)
+	}
+	timeoutOK := func(opt string, d time.Duration) {
+		switch {
+		case d < 0:
+			bad("%s: must not be negative (0 means no job timeout)", opt)
+		case d > 0 && c.maxHold > 0 && d >= c.maxHold:
+			bad("%s is not below MaxHold(%v): MaxHold would end the job first; lower the timeout or raise MaxHold", opt, c.maxHold)
+		}
+	}
+	timeoutOK(fmt.Sprintf("JobTimeout(%v)", c.jobTimeout), c.jobTimeout)
+	timed := map[string]bool{}
+	for _, tt := range c.topicTimeouts {
+		opt := fmt.Sprintf("TopicJobTimeout(%q, %v)", tt.topic, tt.d)
+		switch {
+		case !seen[tt.topic]:
+			bad("%s: no handler for the topic; register it with worker.Handle first", opt)
+		case timed[tt.topic]:
+			bad("%s: the topic's timeout is set twice", opt)
+		default:
+			timeoutOK(opt, tt.d)
+		}
+		timed[tt.topic] = true
 	}
 	if c.fetchMaxWait < 10*time.Millisecond || c.fetchMaxWait > time.Minute {
 		bad("FetchMaxWait(%v): must be between 10ms (the client's minimum) and 1m", c.fetchMaxWait)

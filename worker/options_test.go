@@ -46,6 +46,12 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{"share ack callback", []worker.Option{worker.ClientOpts(kgo.ShareAckCallback(nil))}, "group option"},
 		{"consume topics", []worker.Option{worker.ClientOpts(kgo.ConsumeTopics("t"))}, "ClientOpts: option 0 is a franz-go consumer option"},
 		{"nil client option", []worker.Option{worker.ClientOpts(nil)}, "ClientOpts: option 0 is nil"},
+		{"negative job timeout", []worker.Option{worker.JobTimeout(-time.Second)}, "JobTimeout(-1s): must not be negative (0 means no job timeout)"},
+		{"job timeout past max hold", []worker.Option{worker.MaxHold(time.Minute), worker.JobTimeout(time.Minute)}, "JobTimeout(1m0s) is not below MaxHold(1m0s)"},
+		{"negative topic timeout", []worker.Option{worker.TopicJobTimeout("jobs", -time.Second)}, `TopicJobTimeout("jobs", -1s): must not be negative`},
+		{"topic timeout past max hold", []worker.Option{worker.TopicJobTimeout("jobs", time.Hour)}, `TopicJobTimeout("jobs", 1h0m0s) is not below MaxHold(30m0s)`},
+		{"topic timeout of no handler", []worker.Option{worker.TopicJobTimeout("other", time.Second)}, `TopicJobTimeout("other", 1s): no handler for the topic`},
+		{"topic timeout twice", []worker.Option{worker.TopicJobTimeout("jobs", time.Second), worker.TopicJobTimeout("jobs", 2*time.Second)}, `TopicJobTimeout("jobs", 2s): the topic's timeout is set twice`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -67,6 +73,9 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	}
 	if _, err := worker.New(valid...); err != nil {
 		t.Fatalf("valid options: %v", err)
+	}
+	if _, err := worker.New(append(valid, worker.JobTimeout(0), worker.TopicJobTimeout("jobs", time.Minute))...); err != nil {
+		t.Fatalf("valid job timeouts: %v", err)
 	}
 }
 

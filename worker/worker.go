@@ -14,8 +14,15 @@
 // on a permanent failure, RELEASE otherwise, after a retry backoff (see
 // the handler package for the full table).
 //
+// Each delivery ends with an [Outcome] (succeeded, parked, retried,
+// discarded, interrupted), reported to observers in [Result] beside the
+// acknowledgement, logged (Debug; Warn for a parked job, Error for a
+// discarded one) and counted in the "worker stopped" line. A job parked by
+// the dlq middleware is ACCEPTed but is never a success.
+//
 // A job that runs close to the end of its lock has the lock renewed (Kafka
-// 4.2+), up to [MaxHold]. When Run's context is cancelled the worker stops
+// 4.2+), up to [MaxHold]. A job may also have a timeout ([JobTimeout],
+// [TopicJobTimeout]): its context is cancelled then, and it is retried. When Run's context is cancelled the worker stops
 // fetching, runs what the fetch in flight brings, lets running handlers
 // finish for up to [ShutdownTimeout] and acknowledges them, and only once
 // no fetch of its own is in flight releases the jobs it held in retry
@@ -39,6 +46,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -78,6 +86,10 @@ var (
 	// ErrMaxHold: the job held its record for MaxHold; its context is
 	// cancelled and the record released.
 	ErrMaxHold = errors.New("worker: job held its lock for MaxHold")
+	// ErrJobTimeout: the job ran for its JobTimeout (or TopicJobTimeout);
+	// its context is cancelled with this cause, and an error it returns
+	// then is retried (the Result's Err wraps ErrJobTimeout).
+	ErrJobTimeout = errors.New("worker: job timed out")
 	// ErrShutdown: the worker stopped and the job did not finish within
 	// the shutdown timeout; its context is cancelled and the record
 	// released.
@@ -89,6 +101,7 @@ var (
 type Worker struct {
 	cfg      *config
 	handlers map[string]handler.Handler
+	timeouts map[string]time.Duration // job timeout per topic; absent or 0: none
 	topics   []string
 	ran      atomic.Bool
 	checked  atomic.Bool
@@ -108,11 +121,15 @@ func New(opts ...Option) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Worker{cfg: cfg, handlers: make(map[string]handler.Handler), stopped: make(chan struct{})}
+	w := &Worker{cfg: cfg, handlers: make(map[string]handler.Handler), timeouts: make(map[string]time.Duration), stopped: make(chan struct{})}
 	for _, r := range cfg.routes {
 		mws := append(append([]handler.Middleware{}, cfg.use...), r.mws...)
 		w.handlers[r.topic] = handler.Chain(middleware.Recover()(r.h), mws...)
 		w.topics = append(w.topics, r.topic)
+		w.timeouts[r.topic] = cfg.jobTimeout
+	}
+	for _, tt := range cfg.topicTimeouts {
+		w.timeouts[tt.topic] = tt.d
 	}
 	return w, nil
 }
@@ -264,9 +281,15 @@ func (w *Worker) check(ctx context.Context, admin *kgo.Client) error {
 	}
 	switch {
 	case len(missing) > 0:
-		return fmt.Errorf("%w: %s (create it; shareq never creates topics)", ErrTopicMissing, strings.Join(missing, ", "))
+		// Offer -dlq when the worker requires each one's DLQ topic too.
+		withDLQ := true
+		for _, t := range missing {
+			withDLQ = withDLQ && slices.Contains(w.cfg.required, t+dlqSuffix)
+		}
+		return fmt.Errorf("%w: %s (shareq workers never create topics; %s)", ErrTopicMissing, strings.Join(missing, ", "), w.createHint(missing, withDLQ))
 	case len(missingRequired) > 0:
-		return fmt.Errorf("%w: %s, named in RequireTopics (create it: without it, parking a job or producing to it fails; shareq never creates topics)", ErrTopicMissing, strings.Join(missingRequired, ", "))
+		return fmt.Errorf("%w: %s, named in RequireTopics (without it, parking a job or producing to it fails; shareq workers never create topics; %s)",
+			ErrTopicMissing, strings.Join(missingRequired, ", "), w.createHint(missingRequired, false))
 	}
 
 	// A name taken by a consumer group would make every share-group
@@ -292,6 +315,39 @@ func (w *Worker) check(ctx context.Context, admin *kgo.Client) error {
 	}
 	w.deliveryLimit.Store(limit)
 	return nil
+}
+
+// dlqSuffix is dlq.TopicSuffix: the dlq middleware parks jobs of topic T
+// in T.dlq by default.
+const dlqSuffix = ".dlq"
+
+// createHint says how to create topics: the shareq command (with -dlq,
+// their DLQ topics too) and the kafka-topics.sh line of each.
+func (w *Worker) createHint(topics []string, withDLQ bool) string {
+	brokers := strings.Join(w.cfg.brokers, ",")
+	if brokers == "" {
+		brokers = "HOST:9092"
+	}
+	dlqFlag := ""
+	if withDLQ {
+		dlqFlag = " -dlq"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "create it with: shareq topics create %s%s -brokers %s; or with: ", strings.Join(topics, " "), dlqFlag, brokers)
+	for i, t := range topics {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		parts := 6
+		if strings.HasSuffix(t, dlqSuffix) {
+			parts = 1
+		}
+		fmt.Fprintf(&b, "kafka-topics.sh --bootstrap-server %s --create --topic %s --partitions %d", brokers, t, parts)
+		if withDLQ {
+			fmt.Fprintf(&b, "; kafka-topics.sh --bootstrap-server %s --create --topic %s --partitions 1", brokers, t+dlqSuffix)
+		}
+	}
+	return b.String()
 }
 
 // ensureGroupConfig sets the group configs the worker needs, writing only

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/groupcfg"
 	"github.com/shareq/shareq/internal/kafkatest"
+	"github.com/shareq/shareq/internal/logbuf"
 	"github.com/shareq/shareq/internal/workertest"
 	"github.com/shareq/shareq/worker"
 )
@@ -72,6 +74,10 @@ func TestOutcomes(t *testing.T) {
 	for _, f := range b.obs.Events() {
 		if want := f.Res.Ack != worker.AckRelease; f.Res.Final != want {
 			t.Errorf("%s %v on delivery %d: Final = %v, want %v", f.Key, f.Res.Ack, f.Count, f.Res.Final, want)
+		}
+		want := map[worker.Ack]worker.Outcome{worker.AckAccept: worker.OutcomeSucceeded, worker.AckRelease: worker.OutcomeRetried, worker.AckReject: worker.OutcomeDiscarded}[f.Res.Ack]
+		if f.Res.Outcome != want {
+			t.Errorf("%s %v on delivery %d: outcome %v, want %v", f.Key, f.Res.Ack, f.Count, f.Res.Outcome, want)
 		}
 		if f.Key == "panic" {
 			var pe *handler.PanicError
@@ -632,5 +638,84 @@ func TestStoppedSaysWhy(t *testing.T) {
 	<-missing.Stopped()
 	if !errors.Is(runErr, worker.ErrTopicMissing) || missing.Err() != runErr {
 		t.Errorf("Run = %v, Err = %v; want ErrTopicMissing from both", runErr, missing.Err())
+	}
+}
+
+// A job that runs past its topic's job timeout has its context cancelled
+// with cause ErrJobTimeout and is retried; the next delivery, quick,
+// succeeds. A topic with TopicJobTimeout 0 has no timeout although the
+// worker has a default.
+func TestJobTimeout(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	untimed := b.c.Topic(t, 1)
+	b.produce(t, "slow")
+	b.c.Produce(t, &kgo.Record{Topic: untimed, Key: []byte("untimed")})
+
+	var causes sync.Map // key → the cause its first delivery's context ended with
+	release := make(chan struct{})
+	h := handler.Func(func(ctx context.Context, job *handler.Job) error {
+		if job.DeliveryCount > 1 {
+			return nil
+		}
+		if string(job.Key) == "untimed" {
+			select {
+			case <-release: // the test lets it go once "slow" timed out
+				causes.Store("untimed", context.Cause(ctx))
+				return nil
+			case <-ctx.Done():
+				causes.Store("untimed", context.Cause(ctx))
+				return ctx.Err()
+			}
+		}
+		<-ctx.Done()
+		causes.Store(string(job.Key), context.Cause(ctx))
+		return ctx.Err()
+	})
+	var logs logbuf.Buffer
+	stop := b.start(t, h, worker.Concurrency(2), worker.RetryBackoff(nil), worker.AutoOffsetReset("earliest"),
+		worker.JobTimeout(300*time.Millisecond), worker.Handle(untimed, h), worker.TopicJobTimeout(untimed, 0),
+		worker.Logger(slog.New(slog.NewTextHandler(&logs, nil))))
+
+	b.obs.WaitFor(t, 30*time.Second, "the slow job timed out", func(fs []finished) bool {
+		return count(fs, "slow", worker.AckRelease) == 1
+	})
+	close(release)
+	fs := b.obs.WaitFor(t, 30*time.Second, "both jobs accepted", func(fs []finished) bool {
+		return count(fs, "slow", worker.AckAccept) == 1 && count(fs, "untimed", worker.AckAccept) == 1
+	})
+	for _, f := range fs {
+		switch {
+		case f.Key == "slow" && f.Count == 1:
+			if f.Res.Outcome != worker.OutcomeRetried || !errors.Is(f.Res.Err, worker.ErrJobTimeout) ||
+				!errors.Is(f.Res.Err, context.DeadlineExceeded) || handler.ReasonOf(f.Res.Err) != handler.ReasonTimeout {
+				t.Errorf("timed-out delivery: %+v, want retried with ErrJobTimeout and reason timeout", f.Res)
+			}
+			if f.Res.Duration < 300*time.Millisecond {
+				t.Errorf("timed out after %v, before its 300ms", f.Res.Duration)
+			}
+		case f.Key == "untimed":
+			if f.Count != 1 || f.Res.Outcome != worker.OutcomeSucceeded {
+				t.Errorf("untimed topic's job: delivery %d %+v, want a success on delivery 1", f.Count, f.Res)
+			}
+		default:
+			if f.Res.Outcome != worker.OutcomeSucceeded {
+				t.Errorf("%s delivery %d: %+v", f.Key, f.Count, f.Res)
+			}
+		}
+	}
+	if c, _ := causes.Load("slow"); c != worker.ErrJobTimeout {
+		t.Errorf("slow job's context ended with %v, want ErrJobTimeout", c)
+	}
+	if c, _ := causes.Load("untimed"); c != nil {
+		t.Errorf("untimed job's context ended with %v, want still running", c)
+	}
+	// The stop line counts the jobs by outcome.
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if out := logs.String(); !strings.Contains(out, "msg=\"worker stopped\"") ||
+		!strings.Contains(out, " succeeded=2 parked=0 retried=1 discarded=0 interrupted=0 ") {
+		t.Errorf("stop line lacks the outcome counts:\n%s", out)
 	}
 }

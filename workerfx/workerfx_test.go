@@ -372,6 +372,7 @@ func value(t *testing.T, reg *prometheus.Registry, name string, labels map[strin
 	if err != nil {
 		t.Fatalf("gather: %v", err)
 	}
+	var n float64 // the sum of the matching series (jobs_total{ack} over outcome)
 	for _, mf := range mfs {
 		if mf.GetName() != name {
 			continue
@@ -383,10 +384,10 @@ func value(t *testing.T, reg *prometheus.Registry, name string, labels map[strin
 					continue next
 				}
 			}
-			return m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			n += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 		}
 	}
-	return 0
+	return n
 }
 
 func jobsTotal(t *testing.T, reg *prometheus.Registry, topic, ack string) float64 {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/shareq/shareq/dlq"
 	"github.com/shareq/shareq/internal/devbroker"
 )
 
@@ -16,6 +17,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	port := fs.Int("port", 9092, "port to listen on at 127.0.0.1")
 	topics := fs.String("topics", "", "comma-separated topics to create at start")
 	partitions := fs.Int("partitions", 6, "partitions of each topic created with -topics")
+	withDLQ := fs.Bool("dlq", true, "with -topics, also create each topic's dead-letter topic, NAME"+dlq.TopicSuffix+" (1 partition); -dlq=false to skip")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: shareq dev [flags]\n\nRuns an in-process Kafka broker (kfake) with share groups on 127.0.0.1,\nin memory, until interrupted. For development only: use Apache Kafka 4.2+\nin production.\n\nflags:")
 		fs.PrintDefaults()
@@ -27,17 +29,35 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fs.Usage()
 		return errUsage
 	}
+	if *partitions < 1 {
+		return fmt.Errorf("-partitions %d: must be at least 1", *partitions)
+	}
 	var names []string
 	for _, t := range strings.Split(*topics, ",") {
 		if t = strings.TrimSpace(t); t != "" {
+			if err := checkTopicName(t); err != nil {
+				return fmt.Errorf("-topics: %w", err)
+			}
 			names = append(names, t)
 		}
 	}
-	c, err := devbroker.Start(*port, int32(*partitions), names...)
+	// The dlq middleware parks jobs of NAME in NAME.dlq by default; with
+	// it created, a worker that requires it (worker.RequireTopics) starts
+	// at once.
+	var dlqs []string
+	if *withDLQ {
+		for _, n := range names {
+			dlqs = append(dlqs, n+dlq.TopicSuffix)
+		}
+	}
+	c, err := devbroker.StartTopics(*port,
+		devbroker.Topics{Partitions: int32(*partitions), Names: names},
+		devbroker.Topics{Partitions: 1, Names: dlqs})
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	names = append(names, dlqs...)
 	fmt.Fprintf(stdout, "shareq dev broker listening on %s (topics: %v); Ctrl-C to stop\n", strings.Join(c.ListenAddrs(), ","), names)
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "stopping")

@@ -44,10 +44,11 @@ var commands = map[string]command{
 	"reset":   {"move an empty share group's start offsets", runReset},
 	"enqueue": {"enqueue one job (a JSON payload) and print its job ID", runEnqueue},
 	"relay":   {"move jobs from the Postgres outbox to Kafka", runRelay},
+	"topics":  {"create job topics and their dead-letter topics", runTopics},
 }
 
 // commandOrder lists commands in the order usage shows them.
-var commandOrder = []string{"dev", "dlq", "status", "reset", "enqueue", "relay"}
+var commandOrder = []string{"dev", "topics", "dlq", "status", "reset", "enqueue", "relay"}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 )
@@ -57,15 +58,25 @@ func TestDevServesShareGroups(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	cl.Close()
 	if err != nil {
+		cl.Close()
 		t.Fatalf("produce to dev broker: %v", err)
+	}
+	// Each topic's DLQ topic is there too (1 partition), so a worker that
+	// requires it starts.
+	got := partitionsOf(t, kadm.NewClient(cl), "jobs", "jobs.dlq")
+	cl.Close()
+	if got["jobs"] != 2 || got["jobs.dlq"] != 1 {
+		t.Errorf("dev created %v partitions, want jobs 2 and jobs.dlq 1", got)
+	}
+	if err := checkWorker(t, []string{addr}, "jobs"); err != nil {
+		t.Errorf("a worker requiring jobs.dlq on the dev broker: %v", err)
 	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("dev: %v (%s)", err, errOut.String())
 	}
-	if !strings.Contains(out.String(), "listening on "+addr) {
+	if !strings.Contains(out.String(), "listening on "+addr) || !strings.Contains(out.String(), "jobs.dlq") {
 		t.Fatalf("output: %s", out.String())
 	}
 }

@@ -110,7 +110,7 @@ func brokersFlag(fs *flag.FlagSet) *string {
 
 // parseInterspersed parses args with flags and positional arguments in any
 // order ("--" ends the flags) and checks that there are want positional
-// arguments.
+// arguments (any number when want is negative).
 func parseInterspersed(fs *flag.FlagSet, args []string, want int) ([]string, error) {
 	var pos []string
 	for {
@@ -127,7 +127,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string, want int) ([]string, err
 		}
 		pos, args = append(pos, rest[0]), rest[1:]
 	}
-	if len(pos) != want {
+	if want >= 0 && len(pos) != want {
 		fmt.Fprintf(fs.Output(), "%s: want %d argument(s), got %d %q\n\n", fs.Name(), want, len(pos), pos)
 		fs.Usage()
 		return nil, errUsage

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
@@ -73,17 +75,25 @@ func shortenLocks(ctx context.Context, adm *kadm.Client) error {
 }
 
 // ensureTopic creates the topic name with n partitions and the cluster's
-// default replication factor, unless it exists. shareq never creates
-// topics: that is for whoever runs the cluster (see deploy/kafka/init.sh),
-// and here for the example.
+// default replication factor, unless it exists, and returns once the topic
+// is in the brokers' metadata with a leader for every partition. shareq
+// never creates topics: that is for whoever runs the cluster (see
+// deploy/kafka/init.sh, or shareq topics create), and here for the
+// example.
+//
+// Several processes may start at once on a fresh broker (docker compose
+// starts the worker and the producer together): another one creating the
+// topic first (TOPIC_ALREADY_EXISTS) is fine, and waiting for the metadata
+// keeps the worker's start-up check from finding the topic missing while
+// the controller's news spreads.
 func ensureTopic(ctx context.Context, adm *kadm.Client, con *console, embedded bool, name string, n int32) error {
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	have, err := adm.ListTopics(ctx, name)
 	if err != nil {
 		return fmt.Errorf("cannot reach Kafka to list topics: %w (is the broker running? without -brokers the example starts its own)", err)
 	}
-	if d, ok := have[name]; ok && d.Err == nil {
+	if d, ok := have[name]; ok && d.Err == nil && topicReady(d) {
 		if !embedded {
 			con.printf("topic %s exists (%d partitions)", name, len(d.Partitions))
 		}
@@ -93,11 +103,39 @@ func ensureTopic(ctx context.Context, adm *kadm.Client, con *console, embedded b
 	if err == nil {
 		err = res.Err
 	}
-	if err != nil {
+	created := err == nil
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 		return fmt.Errorf("create topic %s: %w (create it yourself, or give this client the right to)", name, err)
 	}
-	if !embedded {
-		con.printf("created topic %s (%d partitions)", name, n)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		md, err := adm.ListTopics(ctx, name)
+		if d, ok := md[name]; err == nil && ok && d.Err == nil && topicReady(d) {
+			if !embedded && created {
+				con.printf("created topic %s (%d partitions)", name, len(d.Partitions))
+			} else if !embedded {
+				con.printf("topic %s exists (%d partitions)", name, len(d.Partitions))
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("topic %s was created but is not in the brokers' metadata: %w", name, context.Cause(ctx))
+		case <-tick.C:
+		}
 	}
-	return nil
+}
+
+// topicReady reports whether every partition of d has a leader.
+func topicReady(d kadm.TopicDetail) bool {
+	if len(d.Partitions) == 0 {
+		return false
+	}
+	for _, p := range d.Partitions {
+		if p.Err != nil || p.Leader < 0 {
+			return false
+		}
+	}
+	return true
 }

@@ -246,10 +246,7 @@ func newWorker(cfg config, brokers []string, cl *kgo.Client, thumbs handler.Hand
 	if err != nil {
 		return nil, err
 	}
-	timeout, err := middleware.Timeout(time.Minute)
-	if err != nil {
-		return nil, err
-	}
+	timeout := middleware.Timeout(time.Minute)
 	claims, err := idempotency.Middleware(store, idempotency.OnDuplicate(h.onDuplicate))
 	if err != nil {
 		return nil, err

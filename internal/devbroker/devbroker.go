@@ -13,6 +13,18 @@ import (
 // free port) with the given topics, each with partitions partitions. Close
 // the returned cluster to stop it.
 func Start(port int, partitions int32, topics ...string) (*kfake.Cluster, error) {
+	return StartTopics(port, Topics{Partitions: partitions, Names: topics})
+}
+
+// Topics are topics to create at start, each with Partitions partitions.
+type Topics struct {
+	Partitions int32
+	Names      []string
+}
+
+// StartTopics is [Start] with sets of topics of different partition
+// counts (jobs topics and their one-partition DLQ topics).
+func StartTopics(port int, sets ...Topics) (*kfake.Cluster, error) {
 	opts := []kfake.Opt{
 		kfake.NumBrokers(1),
 		kfake.Ports(port),
@@ -22,8 +34,10 @@ func Start(port int, partitions int32, topics ...string) (*kfake.Cluster, error)
 			"share.record.lock.sweep.interval.ms": "500",
 		}),
 	}
-	if len(topics) > 0 {
-		opts = append(opts, kfake.SeedTopics(partitions, topics...))
+	for _, t := range sets {
+		if len(t.Names) > 0 {
+			opts = append(opts, kfake.SeedTopics(t.Partitions, t.Names...))
+		}
 	}
 	c, err := kfake.NewCluster(opts...)
 	if err != nil {

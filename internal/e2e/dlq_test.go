@@ -217,6 +217,24 @@ func TestPoisonJobParkedAndReplayed(t *testing.T) {
 		t.Fatalf("parked %v, want the poison job once with reason %s", parked, handler.ReasonDeliveryLimit)
 	}
 	parkedAt := parked[0].at
+	// The worker reports the park as its own outcome, never as a success:
+	// retried on the earlier deliveries, parked (and ACCEPTed) on the last.
+	for _, ev := range es {
+		want := worker.OutcomeSucceeded
+		if ev.Key == "poison" {
+			want = worker.OutcomeRetried
+			if int(ev.Count) == limit {
+				want = worker.OutcomeParked
+			}
+		}
+		if ev.Res.Outcome != want {
+			t.Errorf("%s delivery %d: outcome %v (ack %v), want %v", ev.Key, ev.Count, ev.Res.Outcome, ev.Res.Ack, want)
+		}
+		if want == worker.OutcomeParked && (ev.Res.Ack != worker.AckAccept || ev.Res.Parked == nil ||
+			ev.Res.Parked.Topic != dlqTopic || ev.Res.Parked.Reason != handler.ReasonDeliveryLimit || !errors.Is(ev.Res.Err, poisonErr)) {
+			t.Errorf("parked delivery reported as %+v (parked %+v)", ev.Res, ev.Res.Parked)
+		}
+	}
 
 	// Delivered exactly limit times, the last one parked and accepted.
 	var poisonAcks []string

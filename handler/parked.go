@@ -1,0 +1,82 @@
+package handler
+
+import (
+	"context"
+	"sync"
+)
+
+// Parked describes a job that a dead-letter middleware (the dlq package)
+// parked: it wrote the job to a dead-letter topic, so the job is done with
+// although its handler failed. The worker reports such a job as parked,
+// never as a success, while still ACCEPTing its record.
+type Parked struct {
+	// Topic, Partition and Offset locate the dead-letter record.
+	Topic     string
+	Partition int32
+	Offset    int64
+	// Reason is why the job was parked: one of the Reason constants
+	// (ReasonPermanent, ReasonDeliveryLimit, ...) or a reason of the
+	// handler's own.
+	Reason string
+	// Err is the failure the job was parked for.
+	Err error
+}
+
+type parkNoteKey struct{}
+
+// parkNote is where a job's run records that the job was parked. The
+// worker reads it after the handler returned; a mutex keeps a handler
+// that parks from a goroutine of its own safe. It is its own context (the
+// parent's, plus itself as a value): one allocation per job.
+type parkNote struct {
+	context.Context
+	mu     sync.Mutex
+	parked *Parked
+}
+
+func (n *parkNote) Value(key any) any {
+	if key == (parkNoteKey{}) {
+		return n
+	}
+	return n.Context.Value(key)
+}
+
+// WithParkNote returns a context that carries an empty note for
+// [NoteParked]. The worker gives every job's context a fresh one; tests
+// that run a handler chain without a worker can do the same and read it
+// with [ParkedFrom].
+func WithParkNote(ctx context.Context) context.Context {
+	return &parkNote{Context: ctx}
+}
+
+// NoteParked records in the note ctx carries (see [WithParkNote]) that the
+// job was parked, as p says. A middleware that parks a job calls it and
+// then returns nil: the worker ACCEPTs the record and reports the job as
+// parked. It reports whether ctx carries a note (false outside a worker,
+// where nobody asks).
+func NoteParked(ctx context.Context, p Parked) bool {
+	n, ok := ctx.Value(parkNoteKey{}).(*parkNote)
+	if !ok || n == nil {
+		return false
+	}
+	n.mu.Lock()
+	n.parked = &p
+	n.mu.Unlock()
+	return true
+}
+
+// ParkedFrom returns what [NoteParked] recorded in ctx's note, and whether
+// the job was parked. Middleware outside the dlq middleware can use it to
+// tell a parked job from a success (middleware.Logging does).
+func ParkedFrom(ctx context.Context) (Parked, bool) {
+	n, ok := ctx.Value(parkNoteKey{}).(*parkNote)
+	if !ok || n == nil {
+		return Parked{}, false
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.parked == nil {
+		return Parked{}, false
+	}
+	return *n.parked, true
+}
