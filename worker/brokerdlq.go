@@ -149,8 +149,12 @@ func (w *Worker) checkBrokerDLQTopic(ctx context.Context, admin *kgo.Client, top
 		return fmt.Errorf("cannot list topic %s: %v", topic, err)
 	}
 	if d, ok := listed[topic]; !ok || d.Err != nil {
-		return fmt.Errorf("topic %s does not exist; create it with kafka-topics.sh --bootstrap-server %s --create --topic %s --config %s=true",
-			topic, w.bootstrapHint(), topic, groupcfg.TopicDLQGroupEnable)
+		shareq := ""
+		if topic == BrokerDLQTopic(w.cfg.group) {
+			shareq = fmt.Sprintf(" (or shareq topics create -group-dlq %s -brokers %s)", w.cfg.group, w.bootstrapHint())
+		}
+		return fmt.Errorf("topic %s does not exist; create it with kafka-topics.sh --bootstrap-server %s --create --topic %s --config %s=true%s",
+			topic, w.bootstrapHint(), topic, groupcfg.TopicDLQGroupEnable, shareq)
 	}
 	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
 	if err == nil {

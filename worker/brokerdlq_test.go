@@ -65,7 +65,7 @@ func TestBrokerDLQDefault(t *testing.T) {
 		}
 		return
 	}
-	for _, want := range []string{"level=WARN", "kafka-topics.sh", "--create --topic " + topic, groupcfg.TopicDLQGroupEnable + "=true"} {
+	for _, want := range []string{"level=WARN", "kafka-topics.sh", "--create --topic " + topic, groupcfg.TopicDLQGroupEnable + "=true", "shareq topics create -group-dlq " + b.group} {
 		if !strings.Contains(logs, want) {
 			t.Fatalf("log lacks %q:\n%s", want, logs)
 		}

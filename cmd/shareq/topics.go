@@ -14,13 +14,19 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/shareq/shareq/dlq"
+	"github.com/shareq/shareq/internal/groupcfg"
+	"github.com/shareq/shareq/worker"
 )
 
 const topicsUsage = `usage: shareq topics create NAME... [flags]
 
 Creates the topics NAME..., each with -partitions partitions, and with -dlq
 also each one's dead-letter topic NAME` + dlq.TopicSuffix + ` (the name the dlq middleware
-parks jobs of NAME in by default), with -dlq-partitions partitions. A topic
+parks jobs of NAME in by default), with -dlq-partitions partitions. With
+-group-dlq GROUP it also creates the share group's dead-letter topic on the
+broker, dlq.GROUP, with errors.deadletterqueue.group.enable=true (Kafka
+4.4+: the broker writes every record the group archives there, and the
+workers of GROUP take it up at start). A topic
 that exists already is left as it is and listed as "exists", so the command
 can run at every deploy. It returns once every topic is in the brokers'
 metadata, so a worker started next finds it.
@@ -49,12 +55,13 @@ func runTopics(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	partitions := fs.Int("partitions", 6, "partitions of each topic NAME")
 	replication := fs.Int("replication-factor", -1, "replicas of each partition; -1: the brokers' default.replication.factor")
 	withDLQ := fs.Bool("dlq", false, "also create each topic's dead-letter topic, NAME"+dlq.TopicSuffix)
-	dlqPartitions := fs.Int("dlq-partitions", 1, "partitions of each dead-letter topic (with -dlq)")
+	dlqPartitions := fs.Int("dlq-partitions", 1, "partitions of each dead-letter topic (with -dlq and -group-dlq)")
+	groupDLQ := fs.String("group-dlq", "", "also create this share group's dead-letter topic on the broker, dlq.GROUP (Kafka 4.4+)")
 	names, err := parseInterspersed(fs, args[1:], -1)
 	if err != nil {
 		return err
 	}
-	if len(names) == 0 {
+	if len(names) == 0 && *groupDLQ == "" {
 		fmt.Fprintf(stderr, "shareq topics create: name at least one topic\n\n")
 		fs.Usage()
 		return errUsage
@@ -69,24 +76,30 @@ func runTopics(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	var specs []topicSpec
 	seen := map[string]bool{}
-	add := func(name string, n int) error {
+	add := func(name string, n int, configs map[string]*string) error {
 		if err := checkTopicName(name); err != nil {
 			return err
 		}
 		if !seen[name] {
 			seen[name] = true
-			specs = append(specs, topicSpec{name: name, partitions: int32(n)})
+			specs = append(specs, topicSpec{name: name, partitions: int32(n), configs: configs})
 		}
 		return nil
 	}
 	for _, name := range names {
-		if err := add(name, *partitions); err != nil {
+		if err := add(name, *partitions, nil); err != nil {
 			return err
 		}
 		if *withDLQ {
-			if err := add(name+dlq.TopicSuffix, *dlqPartitions); err != nil {
+			if err := add(name+dlq.TopicSuffix, *dlqPartitions, nil); err != nil {
 				return err
 			}
+		}
+	}
+	if *groupDLQ != "" {
+		enable := "true"
+		if err := add(worker.BrokerDLQTopic(*groupDLQ), *dlqPartitions, map[string]*string{groupcfg.TopicDLQGroupEnable: &enable}); err != nil {
+			return fmt.Errorf("-group-dlq %q: %w", *groupDLQ, err)
 		}
 	}
 
@@ -109,6 +122,7 @@ func runTopics(ctx context.Context, args []string, stdout, stderr io.Writer) err
 type topicSpec struct {
 	name       string
 	partitions int32
+	configs    map[string]*string
 }
 
 // topicResult is what createTopics did with one topic: state "created"
@@ -126,7 +140,7 @@ type topicResult struct {
 func createTopics(ctx context.Context, adm *kadm.Client, replication int16, specs []topicSpec) ([]topicResult, error) {
 	out := make([]topicResult, len(specs))
 	for i, s := range specs {
-		resp, err := adm.CreateTopic(ctx, s.partitions, replication, nil, s.name)
+		resp, err := adm.CreateTopic(ctx, s.partitions, replication, s.configs, s.name)
 		if err == nil {
 			err = resp.Err
 		}

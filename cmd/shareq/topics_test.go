@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/internal/groupcfg"
 	"github.com/shareq/shareq/internal/kafkatest"
 	"github.com/shareq/shareq/worker"
 )
@@ -131,5 +133,60 @@ func TestTopicsCreateErrors(t *testing.T) {
 		case !tc.usage && !strings.Contains(err.Error(), tc.want):
 			t.Errorf("%q: %v; want %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+// -group-dlq creates the share group's dead-letter topic on the broker
+// with the topic config that lets the group write to it; on Kafka 4.4+ a
+// worker of that group then takes it up at start.
+func TestTopicsCreateGroupDLQ(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.New(t)
+	brokers := strings.Join(c.Seeds, ",")
+	topic, group := c.Topic(t, 1), c.Group(t)
+	name := worker.BrokerDLQTopic(group)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = c.Admin().DeleteTopics(ctx, name)
+	})
+	out, errOut, err := cli(t, "topics", "create", "-group-dlq", group, "-brokers", brokers)
+	if err != nil {
+		t.Fatalf("topics create -group-dlq: %v\n%s", err, errOut)
+	}
+	if !strings.Contains(out, "created  "+name) {
+		t.Fatalf("output lacks %s:\n%s", name, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rcs, err := c.Admin().DescribeTopicConfigs(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rcs.On(name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enabled := false
+	for _, cfg := range rc.Configs {
+		enabled = enabled || cfg.Key == groupcfg.TopicDLQGroupEnable && cfg.MaybeValue() == "true"
+	}
+	if !enabled {
+		t.Fatalf("%s: configs %v, want %s=true", name, rc.Configs, groupcfg.TopicDLQGroupEnable)
+	}
+	w, err := worker.New(worker.Brokers(c.Seeds...), worker.Group(group), worker.Logger(slog.New(slog.DiscardHandler)),
+		worker.Handle(topic, handler.Func(func(context.Context, *handler.Job) error { return nil })))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := name
+	if !c.BrokerDLQ {
+		want = "" // kfake, Kafka before 4.4: the topic is there, the broker does not use it
+	}
+	if got := w.BrokerDLQTopic(); got != want {
+		t.Fatalf("%s %s: worker's broker DLQ %q, want %q", c.Kind, c.Version, got, want)
 	}
 }
