@@ -2,15 +2,10 @@ package worker
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
 	"math"
-	"net"
 	"strings"
-	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -35,42 +30,6 @@ func (w *Worker) notAuthorized(admin *kgo.Client, r acl.Right, cause error) erro
 		bootstrap = s[0]
 	}
 	return fmt.Errorf("%w: %s", ErrNotAuthorized, acl.Missing(r, bootstrap, cause))
-}
-
-// ConnHint says what a failure to reach the brokers most likely means:
-// TLS, SASL or plain reachability. It never repeats a credential.
-func connHint(err error) string {
-	var (
-		unknownCA  x509.UnknownAuthorityError
-		hostname   x509.HostnameError
-		invalid    x509.CertificateInvalidError
-		recordHdr  tls.RecordHeaderError
-		alert      tls.AlertError
-		netOpError *net.OpError
-	)
-	switch {
-	case errors.Is(err, kerr.SaslAuthenticationFailed):
-		return "SASL authentication failed: check the user name, the password and the mechanism in the kgo.SASL option"
-	case errors.Is(err, kerr.UnsupportedSaslMechanism):
-		return "the broker does not enable this SASL mechanism on that listener: use one it lists in sasl.enabled.mechanisms"
-	case errors.Is(err, kerr.IllegalSaslState):
-		return "the listener does not expect SASL here: check the port and the security protocol (SASL_SSL needs kgo.DialTLSConfig too)"
-	case errors.As(err, &unknownCA):
-		return "TLS: the broker's certificate is signed by a CA the client does not trust: put that CA in the tls.Config's RootCAs passed with kgo.DialTLSConfig"
-	case errors.As(err, &hostname):
-		return "TLS: the broker's certificate does not name the address dialled: connect by a name it lists, or set tls.Config.ServerName"
-	case errors.As(err, &invalid):
-		return "TLS: the broker's certificate is not valid (expired, or not for server use)"
-	case errors.As(err, &recordHdr):
-		return "TLS: the broker did not answer in TLS: that listener is probably PLAINTEXT or SASL_PLAINTEXT; drop kgo.DialTLSConfig or use the TLS port"
-	case errors.As(err, &alert), strings.Contains(err.Error(), "tls: "):
-		return "TLS: the handshake failed: if the listener requires a client certificate (mTLS), give one the broker's truststore accepts in tls.Config.Certificates"
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET):
-		return "the broker closed the connection during the first request: that listener probably wants TLS (pass kgo.DialTLSConfig) or SASL (kgo.SASL), or the client needs a certificate"
-	case errors.As(err, &netOpError):
-		return "check Brokers/ClientOpts and that the brokers listen there"
-	}
-	return "check Brokers/ClientOpts, TLS and SASL settings, and that the brokers listen there"
 }
 
 // topicInfo is what a metadata request says of one topic.

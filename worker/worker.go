@@ -56,6 +56,7 @@ import (
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/acl"
 	"github.com/shareq/shareq/internal/groupcfg"
+	"github.com/shareq/shareq/internal/kafkaerr"
 	"github.com/shareq/shareq/middleware"
 )
 
@@ -244,7 +245,7 @@ func (w *Worker) Check(ctx context.Context) error {
 
 func (w *Worker) check(ctx context.Context, admin *kgo.Client) error {
 	if err := admin.Ping(ctx); err != nil {
-		return fmt.Errorf("%w %v: %v (%s)", ErrBrokersUnreachable, w.seeds(admin), err, connHint(err))
+		return fmt.Errorf("%w %v: %v (%s)", ErrBrokersUnreachable, w.seeds(admin), err, kafkaerr.ConnHint(err))
 	}
 	adm := kadm.NewClient(admin)
 	versions, err := adm.ApiVersions(ctx)

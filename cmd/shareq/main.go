@@ -15,7 +15,18 @@
 //	    move jobs from the Postgres outbox (enqueue/pgoutbox) to Kafka
 //
 // Commands that talk to a cluster take -brokers (default $SHAREQ_BROKERS,
-// else 127.0.0.1:9092).
+// else 127.0.0.1:9092) and, for a secured cluster, TLS and SASL flags,
+// each with an environment variable for its default:
+//
+//	-tls ($SHAREQ_TLS=true)  -tls-ca FILE ($SHAREQ_TLS_CA)
+//	-tls-cert FILE -tls-key FILE ($SHAREQ_TLS_CERT, $SHAREQ_TLS_KEY; mTLS)
+//	-tls-server-name NAME ($SHAREQ_TLS_SERVER_NAME)
+//	-sasl-mechanism PLAIN|SCRAM-SHA-256|SCRAM-SHA-512 ($SHAREQ_SASL_MECHANISM)
+//	-sasl-user USER ($SHAREQ_SASL_USER)
+//
+// The SASL password comes from $SHAREQ_SASL_PASSWORD or the file named by
+// $SHAREQ_SASL_PASSWORD_FILE, never from a flag. docs/security.md lists
+// the ACLs each command needs.
 package main
 
 import (
@@ -85,5 +96,6 @@ func usage(w io.Writer) {
 			fmt.Fprintf(w, "  %-8s %s\n", name, c.summary)
 		}
 	}
+	fmt.Fprint(w, "\n", clusterFlagsUsage)
 	fmt.Fprintln(w, "\nRun 'shareq <command> -h' for a command's flags.")
 }

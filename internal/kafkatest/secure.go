@@ -164,6 +164,26 @@ func (s *SecureCluster) MTLSOpts(t testing.TB) []kgo.Opt {
 	return []kgo.Opt{kgo.SeedBrokers(s.MTLSAddr), kgo.DialTLSConfig(s.MTLSConfig(t))}
 }
 
+// Client returns a client made of opts alone (give it the seeds and
+// security options: SCRAMOpts, MTLSOpts), closed when t ends.
+func (s *SecureCluster) Client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// Consume reads the first n records of topic with the super-user client,
+// failing t if they are not all there within 60 s.
+func (s *SecureCluster) Consume(t testing.TB, topic string, n int) []*kgo.Record {
+	t.Helper()
+	c := &Cluster{Seeds: []string{s.AdminAddr}}
+	return c.Consume(t, topic, n)
+}
+
 // Topic creates a topic with a unique name, deleted when t ends.
 func (s *SecureCluster) Topic(t testing.TB, partitions int32) string {
 	t.Helper()
