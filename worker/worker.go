@@ -388,7 +388,7 @@ func (w *Worker) ensureGroupConfig(ctx context.Context, admin *kgo.Client) (map[
 	}
 	alter := func(what string, err error) error {
 		if acl.Denied(err) {
-			return fmt.Errorf("%s: %w", what, w.notAuthorized(admin, acl.Right{Op: "AlterConfigs", Resource: acl.Group, Name: w.cfg.group}, err))
+			return w.notAuthorized(admin, acl.Right{Op: "AlterConfigs", Resource: acl.Group, Name: w.cfg.group}, fmt.Errorf("%s: %w", what, err))
 		}
 		return nil
 	}
