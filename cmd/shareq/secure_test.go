@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shareq/shareq/dlq"
+	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/internal/kafkatest"
+	"github.com/shareq/shareq/worker"
+)
+
+// TestSecureCLI runs shareq enqueue, status and dlq list against the
+// secure broker of scripts/kafka-secure.sh (skipped without it,
+// kafkatest.EnvSecure) with the flags and environment variables a user
+// would pass, and with the ACLs docs/security.md lists for each command:
+// enqueue over SCRAM-SHA-512 with flags (password from the environment),
+// status over SCRAM from the environment alone, dlq list over mTLS with
+// flags; then a wrong password fails with an error that says so and does
+// not repeat it.
+func TestSecureCLI(t *testing.T) {
+	s := kafkatest.Secure(t)
+	topic, dlqTopic, group := s.Topic(t, 1), s.Topic(t, 1), s.Group(t)
+	user, mtls := s.Principal(), s.MTLSPrincipal()
+	// The worker that parks the job (docs/security.md, worker with a DLQ).
+	s.Allow(t, user,
+		kafkatest.ACL{Resource: "topic", Name: topic, Op: "Read"},
+		kafkatest.ACL{Resource: "group", Name: group, Op: "Read"},
+		kafkatest.ACL{Resource: "group", Name: group, Op: "DescribeConfigs"},
+		kafkatest.ACL{Resource: "topic", Name: dlqTopic, Op: "Write"})
+	// shareq enqueue: Write on the topic. shareq status: Describe on the
+	// group and on its topics (Read on both already implies it).
+	s.Allow(t, user, kafkatest.ACL{Resource: "topic", Name: topic, Op: "Write"})
+	// shareq dlq list, as the mTLS client: Read on the DLQ topic.
+	s.Allow(t, mtls, kafkatest.ACL{Resource: "topic", Name: dlqTopic, Op: "Read"})
+
+	t.Setenv(saslPasswordEnv, s.Password)
+	out, errOut, err := cli(t, "enqueue", "-brokers", s.SASLAddr, "-tls-ca", s.CAFile,
+		"-sasl-mechanism", "SCRAM-SHA-512", "-sasl-user", s.User, topic, `"poison"`)
+	if err != nil {
+		t.Fatalf("enqueue over SCRAM: %v\n%s", err, errOut)
+	}
+	jobID := strings.TrimSpace(out)
+
+	parkedOne := make(chan struct{})
+	var once sync.Once
+	park, err := dlq.Middleware(s.Client(t, s.SCRAMOpts(t)...), dlq.Topic(dlqTopic),
+		dlq.OnPark(func(*handler.Job, string) { once.Do(func() { close(parkedOne) }) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := worker.New(worker.ClientOpts(s.SCRAMOpts(t)...), worker.Group(group), worker.Use(park),
+		worker.Handle(topic, handler.Func(func(context.Context, *handler.Job) error {
+			return handler.Permanent(errors.New("poison"))
+		})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := kafkatest.Run(t, w.Run)
+	select {
+	case <-parkedOne:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the job was not parked within 60s")
+	}
+
+	// status from the environment alone, while the worker is a member.
+	t.Setenv(brokersEnv, s.SASLAddr)
+	t.Setenv(tlsCAEnv, s.CAFile)
+	t.Setenv(saslMechanismEnv, "SCRAM-SHA-512")
+	t.Setenv(saslUserEnv, s.User)
+	out, errOut, err = cli(t, "status", "-json", group)
+	if err != nil {
+		t.Fatalf("status over SCRAM from the environment: %v\n%s", err, errOut)
+	}
+	var st status
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("status -json: %v\n%s", err, out)
+	}
+	if st.Group != group || len(st.Members) != 1 {
+		t.Errorf("status: group %q with %d members, want %q with the worker", st.Group, len(st.Members), group)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+
+	// dlq list over mTLS, flags only (they win over the environment).
+	out, errOut, err = cli(t, "dlq", "list", "-json", "-brokers", s.MTLSAddr, "-sasl-mechanism", "", "-sasl-user", "",
+		"-tls-ca", s.CAFile, "-tls-cert", s.CertFile, "-tls-key", s.KeyFile, dlqTopic)
+	if err != nil {
+		t.Fatalf("dlq list over mTLS: %v\n%s", err, errOut)
+	}
+	if !strings.Contains(out, jobID) {
+		t.Errorf("dlq list does not show job %s:\n%s", jobID, out)
+	}
+
+	// A wrong password: a clear error, without the password.
+	const wrong = "wrong-password-7c1e"
+	t.Setenv(saslPasswordEnv, wrong)
+	_, errOut, err = cli(t, "status", group)
+	if err == nil {
+		t.Fatal("status with a wrong password succeeded")
+	}
+	for _, want := range []string{"SASL_AUTHENTICATION_FAILED", "check the user name, the password and the mechanism"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q: %v", want, err)
+		}
+	}
+	if strings.Contains(err.Error()+errOut, wrong) || strings.Contains(err.Error()+errOut, s.Password) {
+		t.Errorf("a password shows in the CLI's output: %v\n%s", err, errOut)
+	}
+}
+
+// TestClusterFlagsErrors: bad TLS and SASL settings are refused before
+// any connection, each error naming the flag or variable to fix.
+func TestClusterFlagsErrors(t *testing.T) {
+	t.Setenv(saslPasswordEnv, "")
+	t.Setenv(saslPasswordFile, "")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-tls-cert", "c.pem"}, "-tls-cert and -tls-key go together"},
+		{[]string{"-tls-ca", "/nonexistent/ca.pem"}, "-tls-ca: open /nonexistent/ca.pem"},
+		{[]string{"-sasl-mechanism", "SCRAM-SHA-512"}, "-sasl-mechanism needs -sasl-user"},
+		{[]string{"-sasl-user", "u"}, "SASL needs a password: set $SHAREQ_SASL_PASSWORD"},
+		{[]string{"-sasl-user", "u", "-sasl-mechanism", "GSSAPI"}, "SASL needs a password"},
+	} {
+		_, _, err := cli(t, append(append([]string{"status", "-brokers", "127.0.0.1:1"}, tc.args...), "g")...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("status %v: %v, want an error saying %q", tc.args, err, tc.want)
+		}
+	}
+	t.Setenv(saslPasswordEnv, "pw")
+	_, _, err := cli(t, "status", "-brokers", "127.0.0.1:1", "-sasl-user", "u", "-sasl-mechanism", "GSSAPI", "g")
+	if err == nil || !strings.Contains(err.Error(), `-sasl-mechanism "GSSAPI": want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512`) {
+		t.Errorf("an unknown mechanism: %v", err)
+	}
+	_, _, err = cli(t, "status", "-brokers", "127.0.0.1:1", "-sasl-user", "u", "g")
+	if err == nil || !strings.Contains(err.Error(), "-sasl-user needs -sasl-mechanism") {
+		t.Errorf("a user without a mechanism: %v", err)
+	}
+}
