@@ -53,6 +53,16 @@ if [[ $real == 1 ]]; then
   SHAREQ_TEST_BROKERS=127.0.0.1:$KAFKA_PORT gotest kafka "${kafka_pkgs[@]}"
 fi
 
+# --- Postgres over TLS (docs/security.md) -----------------------------------
+# The pgstore and outbox tests again, connecting with sslmode=verify-full
+# and the test cluster's own CA; pgtest.NewPool checks each pool's
+# connection is encrypted. `postgres.sh up` is idempotent and turns TLS
+# on (by a reload) in a cluster reused from before it had TLS.
+say "Postgres over TLS (sslmode=verify-full): pgstore, pgoutbox"
+scripts/postgres.sh up >/dev/null
+SHAREQ_TEST_DATABASE_URL=$(scripts/postgres.sh tls-url) gotest pg-tls ./idempotency/pgstore ./enqueue/pgoutbox
+# --- end Postgres over TLS ---------------------------------------------------
+
 # --- secure broker (scripts/kafka-secure.sh, docs/security.md) --------------
 # SASL_SSL (SCRAM-SHA-512), mTLS and the StandardAuthorizer: the worker,
 # CLI, dlq, enqueue and lag-collector tests named TestSecure*, which skip
