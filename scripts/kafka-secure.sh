@@ -15,8 +15,10 @@
 #
 # The CA and certificates are made with openssl and are thrown away with the
 # data: nothing is downloaded but the broker jars (scripts/kafka.sh's). The
-# SCRAM user KAFKA_SECURE_USER is created when the storage is formatted
-# (kafka-storage format --add-scram). Ports and names: scripts/versions.env
+# SCRAM users KAFKA_SECURE_USER (the tests' workers) and
+# KAFKA_SECURE_OPS_USER (their producers, lag collector and CLI, with
+# narrower ACLs) are created when the storage is formatted (kafka-storage
+# format --add-scram). Ports and names: scripts/versions.env
 # (KAFKA_SECURE_*; the environment overrides them, see scripts/env.sh).
 # Broker settings: scripts/kafka/secure/server.properties.
 #
@@ -24,8 +26,8 @@
 # .cache): server.properties, data, server.log, tls/ (ca.pem, the broker's
 # keystore, the mTLS client's client.pem and client-key.pem, and an
 # untrusted CA and client certificate, other-ca.pem, other-client*.pem),
-# and secure.env: the addresses, file names, user and password the tests
-# read (internal/kafkatest.Secure). The password exists only in that file
+# and secure.env: the addresses, file names, users and passwords the tests
+# read (internal/kafkatest.Secure). The passwords exist only in that file
 # (mode 0600) and the broker's metadata.
 set -euo pipefail
 
@@ -125,7 +127,7 @@ cmd_down() {
 }
 
 cmd_up() {
-  local cluster_id pid deadline p password keystore_pw
+  local cluster_id pid deadline p password ops_password keystore_pw
   if broker_pid >/dev/null; then
     cmd_down
   fi
@@ -145,6 +147,7 @@ cmd_up() {
   # Random, and of characters that need no quoting in a SCRAM spec or a
   # properties file.
   password=$(head -c 18 /dev/urandom | base64 | tr '+/' 'xy')
+  ops_password=$(head -c 18 /dev/urandom | base64 | tr '+/' 'xy')
   keystore_pw=$(head -c 18 /dev/urandom | base64 | tr '+/' 'xy')
   make_certs "$keystore_pw"
   sed -e "s|@KAFKA_SECURE_PORT@|$KAFKA_SECURE_PORT|g" \
@@ -160,6 +163,7 @@ cmd_up() {
     kafka.tools.StorageTool format --standalone \
     --cluster-id "$cluster_id" --config "$run_dir/server.properties" \
     --add-scram "SCRAM-SHA-512=[name=$KAFKA_SECURE_USER,password=$password]" \
+    --add-scram "SCRAM-SHA-512=[name=$KAFKA_SECURE_OPS_USER,password=$ops_password]" \
     </dev/null >>"$run_dir/format.log" 2>&1; then
     cat "$run_dir/format.log" >&2
     die "formatting the broker storage failed"
@@ -180,6 +184,8 @@ SHAREQ_SECURE_OTHER_KEY=$tls_dir/other-client-key.pem
 SHAREQ_SECURE_USER=$KAFKA_SECURE_USER
 SHAREQ_SECURE_PASSWORD=$password
 SHAREQ_SECURE_MTLS_USER=$KAFKA_SECURE_MTLS_CN
+SHAREQ_SECURE_OPS_USER=$KAFKA_SECURE_OPS_USER
+SHAREQ_SECURE_OPS_PASSWORD=$ops_password
 ENV
   umask 022
 

@@ -75,7 +75,9 @@ if [[ $real == 1 ]] && [[ ${SHAREQ_TEST_SECURE_RUN:-1} == 1 || ${CI:-} == true ]
   started+=(kafka-secure)
   scripts/kafka-secure.sh up >/dev/null
   secure_env=$(scripts/kafka-secure.sh env)
-  SHAREQ_TEST_SECURE=${secure_env#SHAREQ_TEST_SECURE=} gotest secure -run '^TestSecure' ./internal/secure ./cmd/shareq
+  # The outbox relay among them reaches Postgres over TLS too.
+  SHAREQ_TEST_SECURE=${secure_env#SHAREQ_TEST_SECURE=} SHAREQ_TEST_DATABASE_URL=$(scripts/postgres.sh tls-url) \
+    gotest secure -run '^TestSecure' ./internal/secure ./cmd/shareq
   scripts/kafka-secure.sh down
   echo "secure step: $((SECONDS - secure_began))s"
 fi

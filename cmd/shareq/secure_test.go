@@ -26,22 +26,24 @@ import (
 func TestSecureCLI(t *testing.T) {
 	s := kafkatest.Secure(t)
 	topic, dlqTopic, group := s.Topic(t, 1), s.Topic(t, 1), s.Group(t)
-	user, mtls := s.Principal(), s.MTLSPrincipal()
+	user, ops, mtls := s.Principal(), s.OpsPrincipal(), s.MTLSPrincipal()
 	// The worker that parks the job (docs/security.md, worker with a DLQ).
 	s.Allow(t, user,
 		kafkatest.ACL{Resource: "topic", Name: topic, Op: "Read"},
 		kafkatest.ACL{Resource: "group", Name: group, Op: "Read"},
 		kafkatest.ACL{Resource: "group", Name: group, Op: "DescribeConfigs"},
 		kafkatest.ACL{Resource: "topic", Name: dlqTopic, Op: "Write"})
-	// shareq enqueue: Write on the topic. shareq status: Describe on the
-	// group and on its topics (Read on both already implies it).
-	s.Allow(t, user, kafkatest.ACL{Resource: "topic", Name: topic, Op: "Write"})
+	// The CLI's user: shareq enqueue needs Write on the topic, shareq
+	// status Describe on the group and on its topics.
+	s.Allow(t, ops, kafkatest.ACL{Resource: "topic", Name: topic, Op: "Write"},
+		kafkatest.ACL{Resource: "topic", Name: topic, Op: "Describe"},
+		kafkatest.ACL{Resource: "group", Name: group, Op: "Describe"})
 	// shareq dlq list, as the mTLS client: Read on the DLQ topic.
 	s.Allow(t, mtls, kafkatest.ACL{Resource: "topic", Name: dlqTopic, Op: "Read"})
 
-	t.Setenv(saslPasswordEnv, s.Password)
+	t.Setenv(saslPasswordEnv, s.OpsPassword)
 	out, errOut, err := cli(t, "enqueue", "-brokers", s.SASLAddr, "-tls-ca", s.CAFile,
-		"-sasl-mechanism", "SCRAM-SHA-512", "-sasl-user", s.User, topic, `"poison"`)
+		"-sasl-mechanism", "SCRAM-SHA-512", "-sasl-user", s.OpsUser, topic, `"poison"`)
 	if err != nil {
 		t.Fatalf("enqueue over SCRAM: %v\n%s", err, errOut)
 	}
@@ -72,7 +74,7 @@ func TestSecureCLI(t *testing.T) {
 	t.Setenv(brokersEnv, s.SASLAddr)
 	t.Setenv(tlsCAEnv, s.CAFile)
 	t.Setenv(saslMechanismEnv, "SCRAM-SHA-512")
-	t.Setenv(saslUserEnv, s.User)
+	t.Setenv(saslUserEnv, s.OpsUser)
 	out, errOut, err = cli(t, "status", "-json", group)
 	if err != nil {
 		t.Fatalf("status over SCRAM from the environment: %v\n%s", err, errOut)
@@ -110,7 +112,7 @@ func TestSecureCLI(t *testing.T) {
 			t.Errorf("the error does not say %q: %v", want, err)
 		}
 	}
-	if strings.Contains(err.Error()+errOut, wrong) || strings.Contains(err.Error()+errOut, s.Password) {
+	if strings.Contains(err.Error()+errOut, wrong) || strings.Contains(err.Error()+errOut, s.OpsPassword) {
 		t.Errorf("a password shows in the CLI's output: %v\n%s", err, errOut)
 	}
 }

@@ -43,6 +43,10 @@ type SecureCluster struct {
 	// the name in the mTLS client's certificate. Their principals are
 	// "User:"+User and "User:"+MTLSUser.
 	User, Password, MTLSUser string
+	// OpsUser and OpsPassword are a second SCRAM-SHA-512 user, for the
+	// clients beside a worker (producers, lag collector, CLI) with ACLs
+	// of their own.
+	OpsUser, OpsPassword string
 
 	adm *kadm.Client
 	cl  *kgo.Client
@@ -65,8 +69,9 @@ func Secure(t testing.TB) *SecureCluster {
 		CAFile: env["SHAREQ_SECURE_CA"], CertFile: env["SHAREQ_SECURE_CERT"], KeyFile: env["SHAREQ_SECURE_KEY"],
 		OtherCAFile: env["SHAREQ_SECURE_OTHER_CA"], OtherCertFile: env["SHAREQ_SECURE_OTHER_CERT"], OtherKeyFile: env["SHAREQ_SECURE_OTHER_KEY"],
 		User: env["SHAREQ_SECURE_USER"], Password: env["SHAREQ_SECURE_PASSWORD"], MTLSUser: env["SHAREQ_SECURE_MTLS_USER"],
+		OpsUser: env["SHAREQ_SECURE_OPS_USER"], OpsPassword: env["SHAREQ_SECURE_OPS_PASSWORD"],
 	}
-	for k, v := range map[string]string{"admin": s.AdminAddr, "sasl": s.SASLAddr, "mtls": s.MTLSAddr, "ca": s.CAFile, "user": s.User, "password": s.Password, "mtls user": s.MTLSUser} {
+	for k, v := range map[string]string{"admin": s.AdminAddr, "sasl": s.SASLAddr, "mtls": s.MTLSAddr, "ca": s.CAFile, "user": s.User, "password": s.Password, "mtls user": s.MTLSUser, "ops user": s.OpsUser, "ops password": s.OpsPassword} {
 		if v == "" {
 			t.Fatalf("%s: %s: no %s (rerun scripts/kafka-secure.sh up)", EnvSecure, path, k)
 		}
@@ -99,6 +104,20 @@ func readEnvFile(path string) (map[string]string, error) {
 
 // Principal is the SCRAM user's principal, "User:<name>".
 func (s *SecureCluster) Principal() string { return "User:" + s.User }
+
+// OpsPrincipal is the second SCRAM user's principal.
+func (s *SecureCluster) OpsPrincipal() string { return "User:" + s.OpsUser }
+
+// OpsSCRAMOpts are the client options for the second SCRAM user on the
+// SASL_SSL listener.
+func (s *SecureCluster) OpsSCRAMOpts(t testing.TB) []kgo.Opt {
+	t.Helper()
+	return []kgo.Opt{
+		kgo.SeedBrokers(s.SASLAddr),
+		kgo.DialTLSConfig(s.TLSConfig(t)),
+		kgo.SASL(scram.Auth{User: s.OpsUser, Pass: s.OpsPassword}.AsSha512Mechanism()),
+	}
+}
 
 // MTLSPrincipal is the mTLS client's principal, "User:<CN>".
 func (s *SecureCluster) MTLSPrincipal() string { return "User:" + s.MTLSUser }

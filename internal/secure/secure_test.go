@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,26 +18,44 @@ import (
 
 	"github.com/shareq/shareq/dlq"
 	"github.com/shareq/shareq/enqueue"
+	"github.com/shareq/shareq/enqueue/pgoutbox"
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/kafkatest"
 	"github.com/shareq/shareq/internal/logbuf"
+	"github.com/shareq/shareq/internal/pgtest"
 	"github.com/shareq/shareq/metrics"
+	"github.com/shareq/shareq/migrations"
 	"github.com/shareq/shareq/worker"
 )
 
-// TestSecureSCRAMWorker runs a worker over SASL_SSL with SCRAM-SHA-512 and
-// exactly the ACLs docs/security.md lists for a worker with a DLQ, the
-// dlq producer, the enqueue producer and the lag collector over the same
-// connection settings, and then greps everything the run wrote (logs,
-// metrics, the DLQ record, the errors) for the password.
-func TestSecureSCRAMWorker(t *testing.T) {
+// TestSecureClients runs, over SASL_SSL with SCRAM-SHA-512 and over mTLS,
+// every client shareq makes: a worker with a dlq middleware (its
+// producer), the enqueue producer, the outbox relay (its Postgres over
+// TLS when SHAREQ_TEST_DATABASE_URL asks for it) and the lag collector,
+// each with the ACLs docs/security.md lists and no more. Over SCRAM the
+// worker and the other clients are two users, so each set of ACLs is
+// checked alone; over mTLS one certificate holds both sets. Then it greps
+// everything the run wrote (logs, metrics, the DLQ record, the jobs'
+// errors, the errors of failed starts) for the passwords.
+func TestSecureClients(t *testing.T) {
 	t.Parallel()
 	s := kafkatest.Secure(t)
+	t.Run("SCRAM-SHA-512 over TLS", func(t *testing.T) {
+		t.Parallel()
+		runClients(t, s, s.Principal(), s.SCRAMOpts(t), s.OpsPrincipal(), s.OpsSCRAMOpts(t))
+	})
+	t.Run("mTLS", func(t *testing.T) {
+		t.Parallel()
+		runClients(t, s, s.MTLSPrincipal(), s.MTLSOpts(t), s.MTLSPrincipal(), s.MTLSOpts(t))
+	})
+}
+
+func runClients(t *testing.T, s *kafkatest.SecureCluster, workerP string, workerOpts []kgo.Opt, opsP string, opsOpts []kgo.Opt) {
 	topic, dlqTopic, group := s.Topic(t, 1), s.Topic(t, 1), s.Group(t)
-	s.Allow(t, s.Principal(), workerACLs(topic, group, dlqTopic)...)
-	// The enqueue producer writes the jobs; the lag collector reads
-	// the group's offsets.
-	s.Allow(t, s.Principal(), kafkatest.ACL{Resource: "topic", Name: topic, Op: "Write"},
+	s.Allow(t, workerP, workerACLs(topic, group, dlqTopic)...)
+	// docs/security.md, producers and the lag collector.
+	s.Allow(t, opsP, kafkatest.ACL{Resource: "topic", Name: topic, Op: "Write"},
+		kafkatest.ACL{Resource: "topic", Name: topic, Op: "Describe"},
 		kafkatest.ACL{Resource: "group", Name: group, Op: "Describe"})
 
 	var logs logbuf.Buffer
@@ -46,14 +65,13 @@ func TestSecureSCRAMWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prod := s.Client(t, s.SCRAMOpts(t)...)
-	park, err := dlq.Middleware(prod, dlq.Topic(dlqTopic), dlq.Logger(log))
+	park, err := dlq.Middleware(s.Client(t, workerOpts...), dlq.Topic(dlqTopic), dlq.Logger(log))
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec := newJobs()
 	w, err := worker.New(
-		worker.ClientOpts(s.SCRAMOpts(t)...),
+		worker.ClientOpts(workerOpts...),
 		worker.Group(group),
 		worker.Logger(log),
 		worker.RequireTopics(dlqTopic),
@@ -71,19 +89,56 @@ func TestSecureSCRAMWorker(t *testing.T) {
 	}
 	stop := kafkatest.Run(t, w.Run)
 
-	q, err := enqueue.New(prod)
+	// The enqueue producer.
+	q, err := enqueue.New(s.Client(t, opsOpts...))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, v := range []string{"a", "b", "c", "poison"} {
+	for _, v := range []string{"a", "b", "poison"} {
 		if _, err := q.Enqueue(ctx, topic, v); err != nil {
-			t.Fatalf("enqueue over SCRAM: %v", err)
+			t.Fatalf("enqueue: %v", err)
 		}
 	}
-	rec.waitFor(t, "all four jobs done", func(ran map[string]int, _ []worker.Result) bool {
-		return ran[`"a"`] > 0 && ran[`"b"`] > 0 && ran[`"c"`] > 0 && ran[`"poison"`] > 0
+	// The outbox relay.
+	want := []string{`"a"`, `"b"`, `"poison"`}
+	if os.Getenv(pgtest.EnvURL) != "" {
+		pool, _ := pgtest.NewPool(t, 4)
+		if err := migrations.Up(ctx, pool); err != nil {
+			t.Fatal(err)
+		}
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pgoutbox.EnqueueTx(ctx, tx, topic, "relayed"); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r, err := pgoutbox.NewRelay(pool, s.Client(t, opsOpts...), pgoutbox.Logger(log), pgoutbox.PollInterval(100*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stopRelay := kafkatest.Run(t, r.Run)
+		want = append(want, `"relayed"`)
+		defer func() {
+			if err := stopRelay(); err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("relay: %v", err)
+			}
+		}()
+	} else {
+		t.Logf("%s is unset: the outbox relay is not run", pgtest.EnvURL)
+	}
+	rec.waitFor(t, "every job done", func(ran map[string]int, _ []worker.Result) bool {
+		for _, v := range want {
+			if ran[v] == 0 {
+				return false
+			}
+		}
+		return true
 	})
 
 	parked := s.Consume(t, dlqTopic, 1)
@@ -95,9 +150,8 @@ func TestSecureSCRAMWorker(t *testing.T) {
 		t.Errorf("parked from %q, want %q", env.SourceTopic, topic)
 	}
 
-	// The lag collector on its own SCRAM client: the group has done all.
-	lagCl := s.Client(t, s.SCRAMOpts(t)...)
-	lag := metrics.NewLagCollector(kadm.NewClient(lagCl), group, metrics.LagMinInterval(0), metrics.LagLogger(log))
+	// The lag collector: the group has done everything.
+	lag := metrics.NewLagCollector(kadm.NewClient(s.Client(t, opsOpts...)), group, metrics.LagMinInterval(0), metrics.LagLogger(log))
 	lagReg := prometheus.NewRegistry()
 	lagReg.MustRegister(lag)
 	deadline := time.Now().Add(30 * time.Second)
@@ -107,7 +161,7 @@ func TestSecureSCRAMWorker(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("lag collector over SCRAM: %d series, %v, want one series of lag 0 (logs:\n%s)", n, err, logs.String())
+			t.Fatalf("lag collector: %d series, %v, want one series of lag 0 (logs:\n%s)", n, err, logs.String())
 		}
 		time.Sleep(100 * time.Millisecond) // a scrape is a poll of the broker, not a wait on an event
 	}
@@ -116,7 +170,6 @@ func TestSecureSCRAMWorker(t *testing.T) {
 	}
 
 	var out bytes.Buffer
-	out.WriteString(logs.String())
 	for _, g := range []prometheus.Gatherer{reg, lagReg} {
 		mfs, err := g.Gather()
 		if err != nil {
@@ -141,54 +194,25 @@ func TestSecureSCRAMWorker(t *testing.T) {
 		}
 	}
 	rec.mu.Unlock()
-	// And the errors of a failed start: a wrong password and a missing ACL.
+	// And the errors of failed starts: a wrong password and a missing ACL.
 	err, _ = startErr(t, 10*time.Second, worker.ClientOpts(s.SCRAMOptsWith(t, s.TLSConfig(t), s.Password+"x")...),
 		worker.Group(group), worker.Logger(log), worker.Handle(topic, handler.Func(nopJob)))
 	out.WriteString(err.Error())
-	err, _ = startErr(t, 10*time.Second, worker.ClientOpts(s.SCRAMOpts(t)...),
+	err, _ = startErr(t, 10*time.Second, worker.ClientOpts(workerOpts...),
 		worker.Group(kafkatest.Name(t, "g")), worker.Logger(log), worker.Handle(topic, handler.Func(nopJob)))
 	out.WriteString(err.Error())
 	out.WriteString(logs.String())
-	if out.Len() < 1000 {
-		t.Fatalf("the run wrote only %d bytes: nothing to check", out.Len())
+	if out.Len() < 1000 || !strings.Contains(logs.String(), "dlq: parked job") {
+		t.Fatalf("the run wrote only %d bytes, or no park: nothing to check", out.Len())
 	}
-	if bytes.Contains(out.Bytes(), []byte(s.Password)) {
-		i := bytes.Index(out.Bytes(), []byte(s.Password))
-		t.Fatalf("the SCRAM password shows in the run's output, at byte %d of %d", i, out.Len())
+	for _, pw := range []string{s.Password, s.OpsPassword} {
+		if i := bytes.Index(out.Bytes(), []byte(pw)); i >= 0 {
+			t.Fatalf("a SCRAM password shows in the run's output, at byte %d of %d", i, out.Len())
+		}
 	}
 }
 
 func nopJob(context.Context, *handler.Job) error { return nil }
-
-// TestSecureMTLSWorker runs a worker over the mTLS listener, its principal
-// the certificate's common name, with the worker ACLs of docs/security.md.
-func TestSecureMTLSWorker(t *testing.T) {
-	t.Parallel()
-	s := kafkatest.Secure(t)
-	topic, group := s.Topic(t, 1), s.Group(t)
-	s.Allow(t, s.MTLSPrincipal(), workerACLs(topic, group, "")...)
-	rec := newJobs()
-	var logs logbuf.Buffer
-	w, err := worker.New(worker.ClientOpts(s.MTLSOpts(t)...), worker.Group(group), worker.Logger(logger(&logs)),
-		worker.WithObserver(rec), worker.Handle(topic, handler.Func(nopJob)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := kafkatest.Run(t, w.Run)
-	produce(t, s, topic, "1", "2", "3")
-	rec.waitFor(t, "three jobs accepted", func(ran map[string]int, res []worker.Result) bool {
-		n := 0
-		for _, r := range res {
-			if r.Ack == worker.AckAccept {
-				n++
-			}
-		}
-		return n == 3
-	})
-	if err := stop(); err != nil {
-		t.Fatalf("Run: %v\n%s", err, logs.String())
-	}
-}
 
 // TestSecureConnectErrors: each way of connecting wrongly to a secure
 // listener fails the worker's start with an error that says what is
