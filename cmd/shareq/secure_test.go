@@ -100,6 +100,38 @@ func TestSecureCLI(t *testing.T) {
 		t.Errorf("dlq list does not show job %s:\n%s", jobID, out)
 	}
 
+	// dlq replay and reset, as the CLI's user from the environment.
+	// replay: Read on the DLQ topic and on its progress group, Write on
+	// the source topic (granted above). reset: Read on the group and on
+	// its topics.
+	replayGroup := dlq.ReplayGroupPrefix + dlqTopic
+	s.Allow(t, ops, kafkatest.ACL{Resource: "topic", Name: dlqTopic, Op: "Read"},
+		kafkatest.ACL{Resource: "group", Name: replayGroup, Op: "Read"})
+	out, errOut, err = cli(t, "dlq", "replay", "-rate", "0", dlqTopic)
+	if err != nil {
+		t.Fatalf("dlq replay over SCRAM: %v\n%s", err, errOut)
+	}
+	if again := s.Consume(t, topic, 2); string(again[1].Value) != `"poison"` {
+		t.Errorf("replayed %q, want the parked job", again[1].Value)
+	}
+	s.Allow(t, ops, kafkatest.ACL{Resource: "group", Name: group, Op: "Read"},
+		kafkatest.ACL{Resource: "topic", Name: topic, Op: "Read"})
+	out, errOut, err = cli(t, "reset", group, "-to", "latest", "-yes")
+	if err != nil {
+		t.Fatalf("reset over SCRAM: %v\n%s\n%s", err, out, errOut)
+	}
+	out, errOut, err = cli(t, "status", "-json", group)
+	if err != nil {
+		t.Fatalf("status after reset: %v\n%s", err, errOut)
+	}
+	st = status{}
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("status -json: %v\n%s", err, out)
+	}
+	if st.TotalLag != 0 {
+		t.Errorf("after reset -to latest, lag %d, want 0 (the replayed job skipped)", st.TotalLag)
+	}
+
 	// A wrong password: a clear error, without the password.
 	const wrong = "wrong-password-7c1e"
 	t.Setenv(saslPasswordEnv, wrong)
