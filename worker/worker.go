@@ -187,10 +187,14 @@ func defaultClientID() string {
 
 // Run joins the share group and runs handlers until ctx is cancelled, then
 // stops gracefully and returns nil. It first checks that the brokers are
-// reachable and support share groups, that every topic exists, and sets
-// the group configuration asked for; a failed check is returned at once
-// with what to do about it. Run may be called once; when it returns, the
-// worker has stopped for good ([Worker.Stopped]).
+// reachable and support share groups, that every topic exists, that the
+// client's principal holds the ACLs the worker needs, and sets the group
+// configuration asked for; a failed check is returned at once with what
+// to do about it ([ErrBrokersUnreachable] says what is wrong with TLS or
+// SASL, [ErrNotAuthorized] names the missing ACL and the kafka-acls.sh
+// command that grants it; docs/security.md lists them). Run may be
+// called once; when it returns, the worker has stopped for good
+// ([Worker.Stopped]).
 func (w *Worker) Run(ctx context.Context) (err error) {
 	if !w.ran.CompareAndSwap(false, true) {
 		return ErrAlreadyRan
@@ -223,8 +227,12 @@ var requiredAPIs = []struct {
 }
 
 // Check runs the start-up checks of [Worker.Run] without starting: the
-// brokers are reachable and support share groups, every topic exists, and
-// the group's configuration is set as asked. It also reads the group's
+// brokers are reachable and support share groups, every topic exists, the
+// worker may read its topics and group (Read), read the group's configs
+// (DescribeConfigs) and write every [RequireTopics] topic (Write), and the
+// group's configuration is set as asked (AlterConfigs, when it differs).
+// A group that does not exist yet cannot be checked for Read; then the
+// member's first heartbeat in Run fails with the same [ErrNotAuthorized]. It also reads the group's
 // delivery limit. Run calls it unless it already succeeded, so a caller
 // with a start-up deadline of its own (an fx OnStart hook) can fail there
 // and then start Run in the background. It is bounded by [StartTimeout].
