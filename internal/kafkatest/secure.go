@@ -3,15 +3,19 @@ package kafkatest
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -48,8 +52,9 @@ type SecureCluster struct {
 	// of their own.
 	OpsUser, OpsPassword string
 
-	adm *kadm.Client
-	cl  *kgo.Client
+	adm  *kadm.Client
+	cl   *kgo.Client
+	fake bool
 }
 
 // Secure returns the secure broker named by [EnvSecure], or skips t when
@@ -85,6 +90,53 @@ func Secure(t testing.TB) *SecureCluster {
 	return s
 }
 
+// SecureFake returns an in-process kfake cluster standing in for the
+// secure broker where kfake can: SCRAM-SHA-512 users (User, OpsUser, and
+// a super user for the admin client) and ACLs enforced, without TLS (the
+// fields for TLS and mTLS are empty; tests of those need [Secure]).
+func SecureFake(t testing.TB) *SecureCluster {
+	t.Helper()
+	const mech = "SCRAM-SHA-512"
+	s := &SecureCluster{User: "shareq", Password: randomSecret(), OpsUser: "shareq-ops", OpsPassword: randomSecret(), fake: true}
+	adminPass := randomSecret()
+	fake, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.BrokerConfigs(fakeBrokerConfigs()),
+		kfake.EnableSASL(), kfake.EnableACLs(),
+		kfake.Superuser(mech, "admin", adminPass),
+		kfake.User(mech, s.User, s.Password), kfake.User(mech, s.OpsUser, s.OpsPassword))
+	if err != nil {
+		t.Fatalf("kfake: %v", err)
+	}
+	t.Cleanup(fake.Close)
+	addr := fake.ListenAddrs()[0]
+	s.AdminAddr, s.SASLAddr = addr, addr
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.SASL(scram.Auth{User: "admin", Pass: adminPass}.AsSha512Mechanism()))
+	if err != nil {
+		t.Fatalf("kfake admin client: %v", err)
+	}
+	t.Cleanup(cl.Close)
+	s.cl, s.adm = cl, kadm.NewClient(cl)
+	return s
+}
+
+// fakeBrokerConfigs are the broker configs of New's kfake clusters.
+func fakeBrokerConfigs() map[string]string {
+	return map[string]string{
+		"group.share.record.lock.duration.ms": strconv.Itoa(int(FakeLockDuration / time.Millisecond)),
+		"share.record.lock.sweep.interval.ms": "100",
+		"group.share.heartbeat.interval.ms":   "100",
+		"group.share.session.timeout.ms":      "3000",
+	}
+}
+
+func randomSecret() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Fake reports whether s is the kfake stand-in of [SecureFake].
+func (s *SecureCluster) Fake() bool { return s.fake }
+
 func readEnvFile(path string) (map[string]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -112,11 +164,10 @@ func (s *SecureCluster) OpsPrincipal() string { return "User:" + s.OpsUser }
 // SASL_SSL listener.
 func (s *SecureCluster) OpsSCRAMOpts(t testing.TB) []kgo.Opt {
 	t.Helper()
-	return []kgo.Opt{
-		kgo.SeedBrokers(s.SASLAddr),
-		kgo.DialTLSConfig(s.TLSConfig(t)),
-		kgo.SASL(scram.Auth{User: s.OpsUser, Pass: s.OpsPassword}.AsSha512Mechanism()),
+	if s.fake {
+		return s.scram(nil, s.OpsUser, s.OpsPassword)
 	}
+	return s.scram(s.TLSConfig(t), s.OpsUser, s.OpsPassword)
 }
 
 // MTLSPrincipal is the mTLS client's principal, "User:<CN>".
@@ -164,17 +215,28 @@ func certPool(t testing.TB, file string) *x509.CertPool {
 // listener, seed broker included.
 func (s *SecureCluster) SCRAMOpts(t testing.TB) []kgo.Opt {
 	t.Helper()
+	if s.fake {
+		return s.scram(nil, s.User, s.Password)
+	}
 	return s.SCRAMOptsWith(t, s.TLSConfig(t), s.Password)
 }
 
 // SCRAMOptsWith is SCRAMOpts with another TLS config or password.
+// On [SecureFake] there is no TLS and tc is ignored.
 func (s *SecureCluster) SCRAMOptsWith(t testing.TB, tc *tls.Config, password string) []kgo.Opt {
 	t.Helper()
-	return []kgo.Opt{
+	return s.scram(tc, s.User, password)
+}
+
+func (s *SecureCluster) scram(tc *tls.Config, user, password string) []kgo.Opt {
+	opts := []kgo.Opt{
 		kgo.SeedBrokers(s.SASLAddr),
-		kgo.DialTLSConfig(tc),
-		kgo.SASL(scram.Auth{User: s.User, Pass: password}.AsSha512Mechanism()),
+		kgo.SASL(scram.Auth{User: user, Pass: password}.AsSha512Mechanism()),
 	}
+	if !s.fake {
+		opts = append(opts, kgo.DialTLSConfig(tc))
+	}
+	return opts
 }
 
 // MTLSOpts are the client options for the mTLS client on its listener.
@@ -199,8 +261,18 @@ func (s *SecureCluster) Client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
 // failing t if they are not all there within 60 s.
 func (s *SecureCluster) Consume(t testing.TB, topic string, n int) []*kgo.Record {
 	t.Helper()
-	c := &Cluster{Seeds: []string{s.AdminAddr}}
-	return c.Consume(t, topic, n)
+	cl := s.Client(t, append(s.cl.Opts(), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out []*kgo.Record
+	for len(out) < n {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d of %d records of %s before the timeout", len(out), n, topic)
+		}
+		fs.EachRecord(func(r *kgo.Record) { out = append(out, r) })
+	}
+	return out
 }
 
 // Topic creates a topic with a unique name, deleted when t ends.
@@ -267,7 +339,7 @@ func (a ACL) String() string {
 }
 
 // Allow creates allow ACLs for principal and waits until the broker
-// answers with them; they are deleted when t ends.
+// describes them (so it enforces them); they are deleted when t ends.
 func (s *SecureCluster) Allow(t testing.TB, principal string, acls ...ACL) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -284,6 +356,20 @@ func (s *SecureCluster) Allow(t testing.TB, principal string, acls ...ACL) {
 		}
 		if err != nil {
 			t.Fatalf("create ACL %v for %s: %v", a, principal, err)
+		}
+		// The authorizer applies a new ACL from the metadata log a moment
+		// after CreateACLs answers; DescribeACLs answers from it, so once
+		// it lists the ACL the (single) broker enforces it.
+		for {
+			res, err := s.adm.DescribeACLs(ctx, s.builder(t, principal, a))
+			if err == nil && len(res) == 1 && res[0].Err == nil && len(res[0].Described) > 0 {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("ACL %v for %s: created, but the broker does not describe it (%v)", a, principal, err)
+			case <-time.After(20 * time.Millisecond):
+			}
 		}
 		t.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -26,7 +26,23 @@ var grantLine = regexp.MustCompile(`kafka-acls\.sh --bootstrap-server (\S+) --ad
 // the ACL that line describes, granted, lets the same worker start.
 func TestSecureWorkerACLs(t *testing.T) {
 	t.Parallel()
-	s := kafkatest.Secure(t)
+	bothClusters(t, testWorkerACLs)
+}
+
+// bothClusters runs test on kfake with SASL and ACLs (kafkatest.SecureFake)
+// and, when SHAREQ_TEST_SECURE names it, on the secure Apache Kafka broker.
+func bothClusters(t *testing.T, test func(t *testing.T, s *kafkatest.SecureCluster)) {
+	t.Run("kfake", func(t *testing.T) {
+		t.Parallel()
+		test(t, kafkatest.SecureFake(t))
+	})
+	t.Run("kafka", func(t *testing.T) {
+		t.Parallel()
+		test(t, kafkatest.Secure(t))
+	})
+}
+
+func testWorkerACLs(t *testing.T, s *kafkatest.SecureCluster) {
 	for _, tc := range []struct {
 		name string
 		// acls is the full set for the case, missing the one at drop;
@@ -37,6 +53,11 @@ func TestSecureWorkerACLs(t *testing.T) {
 		extra func(topic, group string) []kafkatest.ACL
 		opts  func(dlqTopic string) []worker.Option
 		right func(topic, group, dlqTopic string) string
+		// brokerDLQ: dlqTopic is the group's dead-letter topic on the
+		// broker (KIP-1191), dlq.<group>, with the topic config it needs.
+		brokerDLQ bool
+		// notOnKfake says why the case does not apply to kfake.
+		notOnKfake string
 	}{
 		{name: "Read on the topic",
 			acls: base, drop: 0,
@@ -57,24 +78,44 @@ func TestSecureWorkerACLs(t *testing.T) {
 			},
 			right: func(_, group, _ string) string { return fmt.Sprintf("Read on group %q", group) }},
 		{name: "DescribeConfigs on the group",
-			acls: base, drop: 2,
+			acls: base, drop: 2, notOnKfake: noGroupConfigACLs,
 			right: func(_, group, _ string) string { return fmt.Sprintf("DescribeConfigs on group %q", group) }},
 		{name: "AlterConfigs on the group (AutoOffsetReset)",
-			acls: withAlter, drop: 3,
+			acls: withAlter, drop: 3, notOnKfake: noGroupConfigACLs,
 			opts:  func(string) []worker.Option { return []worker.Option{worker.AutoOffsetReset("latest")} },
 			right: func(_, group, _ string) string { return fmt.Sprintf("AlterConfigs on group %q", group) }},
 		{name: "AlterConfigs on the group (GroupDeliveryLimit)",
-			acls: withAlter, drop: 3,
+			acls: withAlter, drop: 3, notOnKfake: noGroupConfigACLs,
 			opts:  func(string) []worker.Option { return []worker.Option{worker.GroupDeliveryLimit(7)} },
 			right: func(_, group, _ string) string { return fmt.Sprintf("AlterConfigs on group %q", group) }},
 		{name: "Write on a RequireTopics DLQ topic",
 			acls: withDLQ, drop: 3,
 			opts:  func(dlqTopic string) []worker.Option { return []worker.Option{worker.RequireTopics(dlqTopic)} },
 			right: func(_, _, dlqTopic string) string { return fmt.Sprintf("Write on topic %q", dlqTopic) }},
+		{name: "AlterConfigs on the group (BrokerDLQ)", notOnKfake: noBrokerDLQ,
+			acls: withBrokerDLQ, drop: 3, brokerDLQ: true,
+			opts:  func(dlqTopic string) []worker.Option { return []worker.Option{worker.BrokerDLQ(dlqTopic)} },
+			right: func(_, group, _ string) string { return fmt.Sprintf("AlterConfigs on group %q", group) }},
+		{name: "Describe on the BrokerDLQ topic", notOnKfake: noBrokerDLQ,
+			acls: withBrokerDLQ, drop: 4, brokerDLQ: true,
+			opts:  func(dlqTopic string) []worker.Option { return []worker.Option{worker.BrokerDLQ(dlqTopic)} },
+			right: func(_, _, dlqTopic string) string { return fmt.Sprintf("Describe on topic %q", dlqTopic) }},
+		{name: "DescribeConfigs on the BrokerDLQ topic", notOnKfake: noBrokerDLQ,
+			acls: withBrokerDLQ, drop: 5, brokerDLQ: true,
+			opts:  func(dlqTopic string) []worker.Option { return []worker.Option{worker.BrokerDLQ(dlqTopic)} },
+			right: func(_, _, dlqTopic string) string { return fmt.Sprintf("DescribeConfigs on topic %q", dlqTopic) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			if tc.notOnKfake != "" && s.Fake() {
+				t.Skip(tc.notOnKfake)
+			}
 			topic, dlqTopic, group := s.Topic(t, 1), s.Topic(t, 1), s.Group(t)
+			if tc.brokerDLQ {
+				dlqTopic = worker.BrokerDLQTopic(group)
+				on := "true"
+				s.CreateTopic(t, dlqTopic, 1, map[string]*string{"errors.deadletterqueue.group.enable": &on})
+			}
 			all := tc.acls(topic, group, dlqTopic)
 			s.Allow(t, s.Principal(), without(all, tc.drop)...)
 			if tc.extra != nil {
@@ -119,6 +160,12 @@ func TestSecureWorkerACLs(t *testing.T) {
 	}
 }
 
+// Where kfake differs (docs/kafka-differences.md).
+const (
+	noGroupConfigACLs = "kfake does not authorize group configs: DescribeConfigs and AlterConfigs of a group succeed without ACLs"
+	noBrokerDLQ       = "kfake has no share-group dead-letter topics (KIP-1191)"
+)
+
 // base is the ACL set of a worker: Read on the topic, Read and
 // DescribeConfigs on the group (workerACLs, in that order).
 func base(topic, group, _ string) []kafkatest.ACL { return workerACLs(topic, group, "") }
@@ -131,13 +178,24 @@ func withDLQ(topic, group, dlqTopic string) []kafkatest.ACL {
 	return workerACLs(topic, group, dlqTopic)
 }
 
+// withBrokerDLQ: base, AlterConfigs on the group (to point it at its
+// dead-letter topic), Describe and DescribeConfigs on that topic.
+func withBrokerDLQ(topic, group, dlqTopic string) []kafkatest.ACL {
+	return append(withAlter(topic, group, ""),
+		kafkatest.ACL{Resource: "topic", Name: dlqTopic, Op: "Describe"},
+		kafkatest.ACL{Resource: "topic", Name: dlqTopic, Op: "DescribeConfigs"})
+}
+
 // TestSecureDLQWithoutWrite: a worker whose dlq middleware may not write
 // its DLQ topic (and that does not name it in RequireTopics) starts, parks
 // nothing, and releases the poison job, with an error naming the missing
 // Write and the kafka-acls.sh line.
 func TestSecureDLQWithoutWrite(t *testing.T) {
 	t.Parallel()
-	s := kafkatest.Secure(t)
+	bothClusters(t, testDLQWithoutWrite)
+}
+
+func testDLQWithoutWrite(t *testing.T, s *kafkatest.SecureCluster) {
 	topic, dlqTopic, group := s.Topic(t, 1), s.Topic(t, 1), s.Group(t)
 	s.Allow(t, s.Principal(), workerACLs(topic, group, "")...)
 	prod := s.Client(t, s.SCRAMOpts(t)...)
