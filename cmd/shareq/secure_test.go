@@ -4,14 +4,22 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/shareq/shareq/dlq"
+	"github.com/shareq/shareq/enqueue"
+	"github.com/shareq/shareq/enqueue/pgoutbox"
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/kafkatest"
+	"github.com/shareq/shareq/internal/logbuf"
+	"github.com/shareq/shareq/internal/pgtest"
+	"github.com/shareq/shareq/migrations"
 	"github.com/shareq/shareq/worker"
 )
 
@@ -177,5 +185,55 @@ func TestClusterFlagsErrors(t *testing.T) {
 	_, _, err = cli(t, "status", "-brokers", "127.0.0.1:1", "-sasl-user", "u", "g")
 	if err == nil || !strings.Contains(err.Error(), "-sasl-user needs -sasl-mechanism") {
 		t.Errorf("a user without a mechanism: %v", err)
+	}
+}
+
+// TestSecureRelayCommand runs shareq relay over SCRAM-SHA-512 on TLS
+// (flags for TLS, environment for SASL) as a user with Write on the job
+// topic only, its Postgres over whatever SHAREQ_TEST_DATABASE_URL says
+// (TLS in scripts/test.sh's secure step).
+func TestSecureRelayCommand(t *testing.T) {
+	s := kafkatest.Secure(t)
+	pool, schema := pgtest.NewPool(t, 4)
+	if err := migrations.Up(t.Context(), pool); err != nil {
+		t.Fatal(err)
+	}
+	topic := s.Topic(t, 1)
+	s.Allow(t, s.OpsPrincipal(), kafkatest.ACL{Resource: "topic", Name: topic, Op: "Write"})
+	err := pgx.BeginFunc(t.Context(), pool, func(tx pgx.Tx) error {
+		_, err := pgoutbox.EnqueueTx(t.Context(), tx, topic, "relayed", enqueue.ID("job-relayed"))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+
+	t.Setenv(saslMechanismEnv, "SCRAM-SHA-512")
+	t.Setenv(saslUserEnv, s.OpsUser)
+	t.Setenv(saslPasswordEnv, s.OpsPassword)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut logbuf.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"relay", "-database", u.String(), "-brokers", s.SASLAddr, "-tls-ca", s.CAFile}, &out, &errOut)
+	}()
+	got := s.Consume(t, topic, 1)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("relay: %v (%s)", err, errOut.String())
+	}
+	if enqueue.RecordID(got[0]) != "job-relayed" {
+		t.Errorf("relayed job %q, want job-relayed", enqueue.RecordID(got[0]))
+	}
+	if strings.Contains(out.String()+errOut.String(), s.OpsPassword) {
+		t.Error("the relay's output shows the password")
 	}
 }
