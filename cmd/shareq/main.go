@@ -38,6 +38,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/shareq/shareq/internal/acl"
 )
 
 // errUsage makes main exit with status 2 after the usage was printed.
@@ -86,7 +88,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		usage(stderr)
 		return errUsage
 	}
-	return c.run(ctx, args[1:], stdout, stderr)
+	err := c.run(ctx, args[1:], stdout, stderr)
+	if acl.Denied(err) {
+		return fmt.Errorf("%w (the principal lacks an ACL the command needs; docs/security.md lists them per command, and kafka-acls.sh --add grants them)", err)
+	}
+	return err
 }
 
 func usage(w io.Writer) {

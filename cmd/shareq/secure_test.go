@@ -140,6 +140,13 @@ func TestSecureCLI(t *testing.T) {
 		t.Errorf("after reset -to latest, lag %d, want 0 (the replayed job skipped)", st.TotalLag)
 	}
 
+	// A command without its ACL says so.
+	_, _, err = cli(t, "status", kafkatest.Name(t, "g"))
+	if err == nil || !strings.Contains(err.Error(), "GROUP_AUTHORIZATION_FAILED") ||
+		!strings.Contains(err.Error(), "the principal lacks an ACL the command needs; docs/security.md") {
+		t.Errorf("status of a group the user may not describe: %v", err)
+	}
+
 	// A wrong password: a clear error, without the password.
 	const wrong = "wrong-password-7c1e"
 	t.Setenv(saslPasswordEnv, wrong)
