@@ -51,6 +51,10 @@ type SecureCluster struct {
 	// clients beside a worker (producers, lag collector, CLI) with ACLs
 	// of their own.
 	OpsUser, OpsPassword string
+	// GroupDeliveryLimitConfig and BrokerDLQ say what the broker's
+	// version has, as Cluster's fields of the same names (false on
+	// kfake, which has neither here).
+	GroupDeliveryLimitConfig, BrokerDLQ bool
 
 	adm  *kadm.Client
 	cl   *kgo.Client
@@ -87,6 +91,14 @@ func Secure(t testing.TB) *SecureCluster {
 	}
 	t.Cleanup(cl.Close)
 	s.cl, s.adm = cl, kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	known, err := groupcfg.Describe(ctx, cl, Name(t, "g-features"))
+	if err != nil {
+		t.Fatalf("secure broker: describe group configs: %v", err)
+	}
+	_, s.GroupDeliveryLimitConfig = known[groupcfg.DeliveryCountLimit]
+	_, s.BrokerDLQ = known[groupcfg.DLQTopicName]
 	return s
 }
 

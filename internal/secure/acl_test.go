@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,6 +110,12 @@ func testWorkerACLs(t *testing.T, s *kafkatest.SecureCluster) {
 			t.Parallel()
 			if tc.notOnKfake != "" && s.Fake() {
 				t.Skip(tc.notOnKfake)
+			}
+			if tc.brokerDLQ && !s.Fake() && !s.BrokerDLQ {
+				t.Skip("the broker has no share-group dead-letter topics (Kafka 4.4+)")
+			}
+			if strings.Contains(tc.name, "GroupDeliveryLimit") && !s.Fake() && !s.GroupDeliveryLimitConfig {
+				t.Skip("the broker has no group config share.delivery.count.limit (Kafka 4.3+)")
 			}
 			topic, dlqTopic, group := s.Topic(t, 1), s.Topic(t, 1), s.Group(t)
 			if tc.brokerDLQ {
