@@ -51,7 +51,7 @@ func runTopics(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return errUsage
 	}
 	fs := newFlagSet("topics create", topicsUsage, stderr)
-	brokers := brokersFlag(fs)
+	cluster := addClusterFlags(fs)
 	partitions := fs.Int("partitions", 6, "partitions of each topic NAME")
 	replication := fs.Int("replication-factor", -1, "replicas of each partition; -1: the brokers' default.replication.factor")
 	withDLQ := fs.Bool("dlq", false, "also create each topic's dead-letter topic, NAME"+dlq.TopicSuffix)
@@ -103,7 +103,7 @@ func runTopics(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 
-	cl, err := connect(ctx, *brokers)
+	cl, err := connect(ctx, cluster)
 	if err != nil {
 		return err
 	}
