@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 	"sync"
@@ -138,6 +139,35 @@ func TestSecureCLI(t *testing.T) {
 	}
 	if st.TotalLag != 0 {
 		t.Errorf("after reset -to latest, lag %d, want 0 (the replayed job skipped)", st.TotalLag)
+	}
+
+	// topics create: Create on the new topic, Describe on it to wait
+	// for it in the metadata.
+	newTopic := kafkatest.Name(t, "t")
+	s.Allow(t, ops, kafkatest.ACL{Resource: "topic", Name: newTopic, Op: "Create"},
+		kafkatest.ACL{Resource: "topic", Name: newTopic, Op: "Describe"})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = s.Admin().DeleteTopics(ctx, newTopic)
+	})
+	out, errOut, err = cli(t, "topics", "create", "-partitions", "1", newTopic)
+	if err != nil {
+		t.Fatalf("topics create over SCRAM: %v\n%s\n%s", err, out, errOut)
+	}
+	// Without Describe it is created, and the command says at once why
+	// it cannot see it.
+	hidden := kafkatest.Name(t, "t")
+	s.Allow(t, ops, kafkatest.ACL{Resource: "topic", Name: hidden, Op: "Create"})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = s.Admin().DeleteTopics(ctx, hidden)
+	})
+	began := time.Now()
+	_, _, err = cli(t, "topics", "create", "-partitions", "1", hidden)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("lacks Describe on topic %q", hidden)) || time.Since(began) > 10*time.Second {
+		t.Errorf("topics create without Describe: %v after %v, want an error naming Describe at once", err, time.Since(began))
 	}
 
 	// A command without its ACL says so.

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/shareq/shareq/dlq"
+	"github.com/shareq/shareq/internal/acl"
 	"github.com/shareq/shareq/internal/groupcfg"
 	"github.com/shareq/shareq/worker"
 )
@@ -175,6 +176,13 @@ func waitTopic(ctx context.Context, adm *kadm.Client, name string) (int32, error
 	defer tick.Stop()
 	for {
 		md, err := adm.ListTopics(ctx, name)
+		if d, ok := md[name]; err == nil && ok && acl.Denied(d.Err) {
+			err = d.Err
+		}
+		if acl.Denied(err) {
+			// Created, but this principal may not see it: waiting is no use.
+			return 0, fmt.Errorf("topic %s: %s", name, acl.Missing(acl.Right{Op: "Describe", Resource: acl.Topic, Name: name}, "", err))
+		}
 		if err == nil {
 			if d, ok := md[name]; ok && d.Err == nil && len(d.Partitions) > 0 && leadersKnown(d) {
 				return int32(len(d.Partitions)), nil
