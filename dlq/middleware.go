@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/internal/acl"
 )
 
 // Defaults for the options of [Middleware].
@@ -419,6 +420,15 @@ func (pk *parker) park(ctx context.Context, job *handler.Job, herr error, reason
 		pk.log(ctx).LogAttrs(ctx, slog.LevelWarn, "dlq: the job is too large for the DLQ topic; parking it without its value, which stays in the source record",
 			append(jobAttrs(job, id, reason, topic), slog.Int("value_bytes", len(job.Value)), slog.String("error", perr.Error()))...)
 		res, perr = produce(stub)
+	}
+	if perr != nil && acl.Denied(perr) {
+		var bootstrap string
+		if cl, ok := pk.p.(*kgo.Client); ok {
+			if seeds, ok := cl.OptValue(kgo.SeedBrokers).([]string); ok && len(seeds) > 0 {
+				bootstrap = seeds[0]
+			}
+		}
+		perr = fmt.Errorf("%w: %s", perr, acl.Missing(acl.Right{Op: "Write", Resource: acl.Topic, Name: topic}, bootstrap, nil))
 	}
 	if perr != nil {
 		pk.logFailure(ctx, job, id, topic, reason, last, perr)

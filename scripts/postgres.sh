@@ -8,6 +8,13 @@
 #   scripts/postgres.sh status        exit 0 if running and accepting
 #                                     connections, else 1
 #   scripts/postgres.sh url           print the connection URL for the tests
+#   scripts/postgres.sh tls-url       the same over TLS, verified:
+#                                     sslmode=verify-full with the cluster's
+#                                     own CA (sslrootcert)
+#
+# TLS: `up` makes a throw-away CA and a server certificate for 127.0.0.1
+# and localhost with openssl (in <cluster dir>/tls, once per cluster) and
+# turns ssl on; clients choose (url: sslmode=disable, tls-url: verify-full).
 #
 # Port, database, user and password: scripts/versions.env. The test role owns
 # the test database and may create databases (for per-test databases).
@@ -33,6 +40,8 @@ data_dir=$pg_root/data
 sock_dir=$pg_root/run
 log_file=$pg_root/postgres.log
 url="postgres://$PG_USER:$PG_PASSWORD@127.0.0.1:$PG_PORT/$PG_DB?sslmode=disable"
+tls_dir=$pg_root/tls
+tls_url="postgres://$PG_USER:$PG_PASSWORD@127.0.0.1:$PG_PORT/$PG_DB?sslmode=verify-full&sslrootcert=$tls_dir/ca.pem"
 
 log() { printf 'postgres.sh: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -117,6 +126,36 @@ full_page_writes = off
 EOF
 }
 
+# ensure_tls: a CA and a server certificate for the cluster, and ssl on in
+# its configuration (once); a running server reloads to pick it up.
+ensure_tls() {
+  if [[ ! -f $tls_dir/server.crt ]]; then
+    command -v openssl >/dev/null || die "openssl not found (needed for the test cluster's TLS certificate)"
+    log "making a test CA and server certificate in $tls_dir"
+    as_pg mkdir -p "$tls_dir"
+    # shellcheck disable=SC2016 # expanded by the inner shell
+    as_pg bash -c 'set -e; cd "$1"
+      openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=shareq test Postgres CA" -keyout ca.key -out ca.pem
+      openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" -keyout server.key -out server.csr
+      printf "subjectAltName=IP:127.0.0.1,DNS:localhost\n" >server.ext
+      openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 3650 -extfile server.ext -out server.crt
+      chmod 600 server.key ca.key; chmod 644 ca.pem server.crt; rm -f server.csr server.ext ca.srl' _ "$tls_dir" \
+      >"$pg_root/tls.log" 2>&1 || { cat "$pg_root/tls.log" >&2; die "making the TLS certificate failed"; }
+    # Clients that are not the postgres user read the CA.
+    chmod 755 "$pg_root" "$tls_dir" 2>/dev/null || true
+  fi
+  if ! grep -q '^ssl = on' "$data_dir/postgresql.conf"; then
+    as_pg tee -a "$data_dir/postgresql.conf" >/dev/null <<EOF
+ssl = on
+ssl_cert_file = '$tls_dir/server.crt'
+ssl_key_file = '$tls_dir/server.key'
+EOF
+    if running; then
+      as_pg "$bindir/pg_ctl" -D "$data_dir" reload >/dev/null
+    fi
+  fi
+}
+
 # ensure_db: create the test role and database if missing, (re)set the
 # password. Safe to run every time.
 ensure_db() {
@@ -142,6 +181,7 @@ cmd_up() {
   if running; then
     if ! $fresh; then
       log "already running on 127.0.0.1:$PG_PORT ($data_dir); reusing it"
+      ensure_tls
       ensure_db
       printf 'SHAREQ_TEST_POSTGRES=%s\n' "$url"
       return 0
@@ -162,6 +202,7 @@ cmd_up() {
     init_cluster
   fi
 
+  ensure_tls
   log "starting PostgreSQL on 127.0.0.1:$PG_PORT"
   if ! as_pg "$bindir/pg_ctl" -D "$data_dir" -l "$log_file" -w -t 60 start >/dev/null; then
     tail -n 30 "$log_file" >&2 || true
@@ -196,8 +237,9 @@ case ${1:-} in
   down) cmd_down ;;
   status) cmd_status ;;
   url) printf '%s\n' "$url" ;;
+  tls-url) printf '%s\n' "$tls_url" ;;
   *)
-    echo "usage: $0 up [--fresh] | down | status | url" >&2
+    echo "usage: $0 up [--fresh] | down | status | url | tls-url" >&2
     exit 2
     ;;
 esac

@@ -53,6 +53,36 @@ if [[ $real == 1 ]]; then
   SHAREQ_TEST_BROKERS=127.0.0.1:$KAFKA_PORT gotest kafka "${kafka_pkgs[@]}"
 fi
 
+# --- Postgres over TLS (docs/security.md) -----------------------------------
+# The pgstore and outbox tests again, connecting with sslmode=verify-full
+# and the test cluster's own CA; pgtest.NewPool checks each pool's
+# connection is encrypted. `postgres.sh up` is idempotent and turns TLS
+# on (by a reload) in a cluster reused from before it had TLS.
+say "Postgres over TLS (sslmode=verify-full): pgstore, pgoutbox"
+scripts/postgres.sh up >/dev/null
+SHAREQ_TEST_DATABASE_URL=$(scripts/postgres.sh tls-url) gotest pg-tls ./idempotency/pgstore ./enqueue/pgoutbox
+# --- end Postgres over TLS ---------------------------------------------------
+
+# --- secure broker (scripts/kafka-secure.sh, docs/security.md) --------------
+# SASL_SSL (SCRAM-SHA-512), mTLS and the StandardAuthorizer: the worker,
+# CLI, dlq, enqueue and lag-collector tests named TestSecure*, which skip
+# in the passes above (SHAREQ_TEST_SECURE unset). This step starts its own
+# broker (fresh CA, certificates and password) and stops it when done.
+# SHAREQ_TEST_SECURE_RUN=0 skips it (never in CI).
+if [[ $real == 1 ]] && [[ ${SHAREQ_TEST_SECURE_RUN:-1} == 1 || ${CI:-} == true ]]; then
+  say "secure broker: SASL_SSL, mTLS and ACLs (scripts/kafka-secure.sh)"
+  secure_began=$SECONDS
+  started+=(kafka-secure)
+  scripts/kafka-secure.sh up >/dev/null
+  secure_env=$(scripts/kafka-secure.sh env)
+  # The outbox relay among them reaches Postgres over TLS too.
+  SHAREQ_TEST_SECURE=${secure_env#SHAREQ_TEST_SECURE=} SHAREQ_TEST_DATABASE_URL=$(scripts/postgres.sh tls-url) \
+    gotest secure -run '^TestSecure' ./internal/secure ./cmd/shareq
+  scripts/kafka-secure.sh down
+  echo "secure step: $((SECONDS - secure_began))s"
+fi
+# --- end secure broker -------------------------------------------------------
+
 # --- short chaos soak (cmd/shareq-soak -short; RELIABILITY.md) -------------
 # Two worker processes against the broker and Postgres above, with one
 # SIGKILL, one SIGTERM, one Postgres restart and one in-place broker restart

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/shareq/shareq/internal/acl"
 	"github.com/shareq/shareq/internal/groupcfg"
 )
 
@@ -95,7 +96,7 @@ func (w *Worker) setupBrokerDLQ(ctx context.Context, admin *kgo.Client, current 
 	}
 	if err := w.checkBrokerDLQTopic(ctx, admin, want); err != nil {
 		if explicit {
-			return fmt.Errorf("%w: BrokerDLQ(%q): %v", ErrBrokerDLQ, want, err)
+			return fmt.Errorf("%w: BrokerDLQ(%q): %w", ErrBrokerDLQ, want, err)
 		}
 		if configured != "" {
 			log.Warn("the group's dead-letter topic cannot take records: the broker archives failed records without writing them there",
@@ -115,10 +116,15 @@ func (w *Worker) setupBrokerDLQ(ctx context.Context, admin *kgo.Client, current 
 	}
 	if len(set) > 0 {
 		if err := groupcfg.Set(ctx, admin, w.cfg.group, set); err != nil {
-			err = fmt.Errorf("setting %s=%s failed: %w (set it with kafka-configs.sh --bootstrap-server %s --alter --entity-type groups --entity-name %s --add-config %s=%s,%s=true, or grant ALTER_CONFIGS on the group)",
-				groupcfg.DLQTopicName, want, err, w.bootstrapHint(), w.cfg.group, groupcfg.DLQTopicName, want, groupcfg.DLQCopyRecord)
+			if acl.Denied(err) {
+				err = w.notAuthorized(admin, acl.Right{Op: "AlterConfigs", Resource: acl.Group, Name: w.cfg.group},
+					fmt.Errorf("setting %s=%s: %w", groupcfg.DLQTopicName, want, err))
+			} else {
+				err = fmt.Errorf("setting %s=%s failed: %w (set it with kafka-configs.sh --bootstrap-server %s --alter --entity-type groups --entity-name %s --add-config %s=%s,%s=true, or grant ALTER_CONFIGS on the group)",
+					groupcfg.DLQTopicName, want, err, w.bootstrapHint(), w.cfg.group, groupcfg.DLQTopicName, want, groupcfg.DLQCopyRecord)
+			}
 			if explicit {
-				return fmt.Errorf("%w: BrokerDLQ(%q): %v", ErrBrokerDLQ, want, err)
+				return fmt.Errorf("%w: BrokerDLQ(%q): %w", ErrBrokerDLQ, want, err)
 			}
 			log.Warn("no dead-letter topic on the broker: a job whose last delivery dies with its worker is archived unrecorded",
 				"topic", want, "fix", err.Error())
@@ -145,8 +151,14 @@ func (w *Worker) checkBrokerDLQTopic(ctx context.Context, admin *kgo.Client, top
 	}
 	adm := kadm.NewClient(admin)
 	listed, err := adm.ListTopics(ctx, topic)
+	if acl.Denied(err) {
+		return w.notAuthorized(admin, acl.Right{Op: "Describe", Resource: acl.Topic, Name: topic}, err)
+	}
 	if err != nil {
 		return fmt.Errorf("cannot list topic %s: %v", topic, err)
+	}
+	if d, ok := listed[topic]; ok && acl.Denied(d.Err) {
+		return w.notAuthorized(admin, acl.Right{Op: "Describe", Resource: acl.Topic, Name: topic}, d.Err)
 	}
 	if d, ok := listed[topic]; !ok || d.Err != nil {
 		shareq := ""
@@ -172,6 +184,9 @@ func (w *Worker) checkBrokerDLQTopic(ctx context.Context, admin *kgo.Client, top
 			return fmt.Errorf("topic %s lacks topic config %s=true, so the broker writes nothing to it; set it with kafka-configs.sh --bootstrap-server %s --alter --entity-type topics --entity-name %s --add-config %s=true",
 				topic, groupcfg.TopicDLQGroupEnable, w.bootstrapHint(), topic, groupcfg.TopicDLQGroupEnable)
 		}
+	}
+	if acl.Denied(err) {
+		return w.notAuthorized(admin, acl.Right{Op: "DescribeConfigs", Resource: acl.Topic, Name: topic}, err)
 	}
 	return fmt.Errorf("cannot read the configs of topic %s: %v (grant DESCRIBE_CONFIGS on it)", topic, err)
 }

@@ -68,7 +68,7 @@ func (w *Worker) runMember(ctx context.Context, log *slog.Logger) error {
 	stopReports()
 	helpers.Wait()
 	if runErr != nil && ctx.Err() == nil {
-		return fmt.Errorf("worker: share-group member: %w", runErr)
+		return w.memberErr(cl, runErr)
 	}
 	st := m.Stats()
 	args := []any{"fetches", st.Fetches, "records_fetched", st.Fetched}

@@ -138,7 +138,9 @@ func Handle(topic string, h handler.Handler, mws ...handler.Middleware) Option {
 
 // RequireTopics names topics the worker does not consume but needs, such
 // as the DLQ topics its dlq middleware parks jobs in: Run (and Check)
-// refuse to start while one is missing, as they do for a handled topic.
+// refuse to start while one is missing, as they do for a handled topic,
+// or while the worker's principal may not write it ([ErrNotAuthorized]:
+// the dlq middleware's producer is usually the same principal).
 // Without it a missing DLQ topic shows only when the first job is parked
 // (unless the cluster creates topics on produce): the park fails and, on
 // a job's last delivery, the broker archives the job.

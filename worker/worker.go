@@ -54,7 +54,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/internal/acl"
 	"github.com/shareq/shareq/internal/groupcfg"
+	"github.com/shareq/shareq/internal/kafkaerr"
 	"github.com/shareq/shareq/middleware"
 )
 
@@ -70,6 +72,10 @@ var (
 	// ErrGroupNotShare: the group name belongs to a group of another type
 	// (a consumer group); a share group needs a name of its own.
 	ErrGroupNotShare = errors.New("worker: the group is not a share group")
+	// ErrNotAuthorized: the brokers refused the worker a right it needs
+	// (an ACL is missing). The error names the right and the
+	// kafka-acls.sh command that grants it; docs/security.md lists them.
+	ErrNotAuthorized = errors.New("worker: not authorized")
 	// ErrAlreadyRan: Run was called twice on one Worker.
 	ErrAlreadyRan = errors.New("worker: Run called twice; make a new Worker")
 
@@ -181,10 +187,14 @@ func defaultClientID() string {
 
 // Run joins the share group and runs handlers until ctx is cancelled, then
 // stops gracefully and returns nil. It first checks that the brokers are
-// reachable and support share groups, that every topic exists, and sets
-// the group configuration asked for; a failed check is returned at once
-// with what to do about it. Run may be called once; when it returns, the
-// worker has stopped for good ([Worker.Stopped]).
+// reachable and support share groups, that every topic exists, that the
+// client's principal holds the ACLs the worker needs, and sets the group
+// configuration asked for; a failed check is returned at once with what
+// to do about it ([ErrBrokersUnreachable] says what is wrong with TLS or
+// SASL, [ErrNotAuthorized] names the missing ACL and the kafka-acls.sh
+// command that grants it; docs/security.md lists them). Run may be
+// called once; when it returns, the worker has stopped for good
+// ([Worker.Stopped]).
 func (w *Worker) Run(ctx context.Context) (err error) {
 	if !w.ran.CompareAndSwap(false, true) {
 		return ErrAlreadyRan
@@ -217,8 +227,12 @@ var requiredAPIs = []struct {
 }
 
 // Check runs the start-up checks of [Worker.Run] without starting: the
-// brokers are reachable and support share groups, every topic exists, and
-// the group's configuration is set as asked. It also reads the group's
+// brokers are reachable and support share groups, every topic exists, the
+// worker may read its topics and group (Read), read the group's configs
+// (DescribeConfigs) and write every [RequireTopics] topic (Write), and the
+// group's configuration is set as asked (AlterConfigs, when it differs).
+// A group that does not exist yet cannot be checked for Read; then the
+// member's first heartbeat in Run fails with the same [ErrNotAuthorized]. It also reads the group's
 // delivery limit. Run calls it unless it already succeeded, so a caller
 // with a start-up deadline of its own (an fx OnStart hook) can fail there
 // and then start Run in the background. It is bounded by [StartTimeout].
@@ -239,7 +253,7 @@ func (w *Worker) Check(ctx context.Context) error {
 
 func (w *Worker) check(ctx context.Context, admin *kgo.Client) error {
 	if err := admin.Ping(ctx); err != nil {
-		return fmt.Errorf("%w %v: %v (check Brokers/ClientOpts, TLS and SASL settings, and that the brokers listen there)", ErrBrokersUnreachable, w.cfg.brokers, err)
+		return fmt.Errorf("%w %v: %v (%s)", ErrBrokersUnreachable, w.seeds(admin), err, kafkaerr.ConnHint(err))
 	}
 	adm := kadm.NewClient(admin)
 	versions, err := adm.ApiVersions(ctx)
@@ -261,22 +275,34 @@ func (w *Worker) check(ctx context.Context, admin *kgo.Client) error {
 			}
 		}
 	}
-	topics, err := adm.ListTopics(ctx, append(slices.Clone(w.topics), w.cfg.required...)...)
+	topics, err := w.describeTopics(ctx, admin)
 	if err != nil {
-		return fmt.Errorf("worker: list topics: %w", err)
+		return err
 	}
 	var missing, missingRequired []string
 	w.topicIDs = make(map[string]kadm.TopicID, len(w.topics))
 	for _, t := range w.topics {
-		if d, ok := topics[t]; !ok || d.Err != nil {
+		d, ok := topics[t]
+		switch {
+		case ok && acl.Denied(d.err):
+			return w.notAuthorized(admin, acl.Right{Op: "Read", Resource: acl.Topic, Name: t}, d.err)
+		case !ok || d.err != nil:
 			missing = append(missing, t)
-		} else {
-			w.topicIDs[t] = d.ID
+		case !d.allows(kmsg.ACLOperationRead):
+			return w.notAuthorized(admin, acl.Right{Op: "Read", Resource: acl.Topic, Name: t}, errors.New("the broker authorizes Describe only"))
+		default:
+			w.topicIDs[t] = d.id
 		}
 	}
 	for _, t := range w.cfg.required {
-		if d, ok := topics[t]; (!ok || d.Err != nil) && !slices.Contains(missing, t) && !slices.Contains(missingRequired, t) {
+		d, ok := topics[t]
+		switch {
+		case ok && acl.Denied(d.err):
+			return w.notAuthorized(admin, acl.Right{Op: "Write", Resource: acl.Topic, Name: t}, d.err)
+		case (!ok || d.err != nil) && !slices.Contains(missing, t) && !slices.Contains(missingRequired, t):
 			missingRequired = append(missingRequired, t)
+		case ok && d.err == nil && !slices.Contains(w.topics, t) && !d.allows(kmsg.ACLOperationWrite):
+			return w.notAuthorized(admin, acl.Right{Op: "Write", Resource: acl.Topic, Name: t}, errors.New("the broker does not authorize Write, and RequireTopics names it"))
 		}
 	}
 	switch {
@@ -290,6 +316,9 @@ func (w *Worker) check(ctx context.Context, admin *kgo.Client) error {
 	case len(missingRequired) > 0:
 		return fmt.Errorf("%w: %s, named in RequireTopics (without it, parking a job or producing to it fails; shareq workers never create topics; %s)",
 			ErrTopicMissing, strings.Join(missingRequired, ", "), w.createHint(missingRequired, false))
+	}
+	if err := w.checkGroupRead(ctx, admin); err != nil {
+		return err
 	}
 
 	// A name taken by a consumer group would make every share-group
@@ -356,18 +385,35 @@ func (w *Worker) createHint(topics []string, withDLQ bool) string {
 func (w *Worker) ensureGroupConfig(ctx context.Context, admin *kgo.Client) (map[string]string, error) {
 	current, err := groupcfg.Describe(ctx, admin, w.cfg.group, groupcfg.AutoOffsetReset, groupcfg.RenewAckEnable, groupcfg.DeliveryCountLimit,
 		groupcfg.DLQTopicName, groupcfg.DLQCopyRecord)
+	if acl.Denied(err) {
+		// Without them the worker would guess the delivery limit (and
+		// park jobs on the wrong delivery) and miss a disabled renewal.
+		return nil, w.notAuthorized(admin, acl.Right{Op: "DescribeConfigs", Resource: acl.Group, Name: w.cfg.group}, err)
+	}
 	described := err == nil
 	if err != nil {
 		current = map[string]string{} // a broker without group configs: try to set them
 	}
+	alter := func(what string, err error) error {
+		if acl.Denied(err) {
+			return w.notAuthorized(admin, acl.Right{Op: "AlterConfigs", Resource: acl.Group, Name: w.cfg.group}, fmt.Errorf("%s: %w", what, err))
+		}
+		return nil
+	}
 	if w.cfg.offsetReset != "" && current[groupcfg.AutoOffsetReset] != w.cfg.offsetReset {
 		if err := groupcfg.Set(ctx, admin, w.cfg.group, map[string]string{groupcfg.AutoOffsetReset: w.cfg.offsetReset}); err != nil {
+			if err := alter(fmt.Sprintf("AutoOffsetReset(%q)", w.cfg.offsetReset), err); err != nil {
+				return nil, err
+			}
 			return nil, fmt.Errorf("worker: AutoOffsetReset(%q): %w (set it with kafka-configs.sh --entity-type groups --entity-name %s --alter --add-config %s=%s, or grant ALTER_CONFIGS on the group)",
 				w.cfg.offsetReset, err, w.cfg.group, groupcfg.AutoOffsetReset, w.cfg.offsetReset)
 		}
 	}
 	if n := w.cfg.groupLimit; n > 0 && current[groupcfg.DeliveryCountLimit] != strconv.Itoa(n) {
 		if err := groupcfg.Set(ctx, admin, w.cfg.group, map[string]string{groupcfg.DeliveryCountLimit: strconv.Itoa(n)}); err != nil {
+			if err := alter(fmt.Sprintf("GroupDeliveryLimit(%d)", n), err); err != nil {
+				return nil, err
+			}
 			if errors.Is(err, kerr.InvalidConfig) && strings.Contains(err.Error(), "Unknown group config") {
 				return nil, fmt.Errorf("worker: GroupDeliveryLimit(%d): the brokers do not know the group config %s (Apache Kafka 4.3+); on older brokers set the broker config %s instead, and pass worker.DeliveryLimit(%d) if it differs from the broker's",
 					n, groupcfg.DeliveryCountLimit, groupcfg.BrokerDeliveryCountLimit, n)
@@ -381,6 +427,9 @@ func (w *Worker) ensureGroupConfig(ctx context.Context, admin *kgo.Client) (map[
 	// it and renew anyway.
 	if v, ok := current[groupcfg.RenewAckEnable]; ok && v != "true" {
 		if err := groupcfg.Set(ctx, admin, w.cfg.group, map[string]string{groupcfg.RenewAckEnable: "true"}); err != nil {
+			if err := alter(fmt.Sprintf("group %q has %s=%s, so long jobs cannot renew their locks, and setting it to true failed", w.cfg.group, groupcfg.RenewAckEnable, v), err); err != nil {
+				return nil, err
+			}
 			return nil, fmt.Errorf("worker: group %q has %s=%s, so long jobs cannot renew their locks, and setting it failed: %w (set it to true with kafka-configs.sh --entity-type groups --entity-name %s --alter --add-config %s=true)",
 				w.cfg.group, groupcfg.RenewAckEnable, v, err, w.cfg.group, groupcfg.RenewAckEnable)
 		}

@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -18,15 +17,11 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/shareq/shareq/dlq"
 )
 
 // Defaults of the dlq subcommands.
 const (
-	brokersEnv         = "SHAREQ_BROKERS"
-	brokersDefault     = "127.0.0.1:9092"
 	connectTimeout     = 5 * time.Second
 	listLimitDefault   = 50
 	showPreviewDefault = 4096
@@ -74,7 +69,7 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 // dlqFlags holds the flags the dlq subcommands share.
 type dlqFlags struct {
 	fs        *flag.FlagSet
-	brokers   *string
+	cluster   *clusterFlags
 	reason    *string
 	source    *string
 	partition *int
@@ -86,12 +81,8 @@ type dlqFlags struct {
 func newDLQFlags(name, usage string, stderr io.Writer, filter bool) *dlqFlags {
 	fs := flag.NewFlagSet("shareq dlq "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	brokers := os.Getenv(brokersEnv)
-	if brokers == "" {
-		brokers = brokersDefault
-	}
 	f := &dlqFlags{fs: fs}
-	f.brokers = fs.String("brokers", brokers, "comma-separated seed brokers, host:port; $"+brokersEnv+" sets the default")
+	f.cluster = addClusterFlags(fs)
 	if filter {
 		f.reason = fs.String("reason", "", "only jobs parked with this reason (permanent, decode, panic, delivery-limit, ...)")
 		f.source = fs.String("source-topic", "", "only jobs that came from this topic")
@@ -208,36 +199,6 @@ func parseOffsetRange(s string) (dlq.OffsetRange, error) {
 	return r, nil
 }
 
-// connect returns a client for the brokers, after checking within a
-// short timeout that one of them answers.
-func connect(ctx context.Context, brokers string) (*kgo.Client, error) {
-	var seeds []string
-	for _, b := range strings.Split(brokers, ",") {
-		if b = strings.TrimSpace(b); b != "" {
-			seeds = append(seeds, b)
-		}
-	}
-	if len(seeds) == 0 {
-		return nil, errors.New("no brokers given: pass -brokers host:port or set " + brokersEnv)
-	}
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(seeds...),
-		kgo.DialTimeout(connectTimeout),
-		kgo.FetchMaxWait(500*time.Millisecond),
-		kgo.ClientID("shareq-cli"),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("brokers %s: %w", brokers, err)
-	}
-	pctx, cancel := context.WithTimeout(ctx, connectTimeout)
-	defer cancel()
-	if err := cl.Ping(pctx); err != nil {
-		cl.Close()
-		return nil, fmt.Errorf("cannot reach brokers %s: %w", strings.Join(seeds, ","), err)
-	}
-	return cl, nil
-}
-
 const listUsage = `usage: shareq dlq list TOPIC [flags]
 
 Lists parked jobs in the DLQ topic TOPIC, by partition and offset, up to the
@@ -259,7 +220,7 @@ func dlqList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *limit < 0 {
 		return fmt.Errorf("-limit %d: must not be negative", *limit)
 	}
-	cl, err := connect(ctx, *f.brokers)
+	cl, err := connect(ctx, f.cluster)
 	if err != nil {
 		return err
 	}
@@ -326,7 +287,7 @@ func dlqShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *preview < 0 {
 		return fmt.Errorf("-preview %d: must not be negative", *preview)
 	}
-	cl, err := connect(ctx, *f.brokers)
+	cl, err := connect(ctx, f.cluster)
 	if err != nil {
 		return err
 	}
@@ -430,7 +391,7 @@ func dlqReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *rate < 0 || math.IsNaN(*rate) || math.IsInf(*rate, 0) {
 		return fmt.Errorf("-rate %v: must be 0 (no limit) or a positive number", *rate)
 	}
-	cl, err := connect(ctx, *f.brokers)
+	cl, err := connect(ctx, f.cluster)
 	if err != nil {
 		return err
 	}

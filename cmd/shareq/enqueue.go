@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -26,19 +25,10 @@ argument, or standard input when it is missing or "-"; it must be valid
 JSON (the form handler.JSON decodes).
 `
 
-// brokerFlag adds the -brokers flag the cluster commands share.
-func brokerFlag(fs *flag.FlagSet) *string {
-	def := os.Getenv(brokersEnv)
-	if def == "" {
-		def = brokersDefault
-	}
-	return fs.String("brokers", def, "comma-separated seed brokers, host:port; $"+brokersEnv+" sets the default")
-}
-
 func runEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("shareq enqueue", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	brokers := brokerFlag(fs)
+	cluster := addClusterFlags(fs)
 	id := fs.String("id", "", "job ID (default: a fresh UUIDv7)")
 	key := fs.String("key", "", "record key (default: none)")
 	fs.Usage = func() { fmt.Fprint(stderr, enqueueUsage, "\nflags:\n"); fs.PrintDefaults() }
@@ -71,7 +61,7 @@ func runEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *key != "" {
 		opts = append(opts, enqueue.Key([]byte(*key)))
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(*brokers, ",")...), kgo.UnknownTopicRetries(2))
+	cl, err := cluster.client(kgo.UnknownTopicRetries(2))
 	if err != nil {
 		return fmt.Errorf("enqueue: %w", err)
 	}

@@ -15,7 +15,18 @@
 //	    move jobs from the Postgres outbox (enqueue/pgoutbox) to Kafka
 //
 // Commands that talk to a cluster take -brokers (default $SHAREQ_BROKERS,
-// else 127.0.0.1:9092).
+// else 127.0.0.1:9092) and, for a secured cluster, TLS and SASL flags,
+// each with an environment variable for its default:
+//
+//	-tls ($SHAREQ_TLS=true)  -tls-ca FILE ($SHAREQ_TLS_CA)
+//	-tls-cert FILE -tls-key FILE ($SHAREQ_TLS_CERT, $SHAREQ_TLS_KEY; mTLS)
+//	-tls-server-name NAME ($SHAREQ_TLS_SERVER_NAME)
+//	-sasl-mechanism PLAIN|SCRAM-SHA-256|SCRAM-SHA-512 ($SHAREQ_SASL_MECHANISM)
+//	-sasl-user USER ($SHAREQ_SASL_USER)
+//
+// The SASL password comes from $SHAREQ_SASL_PASSWORD or the file named by
+// $SHAREQ_SASL_PASSWORD_FILE, never from a flag. docs/security.md lists
+// the ACLs each command needs.
 package main
 
 import (
@@ -27,6 +38,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/shareq/shareq/internal/acl"
 )
 
 // errUsage makes main exit with status 2 after the usage was printed.
@@ -75,7 +88,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		usage(stderr)
 		return errUsage
 	}
-	return c.run(ctx, args[1:], stdout, stderr)
+	err := c.run(ctx, args[1:], stdout, stderr)
+	if acl.Denied(err) {
+		return fmt.Errorf("%w (the principal lacks an ACL the command needs; docs/security.md lists them per command, and kafka-acls.sh --add grants them)", err)
+	}
+	return err
 }
 
 func usage(w io.Writer) {
@@ -85,5 +102,6 @@ func usage(w io.Writer) {
 			fmt.Fprintf(w, "  %-8s %s\n", name, c.summary)
 		}
 	}
+	fmt.Fprint(w, "\n", clusterFlagsUsage)
 	fmt.Fprintln(w, "\nRun 'shareq <command> -h' for a command's flags.")
 }

@@ -8,10 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shareq/shareq/enqueue/pgoutbox"
 )
@@ -28,7 +26,7 @@ const databaseEnv = "SHAREQ_DATABASE_URL"
 func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("shareq relay", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	brokers := brokerFlag(fs)
+	cluster := addClusterFlags(fs)
 	database := fs.String("database", os.Getenv(databaseEnv), "Postgres URL; $"+databaseEnv+" sets the default")
 	batch := fs.Int("batch", pgoutbox.BatchSizeDefault, "rows per round")
 	fs.Usage = func() { fmt.Fprint(stderr, relayUsage, "\nflags:\n"); fs.PrintDefaults() }
@@ -44,7 +42,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("relay: %w", err)
 	}
 	defer pool.Close()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(*brokers, ",")...))
+	cl, err := cluster.client()
 	if err != nil {
 		return fmt.Errorf("relay: %w", err)
 	}
@@ -54,7 +52,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, "relaying from", pgoutbox.Table, "to", *brokers)
+	fmt.Fprintln(stdout, "relaying from", pgoutbox.Table, "to", *cluster.brokers)
 	if err := r.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}

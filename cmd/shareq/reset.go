@@ -101,7 +101,7 @@ type resetRow struct {
 // runReset runs "shareq reset ...": args are what follows "reset".
 func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("reset", resetUsage, stderr)
-	brokers := brokersFlag(fs)
+	cluster := addClusterFlags(fs)
 	to := fs.String("to", "", "where to move the start offsets: earliest, latest or an offset (required)")
 	topic := fs.String("topic", "", "reset only this topic (default: every topic the group has start offsets for)")
 	yes := fs.Bool("yes", false, "apply the reset (without it, only show what it would do)")
@@ -114,7 +114,7 @@ func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	cl, err := connect(ctx, *brokers)
+	cl, err := connect(ctx, cluster)
 	if err != nil {
 		return err
 	}

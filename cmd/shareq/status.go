@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,14 +55,14 @@ Flags may come before or after GROUP.
 // runStatus runs "shareq status ...": args are what follows "status".
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("status", statusUsage, stderr)
-	brokers := brokersFlag(fs)
+	cluster := addClusterFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON instead of tables")
 	pos, err := parseInterspersed(fs, args, 1)
 	if err != nil {
 		return err
 	}
 	group := pos[0]
-	cl, err := connect(ctx, *brokers)
+	cl, err := connect(ctx, cluster)
 	if err != nil {
 		return err
 	}
@@ -96,16 +95,6 @@ func newFlagSet(name, usage string, stderr io.Writer) *flag.FlagSet {
 		fs.PrintDefaults()
 	}
 	return fs
-}
-
-// brokersFlag defines -brokers, defaulting to $SHAREQ_BROKERS, else
-// 127.0.0.1:9092.
-func brokersFlag(fs *flag.FlagSet) *string {
-	def := os.Getenv(brokersEnv)
-	if def == "" {
-		def = brokersDefault
-	}
-	return fs.String("brokers", def, "comma-separated seed brokers, host:port; $"+brokersEnv+" sets the default")
 }
 
 // parseInterspersed parses args with flags and positional arguments in any

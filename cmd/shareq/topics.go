@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/shareq/shareq/dlq"
+	"github.com/shareq/shareq/internal/acl"
 	"github.com/shareq/shareq/internal/groupcfg"
 	"github.com/shareq/shareq/worker"
 )
@@ -51,7 +52,7 @@ func runTopics(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return errUsage
 	}
 	fs := newFlagSet("topics create", topicsUsage, stderr)
-	brokers := brokersFlag(fs)
+	cluster := addClusterFlags(fs)
 	partitions := fs.Int("partitions", 6, "partitions of each topic NAME")
 	replication := fs.Int("replication-factor", -1, "replicas of each partition; -1: the brokers' default.replication.factor")
 	withDLQ := fs.Bool("dlq", false, "also create each topic's dead-letter topic, NAME"+dlq.TopicSuffix)
@@ -103,7 +104,7 @@ func runTopics(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 
-	cl, err := connect(ctx, *brokers)
+	cl, err := connect(ctx, cluster)
 	if err != nil {
 		return err
 	}
@@ -175,6 +176,13 @@ func waitTopic(ctx context.Context, adm *kadm.Client, name string) (int32, error
 	defer tick.Stop()
 	for {
 		md, err := adm.ListTopics(ctx, name)
+		if d, ok := md[name]; err == nil && ok && acl.Denied(d.Err) {
+			err = d.Err
+		}
+		if acl.Denied(err) {
+			// Created, but this principal may not see it: waiting is no use.
+			return 0, fmt.Errorf("topic %s: %s", name, acl.Missing(acl.Right{Op: "Describe", Resource: acl.Topic, Name: name}, "", err))
+		}
 		if err == nil {
 			if d, ok := md[name]; ok && d.Err == nil && len(d.Partitions) > 0 && leadersKnown(d) {
 				return int32(len(d.Partitions)), nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"os"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -88,6 +89,30 @@ func secured(ctx context.Context, roots *x509.CertPool, user, pass string, broke
 		worker.Group("thumbnails"),
 		worker.Use(park, claims),
 		worker.Handle("images", resize),
+	)
+	if err != nil {
+		return err
+	}
+	return w.Run(ctx)
+}
+
+// mutualTLS is docs/security.md's mTLS connection: the worker's principal
+// is its client certificate's name.
+func mutualTLS(ctx context.Context, caPEM []byte, brokers []string, send handler.Handler) error {
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(caPEM) {
+		return errors.New("no CA certificate in caPEM")
+	}
+	cert, err := tls.LoadX509KeyPair("client.pem", "client-key.pem")
+	if err != nil {
+		return err
+	}
+	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots, Certificates: []tls.Certificate{cert}}
+	w, err := worker.New(
+		worker.Brokers(brokers...),
+		worker.ClientOpts(kgo.DialTLSConfig(tlsCfg)),
+		worker.Group("emails"),
+		worker.Handle("emails", send),
 	)
 	if err != nil {
 		return err

@@ -202,6 +202,9 @@ func (m *Member) Stats() Stats {
 // its work (then it returns nil) or ctx is done: a hard stop, with a
 // best-effort epoch −1 close of every share session (which releases the
 // records held there) and the leave heartbeat; it then returns ctx.Err().
+// A coordinator that refuses the member's first heartbeat with
+// GROUP_AUTHORIZATION_FAILED or TOPIC_AUTHORIZATION_FAILED (a missing ACL)
+// ends Run at once with that error; once joined, such errors are retried.
 // Run is the one goroutine that owns the member's state; call it once.
 func (m *Member) Run(ctx context.Context) error {
 	m.mu.Lock()

@@ -153,6 +153,10 @@ type runner struct {
 	st       Stats
 	dec      *decoder
 	fetchRTT time.Duration
+	// fatal ends Run: the coordinator refused the member for want of an
+	// ACL before it ever joined (a member that joined keeps retrying, so
+	// a revoked and re-granted ACL does not stop a running worker).
+	fatal error
 }
 
 func newRunner(m *Member) *runner {
@@ -201,6 +205,10 @@ func (r *runner) run(ctx context.Context) error {
 			r.mailbox()
 		case res := <-r.results:
 			r.handle(res)
+			if r.fatal != nil {
+				r.hardStop()
+				return r.fatal
+			}
 		case out <- r.out:
 			r.out, r.outAny = Event{}, false
 		case <-timer.C:
@@ -801,6 +809,10 @@ func (r *runner) handleHeartbeat(resp *kmsg.ShareGroupHeartbeatResponse, err err
 		r.replan()
 		r.st.Rejoins++
 		r.hbDue = now
+		return
+	}
+	if !r.everJoined && (errors.Is(err, kerr.GroupAuthorizationFailed) || errors.Is(err, kerr.TopicAuthorizationFailed)) {
+		r.fatal = fmt.Errorf("member: first heartbeat: %w", err)
 		return
 	}
 	r.st.HeartbeatErrors++

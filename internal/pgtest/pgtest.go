@@ -2,18 +2,22 @@
 // empty schema, dropped when the test ends, so tests run in parallel on
 // one database. The database is SHAREQ_TEST_DATABASE_URL (make test sets
 // it from scripts/postgres.sh); without it a test is skipped, except under
-// CI=true, where a missing database is a failure.
+// CI=true, where a missing database is a failure. With a URL that asks
+// for TLS only (sslmode=require, verify-ca, verify-full: scripts/postgres.sh
+// tls-url), [NewPool] also checks that its connections are encrypted.
 package pgtest
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	neturl "net/url"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -81,5 +85,34 @@ func NewPool(t testing.TB, maxConns int32) (*pgxpool.Pool, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close) // before the schema's drop: cleanups run last first
+	if tlsWanted(cfg.ConnConfig.Config) {
+		var ssl bool
+		err := pool.QueryRow(t.Context(), "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").Scan(&ssl)
+		if err != nil || !ssl {
+			t.Fatalf("%s asks for TLS (sslmode=%s), but the connection is not encrypted (ssl %v, %v)", EnvURL, sslMode(t), ssl, err)
+		}
+	}
 	return pool, schema
+}
+
+// tlsWanted reports whether the config connects with TLS only (sslmode
+// require, verify-ca or verify-full: no plaintext fallback).
+func tlsWanted(c pgconn.Config) bool {
+	if c.TLSConfig == nil {
+		return false
+	}
+	for _, f := range c.Fallbacks {
+		if f.TLSConfig == nil {
+			return false
+		}
+	}
+	return true
+}
+
+func sslMode(t testing.TB) string {
+	u, err := neturl.Parse(URL(t))
+	if err != nil {
+		return "?"
+	}
+	return u.Query().Get("sslmode")
 }
