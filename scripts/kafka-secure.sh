@@ -50,6 +50,9 @@ stop_timeout=30
 log() { printf 'kafka-secure.sh: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
+# shellcheck source=tools.sh source-path=SCRIPTDIR
+. "$(dirname "${BASH_SOURCE[0]}")/tools.sh"
+
 # shellcheck source=kafka/common.sh source-path=SCRIPTDIR
 . "$script_dir/kafka/common.sh"
 
@@ -138,7 +141,7 @@ cmd_up() {
     fi
   done
   command -v java >/dev/null || die "java not found (install a JDK 17+)"
-  command -v openssl >/dev/null || die "openssl not found"
+  ensure_openssl
   fetch_jars
 
   rm -rf "$run_dir"

@@ -48,6 +48,9 @@ die() { log "error: $*"; exit 1; }
 
 is_root() { [[ $(id -u) == 0 ]]; }
 
+# shellcheck source=tools.sh source-path=SCRIPTDIR
+. "$(dirname "${BASH_SOURCE[0]}")/tools.sh"
+
 # as_pg CMD...: run CMD as the server's OS user, from a directory it can read.
 as_pg() {
   if is_root; then
@@ -130,7 +133,7 @@ EOF
 # its configuration (once); a running server reloads to pick it up.
 ensure_tls() {
   if [[ ! -f $tls_dir/server.crt ]]; then
-    command -v openssl >/dev/null || die "openssl not found (needed for the test cluster's TLS certificate)"
+    ensure_openssl
     log "making a test CA and server certificate in $tls_dir"
     as_pg mkdir -p "$tls_dir"
     # shellcheck disable=SC2016 # expanded by the inner shell
