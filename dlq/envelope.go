@@ -291,12 +291,8 @@ func ParseHeaders(hs []kgo.RecordHeader) (Envelope, error) {
 	bad := func(name, value string, err error) {
 		errs = append(errs, fmt.Errorf("%w: header %s: %q: %v", ErrMalformed, name, clip(value, 64), err))
 	}
-	// count parses a non-negative decimal of the given bit size.
 	count := func(name, value string, bits int) int64 {
-		n, err := strconv.ParseInt(value, 10, bits)
-		if err == nil && n < 0 {
-			err = errors.New("negative")
-		}
+		n, err := parseCount(value, bits)
 		if err != nil {
 			bad(name, value, err)
 		}
@@ -369,6 +365,15 @@ func ParseHeaders(hs []kgo.RecordHeader) (Envelope, error) {
 	return env, nil
 }
 
+// parseCount parses a header's non-negative decimal of the given bit size.
+func parseCount(v string, bits int) (int64, error) {
+	n, err := strconv.ParseInt(v, 10, bits)
+	if err == nil && n < 0 {
+		err = errors.New("negative")
+	}
+	return n, err
+}
+
 // isBrokerRecord reports whether hs are a broker dead-letter record's:
 // the broker's headers and none of the middleware's.
 func isBrokerRecord(hs []kgo.RecordHeader) bool {
@@ -391,10 +396,7 @@ func parseBrokerHeaders(hs []kgo.RecordHeader) (Envelope, error) {
 	seen := map[string]bool{}
 	var errs []error
 	num := func(name, v string, bits int) int64 {
-		n, err := strconv.ParseInt(v, 10, bits)
-		if err == nil && n < 0 {
-			err = errors.New("negative")
-		}
+		n, err := parseCount(v, bits)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%w: header %s: %q: %v", ErrMalformed, name, clip(v, 64), err))
 		}

@@ -73,15 +73,9 @@ check_node() {
 # node_pid N: print node N's pid if that process is still the broker this
 # script started for it (guards against a recycled pid); else fail.
 node_pid() {
-  local dir pid cmdline
+  local dir
   dir=$(node_dir "$1")
-  [[ -f $dir/pid ]] || return 1
-  pid=$(<"$dir/pid")
-  [[ $pid =~ ^[0-9]+$ ]] || return 1
-  kill -0 "$pid" 2>/dev/null || return 1
-  cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
-  [[ $cmdline == *"kafka.Kafka $dir/server.properties"* ]] || return 1
-  printf '%s\n' "$pid"
+  pid_running "$dir/pid" "$dir/server.properties"
 }
 
 # started_since N OFFSET: node N's server.log says "Kafka Server started"

@@ -58,16 +58,7 @@ die() { log "error: $*"; exit 1; }
 
 ports=("$KAFKA_SECURE_PORT" "$KAFKA_SECURE_SASL_PORT" "$KAFKA_SECURE_MTLS_PORT" "$KAFKA_SECURE_CONTROLLER_PORT")
 
-broker_pid() {
-  local pid cmdline
-  [[ -f $pid_file ]] || return 1
-  pid=$(<"$pid_file")
-  [[ $pid =~ ^[0-9]+$ ]] || return 1
-  kill -0 "$pid" 2>/dev/null || return 1
-  cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
-  [[ $cmdline == *"kafka.Kafka $run_dir/server.properties"* ]] || return 1
-  printf '%s\n' "$pid"
-}
+broker_pid() { pid_running "$pid_file" "$run_dir/server.properties"; }
 
 healthy() {
   local p
@@ -109,22 +100,14 @@ make_certs() {
 }
 
 cmd_down() {
-  local pid i
+  local pid
   if ! pid=$(broker_pid); then
     rm -f "$pid_file"
     log "not running"
     return 0
   fi
   log "stopping secure broker (pid $pid)"
-  kill -TERM "$pid" 2>/dev/null || true
-  for ((i = 0; i < stop_timeout * 10; i++)); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  if kill -0 "$pid" 2>/dev/null; then
-    log "broker did not stop within ${stop_timeout}s; killing it"
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
+  stop_pid "$pid" "$stop_timeout"
   rm -f "$pid_file"
   log "stopped"
 }

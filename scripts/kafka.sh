@@ -46,17 +46,7 @@ die() { log "error: $*"; exit 1; }
 
 # broker_pid: print the pid from the pid file if that process is still the
 # broker this script started (guards against a recycled pid); else fail.
-broker_pid() {
-  local pid cmdline
-  [[ -f $pid_file ]] || return 1
-  pid=$(<"$pid_file")
-  [[ $pid =~ ^[0-9]+$ ]] || return 1
-  kill -0 "$pid" 2>/dev/null || return 1
-  # The command line holds the absolute path of our server.properties.
-  cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
-  [[ $cmdline == *"kafka.Kafka $run_dir/server.properties"* ]] || return 1
-  printf '%s\n' "$pid"
-}
+broker_pid() { pid_running "$pid_file" "$run_dir/server.properties"; }
 
 # right_version: the broker this script started runs KAFKA_VERSION's jars
 # (its classpath is $libs_dir, which names the version).
@@ -79,26 +69,14 @@ print_env() {
 }
 
 cmd_down() {
-  local pid i
+  local pid
   if ! pid=$(broker_pid); then
     rm -f "$pid_file"
     log "not running"
     return 0
   fi
   log "stopping broker (pid $pid)"
-  kill -TERM "$pid" 2>/dev/null || true
-  for ((i = 0; i < stop_timeout * 10; i++)); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  if kill -0 "$pid" 2>/dev/null; then
-    log "broker did not stop within ${stop_timeout}s; killing it"
-    kill -KILL "$pid" 2>/dev/null || true
-    for ((i = 0; i < 50; i++)); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
-  fi
+  stop_pid "$pid" "$stop_timeout"
   rm -f "$pid_file"
   log "stopped"
 }

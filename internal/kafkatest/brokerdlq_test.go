@@ -11,6 +11,7 @@ package kafkatest_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -44,17 +45,11 @@ func dlqTopic(t *testing.T, c *kafkatest.Cluster, prefix string, enable bool) st
 // (StaleShareStartOffset), so it is not a condition to wait on there.
 func waitDone(t *testing.T, c *kafkatest.Cluster, group, topic string, start int64) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	var got offsets
-	var err error
-	for time.Now().Before(deadline) {
-		got, err = describeOffsets(t, c, group, topic)
-		if o, ok := got[0]; err == nil && ok && o[1] == 0 && (c.StaleShareStartOffset || o[0] == start) {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("share offsets of %s on %s: got %v (err %v), want lag 0 and start offset %d ({partition: [start offset, lag]})", group, topic, got, err, start)
+	want := fmt.Sprintf("lag 0 and start offset %d", start)
+	waitOffsetsFunc(t, c, group, topic, want, func(got offsets) bool {
+		o, ok := got[0]
+		return ok && o[1] == 0 && (c.StaleShareStartOffset || o[0] == start)
+	})
 }
 
 // headerMap returns a record's headers by name (the last one wins).

@@ -318,9 +318,15 @@ func (c *Cluster) CreateTopic(t testing.TB, name string, partitions int32) {
 // for a moment (seen on Kafka under load).
 func (c *Cluster) CreateTopicWith(t testing.TB, name string, partitions int32, configs map[string]*string) {
 	t.Helper()
+	createTopic(t, c.adm, name, partitions, configs)
+}
+
+// createTopic is [Cluster.CreateTopicWith] through adm.
+func createTopic(t testing.TB, adm *kadm.Client, name string, partitions int32, configs map[string]*string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := c.adm.CreateTopic(ctx, partitions, 1, configs, name)
+	resp, err := adm.CreateTopic(ctx, partitions, 1, configs, name)
 	if err == nil {
 		err = resp.Err
 	}
@@ -330,10 +336,10 @@ func (c *Cluster) CreateTopicWith(t testing.TB, name string, partitions int32, c
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_, _ = c.adm.DeleteTopics(ctx, name)
+		_, _ = adm.DeleteTopics(ctx, name)
 	})
 	ready := func() error {
-		listed, err := c.adm.ListTopics(ctx, name)
+		listed, err := adm.ListTopics(ctx, name)
 		if err != nil {
 			return err
 		}
@@ -347,7 +353,7 @@ func (c *Cluster) CreateTopicWith(t testing.TB, name string, partitions int32, c
 			return fmt.Errorf("partitions without a leader: %v", d.Partitions)
 		}
 		// Every leader serves the partition: its end offset can be read.
-		ends, err := c.adm.ListEndOffsets(ctx, name)
+		ends, err := adm.ListEndOffsets(ctx, name)
 		if err == nil {
 			err = ends.Error()
 		}

@@ -295,23 +295,11 @@ func (s *SecureCluster) Topic(t testing.TB, partitions int32) string {
 	return name
 }
 
-// CreateTopic creates the named topic with configs, deleted when t ends.
+// CreateTopic creates the named topic with configs, deleted when t ends,
+// and waits until the broker serves it (as [Cluster.CreateTopicWith]).
 func (s *SecureCluster) CreateTopic(t testing.TB, name string, partitions int32, configs map[string]*string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	resp, err := s.adm.CreateTopic(ctx, partitions, 1, configs, name)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		t.Fatalf("create topic %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, _ = s.adm.DeleteTopics(ctx, name)
-	})
+	createTopic(t, s.adm, name, partitions, configs)
 }
 
 // Group returns a unique share group name with share.auto.offset.reset

@@ -223,12 +223,19 @@ func describeOffsets(t testing.TB, c *kafkatest.Cluster, group, topic string) (o
 // exactly want: acks and state writes land asynchronously on Kafka.
 func waitOffsets(t testing.TB, c *kafkatest.Cluster, group, topic string, want offsets) {
 	t.Helper()
+	waitOffsetsFunc(t, c, group, topic, fmt.Sprint(want), func(got offsets) bool { return maps.Equal(got, want) })
+}
+
+// waitOffsetsFunc waits (bounded) until the group's offsets on topic
+// satisfy ok; want describes them for the failure message.
+func waitOffsetsFunc(t testing.TB, c *kafkatest.Cluster, group, topic, want string, ok func(offsets) bool) {
+	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	var got offsets
 	var err error
 	for time.Now().Before(deadline) {
 		got, err = describeOffsets(t, c, group, topic)
-		if err == nil && maps.Equal(got, want) {
+		if err == nil && ok(got) {
 			return
 		}
 		time.Sleep(100 * time.Millisecond)

@@ -48,3 +48,34 @@ new_cluster_id() {
   done
   printf '%s\n' "$id"
 }
+
+# pid_running PIDFILE PROPERTIES: print the pid in PIDFILE if that process
+# is still a broker started with PROPERTIES (guards against a recycled
+# pid); else fail.
+pid_running() {
+  local pid cmdline
+  [[ -f $1 ]] || return 1
+  pid=$(<"$1")
+  [[ $pid =~ ^[0-9]+$ ]] || return 1
+  kill -0 "$pid" 2>/dev/null || return 1
+  cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
+  [[ $cmdline == *"kafka.Kafka $2"* ]] || return 1
+  printf '%s\n' "$pid"
+}
+
+# stop_pid PID SECONDS: SIGTERM the broker PID, wait up to SECONDS for it
+# to exit, then SIGKILL it and wait a moment more.
+stop_pid() {
+  local pid=$1 i
+  kill -TERM "$pid" 2>/dev/null || true
+  for ((i = 0; i < $2 * 10; i++)); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.1
+  done
+  log "broker did not stop within ${2}s; killing it"
+  kill -KILL "$pid" 2>/dev/null || true
+  for ((i = 0; i < 50; i++)); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.1
+  done
+}
