@@ -149,6 +149,8 @@ func createTopics(ctx context.Context, adm *kadm.Client, replication int16, spec
 		switch {
 		case errors.Is(err, kerr.TopicAlreadyExists):
 			out[i].state = "exists"
+		case err != nil && s.configs[groupcfg.TopicDLQGroupEnable] != nil && strings.Contains(resp.ErrMessage, "Unknown topic config"):
+			return nil, fmt.Errorf("create topic %s: the brokers do not know the topic config %s: share-group dead-letter topics (-group-dlq) need Apache Kafka 4.4+", s.name, groupcfg.TopicDLQGroupEnable)
 		case err != nil:
 			msg := resp.ErrMessage
 			if msg != "" {
