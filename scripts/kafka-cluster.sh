@@ -275,15 +275,8 @@ cmd_up() {
 }
 
 cmd_logs() {
-  local f
   check_node "${1:-}"
-  f=$(node_dir "$1")/server.log
-  [[ -f $f ]] || die "no log yet ($f)"
-  case ${2:-} in
-    -f) exec tail -n 50 -F "$f" ;;
-    "") tail -n 100 "$f" ;;
-    *) tail -n "$2" "$f" ;;
-  esac
+  show_log "$(node_dir "$1")/server.log" "${2:-}"
 }
 
 case ${1:-} in

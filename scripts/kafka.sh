@@ -176,14 +176,7 @@ cmd_status() {
   return 1
 }
 
-cmd_logs() {
-  [[ -f $server_log ]] || die "no log yet ($server_log)"
-  case ${1:-} in
-    -f) exec tail -n 50 -F "$server_log" ;;
-    "") tail -n 100 "$server_log" ;;
-    *) tail -n "$1" "$server_log" ;;
-  esac
-}
+cmd_logs() { show_log "$server_log" "$@"; }
 
 case ${1:-} in
   up) shift; cmd_up "$@" ;;

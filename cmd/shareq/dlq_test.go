@@ -26,16 +26,7 @@ import (
 // -brokers flag for it.
 func dlqCluster(t *testing.T, n int) (*kfake.Cluster, string) {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "jobs", "jobs.dlq"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	c, cl := fakeTopics(t, "jobs", "jobs.dlq")
 	park, err := dlq.Middleware(cl, dlq.Logger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
 		t.Fatal(err)
@@ -58,6 +49,23 @@ func dlqCluster(t *testing.T, n int) (*kfake.Cluster, string) {
 		}
 	}
 	return c, strings.Join(c.ListenAddrs(), ",")
+}
+
+// fakeTopics starts kfake with the topics (one partition each) and returns
+// it with a plain client; both are closed when t ends.
+func fakeTopics(t *testing.T, topics ...string) (*kfake.Cluster, *kgo.Client) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topics...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return c, cl
 }
 
 // dlqRun runs "shareq dlq args..." and returns stdout, stderr and the error.
@@ -368,16 +376,7 @@ func TestPayload(t *testing.T) {
 // source topic, and replayed; one whose source is gone is passed over.
 func TestDLQBrokerRecords(t *testing.T) {
 	t.Parallel()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "jobs", "dlq.workers"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	c, cl := fakeTopics(t, "jobs", "dlq.workers")
 	brokerRec := func(offset, message string) *kgo.Record {
 		h := func(k, v string) kgo.RecordHeader { return kgo.RecordHeader{Key: k, Value: []byte(v)} }
 		return &kgo.Record{Topic: "dlq.workers", Headers: []kgo.RecordHeader{

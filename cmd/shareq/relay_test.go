@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net/url"
 	"strings"
 	"testing"
 
@@ -30,19 +29,13 @@ func TestRelayCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, err := url.Parse(pgtest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
+	dbURL := pgtest.SchemaURL(t, schema)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errOut logbuf.Buffer
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"relay", "-database", u.String(), "-brokers", brokers}, &out, &errOut)
+		done <- run(ctx, []string{"relay", "-database", dbURL, "-brokers", brokers}, &out, &errOut)
 	}()
 	r := readOne(t, cl)
 	cancel()

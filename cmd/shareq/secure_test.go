@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -244,13 +243,7 @@ func TestSecureRelayCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, err := url.Parse(pgtest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
+	dbURL := pgtest.SchemaURL(t, schema)
 
 	t.Setenv(saslMechanismEnv, "SCRAM-SHA-512")
 	t.Setenv(saslUserEnv, s.OpsUser)
@@ -260,7 +253,7 @@ func TestSecureRelayCommand(t *testing.T) {
 	var out, errOut logbuf.Buffer
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"relay", "-database", u.String(), "-brokers", s.SASLAddr, "-tls-ca", s.CAFile}, &out, &errOut)
+		done <- run(ctx, []string{"relay", "-database", dbURL, "-brokers", s.SASLAddr, "-tls-ca", s.CAFile}, &out, &errOut)
 	}()
 	got := s.Consume(t, topic, 1)
 	cancel()

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -17,14 +16,7 @@ import (
 // the test's own as the search path (dropped when the test ends).
 func schemaURL(t *testing.T) string {
 	t.Helper()
-	u, err := url.Parse(pgtest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", pgtest.Schema(t))
-	u.RawQuery = q.Encode()
-	return u.String()
+	return pgtest.SchemaURL(t, pgtest.Schema(t))
 }
 
 // The whole example on the embedded broker and real Postgres: each

@@ -440,7 +440,12 @@ func (c *Cluster) Produce(t testing.TB, recs ...*kgo.Record) {
 // the log start, failing t if they are not all there within 60 s.
 func (c *Cluster) Consume(t testing.TB, topic string, n int) []*kgo.Record {
 	t.Helper()
-	cl := c.Client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	return consume(t, c.Client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())), topic, n)
+}
+
+// consume polls cl, a consumer of topic from its start, for n records.
+func consume(t testing.TB, cl *kgo.Client, topic string, n int) []*kgo.Record {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var out []*kgo.Record

@@ -273,18 +273,7 @@ func (s *SecureCluster) Client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
 // failing t if they are not all there within 60 s.
 func (s *SecureCluster) Consume(t testing.TB, topic string, n int) []*kgo.Record {
 	t.Helper()
-	cl := s.Client(t, append(s.cl.Opts(), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	var out []*kgo.Record
-	for len(out) < n {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("consumed %d of %d records of %s before the timeout", len(out), n, topic)
-		}
-		fs.EachRecord(func(r *kgo.Record) { out = append(out, r) })
-	}
-	return out
+	return consume(t, s.Client(t, append(s.cl.Opts(), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...), topic, n)
 }
 
 // Topic creates a topic with a unique name, deleted when t ends.

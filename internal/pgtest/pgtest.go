@@ -37,6 +37,20 @@ func URL(t testing.TB) string {
 	return url
 }
 
+// SchemaURL returns the test database's URL with schema as its search
+// path, for programs that take a database URL (the CLI, the examples).
+func SchemaURL(t testing.TB, schema string) string {
+	t.Helper()
+	u, err := neturl.Parse(URL(t))
+	if err != nil {
+		t.Fatalf("%s: %v", EnvURL, err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
 // Schema creates a new, empty schema in the test database and returns
 // its name; the schema is dropped, with everything in it, when t ends.
 func Schema(t testing.TB) string {

@@ -79,3 +79,15 @@ stop_pid() {
     sleep 0.1
   done
 }
+
+# show_log FILE [-f|N]: the last 100 (or N) lines of a broker's log, or
+# follow it with -f.
+show_log() {
+  local f=$1
+  [[ -f $f ]] || die "no log yet ($f)"
+  case ${2:-} in
+    -f) exec tail -n 50 -F "$f" ;;
+    "") tail -n 100 "$f" ;;
+    *) tail -n "$2" "$f" ;;
+  esac
+}
