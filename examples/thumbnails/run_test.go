@@ -12,7 +12,7 @@ import (
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/devbroker"
 	"github.com/shareq/shareq/internal/logbuf"
-	"github.com/shareq/shareq/internal/pgtest"
+	"github.com/shareq/shareq/migrations/pgtest"
 )
 
 // runJSON runs the program with cfg (and -json) and returns its summary.
