@@ -35,14 +35,11 @@
 // The module provides a *metrics.Metrics. When the app provides a
 // prometheus.Registerer it is registered there and is the worker's
 // observer. A route constructor may take it to count parked jobs and
-// suppressed duplicates:
+// suppressed duplicates (here with an idempotency.Store the app provides,
+// such as a pgstore.Store on its pool):
 //
-//	func newImagesRoute(cl *kgo.Client, pool *pgxpool.Pool, m *metrics.Metrics) (workerfx.Route, error) {
+//	func newImagesRoute(cl *kgo.Client, store idempotency.Store, m *metrics.Metrics) (workerfx.Route, error) {
 //		park, err := dlq.Middleware(cl, dlq.OnPark(m.Parked))
-//		if err != nil {
-//			return workerfx.Route{}, err
-//		}
-//		store, err := pgstore.New(pool)
 //		if err != nil {
 //			return workerfx.Route{}, err
 //		}
@@ -100,20 +97,9 @@
 //
 // # The outbox relay
 //
-// [RelayModule] runs a pgoutbox.Relay, which moves the jobs enqueued with
-// pgoutbox.EnqueueTx from the outbox table to Kafka, with the app's
-// *pgxpool.Pool and *kgo.Client:
-//
-//	app := fx.New(
-//		fx.Provide(newPool, newKafkaClient), // the app's own
-//		workerfx.RelayModule,
-//	)
-//
-// and, for a worker in the same process, workerfx.Module with its Config
-// and routes as above. OnStart checks the outbox table (a missing one
-// fails app.Start) and runs the relay in a goroutine; a relay that fails
-// shuts the app down with exit code 1; OnStop lets it finish its round.
-// Its metrics go to the app's prometheus.Registerer when there is one.
+// The outbox relay's fx module is in a module of its own,
+// github.com/shareq/shareq/workerfx/outboxfx (outboxfx.Module), so that
+// this one does not depend on pgx.
 //
 // Delivery is at least once: see the handler package for what that means
 // for a handler.

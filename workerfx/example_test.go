@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -17,7 +16,6 @@ import (
 	"github.com/shareq/shareq/dlq"
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/idempotency"
-	"github.com/shareq/shareq/idempotency/pgstore"
 	"github.com/shareq/shareq/metrics"
 	"github.com/shareq/shareq/worker"
 	"github.com/shareq/shareq/workerfx"
@@ -209,12 +207,8 @@ type image struct{ ID string }
 func resizeImage(ctx context.Context, job *handler.Job, img image) error { return nil }
 
 // newImagesRoute is the package documentation's route constructor.
-func newImagesRoute(cl *kgo.Client, pool *pgxpool.Pool, m *metrics.Metrics) (workerfx.Route, error) {
+func newImagesRoute(cl *kgo.Client, store idempotency.Store, m *metrics.Metrics) (workerfx.Route, error) {
 	park, err := dlq.Middleware(cl, dlq.OnPark(m.Parked))
-	if err != nil {
-		return workerfx.Route{}, err
-	}
-	store, err := pgstore.New(pool)
 	if err != nil {
 		return workerfx.Route{}, err
 	}
