@@ -50,6 +50,24 @@
 //		return workerfx.Route{Topic: "images", Handler: handler.JSON(resizeImage), Middleware: []handler.Middleware{park, claim}}, nil
 //	}
 //
+// # Share-group lag
+//
+// [Lag] registers a metrics.LagCollector for the worker's share group
+// with the app's registerer, read through the app's *kadm.Client at
+// scrape time: shareq_share_group_lag_total{group,topic}, the backlog
+// KEDA scales workers on (metrics/keda-example.yaml). The module provides
+// neither the registerer nor the admin client:
+//
+//	app := fx.New(
+//		workerfx.Module,
+//		fx.Supply(workerfx.Config{Options: opts}),
+//		fx.Provide(func() prometheus.Registerer { return prometheus.DefaultRegisterer }),
+//		fx.Provide(newAdminClient),                // the app's *kadm.Client
+//		workerfx.Lag(metrics.LagTopics("images")), // a lag before the first worker joins
+//	)
+//
+// [LagFor] does the same for a worker of [Named].
+//
 // # More than one worker
 //
 // [Named] adds a worker with a name of its own: its options (given to
@@ -87,6 +105,19 @@
 // the provided *worker.Worker: its Stopped channel is closed when the
 // worker has stopped for good, and its Err method says why (nil after a
 // graceful stop).
+//
+// [HealthModule] provides a *[Health], an http.Handler the app mounts on
+// its own server: it serves every worker's state as JSON ([HealthReport]:
+// starting, running, or stopped with Worker.Err), with status 200 when
+// all run and 503 otherwise, for a readiness probe:
+//
+//	app := fx.New(
+//		workerfx.Module,
+//		fx.Supply(workerfx.Config{Options: opts}),
+//		workerfx.HealthModule,
+//		fx.Provide(http.NewServeMux), // the app's own mux and server
+//		fx.Invoke(func(mux *http.ServeMux, h *workerfx.Health) { mux.Handle("/healthz", h) }),
+//	)
 //
 // OnStop cancels the worker's context and waits for Run to return: the
 // worker stops polling, lets running handlers finish for up to its

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/fx"
@@ -217,4 +219,28 @@ func newImagesRoute(cl *kgo.Client, store idempotency.Store, m *metrics.Metrics)
 		return workerfx.Route{}, err
 	}
 	return workerfx.Route{Topic: "images", Handler: handler.JSON(resizeImage), Middleware: []handler.Middleware{park, claim}}, nil
+}
+
+// The package documentation's health handler, compiled here.
+func healthApp(opts []worker.Option) *fx.App {
+	app := fx.New(
+		workerfx.Module,
+		fx.Supply(workerfx.Config{Options: opts}),
+		workerfx.HealthModule,
+		fx.Provide(http.NewServeMux), // the app's own mux and server
+		fx.Invoke(func(mux *http.ServeMux, h *workerfx.Health) { mux.Handle("/healthz", h) }),
+	)
+	return app
+}
+
+// The package documentation's lag collector, compiled here.
+func lagApp(opts []worker.Option, newAdminClient func(*kgo.Client) *kadm.Client) *fx.App {
+	app := fx.New(
+		workerfx.Module,
+		fx.Supply(workerfx.Config{Options: opts}),
+		fx.Provide(func() prometheus.Registerer { return prometheus.DefaultRegisterer }),
+		fx.Provide(newAdminClient),                // the app's *kadm.Client
+		workerfx.Lag(metrics.LagTopics("images")), // a lag before the first worker joins
+	)
+	return app
 }

@@ -1,6 +1,7 @@
 package workerfx
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -218,7 +219,12 @@ func workerModule(name string, opts ...worker.Option) fx.Option {
 		}
 		return w, nil
 	}
-	run := func(lc fx.Lifecycle, sd fx.Shutdowner, w *worker.Worker, log *slog.Logger) {
+	newState := func(w *worker.Worker) (*runState, *runState) {
+		s := &runState{name: name, w: w}
+		return s, s // one for the health group, one for run
+	}
+	run := func(lc fx.Lifecycle, sd fx.Shutdowner, s *runState, log *slog.Logger) {
+		w := s.w
 		group := w.Group()
 		logArgs := []any{"group", group}
 		if name != "" {
@@ -229,7 +235,10 @@ func workerModule(name string, opts ...worker.Option) fx.Option {
 			Name:    label,
 			LogArgs: logArgs,
 			Check:   w.Check,
-			Run:     w.Run,
+			Run: func(ctx context.Context) error {
+				s.started.Store(true)
+				return w.Run(ctx)
+			},
 			TooSlow: fmt.Sprintf("%s of group %q did not stop within the app's stop timeout (raise fx.StopTimeout or lower worker.ShutdownTimeout)", label, group),
 		})
 	}
@@ -244,6 +253,7 @@ func workerModule(name string, opts ...worker.Option) fx.Option {
 			fx.Annotate(newWorker,
 				fx.ParamTags(optional(tag), `group:"`+RoutesGroupFor(name)+`"`, tag, `optional:"true"`, `optional:"true"`),
 				fx.ResultTags(tag)),
+			fx.Annotate(newState, fx.ParamTags(tag), fx.ResultTags(`group:"`+healthGroup+`"`, tag)),
 		),
 		fx.Invoke(fx.Annotate(run, fx.ParamTags("", "", tag, `optional:"true"`))),
 	)
