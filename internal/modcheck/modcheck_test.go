@@ -123,13 +123,14 @@ type module struct {
 // paths of all of go.work's modules.
 func published(t *testing.T) ([]module, []string) {
 	t.Helper()
-	out, err := goCmd(t, root, nil, "list", "-m", "-f", "{{.Path}} {{.Dir}}")
-	if err != nil {
-		t.Fatalf("go list -m: %v\n%s", err, out)
-	}
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// go.work's modules, also when the test runs with GOWORK=off.
+	out, err := goCmd(t, root, []string{"GOWORK=" + filepath.Join(abs, "go.work")}, "list", "-m", "-f", "{{.Path}} {{.Dir}}")
+	if err != nil {
+		t.Fatalf("go list -m: %v\n%s", err, out)
 	}
 	var (
 		mods []module
