@@ -46,7 +46,11 @@
 // its delivery count raised by one; each such delivery is in
 // [JobResult.Deliveries]. The broker's delivery limit is
 // [DeliveryLimitDefault] (5, Kafka's default) unless [DeliveryLimit] sets
-// it: lower it to make retry tests shorter.
+// it. Between deliveries the worker holds a failed job for
+// [RetryBackoffDefault] (10 ms) rather than production's 1, 2, 4 and 8 s,
+// and fetches wait at most 20 ms, so a job retried up to its limit takes
+// a fraction of a second (about 0.2 s for five deliveries); pass
+// worker.RetryBackoff to [Queue.Run] to test with another backoff.
 //
 // # Differences from production
 //

@@ -284,9 +284,11 @@ func (r *Result) describe() string {
 // The worker joins the Queue's share group with
 // share.auto.offset.reset=earliest, so it sees jobs produced before it
 // started, and runs with the worker's defaults except a short shutdown
-// timeout and a silent logger. opts are added after those and may change
-// them (worker.Concurrency, worker.Use for middleware, worker.Logger to
-// see its logs); Run's own observer comes last, after any
+// timeout, a retry backoff of [RetryBackoffDefault] (10 ms), a fetch
+// wait (worker.FetchMaxWait) of 20 ms instead of 100 ms, since a release
+// waits for the fetch in flight, and a silent logger. opts are added
+// after those and may change them (worker.Concurrency, worker.Use for
+// middleware, worker.Logger to see its logs, worker.RetryBackoff); Run's own observer comes last, after any
 // worker.WithObserver in opts, and every observer hears every job.
 func (q *Queue) Run(t testing.TB, h handler.Handler, opts ...worker.Option) *Result {
 	t.Helper()
@@ -305,6 +307,8 @@ func (q *Queue) Run(t testing.TB, h handler.Handler, opts ...worker.Option) *Res
 		worker.DeliveryLimit(q.cfg.deliveryLimit),
 		worker.ShutdownTimeout(5 * time.Second),
 		worker.StartTimeout(10 * time.Second),
+		worker.RetryBackoff(func(int32) time.Duration { return RetryBackoffDefault }),
+		worker.FetchMaxWait(20 * time.Millisecond),
 		worker.Logger(silent),
 	}
 	if q.cfg.dlq {

@@ -33,6 +33,14 @@ const (
 	LockDurationDefault = 2 * time.Second
 	// RunTimeoutDefault bounds [Queue.Run].
 	RunTimeoutDefault = 30 * time.Second
+	// RetryBackoffDefault is how long the worker of [Queue.Run] holds a
+	// job after a retryable failure before it releases it for the next
+	// delivery, instead of the worker package's 1, 2, 4, 8 s: a test that
+	// retries a job four times takes milliseconds, not 15 s. Run's opts
+	// change it with worker.RetryBackoff (a test of the backoff itself
+	// passes worker.ExponentialBackoff, or nil to release at once); a
+	// handler's handler.RetryAfter(d, err) is held d, as in production.
+	RetryBackoffDefault = 10 * time.Millisecond
 )
 
 // produceTimeout bounds one Produce.
@@ -257,15 +265,16 @@ func JobID(id string) ProduceOption {
 	})
 }
 
-// Key sets the record's key.
-func Key(key string) ProduceOption {
-	return produceFunc(func(r *kgo.Record) { r.Key = []byte(key) })
+// Key sets the record's key, as enqueue.Key does in production: bytes,
+// as Kafka keys are (handler.Job's Key is []byte too).
+func Key(key []byte) ProduceOption {
+	return produceFunc(func(r *kgo.Record) { r.Key = key })
 }
 
-// Header adds a record header.
-func Header(key, value string) ProduceOption {
+// Header adds a record header, as enqueue.Header does in production.
+func Header(key string, value []byte) ProduceOption {
 	return produceFunc(func(r *kgo.Record) {
-		r.Headers = append(r.Headers, kgo.RecordHeader{Key: key, Value: []byte(value)})
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: key, Value: value})
 	})
 }
 

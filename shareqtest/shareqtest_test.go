@@ -58,7 +58,7 @@ func TestRunAcceptsEveryJob(t *testing.T) {
 	q := shareqtest.New(t, shareqtest.Topic("thumbnails"), shareqtest.Partitions(3))
 	var ids []string
 	for i := range 20 {
-		ids = append(ids, q.Produce(t, fmt.Appendf(nil, "image %d", i), shareqtest.Key(fmt.Sprint(i)), shareqtest.Header("size", "small")))
+		ids = append(ids, q.Produce(t, fmt.Appendf(nil, "image %d", i), shareqtest.Key(fmt.Append(nil, i)), shareqtest.Header("size", []byte("small"))))
 	}
 	var mu sync.Mutex
 	seen := map[string]int{}
@@ -66,6 +66,9 @@ func TestRunAcceptsEveryJob(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		seen[string(job.Value)]++
+		if size, _ := job.Header("size"); string(size) != "small" || fmt.Sprintf("image %s", job.Key) != string(job.Value) {
+			t.Errorf("job %q: key %q, size header %q; want the key and header Produce set", job.Value, job.Key, size)
+		}
 		return nil
 	}), worker.Concurrency(4))
 
@@ -319,5 +322,44 @@ func TestClientReadsTopicsOfTheHandler(t *testing.T) {
 	recs := cl.PollFetches(ctx).Records()
 	if len(recs) != 1 || string(recs[0].Value) != "receipt for order-1" {
 		t.Fatalf("receipts: %v", recs)
+	}
+}
+
+// A job that fails until its last delivery is retried with
+// RetryBackoffDefault between deliveries, not the worker's 1, 2, 4, 8 s
+// (15 s for the five deliveries): the whole Run takes well under a
+// second. A worker.RetryBackoff given to Run replaces it.
+func TestRetriesUseTheFastDefaultBackoff(t *testing.T) {
+	t.Parallel()
+	q := shareqtest.New(t)
+	id := q.Produce(t, []byte("flaky"))
+	var calls atomic.Int32
+	flaky := handler.Func(func(ctx context.Context, job *handler.Job) error {
+		if calls.Add(1) < shareqtest.DeliveryLimitDefault {
+			return errors.New("the API is down")
+		}
+		return nil
+	})
+	began := time.Now()
+	res := q.Run(t, flaky)
+	took := time.Since(began)
+	res.RequireAccepted(t, id)
+	if j, _ := res.Job(id); len(j.Deliveries) != shareqtest.DeliveryLimitDefault {
+		t.Errorf("%d deliveries, want %d", len(j.Deliveries), shareqtest.DeliveryLimitDefault)
+	}
+	if took >= time.Second {
+		t.Errorf("a job retried %d times took %v, want well under a second with the %v backoff", shareqtest.DeliveryLimitDefault-1, took, shareqtest.RetryBackoffDefault)
+	}
+	t.Logf("%d deliveries in %v", shareqtest.DeliveryLimitDefault, took)
+
+	// Run's own worker.RetryBackoff wins: one retry held 500 ms.
+	q2 := shareqtest.New(t)
+	id2 := q2.Produce(t, []byte("flaky once"))
+	calls.Store(shareqtest.DeliveryLimitDefault - 2)
+	began = time.Now()
+	res = q2.Run(t, flaky, worker.RetryBackoff(func(int32) time.Duration { return 500 * time.Millisecond }))
+	res.RequireAccepted(t, id2)
+	if took := time.Since(began); took < 500*time.Millisecond {
+		t.Errorf("with worker.RetryBackoff(500ms) one retry took %v, want at least 500ms", took)
 	}
 }

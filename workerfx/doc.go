@@ -35,14 +35,11 @@
 // The module provides a *metrics.Metrics. When the app provides a
 // prometheus.Registerer it is registered there and is the worker's
 // observer. A route constructor may take it to count parked jobs and
-// suppressed duplicates:
+// suppressed duplicates (here with an idempotency.Store the app provides,
+// such as a pgstore.Store on its pool):
 //
-//	func newImagesRoute(cl *kgo.Client, pool *pgxpool.Pool, m *metrics.Metrics) (workerfx.Route, error) {
+//	func newImagesRoute(cl *kgo.Client, store idempotency.Store, m *metrics.Metrics) (workerfx.Route, error) {
 //		park, err := dlq.Middleware(cl, dlq.OnPark(m.Parked))
-//		if err != nil {
-//			return workerfx.Route{}, err
-//		}
-//		store, err := pgstore.New(pool)
 //		if err != nil {
 //			return workerfx.Route{}, err
 //		}
@@ -52,6 +49,24 @@
 //		}
 //		return workerfx.Route{Topic: "images", Handler: handler.JSON(resizeImage), Middleware: []handler.Middleware{park, claim}}, nil
 //	}
+//
+// # Share-group lag
+//
+// [Lag] registers a metrics.LagCollector for the worker's share group
+// with the app's registerer, read through the app's *kadm.Client at
+// scrape time: shareq_share_group_lag_total{group,topic}, the backlog
+// KEDA scales workers on (metrics/keda-example.yaml). The module provides
+// neither the registerer nor the admin client:
+//
+//	app := fx.New(
+//		workerfx.Module,
+//		fx.Supply(workerfx.Config{Options: opts}),
+//		fx.Provide(func() prometheus.Registerer { return prometheus.DefaultRegisterer }),
+//		fx.Provide(newAdminClient),                // the app's *kadm.Client
+//		workerfx.Lag(metrics.LagTopics("images")), // a lag before the first worker joins
+//	)
+//
+// [LagFor] does the same for a worker of [Named].
 //
 // # More than one worker
 //
@@ -91,6 +106,19 @@
 // worker has stopped for good, and its Err method says why (nil after a
 // graceful stop).
 //
+// [HealthModule] provides a *[Health], an http.Handler the app mounts on
+// its own server: it serves every worker's state as JSON ([HealthReport]:
+// starting, running, or stopped with Worker.Err), with status 200 when
+// all run and 503 otherwise, for a readiness probe:
+//
+//	app := fx.New(
+//		workerfx.Module,
+//		fx.Supply(workerfx.Config{Options: opts}),
+//		workerfx.HealthModule,
+//		fx.Provide(http.NewServeMux), // the app's own mux and server
+//		fx.Invoke(func(mux *http.ServeMux, h *workerfx.Health) { mux.Handle("/healthz", h) }),
+//	)
+//
 // OnStop cancels the worker's context and waits for Run to return: the
 // worker stops polling, lets running handlers finish for up to its
 // worker.ShutdownTimeout, acknowledges them and closes its clients. fx
@@ -100,20 +128,9 @@
 //
 // # The outbox relay
 //
-// [RelayModule] runs a pgoutbox.Relay, which moves the jobs enqueued with
-// pgoutbox.EnqueueTx from the outbox table to Kafka, with the app's
-// *pgxpool.Pool and *kgo.Client:
-//
-//	app := fx.New(
-//		fx.Provide(newPool, newKafkaClient), // the app's own
-//		workerfx.RelayModule,
-//	)
-//
-// and, for a worker in the same process, workerfx.Module with its Config
-// and routes as above. OnStart checks the outbox table (a missing one
-// fails app.Start) and runs the relay in a goroutine; a relay that fails
-// shuts the app down with exit code 1; OnStop lets it finish its round.
-// Its metrics go to the app's prometheus.Registerer when there is one.
+// The outbox relay's fx module is in a module of its own,
+// github.com/shareq/shareq/workerfx/outboxfx (outboxfx.Module), so that
+// this one does not depend on pgx.
 //
 // Delivery is at least once: see the handler package for what that means
 // for a handler.

@@ -4,12 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/fx"
@@ -17,7 +18,6 @@ import (
 	"github.com/shareq/shareq/dlq"
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/idempotency"
-	"github.com/shareq/shareq/idempotency/pgstore"
 	"github.com/shareq/shareq/metrics"
 	"github.com/shareq/shareq/worker"
 	"github.com/shareq/shareq/workerfx"
@@ -209,12 +209,8 @@ type image struct{ ID string }
 func resizeImage(ctx context.Context, job *handler.Job, img image) error { return nil }
 
 // newImagesRoute is the package documentation's route constructor.
-func newImagesRoute(cl *kgo.Client, pool *pgxpool.Pool, m *metrics.Metrics) (workerfx.Route, error) {
+func newImagesRoute(cl *kgo.Client, store idempotency.Store, m *metrics.Metrics) (workerfx.Route, error) {
 	park, err := dlq.Middleware(cl, dlq.OnPark(m.Parked))
-	if err != nil {
-		return workerfx.Route{}, err
-	}
-	store, err := pgstore.New(pool)
 	if err != nil {
 		return workerfx.Route{}, err
 	}
@@ -223,4 +219,28 @@ func newImagesRoute(cl *kgo.Client, pool *pgxpool.Pool, m *metrics.Metrics) (wor
 		return workerfx.Route{}, err
 	}
 	return workerfx.Route{Topic: "images", Handler: handler.JSON(resizeImage), Middleware: []handler.Middleware{park, claim}}, nil
+}
+
+// The package documentation's health handler, compiled here.
+func healthApp(opts []worker.Option) *fx.App {
+	app := fx.New(
+		workerfx.Module,
+		fx.Supply(workerfx.Config{Options: opts}),
+		workerfx.HealthModule,
+		fx.Provide(http.NewServeMux), // the app's own mux and server
+		fx.Invoke(func(mux *http.ServeMux, h *workerfx.Health) { mux.Handle("/healthz", h) }),
+	)
+	return app
+}
+
+// The package documentation's lag collector, compiled here.
+func lagApp(opts []worker.Option, newAdminClient func(*kgo.Client) *kadm.Client) *fx.App {
+	app := fx.New(
+		workerfx.Module,
+		fx.Supply(workerfx.Config{Options: opts}),
+		fx.Provide(func() prometheus.Registerer { return prometheus.DefaultRegisterer }),
+		fx.Provide(newAdminClient),                // the app's *kadm.Client
+		workerfx.Lag(metrics.LagTopics("images")), // a lag before the first worker joins
+	)
+	return app
 }

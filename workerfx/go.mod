@@ -3,16 +3,11 @@ module github.com/shareq/shareq/workerfx
 go 1.26.0
 
 require (
-	github.com/jackc/pgx/v5 v5.13.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/shareq/shareq v0.0.0-00010101000000-000000000000
-	github.com/shareq/shareq/enqueue/pgoutbox v0.0.0-00010101000000-000000000000
-	github.com/shareq/shareq/idempotency/pgstore v0.0.0-00010101000000-000000000000
-	github.com/shareq/shareq/internal/pgtest v0.0.0-00010101000000-000000000000
 	github.com/shareq/shareq/metrics v0.0.0-00010101000000-000000000000
-	github.com/shareq/shareq/metrics/outboxmetrics v0.0.0-00010101000000-000000000000
-	github.com/shareq/shareq/migrations v0.0.0-00010101000000-000000000000
 	github.com/twmb/franz-go v1.22.3
+	github.com/twmb/franz-go/pkg/kadm v1.20.0
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
 	go.uber.org/fx v1.24.0
 	go.uber.org/goleak v1.3.0
@@ -21,9 +16,6 @@ require (
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/jackc/pgpassfile v1.0.0 // indirect
-	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
-	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
@@ -32,14 +24,11 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/sourcegraph/conc v0.3.0 // indirect
-	github.com/twmb/franz-go/pkg/kadm v1.20.0 // indirect
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
 	go.uber.org/dig v1.19.0 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
 	go.uber.org/zap v1.26.0 // indirect
-	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
-	golang.org/x/text v0.44.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
@@ -47,10 +36,5 @@ require (
 // module builds from a clone, also without go.work (GOWORK=off, go mod tidy).
 replace (
 	github.com/shareq/shareq => ..
-	github.com/shareq/shareq/enqueue/pgoutbox => ../enqueue/pgoutbox
-	github.com/shareq/shareq/idempotency/pgstore => ../idempotency/pgstore
-	github.com/shareq/shareq/internal/pgtest => ../internal/pgtest
 	github.com/shareq/shareq/metrics => ../metrics
-	github.com/shareq/shareq/metrics/outboxmetrics => ../metrics/outboxmetrics
-	github.com/shareq/shareq/migrations => ../migrations
 )

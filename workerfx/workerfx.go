@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/metrics"
 	"github.com/shareq/shareq/worker"
+	"github.com/shareq/shareq/workerfx/internal/fxrun"
 )
 
 // RoutesGroup is the fx value group that the [Route]s of the worker of
@@ -219,18 +219,27 @@ func workerModule(name string, opts ...worker.Option) fx.Option {
 		}
 		return w, nil
 	}
-	run := func(lc fx.Lifecycle, sd fx.Shutdowner, w *worker.Worker, log *slog.Logger) {
+	newState := func(w *worker.Worker) (*runState, *runState) {
+		s := &runState{name: name, w: w}
+		return s, s // one for the health group, one for run
+	}
+	run := func(lc fx.Lifecycle, sd fx.Shutdowner, s *runState, log *slog.Logger) {
+		w := s.w
 		group := w.Group()
 		logArgs := []any{"group", group}
 		if name != "" {
 			logArgs = append(logArgs, "worker", name)
 		}
-		appendRun(lc, sd, log, component{
-			name:    label,
-			logArgs: logArgs,
-			check:   w.Check,
-			run:     w.Run,
-			tooSlow: fmt.Sprintf("%s of group %q did not stop within the app's stop timeout (raise fx.StopTimeout or lower worker.ShutdownTimeout)", label, group),
+		fxrun.Append(lc, sd, log, fxrun.Component{
+			Pkg:     "workerfx",
+			Name:    label,
+			LogArgs: logArgs,
+			Check:   w.Check,
+			Run: func(ctx context.Context) error {
+				s.started.Store(true)
+				return w.Run(ctx)
+			},
+			TooSlow: fmt.Sprintf("%s of group %q did not stop within the app's stop timeout (raise fx.StopTimeout or lower worker.ShutdownTimeout)", label, group),
 		})
 	}
 	module := "shareq"
@@ -244,70 +253,8 @@ func workerModule(name string, opts ...worker.Option) fx.Option {
 			fx.Annotate(newWorker,
 				fx.ParamTags(optional(tag), `group:"`+RoutesGroupFor(name)+`"`, tag, `optional:"true"`, `optional:"true"`),
 				fx.ResultTags(tag)),
+			fx.Annotate(newState, fx.ParamTags(tag), fx.ResultTags(`group:"`+healthGroup+`"`, tag)),
 		),
 		fx.Invoke(fx.Annotate(run, fx.ParamTags("", "", tag, `optional:"true"`))),
 	)
-}
-
-// component is something workerfx runs for the app's lifetime: the worker
-// or the outbox relay.
-type component struct {
-	name    string // for errors and logs: "worker", "outbox relay"
-	logArgs []any
-	check   func(context.Context) error // start-up check, in OnStart
-	run     func(context.Context) error // blocks until its context ends
-	tooSlow string                      // OnStop's error when run outlasts the stop timeout
-}
-
-// appendRun ties c to the lifecycle. OnStart runs c's check (a failure
-// fails app.Start) and starts c's run in a goroutine with a context of its
-// own, since OnStart's ends with start-up; OnStop cancels it and waits for
-// it within the stop timeout. A run that ends while the app runs shuts the
-// app down with exit code 1 instead of leaving it up without its worker.
-func appendRun(lc fx.Lifecycle, sd fx.Shutdowner, log *slog.Logger, c component) {
-	if log == nil {
-		log = slog.Default()
-	}
-	var (
-		cancel context.CancelFunc
-		done   chan error // run's error, or nil once the failure was reported
-	)
-	lc.Append(fx.Hook{
-		OnStart: func(startCtx context.Context) error {
-			if err := c.check(startCtx); err != nil {
-				return fmt.Errorf("workerfx: %s: %w", c.name, err)
-			}
-			var ctx context.Context
-			ctx, cancel = context.WithCancel(context.Background())
-			done = make(chan error, 1)
-			go func() {
-				err := c.run(ctx)
-				if ctx.Err() != nil { // stopping: OnStop reports err
-					done <- err
-					return
-				}
-				if err == nil {
-					err = errors.New(c.name + " stopped by itself")
-				}
-				log.Error("shareq: "+c.name+" failed; shutting the app down", append(slices.Clone(c.logArgs), "error", err)...)
-				if serr := sd.Shutdown(fx.ExitCode(1)); serr != nil {
-					log.Error("shareq: shutting the app down", "error", serr)
-				}
-				done <- nil
-			}()
-			return nil
-		},
-		OnStop: func(ctx context.Context) error {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					return fmt.Errorf("workerfx: %s: %w", c.name, err)
-				}
-				return nil
-			case <-ctx.Done():
-				return fmt.Errorf("workerfx: %s: %w", c.tooSlow, ctx.Err())
-			}
-		},
-	})
 }

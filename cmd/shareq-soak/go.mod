@@ -6,7 +6,6 @@ require (
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/shareq/shareq v0.0.0-00010101000000-000000000000
 	github.com/shareq/shareq/idempotency/pgstore v0.0.0-00010101000000-000000000000
-	github.com/shareq/shareq/internal/pgtest v0.0.0-00010101000000-000000000000
 	github.com/shareq/shareq/migrations v0.0.0-00010101000000-000000000000
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.20.0
@@ -31,6 +30,5 @@ require (
 replace (
 	github.com/shareq/shareq => ../..
 	github.com/shareq/shareq/idempotency/pgstore => ../../idempotency/pgstore
-	github.com/shareq/shareq/internal/pgtest => ../../internal/pgtest
 	github.com/shareq/shareq/migrations => ../../migrations
 )

@@ -6,7 +6,6 @@ require (
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/shareq/shareq v0.0.0-00010101000000-000000000000
 	github.com/shareq/shareq/enqueue/pgoutbox v0.0.0-00010101000000-000000000000
-	github.com/shareq/shareq/internal/pgtest v0.0.0-00010101000000-000000000000
 	github.com/shareq/shareq/migrations v0.0.0-00010101000000-000000000000
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.20.0
@@ -22,6 +21,7 @@ require (
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
 	github.com/sourcegraph/conc v0.3.0 // indirect
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
 )
@@ -32,6 +32,5 @@ replace (
 	github.com/shareq/shareq => ../..
 	github.com/shareq/shareq/enqueue/pgoutbox => ../../enqueue/pgoutbox
 	github.com/shareq/shareq/idempotency/pgstore => ../../idempotency/pgstore
-	github.com/shareq/shareq/internal/pgtest => ../../internal/pgtest
 	github.com/shareq/shareq/migrations => ../../migrations
 )

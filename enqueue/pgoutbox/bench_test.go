@@ -36,7 +36,7 @@ import (
 	"github.com/shareq/shareq/enqueue"
 	"github.com/shareq/shareq/internal/benchcmp"
 	"github.com/shareq/shareq/internal/kafkatest"
-	"github.com/shareq/shareq/internal/pgtest"
+	"github.com/shareq/shareq/migrations/pgtest"
 	"github.com/shareq/shareq/migrations"
 )
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/shareq/shareq/enqueue"
 	"github.com/shareq/shareq/internal/kafkatest"
-	"github.com/shareq/shareq/internal/pgtest"
+	"github.com/shareq/shareq/migrations/pgtest"
 	"github.com/shareq/shareq/migrations"
 )
 

@@ -18,7 +18,7 @@ import (
 	"github.com/shareq/shareq/idempotency/pgstore"
 	"github.com/shareq/shareq/internal/cutproxy"
 	"github.com/shareq/shareq/internal/kafkatest"
-	"github.com/shareq/shareq/internal/pgtest"
+	"github.com/shareq/shareq/migrations/pgtest"
 	"github.com/shareq/shareq/migrations"
 )
 

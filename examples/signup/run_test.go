@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/shareq/shareq/internal/logbuf"
-	"github.com/shareq/shareq/internal/pgtest"
+	"github.com/shareq/shareq/migrations/pgtest"
 )
 
 // schemaURL returns the test database's URL with a new, empty schema of

@@ -12,7 +12,7 @@ import (
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/devbroker"
 	"github.com/shareq/shareq/internal/logbuf"
-	"github.com/shareq/shareq/internal/pgtest"
+	"github.com/shareq/shareq/migrations/pgtest"
 )
 
 // runJSON runs the program with cfg (and -json) and returns its summary.
@@ -129,7 +129,7 @@ func TestRunText(t *testing.T) {
 		"thumbnails: 10 jobs in ",
 		"done             9 (1 needed more than one delivery)",
 		"parked           1 in thumbnails.dlq (decode: 1)",
-		"thumbnails       27 of 9 images",
+		"saved            27 thumbnails of 9 images", // 3 sizes of each of the 9 good images
 		"kept in memory",
 		"slowest job",
 	} {

@@ -130,7 +130,9 @@ func (s *Summary) writeText(w io.Writer) {
 	if s.OutDir != "" {
 		where = "written to " + s.OutDir
 	}
-	line("thumbnails", "%d of %d images, %s, %s", s.Thumbnails, s.Images, size(s.Bytes), where)
+	// One thumbnail per size and image: the count of images is not the
+	// count of thumbnails.
+	line("saved", "%d thumbnails of %d images, %s, %s", s.Thumbnails, s.Images, size(s.Bytes), where)
 	if s.DBRows > 0 {
 		line("database", "%d rows for %d jobs in table thumbnails, written in the claim transactions", s.DBRows, s.DBJobs)
 	}

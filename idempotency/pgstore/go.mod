@@ -5,7 +5,6 @@ go 1.26.0
 require (
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/shareq/shareq v0.0.0-00010101000000-000000000000
-	github.com/shareq/shareq/internal/pgtest v0.0.0-00010101000000-000000000000
 	github.com/shareq/shareq/migrations v0.0.0-00010101000000-000000000000
 	go.uber.org/goleak v1.3.0
 )
@@ -14,6 +13,7 @@ require (
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
 )
@@ -22,6 +22,5 @@ require (
 // module builds from a clone, also without go.work (GOWORK=off, go mod tidy).
 replace (
 	github.com/shareq/shareq => ../..
-	github.com/shareq/shareq/internal/pgtest => ../../internal/pgtest
 	github.com/shareq/shareq/migrations => ../../migrations
 )

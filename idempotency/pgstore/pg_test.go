@@ -7,11 +7,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/shareq/shareq/idempotency/pgstore"
-	"github.com/shareq/shareq/internal/pgtest"
+	"github.com/shareq/shareq/migrations/pgtest"
 	"github.com/shareq/shareq/migrations"
 )
 
-// newPool returns a pool on a schema of its own (internal/pgtest).
+// newPool returns a pool on a schema of its own (migrations/pgtest).
 func newPool(t *testing.T) (*pgxpool.Pool, string) {
 	t.Helper()
 	return pgtest.NewPool(t, 16)

@@ -17,7 +17,7 @@ import (
 	"github.com/shareq/shareq/idempotency"
 	"github.com/shareq/shareq/idempotency/pgstore"
 	"github.com/shareq/shareq/idempotency/storetest"
-	"github.com/shareq/shareq/internal/pgtest"
+	"github.com/shareq/shareq/migrations/pgtest"
 )
 
 func TestConformance(t *testing.T) {

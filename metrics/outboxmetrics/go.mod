@@ -8,7 +8,6 @@ require (
 	github.com/prometheus/client_model v0.6.3
 	github.com/shareq/shareq v0.0.0-00010101000000-000000000000
 	github.com/shareq/shareq/enqueue/pgoutbox v0.0.0-00010101000000-000000000000
-	github.com/shareq/shareq/internal/pgtest v0.0.0-00010101000000-000000000000
 	github.com/shareq/shareq/metrics v0.0.0-00010101000000-000000000000
 	github.com/shareq/shareq/migrations v0.0.0-00010101000000-000000000000
 	github.com/twmb/franz-go v1.22.3
@@ -43,7 +42,6 @@ replace (
 	github.com/shareq/shareq => ../..
 	github.com/shareq/shareq/enqueue/pgoutbox => ../../enqueue/pgoutbox
 	github.com/shareq/shareq/idempotency/pgstore => ../../idempotency/pgstore
-	github.com/shareq/shareq/internal/pgtest => ../../internal/pgtest
 	github.com/shareq/shareq/metrics => ../../metrics
 	github.com/shareq/shareq/migrations => ../../migrations
 )

@@ -17,7 +17,7 @@ import (
 	"github.com/shareq/shareq/enqueue"
 	"github.com/shareq/shareq/enqueue/pgoutbox"
 	"github.com/shareq/shareq/internal/kafkatest"
-	"github.com/shareq/shareq/internal/pgtest"
+	"github.com/shareq/shareq/migrations/pgtest"
 	"github.com/shareq/shareq/metrics/outboxmetrics"
 	"github.com/shareq/shareq/migrations"
 )

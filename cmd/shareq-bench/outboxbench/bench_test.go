@@ -26,7 +26,7 @@ import (
 
 	"github.com/shareq/shareq/enqueue/pgoutbox"
 	"github.com/shareq/shareq/internal/benchcmp"
-	"github.com/shareq/shareq/internal/pgtest"
+	"github.com/shareq/shareq/migrations/pgtest"
 	"github.com/shareq/shareq/migrations"
 )
 

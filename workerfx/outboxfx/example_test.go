@@ -1,4 +1,4 @@
-package workerfx_test
+package outboxfx_test
 
 import (
 	"context"
@@ -8,13 +8,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/fx"
 
-	"github.com/shareq/shareq/workerfx"
+	"github.com/shareq/shareq/workerfx/outboxfx"
 )
 
 // An fx application that relays the jobs its handlers enqueue with
 // pgoutbox.EnqueueTx. The app owns the pool and the Kafka client;
-// RelayModule runs the relay between app start and stop.
-func ExampleRelayModule() {
+// Module runs the relay between app start and stop.
+func ExampleModule() {
 	app := fx.New(
 		fx.Provide(func(lc fx.Lifecycle) (*pgxpool.Pool, error) {
 			pool, err := pgxpool.New(context.Background(), os.Getenv("DATABASE_URL"))
@@ -30,7 +30,7 @@ func ExampleRelayModule() {
 			}
 			return cl, err
 		}),
-		workerfx.RelayModule,
+		outboxfx.Module,
 	)
 	app.Run()
 }
@@ -55,7 +55,7 @@ func newKafkaClient(lc fx.Lifecycle) (*kgo.Client, error) {
 func relayApp() *fx.App {
 	app := fx.New(
 		fx.Provide(newPool, newKafkaClient), // the app's own
-		workerfx.RelayModule,
+		outboxfx.Module,
 	)
 	return app
 }

@@ -1,4 +1,4 @@
-package workerfx
+package outboxfx
 
 import (
 	"fmt"
@@ -12,19 +12,20 @@ import (
 
 	"github.com/shareq/shareq/enqueue/pgoutbox"
 	"github.com/shareq/shareq/metrics/outboxmetrics"
+	"github.com/shareq/shareq/workerfx/internal/fxrun"
 )
 
-// RelayProduceTimeoutDefault is the relay's produce timeout when
-// [RelayConfig.Options] sets none. It is shorter than pgoutbox's own
+// ProduceTimeoutDefault is the relay's produce timeout when
+// [Config.Options] sets none. It is shorter than pgoutbox's own
 // default so that a stopping relay, which finishes the round in
 // progress, fits in fx's default stop timeout (15 s) even when the broker
 // does not answer.
-const RelayProduceTimeoutDefault = 10 * time.Second
+const ProduceTimeoutDefault = 10 * time.Second
 
-// RelayModule runs a transactional outbox relay (package
+// Module runs a transactional outbox relay (package
 // enqueue/pgoutbox) for the life of an fx application. It needs the app's
 // *pgxpool.Pool and *kgo.Client (it closes neither) and provides the
-// *pgoutbox.Relay, built by [NewRelay]. A [RelayConfig] is optional.
+// *pgoutbox.Relay, built by [NewRelay]. A [Config] is optional.
 //
 // When the app provides a prometheus.Registerer, the relay's metrics
 // (outboxmetrics.NewCollector) are registered with it. It uses an
@@ -37,39 +38,38 @@ const RelayProduceTimeoutDefault = 10 * time.Second
 // 1. On stop it cancels the relay and waits for it to finish its round in
 // progress, up to fx's stop timeout.
 //
-// It may be used with [Module] in one app, or alone in an app that only
-// relays.
-var RelayModule = fx.Module("shareq.relay",
+// It may be used with workerfx.Module in one app, or alone in an app that
+// only relays.
+var Module = fx.Module("shareq.relay",
 	fx.Provide(NewRelay),
 	fx.Invoke(runRelay),
 )
 
-// RelayConfig configures the relay of [RelayModule]. Supplying one is
-// optional.
-type RelayConfig struct {
+// Config configures the relay of [Module]. Supplying one is optional.
+type Config struct {
 	// Options are pgoutbox relay options (BatchSize, PollInterval,
 	// RetryBackoff, ...), applied after the module's own (the app's
-	// logger and [RelayProduceTimeoutDefault]), so they win.
+	// logger and [ProduceTimeoutDefault]), so they win.
 	Options []pgoutbox.RelayOption
 	// MetricsOptions configure the relay's collector:
 	// outboxmetrics.ConstLabels, outboxmetrics.MinInterval, ...
 	MetricsOptions []outboxmetrics.Option
 }
 
-// RelayParams are the inputs of [NewRelay].
-type RelayParams struct {
+// Params are the inputs of [NewRelay].
+type Params struct {
 	fx.In
 
 	Pool   *pgxpool.Pool
 	Client *kgo.Client
-	Config RelayConfig `optional:"true"`
+	Config Config `optional:"true"`
 	// Registerer, when the app provides one, gets the relay's metrics.
 	Registerer prometheus.Registerer `optional:"true"`
 	Logger     *slog.Logger          `optional:"true"`
 }
 
-// RelayResult is the output of [NewRelay].
-type RelayResult struct {
+// Result is the output of [NewRelay].
+type Result struct {
 	fx.Out
 
 	Relay *pgoutbox.Relay
@@ -78,23 +78,23 @@ type RelayResult struct {
 // NewRelay builds the relay from the app's pool and client, and registers
 // its metrics with the app's registerer when there is one. It returns
 // pgoutbox.NewRelay's error for invalid options, and the registerer's.
-func NewRelay(p RelayParams) (RelayResult, error) {
+func NewRelay(p Params) (Result, error) {
 	log := p.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	opts := append([]pgoutbox.RelayOption{pgoutbox.Logger(log), pgoutbox.ProduceTimeout(RelayProduceTimeoutDefault)}, p.Config.Options...)
+	opts := append([]pgoutbox.RelayOption{pgoutbox.Logger(log), pgoutbox.ProduceTimeout(ProduceTimeoutDefault)}, p.Config.Options...)
 	r, err := pgoutbox.NewRelay(p.Pool, p.Client, opts...)
 	if err != nil {
-		return RelayResult{}, fmt.Errorf("workerfx: %w", err)
+		return Result{}, fmt.Errorf("outboxfx: %w", err)
 	}
 	if p.Registerer != nil {
 		mopts := append([]outboxmetrics.Option{outboxmetrics.Logger(log)}, p.Config.MetricsOptions...)
 		if err := p.Registerer.Register(outboxmetrics.NewCollector(r, mopts...)); err != nil {
-			return RelayResult{}, fmt.Errorf("workerfx: register the relay's metrics: %w", err)
+			return Result{}, fmt.Errorf("outboxfx: register the relay's metrics: %w", err)
 		}
 	}
-	return RelayResult{Relay: r}, nil
+	return Result{Relay: r}, nil
 }
 
 type relayRunParams struct {
@@ -108,10 +108,11 @@ type relayRunParams struct {
 
 // runRelay ties the relay to the app's lifecycle.
 func runRelay(p relayRunParams) {
-	appendRun(p.Lifecycle, p.Shutdowner, p.Logger, component{
-		name:    "outbox relay",
-		check:   p.Relay.Check,
-		run:     p.Relay.Run,
-		tooSlow: "the outbox relay did not finish its round within the app's stop timeout (raise fx.StopTimeout or lower pgoutbox.ProduceTimeout)",
+	fxrun.Append(p.Lifecycle, p.Shutdowner, p.Logger, fxrun.Component{
+		Pkg:     "outboxfx",
+		Name:    "outbox relay",
+		Check:   p.Relay.Check,
+		Run:     p.Relay.Run,
+		TooSlow: "the outbox relay did not finish its round within the app's stop timeout (raise fx.StopTimeout or lower pgoutbox.ProduceTimeout)",
 	})
 }

@@ -1,7 +1,9 @@
-package workerfx_test
+package outboxfx_test
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -13,14 +15,26 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
+	"go.uber.org/goleak"
 
 	"github.com/shareq/shareq/enqueue"
 	"github.com/shareq/shareq/enqueue/pgoutbox"
 	"github.com/shareq/shareq/internal/kafkatest"
-	"github.com/shareq/shareq/internal/pgtest"
 	"github.com/shareq/shareq/migrations"
-	"github.com/shareq/shareq/workerfx"
+	"github.com/shareq/shareq/migrations/pgtest"
+	"github.com/shareq/shareq/workerfx/outboxfx"
 )
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// registerer supplies reg to the app as its prometheus.Registerer.
+func registerer(reg *prometheus.Registry) fx.Option {
+	return fx.Supply(fx.Annotate(reg, fx.As(new(prometheus.Registerer))))
+}
 
 // relayBundle is a migrated schema (unless told otherwise), a cluster and
 // a topic.
@@ -47,8 +61,8 @@ func setupRelay(t *testing.T, migrate bool) *relayBundle {
 func (b *relayBundle) app(t *testing.T, opts ...fx.Option) []fx.Option {
 	return append([]fx.Option{
 		fx.Supply(b.pool, b.c.Client(t), quietLogger()),
-		fx.Supply(workerfx.RelayConfig{Options: []pgoutbox.RelayOption{pgoutbox.PollInterval(100 * time.Millisecond)}}),
-		workerfx.RelayModule,
+		fx.Supply(outboxfx.Config{Options: []pgoutbox.RelayOption{pgoutbox.PollInterval(100 * time.Millisecond)}}),
+		outboxfx.Module,
 	}, opts...)
 }
 
@@ -97,7 +111,7 @@ func counter(t *testing.T, reg prometheus.Gatherer, name string) float64 {
 // The module relays a job committed while the app runs, with its job ID,
 // exports the relay's metrics on the app's registry, and stops with the
 // app.
-func TestRelayModuleRelaysCommittedJobs(t *testing.T) {
+func TestModuleRelaysCommittedJobs(t *testing.T) {
 	t.Parallel()
 	b := setupRelay(t, true)
 	reg := prometheus.NewRegistry()
@@ -126,7 +140,7 @@ func TestRelayModuleRelaysCommittedJobs(t *testing.T) {
 }
 
 // A missing outbox table fails app.Start, saying what to do.
-func TestRelayModuleWithoutTheTableFailsStart(t *testing.T) {
+func TestModuleWithoutTheTableFailsStart(t *testing.T) {
 	t.Parallel()
 	b := setupRelay(t, false)
 	app := fxtest.New(t, b.app(t)...)
@@ -141,7 +155,7 @@ func TestRelayModuleWithoutTheTableFailsStart(t *testing.T) {
 // A relay that stops by itself shuts the app down with exit code 1. (Run
 // fails after its start check only when the relay is already running:
 // the test runs it first.)
-func TestRelayModuleFailureShutsTheAppDown(t *testing.T) {
+func TestModuleFailureShutsTheAppDown(t *testing.T) {
 	t.Parallel()
 	b := setupRelay(t, true)
 	var relay *pgoutbox.Relay

@@ -5,6 +5,13 @@
 // CI=true, where a missing database is a failure. With a URL that asks
 // for TLS only (sslmode=require, verify-ca, verify-full: scripts/postgres.sh
 // tls-url), [NewPool] also checks that its connections are encrypted.
+//
+// It is a test kit: shareq's own Postgres tests (migrations, pgstore,
+// pgoutbox, outboxmetrics, outboxfx, the commands) use it, and so may an
+// app's tests of its handlers, with migrations.Up on the pool it returns.
+// It lives in the migrations module, which every Postgres module's tests
+// need anyway, so that no published module requires a test-only module;
+// it needs pgx only, like package migrations.
 package pgtest
 
 import (

@@ -1,4 +1,4 @@
-package workerfx
+package fxrun
 
 import (
 	"context"
@@ -10,15 +10,21 @@ import (
 
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
+	"go.uber.org/goleak"
 
 	"github.com/shareq/shareq/internal/logbuf"
 )
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
 
 // A component that stops by itself while the app runs is not restarted:
 // the app is shut down with exit code 1 and the reason is logged. One that
 // returns nil counts as stopped too. (No broker condition makes a worker's
 // Run return after it started, so the worker's path is this one with its
-// Run; the outbox relay's is tested with a real failure in relay_test.go.)
+// Run; the outbox relay's is tested with a real failure in
+// workerfx/outboxfx.)
 func TestComponentThatStopsShutsTheAppDown(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -37,10 +43,11 @@ func TestComponentThatStopsShutsTheAppDown(t *testing.T) {
 			app := fxtest.New(t,
 				fx.Supply(log),
 				fx.Invoke(func(lc fx.Lifecycle, sd fx.Shutdowner) {
-					appendRun(lc, sd, log, component{
-						name:  "worker",
-						check: func(context.Context) error { return nil },
-						run: func(ctx context.Context) error {
+					Append(lc, sd, log, Component{
+						Pkg:   "workerfx",
+						Name:  "worker",
+						Check: func(context.Context) error { return nil },
+						Run: func(ctx context.Context) error {
 							select {
 							case <-fail:
 								return c.err
@@ -48,7 +55,7 @@ func TestComponentThatStopsShutsTheAppDown(t *testing.T) {
 								return nil
 							}
 						},
-						tooSlow: "too slow",
+						TooSlow: "too slow",
 					})
 				}),
 			)

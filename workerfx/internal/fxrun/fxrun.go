@@ -1,0 +1,78 @@
+// Package fxrun ties a long-running component (a worker, an outbox
+// relay) to an fx application's lifecycle, for workerfx and
+// workerfx/outboxfx.
+package fxrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	"go.uber.org/fx"
+)
+
+// Component is something run for the app's lifetime.
+type Component struct {
+	Pkg     string // the package the errors come from: "workerfx", "outboxfx"
+	Name    string // for errors and logs: "worker", "outbox relay"
+	LogArgs []any
+	Check   func(context.Context) error // start-up check, in OnStart
+	Run     func(context.Context) error // blocks until its context ends
+	TooSlow string                      // OnStop's error when Run outlasts the stop timeout
+}
+
+// Append ties c to the lifecycle. OnStart runs c's Check (a failure fails
+// app.Start) and starts c's Run in a goroutine with a context of its own,
+// since OnStart's ends with start-up; OnStop cancels it and waits for it
+// within the stop timeout. A Run that ends while the app runs shuts the
+// app down with exit code 1 instead of leaving it up without its
+// component. log nil means slog.Default().
+func Append(lc fx.Lifecycle, sd fx.Shutdowner, log *slog.Logger, c Component) {
+	if log == nil {
+		log = slog.Default()
+	}
+	var (
+		cancel context.CancelFunc
+		done   chan error // Run's error, or nil once the failure was reported
+	)
+	lc.Append(fx.Hook{
+		OnStart: func(startCtx context.Context) error {
+			if err := c.Check(startCtx); err != nil {
+				return fmt.Errorf("%s: %s: %w", c.Pkg, c.Name, err)
+			}
+			var ctx context.Context
+			ctx, cancel = context.WithCancel(context.Background())
+			done = make(chan error, 1)
+			go func() {
+				err := c.Run(ctx)
+				if ctx.Err() != nil { // stopping: OnStop reports err
+					done <- err
+					return
+				}
+				if err == nil {
+					err = errors.New(c.Name + " stopped by itself")
+				}
+				log.Error("shareq: "+c.Name+" failed; shutting the app down", append(slices.Clone(c.LogArgs), "error", err)...)
+				if serr := sd.Shutdown(fx.ExitCode(1)); serr != nil {
+					log.Error("shareq: shutting the app down", "error", serr)
+				}
+				done <- nil
+			}()
+			return nil
+		},
+		OnStop: func(ctx context.Context) error {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					return fmt.Errorf("%s: %s: %w", c.Pkg, c.Name, err)
+				}
+				return nil
+			case <-ctx.Done():
+				return fmt.Errorf("%s: %s: %w", c.Pkg, c.TooSlow, ctx.Err())
+			}
+		},
+	})
+}
