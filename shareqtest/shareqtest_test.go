@@ -326,9 +326,10 @@ func TestClientReadsTopicsOfTheHandler(t *testing.T) {
 }
 
 // A job that fails until its last delivery is retried with
-// RetryBackoffDefault between deliveries, not the worker's 1, 2, 4, 8 s
-// (15 s for the five deliveries): the whole Run takes well under a
-// second. A worker.RetryBackoff given to Run replaces it.
+// RetryBackoffDefault between deliveries, not the worker's 1, 2, 4, 8 s:
+// with those holds alone the five deliveries could not take less than
+// 15 s, so a Run that takes less used the fast default (the figure is
+// logged). A worker.RetryBackoff given to Run replaces it.
 func TestRetriesUseTheFastDefaultBackoff(t *testing.T) {
 	t.Parallel()
 	q := shareqtest.New(t)
@@ -347,8 +348,8 @@ func TestRetriesUseTheFastDefaultBackoff(t *testing.T) {
 	if j, _ := res.Job(id); len(j.Deliveries) != shareqtest.DeliveryLimitDefault {
 		t.Errorf("%d deliveries, want %d", len(j.Deliveries), shareqtest.DeliveryLimitDefault)
 	}
-	if took >= time.Second {
-		t.Errorf("a job retried %d times took %v, want well under a second with the %v backoff", shareqtest.DeliveryLimitDefault-1, took, shareqtest.RetryBackoffDefault)
+	if production := 15 * time.Second; took >= production {
+		t.Errorf("a job retried %d times took %v: the worker's own backoff (%v of holds), not the %v default", shareqtest.DeliveryLimitDefault-1, took, production, shareqtest.RetryBackoffDefault)
 	}
 	t.Logf("%d deliveries in %v", shareqtest.DeliveryLimitDefault, took)
 
