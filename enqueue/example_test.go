@@ -17,7 +17,7 @@ func Example() {
 		panic(err)
 	}
 	defer fake.Close()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(fake.ListenAddrs()...))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(fake.ListenAddrs()...), kgo.RecordPartitioner(enqueue.Partitioner()))
 	if err != nil {
 		panic(err)
 	}

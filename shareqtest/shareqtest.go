@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shareq/shareq/dlq"
+	"github.com/shareq/shareq/enqueue"
 	"github.com/shareq/shareq/handler"
 )
 
@@ -173,7 +174,7 @@ func New(t testing.TB, opts ...Option) *Queue {
 	if err != nil {
 		t.Fatalf("shareqtest: start kfake: %v", err)
 	}
-	client, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...))
+	client, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cluster.ListenAddrs()...)}, enqueue.ProducerOpts()...)...)
 	if err != nil {
 		cluster.Close()
 		t.Fatalf("shareqtest: client: %v", err)

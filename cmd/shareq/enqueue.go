@@ -61,7 +61,9 @@ func runEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *key != "" {
 		opts = append(opts, enqueue.Key([]byte(*key)))
 	}
-	cl, err := cluster.client(kgo.UnknownTopicRetries(2))
+	// enqueue.ProducerOpts: successive runs spread their jobs over the
+	// partitions (the round-robin starts at a random partition).
+	cl, err := cluster.client(append(enqueue.ProducerOpts(), kgo.UnknownTopicRetries(2))...)
 	if err != nil {
 		return fmt.Errorf("enqueue: %w", err)
 	}

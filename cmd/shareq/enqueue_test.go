@@ -84,6 +84,8 @@ func TestEnqueueCommandErrors(t *testing.T) {
 	}
 	if err := run(t.Context(), []string{"enqueue", "-brokers", brokers, "nope", "{}"}, &out, &errOut); !errors.Is(err, enqueue.ErrUnknownTopic) {
 		t.Errorf("missing topic: %v", err)
+	} else if n := strings.Count(err.Error(), "enqueue:"); n != 1 {
+		t.Errorf("missing topic: %q says \"enqueue:\" %d times, want once", err, n)
 	}
 	if err := run(t.Context(), []string{"enqueue"}, &out, &errOut); !errors.Is(err, errUsage) {
 		t.Errorf("no topic: %v", err)

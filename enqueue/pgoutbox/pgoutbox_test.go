@@ -154,7 +154,7 @@ func TestFailingRowDoesNotBlockOtherKeys(t *testing.T) {
 	if err := b.pool.QueryRow(t.Context(), "SELECT attempts, last_error FROM "+Table+" WHERE job_id = 'job-lost'").Scan(&attempts, &lastErr); err != nil {
 		t.Fatal(err)
 	}
-	if attempts < 1 || !strings.Contains(lastErr, enqueue.ErrUnknownTopic.Error()) {
+	if attempts < 1 || !strings.Contains(lastErr, "the topic does not exist") {
 		t.Fatalf("failing row: attempts %d, last_error %q; want a recorded unknown-topic failure", attempts, lastErr)
 	}
 	bl, err := r.Backlog(t.Context())
@@ -273,7 +273,7 @@ func TestPostgresOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	r, err := NewRelay(pool, b.cluster.Client(t), testRelayOptions(ProduceTimeout(5*time.Second))...)
+	r, err := NewRelay(pool, b.cluster.Client(t, enqueue.ProducerOpts()...), testRelayOptions(ProduceTimeout(5*time.Second))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +302,7 @@ func TestBrokerOutage(t *testing.T) {
 	// The relay's client bootstraps through a proxy that is down at
 	// first: no broker is reachable.
 	px := cutproxy.New(t, b.cluster.Seeds[0], true)
-	cl := b.cluster.Client(t, kgo.SeedBrokers(px.Addr()))
+	cl := b.cluster.Client(t, append(enqueue.ProducerOpts(), kgo.SeedBrokers(px.Addr()))...)
 	r, err := NewRelay(b.pool, cl, testRelayOptions(ProduceTimeout(time.Second))...)
 	if err != nil {
 		t.Fatal(err)
@@ -322,10 +322,47 @@ func TestBrokerOutage(t *testing.T) {
 	}
 }
 
+func TestNewRelayRefusesAStickyPartitioner(t *testing.T) {
+	t.Parallel()
+	_, err := NewRelay(&pgxpool.Pool{}, kafkatest.New(t).Client(t))
+	if !errors.Is(err, enqueue.ErrStickyPartitioner) {
+		t.Fatalf("NewRelay(a client with franz-go's default partitioner) = %v, want ErrStickyPartitioner", err)
+	}
+}
+
+// One relay round of keyless jobs spreads them evenly over the
+// partitions.
+func TestRelaySpreadsKeylessJobsOverPartitions(t *testing.T) {
+	t.Parallel()
+	const partitions, perPart = 4, 5
+	b := setup(t, partitions)
+	inTx(t, b.pool, func(tx pgx.Tx) {
+		jobs := make([]enqueue.Job, partitions*perPart)
+		for i := range jobs {
+			jobs[i] = enqueue.NewJob(b.topic, welcome{N: i})
+		}
+		if _, err := EnqueueManyTx(t.Context(), tx, jobs...); err != nil {
+			t.Fatal(err)
+		}
+	})
+	r := b.relay(t)
+	run(t, r)
+	recs := b.cluster.Consume(t, b.topic, partitions*perPart)
+	got := make([]int, partitions)
+	for _, rec := range recs {
+		got[rec.Partition]++
+	}
+	for _, n := range got {
+		if n != perPart {
+			t.Fatalf("jobs per partition = %v, want %d on each", got, perPart)
+		}
+	}
+}
+
 func TestCheckAndRunWithoutTheTable(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.NewPool(t, 4)
-	r, err := NewRelay(pool, kafkatest.New(t).Client(t))
+	r, err := NewRelay(pool, kafkatest.New(t).Client(t, enqueue.ProducerOpts()...))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,7 +102,10 @@ type Relay struct {
 }
 
 // NewRelay returns a relay that reads the outbox through pool and
-// produces with p, normally a *kgo.Client (which it does not close).
+// produces with p, normally a *kgo.Client (which it does not close). A
+// *kgo.Client must spread keyless jobs over the partitions, as
+// enqueue.New requires: NewRelay fails with [enqueue.ErrStickyPartitioner]
+// for one created without enqueue.ProducerOpts.
 func NewRelay(pool *pgxpool.Pool, p enqueue.Producer, opts ...RelayOption) (*Relay, error) {
 	cfg := relayConfig{
 		batchSize:      BatchSizeDefault,
@@ -121,6 +124,8 @@ func NewRelay(pool *pgxpool.Pool, p enqueue.Producer, opts ...RelayOption) (*Rel
 	}
 	if p == nil {
 		errs = append(errs, errors.New("nil Producer"))
+	} else if err := enqueue.CheckProducer(p); err != nil {
+		errs = append(errs, err)
 	}
 	if cfg.batchSize < 1 {
 		errs = append(errs, fmt.Errorf("BatchSize(%d): must be at least 1", cfg.batchSize))
