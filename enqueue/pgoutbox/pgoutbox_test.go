@@ -3,6 +3,7 @@ package pgoutbox
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/url"
 	"slices"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/shareq/shareq/idempotency/pgstore"
 	"github.com/shareq/shareq/internal/cutproxy"
 	"github.com/shareq/shareq/internal/kafkatest"
+	"github.com/shareq/shareq/internal/logbuf"
 	"github.com/shareq/shareq/internal/pgtest"
 	"github.com/shareq/shareq/migrations"
 )
@@ -273,7 +275,9 @@ func TestPostgresOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	r, err := NewRelay(pool, b.cluster.Client(t, enqueue.ProducerOpts()...), testRelayOptions(ProduceTimeout(5*time.Second))...)
+	var logs logbuf.Buffer
+	r, err := NewRelay(pool, b.cluster.Client(t, enqueue.ProducerOpts()...),
+		testRelayOptions(ProduceTimeout(5*time.Second), Logger(slog.New(slog.NewTextHandler(&logs, nil))))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,12 +287,20 @@ func TestPostgresOutage(t *testing.T) {
 
 	px.Cut()
 	during := enqueueN(t, b.pool, b.topic, 3, 1) // committed directly, not through the proxy
-	waitFor(t, "the relay to notice the outage", func() bool { return r.Stats().DBErrors > 0 })
+	// Several failed rounds and reconnections: each kind is logged once.
+	waitFor(t, "the relay to fail on Postgres repeatedly", func() bool { return r.Stats().DBErrors >= 6 })
 	if n := rowCount(t, b.pool); n != int64(len(during)) {
 		t.Fatalf("%d rows during the outage, want the %d committed then, waiting", n, len(during))
 	}
 	px.Restore()
 	waitFor(t, "the relay to resume by itself", func() bool { return rowCount(t, b.pool) == 0 })
+	waitFor(t, "the relay to log that it is back", func() bool {
+		return strings.Contains(logs.String(), "reaches Postgres again") && strings.Contains(logs.String(), "listens again")
+	})
+	checkLogLines(t, logs.String(), map[string]int{
+		"level=WARN": 2, "cannot work on the outbox in Postgres": 1, "no LISTEN connection": 1,
+		"reaches Postgres again": 1, "listens again": 1, "relay started": 1,
+	})
 	recs := b.cluster.Consume(t, b.topic, len(first)+len(during))
 	checkOrderPerKey(t, recs)
 	if n := total(t, b.cluster, b.topic); n != int64(len(first)+len(during)) {
@@ -303,22 +315,76 @@ func TestBrokerOutage(t *testing.T) {
 	// first: no broker is reachable.
 	px := cutproxy.New(t, b.cluster.Seeds[0], true)
 	cl := b.cluster.Client(t, append(enqueue.ProducerOpts(), kgo.SeedBrokers(px.Addr()))...)
-	r, err := NewRelay(b.pool, cl, testRelayOptions(ProduceTimeout(time.Second))...)
+	var logs logbuf.Buffer
+	r, err := NewRelay(b.pool, cl, testRelayOptions(ProduceTimeout(time.Second), Logger(slog.New(slog.NewTextHandler(&logs, nil))))...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ids := enqueueN(t, b.pool, b.topic, 5, 2)
 	run(t, r)
-	waitFor(t, "produce failures while the broker is unreachable", func() bool { return r.Stats().Failures >= uint64(len(ids)) })
+	// More failures than rows: several failed rounds, logged once.
+	waitFor(t, "produce failures while the broker is unreachable", func() bool { return r.Stats().Failures >= uint64(2*len(ids)) })
 	if n := rowCount(t, b.pool); n != int64(len(ids)) {
 		t.Fatalf("%d rows during the outage, want all %d waiting", n, len(ids))
 	}
 	px.Restore()
 	waitFor(t, "the relay to resume by itself", func() bool { return rowCount(t, b.pool) == 0 })
+	waitFor(t, "the relay to log that it produces again", func() bool { return strings.Contains(logs.String(), "produces again") })
+	checkLogLines(t, logs.String(), map[string]int{"level=WARN": 1, "cannot produce jobs": 1, "produces again": 1})
 	recs := b.cluster.Consume(t, b.topic, len(ids))
 	checkOrderPerKey(t, recs)
 	if n := total(t, b.cluster, b.topic); n != int64(len(ids)) {
 		t.Fatalf("%d records, want %d", n, len(ids))
+	}
+}
+
+// checkLogLines fails t unless, for each substring, want[substring] lines
+// of logs contain it.
+func checkLogLines(t *testing.T, logs string, want map[string]int) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(logs), "\n")
+	for sub, n := range want {
+		got := 0
+		for _, l := range lines {
+			if strings.Contains(l, sub) {
+				got++
+			}
+		}
+		if got != n {
+			t.Errorf("%d log lines with %q, want %d; logs:\n%s", got, sub, n, logs)
+		}
+	}
+}
+
+func TestRelayLogsStartAndStop(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	var logs logbuf.Buffer
+	r := b.relay(t, Logger(slog.New(slog.NewTextHandler(&logs, nil))))
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	ids := enqueueN(t, b.pool, b.topic, 2, 2)
+	waitFor(t, "the jobs to be relayed", func() bool { return r.Stats().Produced == uint64(len(ids)) })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	checkLogLines(t, logs.String(), map[string]int{
+		"level=INFO msg=\"pgoutbox: relay started\"":            1,
+		"level=INFO msg=\"pgoutbox: relay stopped\" produced=2": 1,
+		"level=WARN": 0,
+	})
+}
+
+func TestRelayLogsToSlogDefaultByDefault(t *testing.T) {
+	t.Parallel()
+	r, err := NewRelay(&pgxpool.Pool{}, &kgo.Client{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.cfg.logger != slog.Default() {
+		t.Fatal("the default logger is not slog.Default()")
 	}
 }
 
