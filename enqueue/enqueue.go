@@ -51,8 +51,8 @@ func (f optionFunc) apply(j *Job) { f(j) }
 func ID(id string) Option { return optionFunc(func(j *Job) { j.ID = id }) }
 
 // Key sets the record key. Jobs with the same key go to the same
-// partition, in enqueue order. Default: no key (the producer spreads
-// jobs over the partitions).
+// partition, in enqueue order. Default: no key; with [Partitioner] the
+// producer sends each keyless job to the next partition, round-robin.
 func Key(key []byte) Option { return optionFunc(func(j *Job) { j.Key = key }) }
 
 // Header adds a record header. The [handler.JobIDHeader] header is set

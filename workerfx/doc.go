@@ -102,7 +102,9 @@
 //
 // [RelayModule] runs a pgoutbox.Relay, which moves the jobs enqueued with
 // pgoutbox.EnqueueTx from the outbox table to Kafka, with the app's
-// *pgxpool.Pool and *kgo.Client:
+// *pgxpool.Pool and *kgo.Client (created with enqueue.ProducerOpts, so
+// that keyless jobs spread over the partitions; app.Start fails with
+// enqueue.ErrStickyPartitioner otherwise):
 //
 //	app := fx.New(
 //		fx.Provide(newPool, newKafkaClient), // the app's own
