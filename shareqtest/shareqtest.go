@@ -239,8 +239,10 @@ func (q *Queue) DeliveryLimit() int { return q.cfg.deliveryLimit }
 
 // Client returns the Queue's client, connected to the broker: for
 // producing records that are not jobs, reading a topic back, or passing
-// to middleware that produces (such as dlq.Middleware). The Queue closes
-// it; do not close it yourself.
+// to middleware that produces (such as dlq.Middleware). It has
+// enqueue.ProducerOpts, so enqueue.New accepts it and keyless records
+// spread over the partitions. The Queue closes it; do not close it
+// yourself.
 func (q *Queue) Client() *kgo.Client { return q.client }
 
 // A ProduceOption sets something on a record [Queue.Produce] writes.
