@@ -12,6 +12,19 @@
 // A value of type [Raw] is sent as it is instead of as JSON, for handlers
 // that read the record's bytes themselves (an image, protobuf).
 //
+// # Partitions
+//
+// The client must be created with [ProducerOpts] (or
+// kgo.RecordPartitioner([Partitioner]())): it sends each job without a
+// key to the next partition of its topic, round-robin, so a burst, even
+// one [Client.EnqueueMany] call, reaches every partition and so every
+// worker of the share group (while the group has no more members than
+// partitions, each partition has one member). A job with a key goes to
+// the partition of its key, as with franz-go's default partitioner.
+// franz-go's default partitioner is sticky: it would put the whole burst
+// on one partition, and [New] refuses a client with it
+// ([ErrStickyPartitioner]).
+//
 // # Job IDs
 //
 // Every job gets an ID: [ID] sets it, and by default it is a fresh

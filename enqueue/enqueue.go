@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -50,8 +51,8 @@ func (f optionFunc) apply(j *Job) { f(j) }
 func ID(id string) Option { return optionFunc(func(j *Job) { j.ID = id }) }
 
 // Key sets the record key. Jobs with the same key go to the same
-// partition, in enqueue order. Default: no key (the producer spreads
-// jobs over the partitions).
+// partition, in enqueue order. Default: no key; with [Partitioner] the
+// producer sends each keyless job to the next partition, round-robin.
 func Key(key []byte) Option { return optionFunc(func(j *Job) { j.Key = key }) }
 
 // Header adds a record header. The [handler.JobIDHeader] header is set
@@ -101,7 +102,7 @@ func (j Job) Record() (*kgo.Record, error) {
 	} else {
 		var err error
 		if value, err = json.Marshal(j.Value); err != nil {
-			return nil, fmt.Errorf("enqueue: %s: %w: %w", j.Topic, ErrEncode, err)
+			return nil, &kindError{fmt.Sprintf("enqueue: %s: ", j.Topic), ErrEncode, err}
 		}
 	}
 	id := j.ID
@@ -136,10 +137,16 @@ type Client struct {
 	p Producer
 }
 
-// New returns a Client that produces with p.
+// New returns a Client that produces with p. A *kgo.Client must spread
+// keyless jobs over the partitions: New fails with
+// [ErrStickyPartitioner] for one created without [ProducerOpts] (see
+// [CheckProducer]).
 func New(p Producer) (*Client, error) {
 	if p == nil {
 		return nil, errors.New("enqueue: nil Producer")
+	}
+	if err := CheckProducer(p); err != nil {
+		return nil, err
 	}
 	return &Client{p: p}, nil
 }
@@ -206,9 +213,25 @@ func ProduceError(r *kgo.Record, err error) error {
 	id := RecordID(r)
 	switch {
 	case errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.UnknownTopicID):
-		return fmt.Errorf("enqueue: job %s on %s: %w: %w", id, r.Topic, ErrUnknownTopic, err)
+		return &kindError{fmt.Sprintf("enqueue: job %s on %s: ", id, r.Topic), ErrUnknownTopic, err}
 	case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge):
-		return fmt.Errorf("enqueue: job %s on %s (%d bytes): %w: %w", id, r.Topic, len(r.Key)+len(r.Value), ErrTooLarge, err)
+		return &kindError{fmt.Sprintf("enqueue: job %s on %s (%d bytes): ", id, r.Topic, len(r.Key)+len(r.Value)), ErrTooLarge, err}
 	}
 	return fmt.Errorf("enqueue: job %s on %s: %w", id, r.Topic, err)
 }
+
+// kindError is an error of a known kind (one of the package's sentinel
+// errors) with its cause. Its message is prefix, the kind's message
+// without its "enqueue: " (prefix already names the package), and the
+// cause: "enqueue: job 1 on t: the topic does not exist…: UNKNOWN_TOPIC…".
+type kindError struct {
+	prefix string
+	kind   error
+	err    error
+}
+
+func (e *kindError) Error() string {
+	return e.prefix + strings.TrimPrefix(e.kind.Error(), "enqueue: ") + ": " + e.err.Error()
+}
+
+func (e *kindError) Unwrap() []error { return []error{e.kind, e.err} }

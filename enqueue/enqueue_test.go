@@ -29,7 +29,7 @@ func setup(t *testing.T) (*kafkatest.Cluster, string, *enqueue.Client) {
 	t.Helper()
 	c := kafkatest.New(t)
 	topic := c.Topic(t, 1)
-	q, err := enqueue.New(c.Client(t))
+	q, err := enqueue.New(c.Client(t, enqueue.ProducerOpts()...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,6 +167,8 @@ func TestUnencodableValueSendsNothing(t *testing.T) {
 	}
 	if _, err := q.Enqueue(t.Context(), topic, make(chan int)); !errors.Is(err, enqueue.ErrEncode) {
 		t.Fatalf("Enqueue(chan) = %v, want ErrEncode", err)
+	} else if n := strings.Count(err.Error(), "enqueue:"); n != 1 {
+		t.Fatalf("error %q says \"enqueue:\" %d times, want once", err, n)
 	}
 	if end := endOffset(t, c, topic); end != 0 {
 		t.Fatalf("end offset %d after refused jobs, want 0: nothing may be sent", end)
@@ -176,7 +178,7 @@ func TestUnencodableValueSendsNothing(t *testing.T) {
 func TestMissingTopic(t *testing.T) {
 	t.Parallel()
 	c := kafkatest.New(t)
-	q, err := enqueue.New(c.Client(t))
+	q, err := enqueue.New(c.Client(t, enqueue.ProducerOpts()...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,6 +189,9 @@ func TestMissingTopic(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), missing) || !strings.Contains(err.Error(), "create it") {
 		t.Fatalf("error %q does not name the topic and say to create it", err)
+	}
+	if n := strings.Count(err.Error(), "enqueue:"); n != 1 {
+		t.Fatalf("error %q says \"enqueue:\" %d times, want once", err, n)
 	}
 }
 
@@ -203,7 +208,7 @@ func TestTooLarge(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = c.Admin().DeleteTopics(context.Background(), topic) })
-	q, err := enqueue.New(c.Client(t))
+	q, err := enqueue.New(c.Client(t, enqueue.ProducerOpts()...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,9 +221,11 @@ func TestTooLarge(t *testing.T) {
 	// Over the topic's max.message.bytes: the broker refuses it.
 	if _, err := q.Enqueue(t.Context(), topic, big); !errors.Is(err, enqueue.ErrTooLarge) {
 		t.Fatalf("Enqueue over max.message.bytes = %v, want ErrTooLarge", err)
+	} else if n := strings.Count(err.Error(), "enqueue:"); n != 1 {
+		t.Fatalf("error %q says \"enqueue:\" %d times, want once", err, n)
 	}
 	// Over the client's batch limit: the client refuses it unsent.
-	q2, err := enqueue.New(c.Client(t, kgo.ProducerBatchMaxBytes(1000)))
+	q2, err := enqueue.New(c.Client(t, append(enqueue.ProducerOpts(), kgo.ProducerBatchMaxBytes(1000))...))
 	if err != nil {
 		t.Fatal(err)
 	}

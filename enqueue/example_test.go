@@ -17,7 +17,7 @@ func Example() {
 		panic(err)
 	}
 	defer fake.Close()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(fake.ListenAddrs()...))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(fake.ListenAddrs()...), kgo.RecordPartitioner(enqueue.Partitioner()))
 	if err != nil {
 		panic(err)
 	}
@@ -66,4 +66,18 @@ func welcome(ctx context.Context, cl *kgo.Client, out *string) error {
 	// q.EnqueueMany(ctx, jobs...) for a batch.
 	*out = id
 	return err
+}
+
+// newProducer creates the client a producer of jobs enqueues with (the
+// README shows its line): keyless jobs spread over the partitions.
+func newProducer(brokers []string) (*kgo.Client, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(enqueue.Partitioner()))
+	return cl, err
+}
+
+// newProducerWithOpts is newProducer with every option shareq needs (the
+// documentation of ProducerOpts shows its line).
+func newProducerWithOpts(brokers []string) (*kgo.Client, error) {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, enqueue.ProducerOpts()...)...)
+	return cl, err
 }

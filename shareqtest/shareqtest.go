@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shareq/shareq/dlq"
+	"github.com/shareq/shareq/enqueue"
 	"github.com/shareq/shareq/handler"
 )
 
@@ -181,7 +182,7 @@ func New(t testing.TB, opts ...Option) *Queue {
 	if err != nil {
 		t.Fatalf("shareqtest: start kfake: %v", err)
 	}
-	client, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...))
+	client, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cluster.ListenAddrs()...)}, enqueue.ProducerOpts()...)...)
 	if err != nil {
 		cluster.Close()
 		t.Fatalf("shareqtest: client: %v", err)
@@ -246,8 +247,10 @@ func (q *Queue) DeliveryLimit() int { return q.cfg.deliveryLimit }
 
 // Client returns the Queue's client, connected to the broker: for
 // producing records that are not jobs, reading a topic back, or passing
-// to middleware that produces (such as dlq.Middleware). The Queue closes
-// it; do not close it yourself.
+// to middleware that produces (such as dlq.Middleware). It has
+// enqueue.ProducerOpts, so enqueue.New accepts it and keyless records
+// spread over the partitions. The Queue closes it; do not close it
+// yourself.
 func (q *Queue) Client() *kgo.Client { return q.client }
 
 // A ProduceOption sets something on a record [Queue.Produce] writes.

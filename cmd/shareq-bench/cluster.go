@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/shareq/shareq/enqueue"
 	"github.com/shareq/shareq/internal/groupcfg"
 )
 
@@ -54,10 +55,10 @@ func newCluster(ctx context.Context, broker string) (*cluster, error) {
 	} else {
 		c.seeds = strings.Split(broker, ",")
 	}
-	// Round-robin: jobs spread evenly over partitions, as a job producer
-	// without keys spreads them.
+	// enqueue.Partitioner: keyless jobs spread evenly over partitions, as
+	// shareq's producers spread them.
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds...), kgo.ProducerLinger(5*time.Millisecond),
-		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
+		kgo.RecordPartitioner(enqueue.Partitioner()),
 		kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedRecords(50000))
 	if err != nil {
 		c.close()

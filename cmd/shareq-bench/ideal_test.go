@@ -129,3 +129,11 @@ func TestJobCodec(t *testing.T) {
 		t.Fatal("decodeJob accepted a short value")
 	}
 }
+
+func TestBurstIdeal(t *testing.T) {
+	t.Parallel()
+	// 48 jobs on 3 workers × 4 slots: 4 waves of 1 s.
+	if got := burstIdeal(); got != 4*time.Second {
+		t.Fatalf("burstIdeal() = %v, want 4s", got)
+	}
+}

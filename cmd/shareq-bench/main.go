@@ -2,7 +2,7 @@
 // would weigh it against, in one run, and reports ratios within that run:
 //
 //	go run ./cmd/shareq-bench [-broker kfake|127.0.0.1:19092|both]
-//	    [-database URL] [-scenarios hol,overhead,eos,renew] [-out bench-out/] [-quick]
+//	    [-database URL] [-scenarios hol,overhead,eos,renew,burst] [-out bench-out/] [-quick]
 //
 // Scenarios, each run on every backend asked for (kfake in process, and
 // a real broker):
@@ -20,6 +20,11 @@
 //	          transaction (needs -database).
 //	renew     jobs three lock durations long on two competing workers:
 //	          duplicate executions and lock renewals per job.
+//	burst     48 keyless jobs of 1 s enqueued in one EnqueueMany call on 6
+//	          partitions, run by 3 worker processes (this executable,
+//	          re-executed) of Concurrency 4: makespan against the ideal
+//	          ceil(N/(3·C))·d and jobs per worker, with enqueue.Partitioner
+//	          and with franz-go's default (sticky) partitioner.
 //
 // The shareq worker's only setting in every scenario is its Concurrency
 // (handler slots); how it fetches to fill them is the worker's business.
@@ -39,6 +44,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -55,6 +62,13 @@ const realBrokerDefault = "127.0.0.1:19092"
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if len(os.Args) > 1 && os.Args[1] == burstWorkerCmd {
+		if err := runBurstWorker(ctx, os.Args[2:], os.Stdin, os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "shareq-bench "+burstWorkerCmd+":", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "shareq-bench:", err)
@@ -76,7 +90,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	broker := fs.String("broker", "kfake", "kfake, a broker address (host:port), or both (kfake, then $SHAREQ_TEST_KAFKA or "+realBrokerDefault+")")
 	database := fs.String("database", os.Getenv("SHAREQ_TEST_POSTGRES"), "Postgres URL for the eos scenario (default $SHAREQ_TEST_POSTGRES; scripts/postgres.sh url)")
-	scen := fs.String("scenarios", "hol,overhead,eos,renew", "comma-separated scenarios to run")
+	scen := fs.String("scenarios", "hol,overhead,eos,renew,burst", "comma-separated scenarios to run")
 	out := fs.String("out", "bench-out", "directory for results.csv and the charts")
 	quick := fs.Bool("quick", false, "smaller counts and shorter no-op runs (a few minutes on kfake)")
 	if err := fs.Parse(args); err != nil {
@@ -100,11 +114,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	for _, s := range strings.Split(*scen, ",") {
 		switch s = strings.TrimSpace(s); s {
-		case "hol", "overhead", "eos", "renew":
+		case "hol", "overhead", "eos", "renew", "burst":
 			o.scenarios[s] = true
 		case "":
 		default:
-			return o, fmt.Errorf("-scenarios: unknown scenario %q (want hol, overhead, eos, renew)", s)
+			return o, fmt.Errorf("-scenarios: unknown scenario %q (want hol, overhead, eos, renew, burst)", s)
 		}
 	}
 	return o, nil
@@ -381,6 +395,39 @@ func runBackend(ctx context.Context, c *cluster, log *slog.Logger, o options, sz
 		add("renew", v, "renew_errors", float64(res.RenewErrors), "count", "")
 		if res.JobDur > 0 && res.Makespan > 0 {
 			add("renew", v, "makespan_vs_job", res.Makespan.Seconds()/res.JobDur.Seconds(), "x", "all jobs ran at once: ideal 1")
+		}
+	}
+	if o.scenarios["burst"] {
+		ideal := burstIdeal()
+		runs := map[bool]burstRun{}
+		for _, sticky := range []bool{true, false} {
+			progress(fmt.Sprintf("burst: %d jobs of %v, %d worker processes × concurrency=%d, sticky=%v",
+				burstJobs, burstJobDur, burstWorkers, burstConcurrency, sticky))
+			r, err := runBurst(ctx, c, log, sticky)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("burst (sticky=%v): %w", sticky, err))
+				continue
+			}
+			runs[sticky] = r
+			per := make([]string, len(r.PerWorker))
+			for i, n := range r.PerWorker {
+				per[i] = strconv.Itoa(n)
+			}
+			add("burst", r.Variant, "makespan", r.Makespan.Seconds(), "s", "")
+			add("burst", r.Variant, "vs_ideal", r.Makespan.Seconds()/ideal.Seconds(), "x",
+				fmt.Sprintf("ideal ceil(%d/(%d·%d))·%v = %v; goal <= 1.1", burstJobs, burstWorkers, burstConcurrency, burstJobDur, ideal))
+			add("burst", r.Variant, "busiest_worker_jobs", float64(slices.Max(r.PerWorker)), "jobs",
+				"jobs per worker "+strings.Join(per, "/")+fmt.Sprintf("; even share %d", burstJobs/burstWorkers))
+			add("burst", r.Variant, "partitions_used", float64(r.Partitions), "count", fmt.Sprintf("of %d", burstPartitions))
+			if r.Dups > 0 {
+				add("burst", r.Variant, "duplicate_runs", float64(r.Dups), "count", "")
+			}
+		}
+		if s, ok := runs[true]; ok {
+			if p, ok := runs[false]; ok && p.Makespan > 0 {
+				add("burst", "sticky vs enqueue.Partitioner", "makespan_ratio", s.Makespan.Seconds()/p.Makespan.Seconds(), "x",
+					"default-partitioner makespan / enqueue.Partitioner makespan")
+			}
 		}
 	}
 	return br, errors.Join(errs...)

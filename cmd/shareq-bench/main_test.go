@@ -1,11 +1,23 @@
 package main
 
 import (
+	"context"
+	"fmt"
+	"os"
 	"testing"
 
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
+	// The burst scenario re-executes its executable, here the test
+	// binary, as a worker process.
+	if len(os.Args) > 1 && os.Args[1] == burstWorkerCmd {
+		if err := runBurstWorker(context.Background(), os.Args[2:], os.Stdin, os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	goleak.VerifyTestMain(m)
 }

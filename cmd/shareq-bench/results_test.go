@@ -105,12 +105,12 @@ func TestOverheadRecordsOutnumberSlots(t *testing.T) {
 
 func TestParseFlags(t *testing.T) {
 	t.Parallel()
-	o, err := parseFlags([]string{"-broker", "both", "-scenarios", "hol, eos", "-quick", "-database", "postgres://x"}, &bytes.Buffer{})
+	o, err := parseFlags([]string{"-broker", "both", "-scenarios", "hol, eos,burst", "-quick", "-database", "postgres://x"}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(o.backends) != 2 || o.backends[0] != "kfake" || !o.quick || o.database != "postgres://x" ||
-		!o.scenarios["hol"] || !o.scenarios["eos"] || o.scenarios["overhead"] {
+		!o.scenarios["hol"] || !o.scenarios["eos"] || !o.scenarios["burst"] || o.scenarios["overhead"] {
 		t.Fatalf("options %+v", o)
 	}
 	for _, bad := range [][]string{{"-scenarios", "hol,nope"}, {"-scenarios", "stall"}, {"-broker", ""}, {"extra"}} {

@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shareq/shareq/dlq"
+	"github.com/shareq/shareq/enqueue"
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/groupcfg"
 	"github.com/shareq/shareq/migrations"
@@ -263,7 +264,7 @@ func runPhase(ctx context.Context, svc *services, o options, name string, seed u
 func (p *phase) setup(ctx context.Context) error {
 	var err error
 	p.cl, err = kgo.NewClient(kgo.SeedBrokers(p.seeds...), kgo.FetchMaxWait(500*time.Millisecond),
-		kgo.RecordDeliveryTimeout(produceTimeout))
+		kgo.RecordDeliveryTimeout(produceTimeout), kgo.RecordPartitioner(enqueue.Partitioner()))
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -18,25 +17,26 @@ import (
 // stdin is where "shareq enqueue" reads a payload given as "-".
 var stdin io.Reader = os.Stdin
 
-const enqueueUsage = `usage: shareq enqueue [flags] TOPIC [JSON]
+const enqueueUsage = `usage: shareq enqueue TOPIC [JSON] [flags]
 
 Enqueue one job on TOPIC and print its job ID. The payload is the JSON
 argument, or standard input when it is missing or "-"; it must be valid
-JSON (the form handler.JSON decodes).
+JSON (the form handler.JSON decodes). Flags may come before or after the
+arguments; put "--" before a payload that starts with "-" (a negative
+number). A job without -key goes to the next partition, round-robin.
 `
 
 func runEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("shareq enqueue", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("enqueue", enqueueUsage, stderr)
 	cluster := addClusterFlags(fs)
 	id := fs.String("id", "", "job ID (default: a fresh UUIDv7)")
 	key := fs.String("key", "", "record key (default: none)")
-	fs.Usage = func() { fmt.Fprint(stderr, enqueueUsage, "\nflags:\n"); fs.PrintDefaults() }
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseInterspersed(fs, args, -1)
+	if err != nil {
 		return err
 	}
-	pos := fs.Args()
 	if len(pos) < 1 || len(pos) > 2 {
+		fmt.Fprintf(stderr, "%s: want TOPIC and an optional JSON payload, got %d argument(s) %q\n\n", fs.Name(), len(pos), pos)
 		fs.Usage()
 		return errUsage
 	}
@@ -61,7 +61,9 @@ func runEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *key != "" {
 		opts = append(opts, enqueue.Key([]byte(*key)))
 	}
-	cl, err := cluster.client(kgo.UnknownTopicRetries(2))
+	// enqueue.ProducerOpts: successive runs spread their jobs over the
+	// partitions (the round-robin starts at a random partition).
+	cl, err := cluster.client(append(enqueue.ProducerOpts(), kgo.UnknownTopicRetries(2))...)
 	if err != nil {
 		return fmt.Errorf("enqueue: %w", err)
 	}

@@ -76,6 +76,33 @@ func TestEnqueueCommand(t *testing.T) {
 	}
 }
 
+// Flags may follow the arguments, as in the other commands; "--" makes
+// a payload that starts with "-" an argument.
+func TestEnqueueCommandFlagsAfterArguments(t *testing.T) {
+	brokers, cl := jobsCluster(t)
+	var out, errOut bytes.Buffer
+	if err := run(t.Context(), []string{"enqueue", "jobs", `{"n": 1}`, "-brokers", brokers, "-id", "after-1", "-key", "k"}, &out, &errOut); err != nil {
+		t.Fatalf("enqueue TOPIC JSON -brokers X: %v (%s)", err, errOut.String())
+	}
+	r := readOne(t, cl)
+	if enqueue.RecordID(r) != "after-1" || string(r.Key) != "k" || string(r.Value) != `{"n":1}` {
+		t.Fatalf("record: id %q key %q value %s", enqueue.RecordID(r), r.Key, r.Value)
+	}
+	if err := run(t.Context(), []string{"enqueue", "-brokers", brokers, "-id", "neg", "jobs", "--", "-5"}, &out, &errOut); err != nil {
+		t.Fatalf("enqueue TOPIC -- -5: %v (%s)", err, errOut.String())
+	}
+	if r := readOne(t, cl); enqueue.RecordID(r) != "neg" || string(r.Value) != "-5" {
+		t.Fatalf("record: id %q value %s; want neg, -5", enqueue.RecordID(r), r.Value)
+	}
+	errOut.Reset()
+	if err := run(t.Context(), []string{"enqueue", "jobs", "{}", "extra", "-brokers", brokers}, &out, &errOut); !errors.Is(err, errUsage) {
+		t.Fatalf("three arguments: %v, want the usage error", err)
+	}
+	if !strings.Contains(errOut.String(), `"extra"`) {
+		t.Fatalf("usage output %q does not show the arguments it got", errOut.String())
+	}
+}
+
 func TestEnqueueCommandErrors(t *testing.T) {
 	brokers, _ := jobsCluster(t)
 	var out, errOut bytes.Buffer
@@ -84,6 +111,8 @@ func TestEnqueueCommandErrors(t *testing.T) {
 	}
 	if err := run(t.Context(), []string{"enqueue", "-brokers", brokers, "nope", "{}"}, &out, &errOut); !errors.Is(err, enqueue.ErrUnknownTopic) {
 		t.Errorf("missing topic: %v", err)
+	} else if n := strings.Count(err.Error(), "enqueue:"); n != 1 {
+		t.Errorf("missing topic: %q says \"enqueue:\" %d times, want once", err, n)
 	}
 	if err := run(t.Context(), []string{"enqueue"}, &out, &errOut); !errors.Is(err, errUsage) {
 		t.Errorf("no topic: %v", err)

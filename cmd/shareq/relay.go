@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/shareq/shareq/enqueue"
 	"github.com/shareq/shareq/enqueue/pgoutbox"
 )
 
@@ -42,7 +43,7 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("relay: %w", err)
 	}
 	defer pool.Close()
-	cl, err := cluster.client()
+	cl, err := cluster.client(enqueue.ProducerOpts()...)
 	if err != nil {
 		return fmt.Errorf("relay: %w", err)
 	}

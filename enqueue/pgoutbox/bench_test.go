@@ -75,7 +75,7 @@ func BenchmarkRelayLatency(b *testing.B) {
 	pool := benchDB(b)
 	c := kafkatest.New(b)
 	topic := c.Topic(b, 3)
-	r, err := NewRelay(pool, c.Client(b))
+	r, err := NewRelay(pool, c.Client(b, enqueue.ProducerOpts()...))
 	if err != nil {
 		b.Fatal(err)
 	}

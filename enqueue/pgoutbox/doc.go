@@ -24,6 +24,13 @@
 //	}
 //	return relay.Run(ctx) // blocks until ctx is cancelled
 //
+// kgoClient needs enqueue.ProducerOpts (or
+// kgo.RecordPartitioner(enqueue.Partitioner())): the relay's batches then
+// spread keyless jobs over the partitions, one by one, and NewRelay
+// refuses a client with franz-go's default, sticky, partitioner
+// ([enqueue.ErrStickyPartitioner]), which would put a whole batch on one
+// partition and so on one worker.
+//
 // The table is shareq_outbox, created by migration 0002 of package
 // migrations (migrations.Up).
 //
@@ -56,7 +63,8 @@
 // waiting for a retry. Jobs without a key have no order, as on Kafka.
 //
 // A row whose produce fails (the topic was deleted, the broker is down)
-// stays in the table: the failure is logged, counted in [Stats.Failures],
+// stays in the table: the failure is logged (see [Logger]: once when
+// produces begin to fail, once when a failed row goes through), counted in [Stats.Failures],
 // recorded in the row (attempts, last_error) and retried with exponential
 // backoff from [RetryBackoffDefault] up to [RetryBackoffMaxDefault], so
 // the rows behind it, of other keys, go on. Rows of its key wait for it.

@@ -25,7 +25,7 @@ func Example() {
 	if err := migrations.Up(ctx, pool); err != nil {
 		log.Fatal(err)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:9092"))
+	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:9092"), kgo.RecordPartitioner(enqueue.Partitioner()))
 	if err != nil {
 		log.Fatal(err)
 	}

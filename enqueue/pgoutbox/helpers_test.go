@@ -54,7 +54,7 @@ func testRelayOptions(opts ...RelayOption) []RelayOption {
 // relay returns a relay on b's pool producing with a fresh client.
 func (b *bundle) relay(t *testing.T, opts ...RelayOption) *Relay {
 	t.Helper()
-	r, err := NewRelay(b.pool, b.cluster.Client(t), testRelayOptions(opts...)...)
+	r, err := NewRelay(b.pool, b.cluster.Client(t, enqueue.ProducerOpts()...), testRelayOptions(opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

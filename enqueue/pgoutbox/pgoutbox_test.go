@@ -3,6 +3,7 @@ package pgoutbox
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/url"
 	"slices"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/shareq/shareq/idempotency/pgstore"
 	"github.com/shareq/shareq/internal/cutproxy"
 	"github.com/shareq/shareq/internal/kafkatest"
+	"github.com/shareq/shareq/internal/logbuf"
 	"github.com/shareq/shareq/migrations/pgtest"
 	"github.com/shareq/shareq/migrations"
 )
@@ -154,7 +156,7 @@ func TestFailingRowDoesNotBlockOtherKeys(t *testing.T) {
 	if err := b.pool.QueryRow(t.Context(), "SELECT attempts, last_error FROM "+Table+" WHERE job_id = 'job-lost'").Scan(&attempts, &lastErr); err != nil {
 		t.Fatal(err)
 	}
-	if attempts < 1 || !strings.Contains(lastErr, enqueue.ErrUnknownTopic.Error()) {
+	if attempts < 1 || !strings.Contains(lastErr, "the topic does not exist") {
 		t.Fatalf("failing row: attempts %d, last_error %q; want a recorded unknown-topic failure", attempts, lastErr)
 	}
 	bl, err := r.Backlog(t.Context())
@@ -273,7 +275,9 @@ func TestPostgresOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	r, err := NewRelay(pool, b.cluster.Client(t), testRelayOptions(ProduceTimeout(5*time.Second))...)
+	var logs logbuf.Buffer
+	r, err := NewRelay(pool, b.cluster.Client(t, enqueue.ProducerOpts()...),
+		testRelayOptions(ProduceTimeout(5*time.Second), Logger(slog.New(slog.NewTextHandler(&logs, nil))))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,12 +287,20 @@ func TestPostgresOutage(t *testing.T) {
 
 	px.Cut()
 	during := enqueueN(t, b.pool, b.topic, 3, 1) // committed directly, not through the proxy
-	waitFor(t, "the relay to notice the outage", func() bool { return r.Stats().DBErrors > 0 })
+	// Several failed rounds and reconnections: each kind is logged once.
+	waitFor(t, "the relay to fail on Postgres repeatedly", func() bool { return r.Stats().DBErrors >= 6 })
 	if n := rowCount(t, b.pool); n != int64(len(during)) {
 		t.Fatalf("%d rows during the outage, want the %d committed then, waiting", n, len(during))
 	}
 	px.Restore()
 	waitFor(t, "the relay to resume by itself", func() bool { return rowCount(t, b.pool) == 0 })
+	waitFor(t, "the relay to log that it is back", func() bool {
+		return strings.Contains(logs.String(), "reaches Postgres again") && strings.Contains(logs.String(), "listens again")
+	})
+	checkLogLines(t, logs.String(), map[string]int{
+		"level=WARN": 2, "cannot work on the outbox in Postgres": 1, "no LISTEN connection": 1,
+		"reaches Postgres again": 1, "listens again": 1, "relay started": 1,
+	})
 	recs := b.cluster.Consume(t, b.topic, len(first)+len(during))
 	checkOrderPerKey(t, recs)
 	if n := total(t, b.cluster, b.topic); n != int64(len(first)+len(during)) {
@@ -302,19 +314,23 @@ func TestBrokerOutage(t *testing.T) {
 	// The relay's client bootstraps through a proxy that is down at
 	// first: no broker is reachable.
 	px := cutproxy.New(t, b.cluster.Seeds[0], true)
-	cl := b.cluster.Client(t, kgo.SeedBrokers(px.Addr()))
-	r, err := NewRelay(b.pool, cl, testRelayOptions(ProduceTimeout(time.Second))...)
+	cl := b.cluster.Client(t, append(enqueue.ProducerOpts(), kgo.SeedBrokers(px.Addr()))...)
+	var logs logbuf.Buffer
+	r, err := NewRelay(b.pool, cl, testRelayOptions(ProduceTimeout(time.Second), Logger(slog.New(slog.NewTextHandler(&logs, nil))))...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ids := enqueueN(t, b.pool, b.topic, 5, 2)
 	run(t, r)
-	waitFor(t, "produce failures while the broker is unreachable", func() bool { return r.Stats().Failures >= uint64(len(ids)) })
+	// More failures than rows: several failed rounds, logged once.
+	waitFor(t, "produce failures while the broker is unreachable", func() bool { return r.Stats().Failures >= uint64(2*len(ids)) })
 	if n := rowCount(t, b.pool); n != int64(len(ids)) {
 		t.Fatalf("%d rows during the outage, want all %d waiting", n, len(ids))
 	}
 	px.Restore()
 	waitFor(t, "the relay to resume by itself", func() bool { return rowCount(t, b.pool) == 0 })
+	waitFor(t, "the relay to log that it produces again", func() bool { return strings.Contains(logs.String(), "produces again") })
+	checkLogLines(t, logs.String(), map[string]int{"level=WARN": 1, "cannot produce jobs": 1, "produces again": 1})
 	recs := b.cluster.Consume(t, b.topic, len(ids))
 	checkOrderPerKey(t, recs)
 	if n := total(t, b.cluster, b.topic); n != int64(len(ids)) {
@@ -322,10 +338,97 @@ func TestBrokerOutage(t *testing.T) {
 	}
 }
 
+// checkLogLines fails t unless, for each substring, want[substring] lines
+// of logs contain it.
+func checkLogLines(t *testing.T, logs string, want map[string]int) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(logs), "\n")
+	for sub, n := range want {
+		got := 0
+		for _, l := range lines {
+			if strings.Contains(l, sub) {
+				got++
+			}
+		}
+		if got != n {
+			t.Errorf("%d log lines with %q, want %d; logs:\n%s", got, sub, n, logs)
+		}
+	}
+}
+
+func TestRelayLogsStartAndStop(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	var logs logbuf.Buffer
+	r := b.relay(t, Logger(slog.New(slog.NewTextHandler(&logs, nil))))
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	ids := enqueueN(t, b.pool, b.topic, 2, 2)
+	waitFor(t, "the jobs to be relayed", func() bool { return r.Stats().Produced == uint64(len(ids)) })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	checkLogLines(t, logs.String(), map[string]int{
+		"level=INFO msg=\"pgoutbox: relay started\"":            1,
+		"level=INFO msg=\"pgoutbox: relay stopped\" produced=2": 1,
+		"level=WARN": 0,
+	})
+}
+
+func TestRelayLogsToSlogDefaultByDefault(t *testing.T) {
+	t.Parallel()
+	r, err := NewRelay(&pgxpool.Pool{}, &kgo.Client{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.cfg.logger != slog.Default() {
+		t.Fatal("the default logger is not slog.Default()")
+	}
+}
+
+func TestNewRelayRefusesAStickyPartitioner(t *testing.T) {
+	t.Parallel()
+	_, err := NewRelay(&pgxpool.Pool{}, kafkatest.New(t).Client(t))
+	if !errors.Is(err, enqueue.ErrStickyPartitioner) {
+		t.Fatalf("NewRelay(a client with franz-go's default partitioner) = %v, want ErrStickyPartitioner", err)
+	}
+}
+
+// One relay round of keyless jobs spreads them evenly over the
+// partitions.
+func TestRelaySpreadsKeylessJobsOverPartitions(t *testing.T) {
+	t.Parallel()
+	const partitions, perPart = 4, 5
+	b := setup(t, partitions)
+	inTx(t, b.pool, func(tx pgx.Tx) {
+		jobs := make([]enqueue.Job, partitions*perPart)
+		for i := range jobs {
+			jobs[i] = enqueue.NewJob(b.topic, welcome{N: i})
+		}
+		if _, err := EnqueueManyTx(t.Context(), tx, jobs...); err != nil {
+			t.Fatal(err)
+		}
+	})
+	r := b.relay(t)
+	run(t, r)
+	recs := b.cluster.Consume(t, b.topic, partitions*perPart)
+	got := make([]int, partitions)
+	for _, rec := range recs {
+		got[rec.Partition]++
+	}
+	for _, n := range got {
+		if n != perPart {
+			t.Fatalf("jobs per partition = %v, want %d on each", got, perPart)
+		}
+	}
+}
+
 func TestCheckAndRunWithoutTheTable(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.NewPool(t, 4)
-	r, err := NewRelay(pool, kafkatest.New(t).Client(t))
+	r, err := NewRelay(pool, kafkatest.New(t).Client(t, enqueue.ProducerOpts()...))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -73,7 +72,12 @@ func RetryBackoff(first, longest time.Duration) RelayOption {
 	return relayOptionFunc(func(c *relayConfig) { c.backoff, c.backoffMax = first, longest })
 }
 
-// Logger sets the logger of produce and Postgres failures. Default: none.
+// Logger sets the relay's logger. Default slog.Default(), as the
+// worker's. The relay logs its start and stop at Info; a failure at Warn
+// once when it begins (produce failures, a Postgres that cannot be
+// reached, a lost LISTEN connection) and at Info once when it ends, so an
+// outage of any length is two lines, not one per row or retry. Every
+// retry in between is logged at Debug.
 func Logger(l *slog.Logger) RelayOption {
 	return relayOptionFunc(func(c *relayConfig) { c.logger = l })
 }
@@ -95,6 +99,13 @@ type Relay struct {
 	// listening is true while the relay's connection LISTENs.
 	listening atomic.Bool
 
+	// Outage state, for logging each outage once when it begins and once
+	// when it ends. Owned by the goroutine of Run (produce, db) and by
+	// listen's goroutine (listen).
+	produce outage
+	db      outage
+	listen  outage
+
 	// afterProduce, when set (by tests), runs after the broker
 	// acknowledged a batch and before its rows are deleted; an error
 	// rolls the round back, as a relay that died there would.
@@ -102,7 +113,10 @@ type Relay struct {
 }
 
 // NewRelay returns a relay that reads the outbox through pool and
-// produces with p, normally a *kgo.Client (which it does not close).
+// produces with p, normally a *kgo.Client (which it does not close). A
+// *kgo.Client must spread keyless jobs over the partitions, as
+// enqueue.New requires: NewRelay fails with [enqueue.ErrStickyPartitioner]
+// for one created without enqueue.ProducerOpts.
 func NewRelay(pool *pgxpool.Pool, p enqueue.Producer, opts ...RelayOption) (*Relay, error) {
 	cfg := relayConfig{
 		batchSize:      BatchSizeDefault,
@@ -110,7 +124,7 @@ func NewRelay(pool *pgxpool.Pool, p enqueue.Producer, opts ...RelayOption) (*Rel
 		produceTimeout: ProduceTimeoutDefault,
 		backoff:        RetryBackoffDefault,
 		backoffMax:     RetryBackoffMaxDefault,
-		logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+		logger:         slog.Default(),
 	}
 	for _, o := range opts {
 		o.apply(&cfg)
@@ -121,6 +135,8 @@ func NewRelay(pool *pgxpool.Pool, p enqueue.Producer, opts ...RelayOption) (*Rel
 	}
 	if p == nil {
 		errs = append(errs, errors.New("nil Producer"))
+	} else if err := enqueue.CheckProducer(p); err != nil {
+		errs = append(errs, err)
 	}
 	if cfg.batchSize < 1 {
 		errs = append(errs, fmt.Errorf("BatchSize(%d): must be at least 1", cfg.batchSize))
@@ -194,10 +210,18 @@ func (r *Relay) Run(ctx context.Context) error {
 	if err := r.Check(ctx); err != nil {
 		return err
 	}
+	log := r.cfg.logger
+	log.LogAttrs(ctx, slog.LevelInfo, "pgoutbox: relay started", slog.String("table", Table),
+		slog.Int("batch_size", r.cfg.batchSize), slog.Duration("poll_interval", r.cfg.pollInterval))
+	defer func() {
+		s := r.Stats()
+		log.LogAttrs(context.WithoutCancel(ctx), slog.LevelInfo, "pgoutbox: relay stopped", slog.Uint64("produced", s.Produced),
+			slog.Uint64("produce_failures", s.Failures), slog.Uint64("db_errors", s.DBErrors))
+	}()
 	wake := make(chan struct{}, 1)
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Go(func() { r.listen(ctx, wake) })
+	wg.Go(func() { r.listenLoop(ctx, wake) })
 	defer wg.Wait()
 	defer cancel()
 
@@ -209,10 +233,13 @@ func (r *Relay) Run(ctx context.Context) error {
 		if err != nil && !errors.Is(err, errKilled) {
 			r.dbErrors.Add(1)
 			dbBackoff = min(max(2*dbBackoff, r.cfg.backoff), r.cfg.backoffMax)
-			r.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "pgoutbox: relay round failed; retrying",
+			r.db.fail(ctx, log, "pgoutbox: relay cannot work on the outbox in Postgres; retrying with backoff",
 				slog.String("error", err.Error()), slog.Duration("retry_in", dbBackoff))
 		} else {
 			dbBackoff = 0
+			if err == nil {
+				r.db.recover(ctx, log, "pgoutbox: relay reaches Postgres again")
+			}
 		}
 		if ctx.Err() != nil || errors.Is(err, errKilled) {
 			return nil
@@ -248,10 +275,10 @@ func (r *Relay) Check(ctx context.Context) error {
 	return nil
 }
 
-// listen holds a connection that LISTENs on [Channel] and signals wake on
-// each notification, and once after each (re)connection to cover commits
-// made while it was not listening. It reconnects with backoff.
-func (r *Relay) listen(ctx context.Context, wake chan<- struct{}) {
+// listenLoop holds a connection that LISTENs on [Channel] and signals
+// wake on each notification, and once after each (re)connection to cover
+// commits made while it was not listening. It reconnects with backoff.
+func (r *Relay) listenLoop(ctx context.Context, wake chan<- struct{}) {
 	signal := func() {
 		select {
 		case wake <- struct{}{}:
@@ -266,7 +293,7 @@ func (r *Relay) listen(ctx context.Context, wake chan<- struct{}) {
 		}
 		r.dbErrors.Add(1)
 		backoff = min(max(2*backoff, r.cfg.backoff), r.cfg.backoffMax)
-		r.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "pgoutbox: relay lost its LISTEN connection; polling until it is back",
+		r.listen.fail(ctx, r.cfg.logger, "pgoutbox: relay has no LISTEN connection; polling every PollInterval until it is back",
 			slog.String("error", err.Error()), slog.Duration("retry_in", backoff))
 		t := time.NewTimer(backoff)
 		select {
@@ -290,6 +317,7 @@ func (r *Relay) listenOnce(ctx context.Context, signal func()) error {
 	}
 	r.listening.Store(true)
 	defer r.listening.Store(false)
+	r.listen.recover(ctx, r.cfg.logger, "pgoutbox: relay listens again")
 	signal()
 	for {
 		if _, err := conn.WaitForNotification(ctx); err != nil {
@@ -394,6 +422,7 @@ func (r *Relay) round(ctx context.Context) (full bool, err error) {
 	pctx, pcancel := context.WithTimeout(rctx, r.cfg.produceTimeout)
 	res := r.p.ProduceSync(pctx, recs...)
 	pcancel()
+	retried := false // a row that had failed before went through
 	var done []int64
 	var failed []*row
 	var failErrs []string
@@ -405,12 +434,13 @@ func (r *Relay) round(ctx context.Context) (full bool, err error) {
 		delete(byRec, pr.Record)
 		if pr.Err == nil {
 			done = append(done, w.id)
+			retried = retried || w.attempts > 0
 			continue
 		}
 		perr := enqueue.ProduceError(pr.Record, pr.Err)
 		failed = append(failed, w)
 		failErrs = append(failErrs, perr.Error())
-		r.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "pgoutbox: relay could not produce a job; it stays in the outbox and is retried",
+		r.cfg.logger.LogAttrs(ctx, slog.LevelDebug, "pgoutbox: relay could not produce a job; it stays in the outbox and is retried",
 			slog.String("job_id", w.jobID), slog.String("topic", w.topic), slog.Int64("row", w.id),
 			slog.Int("attempts", w.attempts+1), slog.String("error", perr.Error()))
 	}
@@ -418,6 +448,7 @@ func (r *Relay) round(ctx context.Context) (full bool, err error) {
 		failed = append(failed, w)
 		failErrs = append(failErrs, "the producer returned no result")
 	}
+
 	if r.afterProduce != nil {
 		if err := r.afterProduce(); err != nil {
 			return false, errKilled
@@ -447,7 +478,40 @@ func (r *Relay) round(ctx context.Context) (full bool, err error) {
 	}
 	r.produced.Add(uint64(len(done)))
 	r.failures.Add(uint64(len(failed)))
+	switch {
+	case len(failed) > 0:
+		r.produce.fail(ctx, r.cfg.logger, "pgoutbox: relay cannot produce jobs; they stay in the outbox and are retried with backoff",
+			slog.Int("failed", len(failed)), slog.Int("produced", len(done)), slog.String("first_error", failErrs[0]))
+	case retried:
+		r.produce.recover(ctx, r.cfg.logger, "pgoutbox: relay produces again: a job that had failed went through")
+	}
 	return full, nil
+}
+
+// outage logs a recurring failure once when it begins (Warn) and once
+// when it ends (Info), and each failure in between at Debug. It is owned
+// by one goroutine.
+type outage struct {
+	since    time.Time // start of the current outage; zero when there is none
+	failures int       // failures in the current outage
+}
+
+func (o *outage) fail(ctx context.Context, log *slog.Logger, msg string, attrs ...slog.Attr) {
+	o.failures++
+	level := slog.LevelDebug
+	if o.since.IsZero() {
+		o.since, level = time.Now(), slog.LevelWarn
+	}
+	log.LogAttrs(ctx, level, msg, attrs...)
+}
+
+func (o *outage) recover(ctx context.Context, log *slog.Logger, msg string) {
+	if o.since.IsZero() {
+		return
+	}
+	log.LogAttrs(ctx, slog.LevelInfo, msg, slog.Duration("after", time.Since(o.since).Round(time.Millisecond)),
+		slog.Int("failures", o.failures))
+	o.since, o.failures = time.Time{}, 0
 }
 
 // retryDelay is the wait before the next attempt of a row that has

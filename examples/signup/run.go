@@ -92,7 +92,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (Summary, er
 	defer broker.Close()
 	brokers := broker.ListenAddrs()
 	fmt.Fprintf(stdout, "started an in-process Kafka broker (kfake) on %s\n", strings.Join(brokers, ","))
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(enqueue.Partitioner()))
 	if err != nil {
 		return sum, fmt.Errorf("kafka client: %w", err)
 	}

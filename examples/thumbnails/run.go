@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shareq/shareq/dlq"
+	"github.com/shareq/shareq/enqueue"
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/idempotency"
 	"github.com/shareq/shareq/middleware"
@@ -46,7 +47,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 
 	// 2. One client for producing jobs, parking dead letters and creating
 	// topics. The worker makes its own client.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(enqueue.Partitioner()))
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}

@@ -90,7 +90,7 @@ func runClients(t *testing.T, s *kafkatest.SecureCluster, workerP string, worker
 	stop := kafkatest.Run(t, w.Run)
 
 	// The enqueue producer.
-	q, err := enqueue.New(s.Client(t, opsOpts...))
+	q, err := enqueue.New(s.Client(t, append(enqueue.ProducerOpts(), opsOpts...)...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func runClients(t *testing.T, s *kafkatest.SecureCluster, workerP string, worker
 		if err := tx.Commit(ctx); err != nil {
 			t.Fatal(err)
 		}
-		r, err := pgoutbox.NewRelay(pool, s.Client(t, opsOpts...), pgoutbox.Logger(log), pgoutbox.PollInterval(100*time.Millisecond))
+		r, err := pgoutbox.NewRelay(pool, s.Client(t, append(enqueue.ProducerOpts(), opsOpts...)...), pgoutbox.Logger(log), pgoutbox.PollInterval(100*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
 		}

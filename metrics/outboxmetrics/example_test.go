@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/shareq/shareq/enqueue"
 	"github.com/shareq/shareq/enqueue/pgoutbox"
 	"github.com/shareq/shareq/metrics/outboxmetrics"
 )
@@ -20,7 +21,7 @@ func ExampleNewCollector() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:9092"))
+	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:9092"), kgo.RecordPartitioner(enqueue.Partitioner()))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -93,7 +93,7 @@ func TestRelayCollector(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	relay, err := pgoutbox.NewRelay(pool, c.Client(t),
+	relay, err := pgoutbox.NewRelay(pool, c.Client(t, enqueue.ProducerOpts()...),
 		pgoutbox.PollInterval(100*time.Millisecond), pgoutbox.RetryBackoff(50*time.Millisecond, 200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,9 @@
 // Package outboxfx runs a transactional outbox relay (package
 // enqueue/pgoutbox) inside a go.uber.org/fx application: [Module] moves
 // the jobs enqueued with pgoutbox.EnqueueTx from the outbox table to
-// Kafka, with the app's *pgxpool.Pool and *kgo.Client:
+// Kafka, with the app's *pgxpool.Pool and *kgo.Client (created with
+// enqueue.ProducerOpts, so that keyless jobs spread over the partitions;
+// app.Start fails with enqueue.ErrStickyPartitioner otherwise):
 //
 //	app := fx.New(
 //		fx.Provide(newPool, newKafkaClient), // the app's own

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/fx"
 
+	"github.com/shareq/shareq/enqueue"
 	"github.com/shareq/shareq/workerfx/outboxfx"
 )
 
@@ -24,7 +25,7 @@ func ExampleModule() {
 			return pool, err
 		}),
 		fx.Provide(func(lc fx.Lifecycle) (*kgo.Client, error) {
-			cl, err := kgo.NewClient(kgo.SeedBrokers("localhost:9092"))
+			cl, err := kgo.NewClient(kgo.SeedBrokers("localhost:9092"), kgo.RecordPartitioner(enqueue.Partitioner()))
 			if err == nil {
 				lc.Append(fx.StopHook(cl.Close))
 			}
@@ -44,7 +45,7 @@ func newPool(lc fx.Lifecycle) (*pgxpool.Pool, error) {
 }
 
 func newKafkaClient(lc fx.Lifecycle) (*kgo.Client, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers("localhost:9092"))
+	cl, err := kgo.NewClient(kgo.SeedBrokers("localhost:9092"), kgo.RecordPartitioner(enqueue.Partitioner()))
 	if err == nil {
 		lc.Append(fx.StopHook(cl.Close))
 	}

@@ -24,7 +24,8 @@ const ProduceTimeoutDefault = 10 * time.Second
 
 // Module runs a transactional outbox relay (package
 // enqueue/pgoutbox) for the life of an fx application. It needs the app's
-// *pgxpool.Pool and *kgo.Client (it closes neither) and provides the
+// *pgxpool.Pool and *kgo.Client (it closes neither; the client must be
+// created with enqueue.ProducerOpts, see pgoutbox.NewRelay) and provides the
 // *pgoutbox.Relay, built by [NewRelay]. A [Config] is optional.
 //
 // When the app provides a prometheus.Registerer, the relay's metrics

@@ -60,7 +60,7 @@ func setupRelay(t *testing.T, migrate bool) *relayBundle {
 // b's cluster, with a quiet logger and a short poll.
 func (b *relayBundle) app(t *testing.T, opts ...fx.Option) []fx.Option {
 	return append([]fx.Option{
-		fx.Supply(b.pool, b.c.Client(t), quietLogger()),
+		fx.Supply(b.pool, b.c.Client(t, enqueue.ProducerOpts()...), quietLogger()),
 		fx.Supply(outboxfx.Config{Options: []pgoutbox.RelayOption{pgoutbox.PollInterval(100 * time.Millisecond)}}),
 		outboxfx.Module,
 	}, opts...)
