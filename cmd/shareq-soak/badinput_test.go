@@ -27,8 +27,8 @@ import (
 	"github.com/shareq/shareq/idempotency"
 	"github.com/shareq/shareq/idempotency/pgstore"
 	"github.com/shareq/shareq/internal/kafkatest"
-	"github.com/shareq/shareq/migrations/pgtest"
 	"github.com/shareq/shareq/migrations"
+	"github.com/shareq/shareq/migrations/pgtest"
 	"github.com/shareq/shareq/worker"
 )
 

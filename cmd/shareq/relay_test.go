@@ -12,8 +12,8 @@ import (
 	"github.com/shareq/shareq/enqueue"
 	"github.com/shareq/shareq/enqueue/pgoutbox"
 	"github.com/shareq/shareq/internal/logbuf"
-	"github.com/shareq/shareq/migrations/pgtest"
 	"github.com/shareq/shareq/migrations"
+	"github.com/shareq/shareq/migrations/pgtest"
 )
 
 func TestRelayCommand(t *testing.T) {

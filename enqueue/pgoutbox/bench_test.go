@@ -36,8 +36,8 @@ import (
 	"github.com/shareq/shareq/enqueue"
 	"github.com/shareq/shareq/internal/benchcmp"
 	"github.com/shareq/shareq/internal/kafkatest"
-	"github.com/shareq/shareq/migrations/pgtest"
 	"github.com/shareq/shareq/migrations"
+	"github.com/shareq/shareq/migrations/pgtest"
 )
 
 // benchParallelism is how many transactions (or produces) run at once in

@@ -14,8 +14,8 @@ import (
 
 	"github.com/shareq/shareq/enqueue"
 	"github.com/shareq/shareq/internal/kafkatest"
-	"github.com/shareq/shareq/migrations/pgtest"
 	"github.com/shareq/shareq/migrations"
+	"github.com/shareq/shareq/migrations/pgtest"
 )
 
 // waitTimeout bounds every wait on a condition: generous, for a loaded

@@ -20,8 +20,8 @@ import (
 	"github.com/shareq/shareq/internal/cutproxy"
 	"github.com/shareq/shareq/internal/kafkatest"
 	"github.com/shareq/shareq/internal/logbuf"
-	"github.com/shareq/shareq/migrations/pgtest"
 	"github.com/shareq/shareq/migrations"
+	"github.com/shareq/shareq/migrations/pgtest"
 )
 
 func TestRolledBackTransactionEnqueuesNothing(t *testing.T) {

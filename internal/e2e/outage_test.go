@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/shareq/shareq/internal/cutproxy"
-	"github.com/shareq/shareq/migrations/pgtest"
 	"github.com/shareq/shareq/internal/workertest"
+	"github.com/shareq/shareq/migrations/pgtest"
 	"github.com/shareq/shareq/worker"
 )
 

@@ -17,9 +17,9 @@ import (
 	"github.com/shareq/shareq/enqueue"
 	"github.com/shareq/shareq/enqueue/pgoutbox"
 	"github.com/shareq/shareq/internal/kafkatest"
-	"github.com/shareq/shareq/migrations/pgtest"
 	"github.com/shareq/shareq/metrics/outboxmetrics"
 	"github.com/shareq/shareq/migrations"
+	"github.com/shareq/shareq/migrations/pgtest"
 )
 
 // The relay families, with the scrape error counter.
