@@ -111,6 +111,14 @@ func (f *Filter) String() string {
 	return strings.Join(parts, " ")
 }
 
+// markSpans returns the spans of f (see spans) extended to the
+// high-water mark, where the markers of the records in f's window are.
+func markSpans(ctx context.Context, adm *kadm.Client, topic string, f *Filter) (map[int32]span, error) {
+	open := *f
+	open.Offsets.End = 0
+	return spans(ctx, adm, topic, &open)
+}
+
 // span is the offsets [next, end) still to read in one partition.
 type span struct{ next, end int64 }
 
@@ -338,7 +346,7 @@ func List(ctx context.Context, cl *kgo.Client, topic string, f Filter, limit int
 		return nil, err
 	}
 	adm := kadm.NewClient(cl)
-	ss, err := spans(ctx, adm, topic, &f)
+	ss, err := markSpans(ctx, adm, topic, &f)
 	if err != nil {
 		return nil, err
 	}
@@ -348,8 +356,8 @@ func List(ctx context.Context, cl *kgo.Client, topic string, f Filter, limit int
 		envelopes, malformed int
 	)
 	err = read(ctx, cl, topic, ss, func(r *kgo.Record) error {
-		if ms.add(r) {
-			return nil
+		if ms.add(r) || !f.Offsets.Contains(r.Offset) {
+			return nil // past the window: read for its markers only
 		}
 		if limit > 0 && len(byPart[r.Partition]) >= limit {
 			// The page is full: read on for the markers, and to tell a

@@ -258,6 +258,17 @@ type kadmCommitter struct{ adm *kadm.Client }
 
 func (k kadmCommitter) fetch(ctx context.Context, group, topic string) (map[int32]int64, error) {
 	rs, err := k.adm.FetchOffsetsForTopics(ctx, group, topic)
+	// A broker whose offsets topic is still being created answers
+	// COORDINATOR_NOT_AVAILABLE for a while: wait for it, within reason.
+	for try := 0; try < 40 && err != nil && kerr.IsRetriable(err) && ctx.Err() == nil; try++ {
+		t := time.NewTimer(250 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		rs, err = k.adm.FetchOffsetsForTopics(ctx, group, topic)
+	}
 	if errors.Is(err, kerr.GroupIDNotFound) {
 		return nil, nil // no progress saved yet
 	}
@@ -386,7 +397,21 @@ func (rp *replayer) run(ctx context.Context, opts ReplayOptions) (ReplayStats, e
 	}
 	ms := marks{}
 	if !opts.Force {
-		if ms, err = readMarks(ctx, rp.read, topic, ss); err != nil {
+		// The markers of the records in ss are after them, up to the
+		// high-water mark (past Filter.Offsets.End when it is set).
+		wide, err := markSpans(ctx, rp.adm, topic, &f)
+		if err != nil {
+			return stats, err
+		}
+		for p, s := range wide {
+			if n, ok := ss[p]; ok {
+				s.next = n.next
+				wide[p] = s
+			} else {
+				delete(wide, p)
+			}
+		}
+		if ms, err = readMarks(ctx, rp.read, topic, wide); err != nil {
 			return stats, fmt.Errorf("dlq: replay: read replay markers of %s: %w", topic, err)
 		}
 	}
