@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/internal/groupcfg"
 	"github.com/shareq/shareq/internal/kafkatest"
 )
 
@@ -285,5 +286,44 @@ func TestParseMarker(t *testing.T) {
 		if _, _, err := ParseMarker(&kgo.Record{Topic: "jobs.dlq", Offset: 9, Headers: hs}); !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s: ParseMarker = %v, want ErrMalformed", name, err)
 		}
+	}
+}
+
+// A share group's broker dead-letter topic (topic config
+// errors.deadletterqueue.group.enable on Kafka 4.4+) takes replay markers
+// like any DLQ topic: its records are replayed once too.
+func TestReplayOnceBrokerDLQTopic(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.New(t)
+	cl := c.Client(t, kgo.FetchMaxWait(100*time.Millisecond))
+	src := c.Topic(t, 1)
+	topic := "dlq." + kafkatest.Name(t, "g")
+	var configs map[string]*string
+	if c.BrokerDLQ {
+		configs = map[string]*string{groupcfg.TopicDLQGroupEnable: kadm.StringPtr("true")}
+	}
+	c.CreateTopicWith(t, topic, 1, configs)
+	t.Logf("%s %s: %s with the broker's dead-letter topic config: %v", c.Kind, c.Version, topic, c.BrokerDLQ)
+	c.Produce(t, &kgo.Record{Topic: src, Key: []byte("k0"), Value: []byte("v0"), Headers: []kgo.RecordHeader{{Key: handler.JobIDHeader, Value: []byte("id-0")}}})
+	rec := brokerRecord(topic, 0, 1, BrokerMessageRejected, []byte("k0"), []byte("v0"))
+	for i, h := range rec.Headers {
+		if h.Key == BrokerHeaderTopic {
+			rec.Headers[i].Value = []byte(src)
+		}
+	}
+	c.Produce(t, rec)
+	ctx := context.Background()
+	for run, want := range []int{1, 0} {
+		st, err := Replay(ctx, cl, ReplayOptions{Topic: topic, Logger: quiet})
+		if err != nil || st.Replayed != want {
+			t.Fatalf("replay %d: %+v, %v; want %d replayed", run, st, err, want)
+		}
+	}
+	ps, err := List(ctx, cl, topic, Filter{}, 0)
+	if err != nil || len(ps) != 1 || !ps[0].Replayed() || ps[0].JobID() != "id-0" {
+		t.Fatalf("List: %+v, %v; want the one record, replayed, with its job ID", ps, err)
+	}
+	if m, _ := ps[0].LastReplay(); m.Topic != src || m.Offset != 1 {
+		t.Fatalf("replayed to %+v, want %s offset 1", m, src)
 	}
 }
