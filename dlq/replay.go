@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/internal/acl"
 )
 
 // ReplayGroupPrefix starts the name of the consumer group in which
@@ -570,6 +571,13 @@ func (rp *replayer) writeMarker(ctx context.Context, p *Parked, at *kgo.Record, 
 	err = res.FirstErr()
 	if err == nil && len(res) == 0 {
 		err = errors.New("producer returned no result")
+	}
+	if err != nil && acl.Denied(err) {
+		var bootstrap string
+		if seeds, ok := rp.read.OptValue(kgo.SeedBrokers).([]string); ok && len(seeds) > 0 {
+			bootstrap = seeds[0]
+		}
+		err = fmt.Errorf("%w: %s", err, acl.Missing(acl.Right{Op: "Write", Resource: acl.Topic, Name: p.Topic}, bootstrap, nil))
 	}
 	if err != nil {
 		return ReplayMark{}, err
