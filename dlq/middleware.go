@@ -306,6 +306,7 @@ func (pk *parker) handle(ctx context.Context, next handler.Handler, job *handler
 	start := pk.cfg.now()
 	handler.ExpectPark(ctx, pk.lastDelivery(job))
 	err := safeHandle(ctx, next, job)
+	handler.EndExpectPark(ctx)
 	if err == nil {
 		pk.first.forget(job.ID())
 		return nil

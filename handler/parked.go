@@ -91,7 +91,9 @@ func ParkedFrom(ctx context.Context) (Parked, bool) {
 // anyFailure, if it fails at all (its last delivery). The dlq middleware
 // calls it before it calls the next handler, so that middleware inside it
 // can tell a failure that ends in the dead-letter topic from one that is
-// retried ([WillPark]). It reports whether ctx carries a note.
+// retried ([WillPark]), and [EndExpectPark] when the next handler
+// returned, so that middleware outside it does not take the expectation
+// for its own. It reports whether ctx carries a note.
 func ExpectPark(ctx context.Context, anyFailure bool) bool {
 	n, ok := ctx.Value(parkNoteKey{}).(*parkNote)
 	if !ok || n == nil {
@@ -101,6 +103,19 @@ func ExpectPark(ctx context.Context, anyFailure bool) bool {
 	n.parker, n.parkAny = true, anyFailure
 	n.mu.Unlock()
 	return true
+}
+
+// EndExpectPark withdraws what [ExpectPark] recorded in ctx's note: the
+// dead-letter middleware's inner handler returned, and whether the job
+// was parked is now for [ParkedFrom] to say.
+func EndExpectPark(ctx context.Context) {
+	n, ok := ctx.Value(parkNoteKey{}).(*parkNote)
+	if !ok || n == nil {
+		return
+	}
+	n.mu.Lock()
+	n.parker, n.parkAny = false, false
+	n.mu.Unlock()
 }
 
 // WillPark reports whether a dead-letter middleware around the caller

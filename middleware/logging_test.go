@@ -89,6 +89,37 @@ func TestLoggingInsideDLQ(t *testing.T) {
 	}
 }
 
+// Around a dlq middleware whose park fails, Logging logs the failure as
+// such, not as a park.
+func TestLoggingAroundFailedPark(t *testing.T) {
+	t.Parallel()
+	var logs logbuf.Buffer
+	l := slog.New(slog.NewTextHandler(&logs, nil))
+	park, err := dlq.Middleware(failingDLQ{}, dlq.Logger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := handler.Func(func(context.Context, *handler.Job) error { return handler.Permanent(errors.New("HTTP 404")) })
+	j := &handler.Job{Topic: "hooks", Offset: 7, DeliveryCount: 5, DeliveryLimit: 5}
+	if err := handler.Chain(h, middleware.Logging(l), park).Handle(handler.WithParkNote(context.Background()), j); err == nil {
+		t.Fatal("the failed park returned nil")
+	}
+	if out := logs.String(); !strings.Contains(out, "level=ERROR") || !strings.Contains(out, "dlq-produce") || strings.Contains(out, "parks it") {
+		t.Fatalf("log %q, want an Error for the failed park", out)
+	}
+}
+
+// failingDLQ refuses every produce.
+type failingDLQ struct{}
+
+func (failingDLQ) ProduceSync(_ context.Context, rs ...*kgo.Record) kgo.ProduceResults {
+	out := make(kgo.ProduceResults, len(rs))
+	for i, r := range rs {
+		out[i] = kgo.ProduceResult{Record: r, Err: errors.New("broker down")}
+	}
+	return out
+}
+
 // Without a dlq middleware around it, a permanent failure is an Error.
 func TestLoggingPermanentWithoutDLQ(t *testing.T) {
 	t.Parallel()
