@@ -19,6 +19,14 @@ import (
 // sees the markers of every record it reads. [List], [Get] and [Replay]
 // read them into [Parked.Replays] and never show a marker as a job;
 // [Parse] returns [ErrMarker] for one.
+//
+// Why markers in the DLQ partition rather than a compacted side topic
+// keyed by DLQ location: the side topic has no index either (Kafka looks
+// nothing up by key), so a reader would have to read all of it to learn
+// the state of one page, and it would be a second topic to create, grant
+// and keep in step; a marker needs nothing new, is read by the same
+// fetches as the records it marks, and cannot outlive the topic. The cost
+// is that a reader of a page reads on to the partition's end.
 const (
 	// HeaderReplayedOffset is the DLQ offset of the replayed record, in
 	// the marker's own partition.
