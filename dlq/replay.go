@@ -519,12 +519,13 @@ func (rp *replayer) run(ctx context.Context, opts ReplayOptions) (ReplayStats, e
 		m, merr := rp.writeMarker(ctx, &p, at, opts.ProduceTimeout)
 		advance(r)
 		if merr != nil {
-			// The job is replayed, but nothing says so: a later run
-			// replays it again, with the same job ID. Save the progress
-			// all the same, so that the same replay does not.
+			// The job is replayed, but nothing says so: another replay
+			// (other filters, another group) replays it again, with the
+			// same job ID. Save the progress all the same, so that this
+			// one, run again, does not.
 			stats.Replayed++
 			serr := save()
-			return errors.Join(fmt.Errorf("dlq: replayed %s to %s/%d/%d but could not write its replay marker: %w; a later replay will replay it again, with the same job ID %s",
+			return errors.Join(fmt.Errorf("dlq: replayed %s to %s/%d/%d but could not write its replay marker: %w; a replay with other filters may replay it again, with the same job ID %s",
 				p.Location(), at.Topic, at.Partition, at.Offset, merr, p.JobID()), serr)
 		}
 		p.Replays = append(p.Replays, m)
