@@ -127,10 +127,18 @@ func TestGetRestoresBrokerRecord(t *testing.T) {
 			t.Errorf("Get 1: key %q, want the source record's k1", p.Key)
 		}
 	}
-	// List shows them as they are, unrestored.
-	ps, err := List(ctx, b.cl, "dlq.g", Filter{Reason: handler.ReasonDeliveryLimit}, 0)
-	if err != nil || len(ps) != 3 || ps[0].Restored {
-		t.Fatalf("List delivery-limit: %d records (%v), want 3 unrestored", len(ps), err)
+	// List restores them too, and says which job IDs it does not know.
+	ps, err := List(ctx, b.cl, "dlq.g", Filter{}, 0)
+	if err != nil || len(ps) != 4 {
+		t.Fatalf("List: %d records (%v), want 4", len(ps), err)
+	}
+	for i, tc := range []struct {
+		restored bool
+		id       string
+	}{{true, "id-0"}, {true, "jobs/0/1"}, {false, "jobs/0/9"}, {false, "jobs/0/1"}} {
+		if p := &ps[i]; p.Restored != tc.restored || p.JobIDKnown() != tc.restored || p.JobID() != tc.id {
+			t.Errorf("List %d: restored %v, job ID %q known %v; want restored %v, %q", i, p.Restored, p.JobID(), p.JobIDKnown(), tc.restored, tc.id)
+		}
 	}
 }
 

@@ -52,10 +52,20 @@
 // the topics they came from, at a limited rate, saving its progress as
 // offsets committed for a consumer group on the DLQ topic after each
 // job's produce is acknowledged. An interrupted replay resumes where it
-// stopped without losing a job; a replay that dies between a produce and
-// its commit re-produces that one job again with the same job ID, which
-// the idempotency middleware absorbs. The shareq CLI wraps these as
-// "shareq dlq list|show|replay".
+// stopped without losing a job.
+//
+// Each parked job is replayed once: after its produce is acknowledged,
+// Replay writes a replay marker (a record with no key or value and the
+// [HeaderReplayedOffset] headers) into the job's own DLQ partition, and a
+// later replay, with any filter, passes over jobs that have one unless
+// ReplayOptions.Force is set. A marker always follows the record it
+// marks, so reading a partition from an offset to its end finds the
+// markers of every record read: [List] and [Get] report each job's
+// replays (Parked.Replays), and never show a marker as a job ([Parse]
+// returns [ErrMarker] for one). A replay that dies between a job's
+// produce and its marker re-produces that one job on the next run, with
+// the same job ID, which the idempotency middleware absorbs. The shareq
+// CLI wraps these as "shareq dlq list|show|replay".
 //
 // A DLQ topic is an ordinary topic: create it (with a retention long
 // enough for someone to look at its jobs) before the workers start, one

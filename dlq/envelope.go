@@ -183,7 +183,8 @@ type Envelope struct {
 	// while that still holds it (Restored).
 	Broker bool
 	// Restored reports that the job's key, value and headers were read
-	// back from its source record ([Get], [Replay]; never [List]).
+	// back from its source record ([Get], [Replay], and [List], which
+	// reads the source records of a page together).
 	Restored bool
 }
 
@@ -210,12 +211,37 @@ type Parked struct {
 	// (shareq-dlq-*) headers.
 	Headers []kgo.RecordHeader
 
+	// Replays are the replays of this record that its replay markers
+	// record (see [HeaderReplayedOffset]), oldest first; empty when it
+	// was never replayed. [List], [Get] and [Replay] fill it in; [Parse]
+	// cannot (the markers come after the record).
+	Replays []ReplayMark
+
 	// Err is set by [List] on a record of the DLQ topic that is not a DLQ
 	// envelope (wrapping [ErrMalformed]); only the DLQ location, Key,
 	// Value and Headers are then filled in. [Parse] returns such an error
 	// instead.
 	Err error
 }
+
+// Replayed reports whether the job was replayed (it has replay markers).
+func (p *Parked) Replayed() bool { return len(p.Replays) > 0 }
+
+// LastReplay returns the latest replay of the job, if it was replayed.
+func (p *Parked) LastReplay() (ReplayMark, bool) {
+	if len(p.Replays) == 0 {
+		return ReplayMark{}, false
+	}
+	return p.Replays[len(p.Replays)-1], true
+}
+
+// JobIDKnown reports whether [Parked.JobID] is the job's real ID. It is
+// false only for a record the broker wrote (Envelope.Broker) whose source
+// record could not be read back (not Restored): the broker keeps no
+// headers, so the job's own shareq-job-id, if it had one, is lost, and
+// JobID returns the source location, which is the job's ID only when the
+// producer gave it none.
+func (p *Parked) JobIDKnown() bool { return !p.Broker || p.Restored }
 
 // JobID returns the parked job's identity as [handler.Job.ID] computed it:
 // its [handler.JobIDHeader] header when present, else
@@ -241,11 +267,16 @@ func sourceID(topic string, partition int32, offset int64) string {
 
 // Parse decodes a record read from a DLQ topic: one [Middleware] parked,
 // or one the broker wrote to a share group's dead-letter topic (Envelope.
-// Broker). It returns an error wrapping [ErrMalformed] when the record is
-// neither.
+// Broker). It returns an error wrapping [ErrMarker] for a replay marker
+// (not a job: pass it over), and one wrapping [ErrMalformed] when the
+// record is neither.
 func Parse(r *kgo.Record) (Parked, error) {
 	if r == nil {
 		return Parked{}, fmt.Errorf("%w: nil record", ErrMalformed)
+	}
+	if IsMarker(r) {
+		return Parked{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp},
+			fmt.Errorf("dlq: record %s: %w", sourceID(r.Topic, r.Partition, r.Offset), ErrMarker)
 	}
 	p := Parked{
 		Topic:     r.Topic,

@@ -304,7 +304,9 @@ type parker struct {
 
 func (pk *parker) handle(ctx context.Context, next handler.Handler, job *handler.Job) error {
 	start := pk.cfg.now()
+	handler.ExpectPark(ctx, pk.lastDelivery(job))
 	err := safeHandle(ctx, next, job)
+	handler.EndExpectPark(ctx)
 	if err == nil {
 		pk.first.forget(job.ID())
 		return nil
@@ -436,9 +438,14 @@ func (pk *parker) park(ctx context.Context, job *handler.Job, herr error, reason
 	}
 	pk.first.forget(id)
 	at := res[0].Record
-	pk.log(ctx).LogAttrs(ctx, slog.LevelWarn, "dlq: parked job",
+	// In a worker, the worker logs the parked job (one line, at Warn, with
+	// its outcome): this line is for Debug. Outside one, nobody else does.
+	level := slog.LevelWarn
+	if handler.NoteParked(ctx, handler.Parked{Topic: at.Topic, Partition: at.Partition, Offset: at.Offset, Reason: reason, Err: herr}) {
+		level = slog.LevelDebug
+	}
+	pk.log(ctx).LogAttrs(ctx, level, "dlq: parked job",
 		append(jobAttrs(job, id, reason, topic), slog.Int("dlq_partition", int(at.Partition)), slog.Int64("dlq_offset", at.Offset))...)
-	handler.NoteParked(ctx, handler.Parked{Topic: at.Topic, Partition: at.Partition, Offset: at.Offset, Reason: reason, Err: herr})
 	for _, fn := range pk.cfg.onPark {
 		fn(job, reason)
 	}

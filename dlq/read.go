@@ -111,6 +111,14 @@ func (f *Filter) String() string {
 	return strings.Join(parts, " ")
 }
 
+// markSpans returns the spans of f (see spans) extended to the
+// high-water mark, where the markers of the records in f's window are.
+func markSpans(ctx context.Context, adm *kadm.Client, topic string, f *Filter) (map[int32]span, error) {
+	open := *f
+	open.Offsets.End = 0
+	return spans(ctx, adm, topic, &open)
+}
+
 // span is the offsets [next, end) still to read in one partition.
 type span struct{ next, end int64 }
 
@@ -304,13 +312,30 @@ func read(ctx context.Context, cl *kgo.Client, topic string, ss map[int32]span, 
 	return nil
 }
 
+// ErrNotDLQ is returned (wrapped, with the topic's name) by [List] when
+// the topic holds records but none of them is a DLQ envelope: it is not a
+// dead-letter topic (a job topic, most likely, whose DLQ topic is
+// "<topic>.dlq" or, for the broker's, "dlq.<group>").
+var ErrNotDLQ = errors.New("dlq: not a dead-letter topic")
+
 // List returns up to limit parked jobs from the DLQ topic that pass f,
 // ordered by partition and offset: the first limit matches of partition
 // 0, then of partition 1, and so on. limit <= 0 means no limit. It reads
 // up to each partition's high-water mark at the call, so it returns even
 // while jobs are being parked. Each entry's Value is cut to
 // [PreviewBytes]. Records that are not DLQ envelopes are listed, with
-// Parked.Err set, when f selects by neither reason nor source topic.
+// Parked.Err set, when f selects by neither reason nor source topic;
+// replay markers are never listed. When the records read hold no DLQ
+// envelope at all, List returns an error wrapping [ErrNotDLQ].
+//
+// Each entry's Replays says whether and when it was replayed: List reads
+// each partition from its first selected offset to the high-water mark
+// (past the limit, for the markers only), so a page costs a read of the
+// rest of its partitions, not of the whole topic. The broker's dead-letter
+// records (Envelope.Broker) of the page are restored from their source
+// records, read together per source partition, so their JobID is the
+// job's real one; where a source record is gone, [Parked.JobIDKnown]
+// says so.
 //
 // cl must consume nothing itself (no consumer or share group, no
 // ConsumeTopics or ConsumePartitions): List reads through it by adding
@@ -321,38 +346,51 @@ func List(ctx context.Context, cl *kgo.Client, topic string, f Filter, limit int
 		return nil, err
 	}
 	adm := kadm.NewClient(cl)
-	ss, err := spans(ctx, adm, topic, &f)
+	ss, err := markSpans(ctx, adm, topic, &f)
 	if err != nil {
 		return nil, err
 	}
-	byPart := make(map[int32][]Parked)
+	var (
+		byPart               = make(map[int32][]Parked)
+		ms                   = marks{}
+		envelopes, malformed int
+	)
 	err = read(ctx, cl, topic, ss, func(r *kgo.Record) error {
+		if ms.add(r) || !f.Offsets.Contains(r.Offset) {
+			return nil // past the window: read for its markers only
+		}
+		if limit > 0 && len(byPart[r.Partition]) >= limit {
+			// The page is full: read on for the markers, and to tell a
+			// DLQ topic from another one.
+			if envelopes == 0 && hasEnvelope(r.Headers) {
+				envelopes++
+			}
+			return nil
+		}
 		p, err := Parse(r)
 		if err != nil {
+			malformed++
 			if f.Reason != "" || f.SourceTopic != "" {
 				return nil
 			}
 			p.Err = err
-		} else if !f.matches(&p) {
-			return nil
-		}
-		if len(p.Value) > PreviewBytes {
-			p.Value = slices.Clone(p.Value[:PreviewBytes])
+		} else {
+			envelopes++
+			if !f.matches(&p) {
+				return nil
+			}
 		}
 		byPart[r.Partition] = append(byPart[r.Partition], p)
-		if limit > 0 && len(byPart[r.Partition]) >= limit {
-			return errPartitionDone
-		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	parts := make([]int32, 0, len(byPart))
-	for p := range byPart {
-		parts = append(parts, p)
+	if envelopes == 0 && malformed > 0 {
+		return nil, fmt.Errorf("%w: %s: none of its %d records read is a DLQ envelope (a job topic's DLQ topic is %s%s, a share group's broker dead-letter topic dlq.<group>)",
+			ErrNotDLQ, topic, malformed, topic, TopicSuffix)
 	}
-	slices.Sort(parts)
+	parts := slices.Sorted(maps.Keys(byPart))
 	var out []Parked
 	for _, p := range parts {
 		out = append(out, byPart[p]...)
@@ -360,14 +398,117 @@ func List(ctx context.Context, cl *kgo.Client, topic string, f Filter, limit int
 	if limit > 0 && len(out) > limit {
 		out = out[:limit]
 	}
+	var broker []*Parked
+	for i := range out {
+		p := &out[i]
+		p.Replays = ms.of(p.Partition, p.Offset)
+		if p.Err == nil && p.Broker {
+			broker = append(broker, p)
+		}
+	}
+	if err := restoreAll(ctx, cl, broker); err != nil && ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	for i := range out {
+		if p := &out[i]; len(p.Value) > PreviewBytes {
+			p.Value = slices.Clone(p.Value[:PreviewBytes])
+		}
+	}
 	return out, nil
+}
+
+// hasEnvelope reports whether hs hold a DLQ envelope's or the broker's
+// dead-letter headers.
+func hasEnvelope(hs []kgo.RecordHeader) bool {
+	for _, h := range hs {
+		if h.Key == HeaderReason || h.Key == BrokerHeaderTopic {
+			return true
+		}
+	}
+	return false
+}
+
+// restoreGap is the widest gap between two source offsets [restoreAll]
+// reads in one pass; farther apart, it starts another read there.
+const restoreGap = 512
+
+// restoreAll restores broker dead-letter records ps from their source
+// records (see restore), reading each source partition's wanted offsets
+// in as few passes as their spread allows. A record whose source cannot
+// be read stays unrestored; the error returned is the first failure.
+func restoreAll(ctx context.Context, cl *kgo.Client, ps []*Parked) error {
+	type tp struct {
+		topic     string
+		partition int32
+	}
+	want := map[tp]map[int64][]*Parked{}
+	for _, p := range ps {
+		k := tp{p.SourceTopic, p.SourcePartition}
+		if want[k] == nil {
+			want[k] = map[int64][]*Parked{}
+		}
+		want[k][p.SourceOffset] = append(want[k][p.SourceOffset], p)
+	}
+	adm := kadm.NewClient(cl)
+	var first error
+	fail := func(err error) {
+		if first == nil {
+			first = err
+		}
+	}
+	ranges := map[string]map[int32]span{}
+	for k, byOff := range want {
+		if _, ok := ranges[k.topic]; !ok {
+			ss, err := spans(ctx, adm, k.topic, &Filter{})
+			if err != nil {
+				fail(err)
+			}
+			ranges[k.topic] = ss // nil when the topic is gone
+		}
+		s, ok := ranges[k.topic][k.partition]
+		if !ok {
+			fail(fmt.Errorf("%w: %s has no partition %d", ErrNoRecord, k.topic, k.partition))
+			continue
+		}
+		offs := slices.Sorted(maps.Keys(byOff))
+		for len(offs) > 0 {
+			n := 1
+			for n < len(offs) && offs[n]-offs[n-1] <= restoreGap {
+				n++
+			}
+			run := offs[:n]
+			offs = offs[n:]
+			from, last := max(run[0], s.next), min(run[len(run)-1], s.end-1)
+			if from > last {
+				continue // removed by retention, or not written
+			}
+			err := read(ctx, cl, k.topic, map[int32]span{k.partition: {next: from, end: last + 1}}, func(r *kgo.Record) error {
+				for _, p := range byOff[r.Offset] {
+					if err := restoreFrom(p, r); err != nil {
+						fail(err)
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				fail(err)
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+			}
+		}
+	}
+	return first
 }
 
 // Get reads the parked job at partition and offset of the DLQ topic, with
 // its full value. It returns an error wrapping [ErrNoRecord] when the
 // offset is past the end, was removed by retention, or holds no record,
 // and one wrapping [ErrMalformed] (with the Parked still filled in as far
-// as possible) when the record is not a DLQ envelope. For a record the
+// as possible) when the record is not a DLQ envelope, and one wrapping
+// [ErrMarker] when it is a replay marker. Replays lists the record's
+// replays: Get reads the partition from offset to its high-water mark for
+// their markers. For a record the
 // broker wrote (Envelope.Broker), Get also reads the job's own record
 // from its source topic and, when it is still there, fills in its key,
 // value and headers (Restored). cl must meet the conditions given for
@@ -384,8 +525,21 @@ func Get(ctx context.Context, cl *kgo.Client, topic string, partition int32, off
 		return Parked{}, err
 	}
 	p, err := Parse(rec)
-	if err != nil || !p.Broker {
+	if err != nil {
 		return p, err
+	}
+	// Its markers, if any, come after it.
+	ss, err := spans(ctx, kadm.NewClient(cl), topic, &Filter{Partitions: []int32{partition}, Offsets: OffsetRange{From: offset + 1}})
+	if err != nil {
+		return p, err
+	}
+	ms, err := readMarks(ctx, cl, topic, ss)
+	if err != nil {
+		return p, err
+	}
+	p.Replays = ms.of(partition, offset)
+	if !p.Broker {
+		return p, nil
 	}
 	if err := restore(ctx, cl, &p); err != nil && ctx.Err() != nil {
 		return p, ctx.Err()
@@ -402,6 +556,12 @@ func restore(ctx context.Context, cl *kgo.Client, p *Parked) error {
 	if err != nil {
 		return err
 	}
+	return restoreFrom(p, src)
+}
+
+// restoreFrom puts the key, value and headers of src, the source record
+// of a broker dead-letter record p, in p, when it is the same job.
+func restoreFrom(p *Parked, src *kgo.Record) error {
 	copied := len(p.Key) > 0 || len(p.Value) > 0
 	if copied && (!bytes.Equal(src.Key, p.Key) || !bytes.Equal(src.Value, p.Value)) {
 		return fmt.Errorf("%w: the record at %s is not the job (its key or value differ from the broker's copy)", ErrNoRecord, sourceID(p.SourceTopic, p.SourcePartition, p.SourceOffset))

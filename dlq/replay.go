@@ -16,11 +16,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/internal/acl"
 )
 
 // ReplayGroupPrefix starts the name of the consumer group in which
 // [Replay] saves its progress.
 const ReplayGroupPrefix = "shareq-dlq-replay."
+
+// ReplayLogLimit is how many replayed jobs one [Replay] run logs one by
+// one at Info level; the summary at its end counts them all.
+const ReplayLogLimit = 100
 
 // ReplayOptions configures [Replay].
 type ReplayOptions struct {
@@ -37,6 +42,15 @@ type ReplayOptions struct {
 	// progress, and reports what it would replay, without producing or
 	// saving progress.
 	DryRun bool
+	// Force replays selected jobs even when they were replayed before
+	// (they have replay markers), and starts at the filter's first
+	// offset rather than at the saved progress. Without it, a job is
+	// replayed at most once, whatever the filters of earlier replays:
+	// jobs already replayed are passed over and counted in
+	// ReplayStats.AlreadyReplayed. A forced replay writes markers too,
+	// and saves progress as usual: after an interrupted forced replay,
+	// the same replay without Force finishes the rest.
+	Force bool
 	// Group is the consumer group whose committed offsets on Topic hold
 	// the replay's progress. Default: [ReplayGroup](Topic, Filter), so
 	// rerunning the same replay resumes it and a replay with another
@@ -47,10 +61,14 @@ type ReplayOptions struct {
 	ProduceTimeout time.Duration
 	// OnRecord, if set, is called with each selected record after it was
 	// replayed and its progress saved (in a dry run: after it was
-	// selected). It runs on Replay's goroutine.
+	// selected); p.Replays ends with this replay. It runs on Replay's
+	// goroutine.
 	OnRecord func(p *Parked)
-	// Logger receives a warning for each record of Topic that is not a
-	// DLQ envelope. Default slog.Default().
+	// Logger receives, at Info level, a line per replayed job (the first
+	// [ReplayLogLimit] of a run, then one line saying the rest are not
+	// logged one by one) and a summary at the end; at Warn, a line for
+	// each record of Topic that is not a DLQ envelope; at Error, each
+	// job that cannot be replayed. Default slog.Default().
 	Logger *slog.Logger
 }
 
@@ -59,13 +77,17 @@ type ReplayOptions struct {
 type ReplayStats struct {
 	// Group is the consumer group holding the progress.
 	Group string
-	// Read counts DLQ records read.
+	// Read counts DLQ records read, replay markers not included.
 	Read int
 	// Replayed counts records re-produced to their source topic with
 	// their progress saved; in a dry run, records that would be.
 	Replayed int
 	// Filtered counts records read but not selected by the filter.
 	Filtered int
+	// AlreadyReplayed counts selected records passed over because an
+	// earlier replay replayed them (they have a replay marker; see
+	// ReplayOptions.Force).
+	AlreadyReplayed int
 	// Malformed counts records that are not DLQ envelopes; they are
 	// passed over.
 	Malformed int
@@ -132,23 +154,35 @@ func ReplayGroup(topic string, f Filter) string {
 //
 // Replay reads each selected partition from the saved progress up to the
 // high-water mark it finds at the start, and returns at that mark (it
-// does not wait for new records). Records are handled one at a time, in
-// offset order within a partition: re-produce, wait for the broker's
-// acknowledgement, then save progress by committing the next offset for
-// the consumer group opts.Group on the DLQ topic. Passed-over records
-// move the progress too, saved with the next commit.
+// does not wait for new records). It first reads that window for replay
+// markers, then handles the records one at a time, in offset order
+// within a partition: re-produce, wait for the broker's acknowledgement,
+// write a replay marker into the record's own DLQ partition (see
+// [HeaderReplayedOffset]) and wait for its acknowledgement, then save
+// progress by committing the next offset for the consumer group
+// opts.Group on the DLQ topic. Passed-over records move the progress too,
+// saved with the next commit.
+//
+// Once: a record with a marker was replayed, by this or any earlier
+// replay whatever its filter or group, and is passed over unless
+// opts.Force is set. Markers live in Kafka beside the records they mark
+// (a marker follows its record in the partition, so reading a window of
+// a partition up to its end finds the markers of every record in the
+// window) and are written by a second client made from cl's options with
+// a manual partitioner; the client needs Write on the DLQ topic (also on
+// a broker dead-letter topic, "dlq.<group>").
 //
 // Resuming: cancelling ctx stops Replay before its next record; a record
-// already being produced is finished and committed (within
+// already being produced is finished, marked and committed (within
 // ProduceTimeout) first. Replay then returns ctx's error, and the next
 // Replay with the same options continues where it stopped. No job is
-// lost: progress is committed only past records whose produce was
-// acknowledged. A job can be replayed twice only when Replay dies (or
-// its commit fails) between the acknowledgement and the commit; the copy
-// replayed again carries the same job ID, so the idempotency middleware's
-// claim row absorbs it. At most one job per interruption is replayed
-// twice, and at most one effective re-run results: the claim row absorbs
-// a replay interrupted between produce and commit.
+// lost: the marker is written, and progress committed, only after the
+// job's produce was acknowledged. A job is replayed twice only when
+// Replay dies (or its marker's produce fails) between the job's
+// acknowledgement and its marker's: the next run finds no marker and
+// replays it again. Both copies carry the same job ID, so the idempotency
+// middleware's claim row runs it once. At most one job per interruption
+// is replayed twice.
 //
 // Replay reads through cl, with the conditions given for [List], and
 // produces with it; the client's producer settings apply (the default
@@ -159,7 +193,6 @@ func Replay(ctx context.Context, cl *kgo.Client, opts ReplayOptions) (ReplayStat
 	}
 	adm := kadm.NewClient(cl)
 	r := &replayer{read: cl, adm: adm, prod: cl, com: kadmCommitter{adm}}
-	defer r.closeSource()
 	return r.run(ctx, opts)
 }
 
@@ -207,6 +240,11 @@ func (rp *replayer) sourceValue(ctx context.Context, p *Parked) ([]byte, error) 
 func (rp *replayer) closeSource() {
 	if rp.src != nil {
 		rp.src.Close()
+		rp.src = nil
+	}
+	if rp.markClient != nil {
+		rp.markClient.Close()
+		rp.mark, rp.markClient = nil, nil
 	}
 }
 
@@ -221,6 +259,17 @@ type kadmCommitter struct{ adm *kadm.Client }
 
 func (k kadmCommitter) fetch(ctx context.Context, group, topic string) (map[int32]int64, error) {
 	rs, err := k.adm.FetchOffsetsForTopics(ctx, group, topic)
+	// A broker whose offsets topic is still being created answers
+	// COORDINATOR_NOT_AVAILABLE for a while: wait for it, within reason.
+	for try := 0; try < 40 && err != nil && kerr.IsRetriable(err) && ctx.Err() == nil; try++ {
+		t := time.NewTimer(250 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		rs, err = k.adm.FetchOffsetsForTopics(ctx, group, topic)
+	}
 	if errors.Is(err, kerr.GroupIDNotFound) {
 		return nil, nil // no progress saved yet
 	}
@@ -253,9 +302,28 @@ type replayer struct {
 	prod Producer
 	com  committer
 	src  *kgo.Client // reads source records; made when first needed
+	// mark writes replay markers to a given partition; when nil, a
+	// client with a manual partitioner made from read's options when
+	// first needed (markClient).
+	mark       Producer
+	markClient *kgo.Client
 }
 
+// marker returns the producer of replay markers.
+func (rp *replayer) marker() (Producer, error) {
+	if rp.mark == nil {
+		cl, err := kgo.NewClient(append(rp.read.Opts(), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+		if err != nil {
+			return nil, err
+		}
+		rp.mark, rp.markClient = cl, cl
+	}
+	return rp.mark, nil
+}
+
+// run runs a replay; it closes the clients it made on the way out.
 func (rp *replayer) run(ctx context.Context, opts ReplayOptions) (ReplayStats, error) {
+	defer rp.closeSource()
 	if opts.Topic == "" {
 		return ReplayStats{}, errors.New("dlq: replay: no DLQ topic given")
 	}
@@ -288,7 +356,7 @@ func (rp *replayer) run(ctx context.Context, opts ReplayOptions) (ReplayStats, e
 	}
 	for p, s := range ss {
 		pp := PartitionProgress{Start: s.next, End: s.end}
-		if at, ok := saved[p]; ok {
+		if at, ok := saved[p]; ok && !opts.Force {
 			switch {
 			case at >= s.next:
 				pp.Start, pp.Resumed = at, true
@@ -328,8 +396,55 @@ func (rp *replayer) run(ctx context.Context, opts ReplayOptions) (ReplayStats, e
 	if opts.Rate > 0 && !opts.DryRun {
 		pace.interval = time.Duration(float64(time.Second) / opts.Rate)
 	}
+	ms := marks{}
+	if !opts.Force {
+		// The markers of the records in ss are after them, up to the
+		// high-water mark (past Filter.Offsets.End when it is set).
+		wide, err := markSpans(ctx, rp.adm, topic, &f)
+		if err != nil {
+			return stats, err
+		}
+		for p, s := range wide {
+			if n, ok := ss[p]; ok {
+				s.next = n.next
+				wide[p] = s
+			} else {
+				delete(wide, p)
+			}
+		}
+		if ms, err = readMarks(ctx, rp.read, topic, wide); err != nil {
+			return stats, fmt.Errorf("dlq: replay: read replay markers of %s: %w", topic, err)
+		}
+	}
+	replayed := func(p *Parked) {
+		stats.Replayed++
+		switch {
+		case stats.Replayed <= ReplayLogLimit:
+			attrs := []slog.Attr{slog.String("record", p.Location()), slog.String("job_id", p.JobID()), slog.String("reason", p.Reason)}
+			if m, ok := p.LastReplay(); ok && !opts.DryRun {
+				attrs = append(attrs, slog.String("to", sourceID(m.Topic, m.Partition, m.Offset)))
+			} else {
+				attrs = append(attrs, slog.String("to", p.SourceTopic))
+			}
+			msg := "dlq: replayed job"
+			if opts.DryRun {
+				msg = "dlq: replay (dry run): would replay job"
+			}
+			log.LogAttrs(ctx, slog.LevelInfo, msg, attrs...)
+		case stats.Replayed == ReplayLogLimit+1:
+			log.LogAttrs(ctx, slog.LevelInfo, "dlq: replay: more jobs replayed; not logging each (the summary counts them)",
+				slog.Int("limit", ReplayLogLimit))
+		}
+		if opts.OnRecord != nil {
+			opts.OnRecord(p)
+		}
+	}
 
 	err = read(ctx, rp.read, topic, ss, func(r *kgo.Record) error {
+		if IsMarker(r) {
+			advance(r)
+			return nil
+		}
 		stats.Read++
 		p, err := Parse(r)
 		if err != nil {
@@ -344,12 +459,15 @@ func (rp *replayer) run(ctx context.Context, opts ReplayOptions) (ReplayStats, e
 			advance(r)
 			return nil
 		}
-		if opts.DryRun {
-			stats.Replayed++
+		p.Replays = ms.of(p.Partition, p.Offset)
+		if p.Replayed() && !opts.Force {
+			stats.AlreadyReplayed++
 			advance(r)
-			if opts.OnRecord != nil {
-				opts.OnRecord(&p)
-			}
+			return nil
+		}
+		if opts.DryRun {
+			advance(r)
+			replayed(&p)
 			return nil
 		}
 		// Stop between records, never inside one.
@@ -397,15 +515,26 @@ func (rp *replayer) run(ctx context.Context, opts ReplayOptions) (ReplayStats, e
 		if perr != nil {
 			return fmt.Errorf("dlq: replay %s to %s: %w", p.Location(), p.SourceTopic, perr)
 		}
+		at := res[0].Record
+		m, merr := rp.writeMarker(ctx, &p, at, opts.ProduceTimeout)
 		advance(r)
+		if merr != nil {
+			// The job is replayed, but nothing says so: another replay
+			// (other filters, another group) replays it again, with the
+			// same job ID. Save the progress all the same, so that this
+			// one, run again, does not.
+			stats.Replayed++
+			serr := save()
+			return errors.Join(fmt.Errorf("dlq: replayed %s to %s/%d/%d but could not write its replay marker: %w; a replay with other filters may replay it again, with the same job ID %s",
+				p.Location(), at.Topic, at.Partition, at.Offset, merr, p.JobID()), serr)
+		}
+		p.Replays = append(p.Replays, m)
 		if err := save(); err != nil {
-			return fmt.Errorf("dlq: replayed %s to %s but could not save progress in group %s: %w; a later run may replay it again, with the same job ID %s",
-				p.Location(), p.SourceTopic, opts.Group, err, p.JobID())
+			stats.Replayed++
+			return fmt.Errorf("dlq: replayed %s to %s but could not save progress in group %s: %w; its replay marker keeps a later run from replaying it again",
+				p.Location(), p.SourceTopic, opts.Group, err)
 		}
-		stats.Replayed++
-		if opts.OnRecord != nil {
-			opts.OnRecord(&p)
-		}
+		replayed(&p)
 		return nil
 	})
 	if serr := save(); serr != nil {
@@ -414,7 +543,51 @@ func (rp *replayer) run(ctx context.Context, opts ReplayOptions) (ReplayStats, e
 	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		err = fmt.Errorf("dlq: replay stopped, progress saved in group %s (run again to resume): %w", opts.Group, err)
 	}
+	level, msg := slog.LevelInfo, "dlq: replay done"
+	switch {
+	case err != nil:
+		level, msg = slog.LevelWarn, "dlq: replay stopped early"
+	case opts.DryRun:
+		msg = "dlq: replay (dry run) done"
+	}
+	log.LogAttrs(context.WithoutCancel(ctx), level, msg,
+		slog.String("topic", topic), slog.String("filter", f.String()), slog.String("group", opts.Group), slog.Bool("force", opts.Force),
+		slog.Int("replayed", stats.Replayed), slog.Int("read", stats.Read), slog.Int("already_replayed", stats.AlreadyReplayed),
+		slog.Int("filtered", stats.Filtered), slog.Int("malformed", stats.Malformed),
+		slog.Int("source_gone", stats.SourceGone), slog.Int("value_gone", stats.ValueGone))
 	return stats, err
+}
+
+// writeMarker writes the replay marker of p, replayed to at, into p's DLQ
+// partition and waits for its acknowledgement.
+func (rp *replayer) writeMarker(ctx context.Context, p *Parked, at *kgo.Record, timeout time.Duration) (ReplayMark, error) {
+	prod, err := rp.marker()
+	if err != nil {
+		return ReplayMark{}, err
+	}
+	now := time.Now()
+	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	res := prod.ProduceSync(mctx, markerRecord(p, at, now))
+	err = res.FirstErr()
+	if err == nil && len(res) == 0 {
+		err = errors.New("producer returned no result")
+	}
+	if err != nil && acl.Denied(err) {
+		var bootstrap string
+		if seeds, ok := rp.read.OptValue(kgo.SeedBrokers).([]string); ok && len(seeds) > 0 {
+			bootstrap = seeds[0]
+		}
+		err = fmt.Errorf("%w: %s", err, acl.Missing(acl.Right{Op: "Write", Resource: acl.Topic, Name: p.Topic}, bootstrap, nil))
+	}
+	if err != nil {
+		return ReplayMark{}, err
+	}
+	mr := res[0].Record
+	if mr.Partition != p.Partition {
+		return ReplayMark{}, fmt.Errorf("the marker went to partition %d, not %d (the marker producer must partition manually)", mr.Partition, p.Partition)
+	}
+	return ReplayMark{At: now, Topic: at.Topic, Partition: at.Partition, Offset: at.Offset, Marker: mr.Offset}, nil
 }
 
 // replayRecord returns the record that re-queues p in its source topic.

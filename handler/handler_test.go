@@ -202,3 +202,32 @@ func TestParkNote(t *testing.T) {
 		t.Error("a new note inherits the old one's park")
 	}
 }
+
+// ExpectPark says, to middleware inside a dead-letter middleware, which
+// failures it parks: permanent ones always, any one on a delivery it
+// parks on; EndExpectPark withdraws it for middleware outside.
+func TestExpectPark(t *testing.T) {
+	t.Parallel()
+	perm, plain := handler.Permanent(errors.New("404")), errors.New("503")
+	if handler.ExpectPark(context.Background(), true) || handler.WillPark(context.Background(), perm) {
+		t.Fatal("a context without a note expects a park")
+	}
+	ctx := handler.WithParkNote(context.Background())
+	if handler.WillPark(ctx, perm) {
+		t.Fatal("WillPark before ExpectPark")
+	}
+	if !handler.ExpectPark(ctx, false) {
+		t.Fatal("ExpectPark found no note")
+	}
+	if !handler.WillPark(ctx, perm) || handler.WillPark(ctx, plain) || handler.WillPark(ctx, nil) {
+		t.Fatal("not the last delivery: want only the permanent failure parked")
+	}
+	handler.ExpectPark(ctx, true)
+	if !handler.WillPark(ctx, plain) {
+		t.Fatal("the last delivery: want any failure parked")
+	}
+	handler.EndExpectPark(ctx)
+	if handler.WillPark(ctx, perm) {
+		t.Fatal("WillPark after EndExpectPark")
+	}
+}

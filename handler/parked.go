@@ -32,6 +32,10 @@ type parkNote struct {
 	context.Context
 	mu     sync.Mutex
 	parked *Parked
+	// parker: a dead-letter middleware runs around the rest of the
+	// chain (ExpectPark); parkAny: it parks this delivery whatever the
+	// error, not only a permanent one.
+	parker, parkAny bool
 }
 
 func (n *parkNote) Value(key any) any {
@@ -79,4 +83,55 @@ func ParkedFrom(ctx context.Context) (Parked, bool) {
 		return Parked{}, false
 	}
 	return *n.parked, true
+}
+
+// ExpectPark records in the note ctx carries (see [WithParkNote]) that a
+// dead-letter middleware runs around the rest of the handler chain and
+// parks the job if it fails permanently ([IsPermanent]) or, when
+// anyFailure, if it fails at all (its last delivery). The dlq middleware
+// calls it before it calls the next handler, so that middleware inside it
+// can tell a failure that ends in the dead-letter topic from one that is
+// retried ([WillPark]), and [EndExpectPark] when the next handler
+// returned, so that middleware outside it does not take the expectation
+// for its own. It reports whether ctx carries a note.
+func ExpectPark(ctx context.Context, anyFailure bool) bool {
+	n, ok := ctx.Value(parkNoteKey{}).(*parkNote)
+	if !ok || n == nil {
+		return false
+	}
+	n.mu.Lock()
+	n.parker, n.parkAny = true, anyFailure
+	n.mu.Unlock()
+	return true
+}
+
+// EndExpectPark withdraws what [ExpectPark] recorded in ctx's note: the
+// dead-letter middleware's inner handler returned, and whether the job
+// was parked is now for [ParkedFrom] to say.
+func EndExpectPark(ctx context.Context) {
+	n, ok := ctx.Value(parkNoteKey{}).(*parkNote)
+	if !ok || n == nil {
+		return
+	}
+	n.mu.Lock()
+	n.parker, n.parkAny = false, false
+	n.mu.Unlock()
+}
+
+// WillPark reports whether a dead-letter middleware around the caller
+// said ([ExpectPark]) that it parks the job when it fails with err, a
+// non-nil error. Middleware that logs failures (middleware.Logging) uses
+// it to leave the parked job's line to the worker, which logs the park
+// with its reason and dead-letter topic.
+func WillPark(ctx context.Context, err error) bool {
+	if err == nil {
+		return false
+	}
+	n, ok := ctx.Value(parkNoteKey{}).(*parkNote)
+	if !ok || n == nil {
+		return false
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.parker && (n.parkAny || IsPermanent(err))
 }

@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -9,14 +10,20 @@ import (
 )
 
 // Logging returns middleware that logs every job with l: at Debug level
-// when the handler succeeds, Warn when it fails with a retryable error or
-// a dlq middleware inside this one parked it ("job parked", with the
-// reason and DLQ topic: see handler.ParkedFrom), and Error when it fails
-// permanently. Each record has the job's topic,
-// partition, offset, ID, delivery count, duration and, on failure, the
-// error and its reason. Payloads are never logged. A nil l means the
-// logger the job's context carries (handler.Logger: the worker's own,
-// worker.Logger), so the worker and its middleware log alike.
+// when the handler succeeds, Warn when it fails with a retryable error,
+// and Error when it fails permanently (or on its last delivery) with no
+// dead-letter middleware to park it. A job that a dlq middleware parks,
+// inside this one (handler.ParkedFrom) or around it (handler.WillPark),
+// is logged at Debug: the worker logs the parked job once, at Warn, with
+// its reason and dead-letter topic. A job whose context the worker
+// cancelled (shutdown, lost lock, maximum hold: a context cancelled with
+// a cause) and whose handler then failed is logged at Info as
+// interrupted, with the cause: it is released, not failed. Each record
+// has the job's topic, partition, offset, ID, delivery count, duration
+// and, on failure, the error and its reason. Payloads are never logged.
+// A nil l means the logger the job's context carries (handler.Logger: the
+// worker's own, worker.Logger), so the worker and its middleware log
+// alike.
 func Logging(l *slog.Logger) handler.Middleware {
 	return func(next handler.Handler) handler.Handler {
 		return handler.Func(func(ctx context.Context, job *handler.Job) error {
@@ -38,19 +45,30 @@ func Logging(l *slog.Logger) handler.Middleware {
 			}
 			if p, parked := handler.ParkedFrom(ctx); err == nil && parked {
 				// The dlq middleware inside this one parked the job: not
-				// a success.
-				level, msg = slog.LevelWarn, "job parked in its dead-letter topic"
-				attrs = append(attrs, slog.String("reason", p.Reason), slog.String("dlq_topic", p.Topic))
+				// a success, and the worker's line says so.
+				msg = "job parked in its dead-letter topic"
+				attrs = append(attrs, slog.String("reason", p.Reason), slog.String("dlq_topic", p.Topic),
+					slog.Int("dlq_partition", int(p.Partition)), slog.Int64("dlq_offset", p.Offset))
 				if p.Err != nil {
 					attrs = append(attrs, slog.String("error", p.Err.Error()))
 				}
 			}
 			if err != nil {
-				level, msg = slog.LevelWarn, "job failed, will retry"
-				if handler.IsPermanent(err) {
+				cause := context.Cause(ctx)
+				switch {
+				case errors.Is(ctx.Err(), context.Canceled) && cause != nil && cause != context.Canceled:
+					level, msg = slog.LevelInfo, "job interrupted"
+					attrs = append(attrs, slog.String("cause", cause.Error()))
+				case handler.WillPark(ctx, err):
+					// The dlq middleware around this one parks it; the
+					// worker's line says so.
+					level, msg = slog.LevelDebug, "job failed; the dlq middleware parks it"
+				case handler.IsPermanent(err):
 					level, msg = slog.LevelError, "job failed permanently"
-				} else if job.LastDelivery() {
+				case job.LastDelivery():
 					level, msg = slog.LevelError, "job failed on its last delivery"
+				default:
+					level, msg = slog.LevelWarn, "job failed, will retry"
 				}
 				attrs = append(attrs, slog.String("error", err.Error()))
 				if r := handler.ReasonOf(err); r != "" {

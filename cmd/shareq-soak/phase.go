@@ -670,8 +670,8 @@ func (p *phase) replayHealthy(ctx context.Context) (map[string]bool, error) {
 	out := map[string]bool{}
 	for _, pk := range parked {
 		id := p.dlqJobID(&pk)
-		if j, ok := p.byID[id]; !ok || j.kind == kindPoison || pk.Err != nil || done[id] || out[id] {
-			continue
+		if j, ok := p.byID[id]; !ok || j.kind == kindPoison || pk.Err != nil || done[id] || out[id] || pk.Replayed() {
+			continue // a replayed record is not replayed again (its job may be on its way)
 		}
 		group := fmt.Sprintf("%s-replay-%d-%d", p.group, pk.Partition, pk.Offset)
 		p.replayGroups = append(p.replayGroups, group)

@@ -202,7 +202,11 @@ func parseOffsetRange(s string) (dlq.OffsetRange, error) {
 const listUsage = `usage: shareq dlq list TOPIC [flags]
 
 Lists parked jobs in the DLQ topic TOPIC, by partition and offset, up to the
-end of each partition when the command starts.
+end of each partition when the command starts. REPLAYED says when a job was
+last replayed and where to ("-": never; "2x" and more: forced again). A job
+the broker dead-lettered shows its real job ID, read back from its source
+record; "(unknown: source gone)" when that record no longer exists. A topic
+that holds no DLQ records is an error.
 `
 
 func dlqList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -239,15 +243,19 @@ func dlqList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return enc.Encode(out)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PARTITION\tOFFSET\tPARKED AT\tREASON\tDELIVERIES\tSOURCE\tJOB ID\tERROR")
+	fmt.Fprintln(tw, "PARTITION\tOFFSET\tPARKED AT\tREASON\tDELIVERIES\tSOURCE\tJOB ID\tREPLAYED\tERROR")
+	replayed := 0
 	for i := range ps {
 		p := &ps[i]
 		if p.Err != nil {
-			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t\t\t\t%s\n", p.Partition, p.Offset, fmtShortTime(p.Timestamp), "(not a DLQ record)", oneLine(p.Err.Error(), 80))
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t\t\t\t\t%s\n", p.Partition, p.Offset, fmtShortTime(p.Timestamp), "(not a DLQ record)", oneLine(p.Err.Error(), 80))
 			continue
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d\t%s/%d/%d\t%s\t%s\n", p.Partition, p.Offset, fmtShortTime(p.ParkedAt), oneLine(p.Reason, 30),
-			p.DeliveryCount, p.SourceTopic, p.SourcePartition, p.SourceOffset, oneLine(p.JobID(), 40), oneLine(p.Error, 80))
+		if p.Replayed() {
+			replayed++
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d\t%s/%d/%d\t%s\t%s\t%s\n", p.Partition, p.Offset, fmtShortTime(p.ParkedAt), oneLine(p.Reason, 30),
+			p.DeliveryCount, p.SourceTopic, p.SourcePartition, p.SourceOffset, oneLine(jobIDText(p), 40), replayText(p), oneLine(p.Error, 80))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -256,9 +264,33 @@ func dlqList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	case len(ps) == 0:
 		fmt.Fprintln(stderr, "no parked jobs match")
 	case *limit > 0 && len(ps) == *limit:
-		fmt.Fprintf(stderr, "showing the first %d; raise -limit to see more\n", len(ps))
+		fmt.Fprintf(stderr, "showing the first %d (%d replayed); raise -limit to see more\n", len(ps), replayed)
+	default:
+		fmt.Fprintf(stderr, "%d parked jobs (%d replayed)\n", len(ps), replayed)
 	}
 	return nil
+}
+
+// jobIDText is p's job ID for a person to read.
+func jobIDText(p *dlq.Parked) string {
+	if !p.JobIDKnown() {
+		return "(unknown: source gone)"
+	}
+	return p.JobID()
+}
+
+// replayText says, in a list's REPLAYED column, whether and when p was
+// last replayed and where to.
+func replayText(p *dlq.Parked) string {
+	m, ok := p.LastReplay()
+	if !ok {
+		return "-"
+	}
+	s := fmt.Sprintf("%s -> %s/%d/%d", fmtShortTime(m.At), m.Topic, m.Partition, m.Offset)
+	if n := len(p.Replays); n > 1 {
+		s = fmt.Sprintf("%dx, last %s", n, s)
+	}
+	return s
 }
 
 const showUsage = `usage: shareq dlq show TOPIC PARTITION OFFSET [flags]
@@ -293,6 +325,9 @@ func dlqShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer cl.Close()
 	p, err := dlq.Get(ctx, cl, pos[0], int32(partition), offset)
+	if errors.Is(err, dlq.ErrMarker) {
+		return fmt.Errorf("%w: it records a replay of an earlier record of partition %d; 'shareq dlq list' shows each job with its replays", err, partition)
+	}
 	if err != nil && !errors.Is(err, dlq.ErrMalformed) {
 		return topicHint(err)
 	}
@@ -318,7 +353,7 @@ func dlqShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		w.printf("deliveries   %d\n", p.DeliveryCount)
 		w.printf("source       %s/%d/%d\n", p.SourceTopic, p.SourcePartition, p.SourceOffset)
-		w.printf("job id       %s\n", p.JobID())
+		w.printf("job id       %s\n", jobIDText(&p))
 		w.printf("group        %s\n", p.Group)
 		w.printf("enqueued     %s\n", fmtTime(p.EnqueuedAt))
 		w.printf("first try    %s\n", fmtTime(p.FirstAttemptAt))
@@ -326,6 +361,16 @@ func dlqShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		w.printf("parked       %s\n", fmtTime(p.ParkedAt))
 		w.printf("worker host  %s\n", p.WorkerHost)
 		w.printf("error        %s\n", indent(p.Error, "             "))
+		if len(p.Replays) == 0 {
+			w.printf("replayed     never\n")
+		}
+		for i, m := range p.Replays {
+			label := "replayed"
+			if i > 0 {
+				label = "  again"
+			}
+			w.printf("%-12s %s to %s/%d/%d (marker at offset %d)\n", label, fmtTime(m.At), m.Topic, m.Partition, m.Offset, m.Marker)
+		}
 	}
 	w.printf("headers      %d\n", len(p.Headers))
 	for _, h := range p.Headers {
@@ -367,12 +412,19 @@ partition when the command starts. Each job keeps its key, value, headers and
 job ID (shareq-job-id; "topic/partition/offset" of its original record when it
 had none) and gains a shareq-replayed-from header.
 
+Each job is replayed once: after its produce is acknowledged, a marker
+record naming the new record is written to the job's DLQ partition, and
+later replays, whatever their flags, pass over jobs with a marker ('dlq list'
+and 'dlq show' show them as replayed). -force replays them again.
+
 Progress is saved after each job, as offsets committed for a consumer group
 on TOPIC (shareq-dlq-replay.TOPIC, plus a hash of the filter flags when
 there are any). Interrupt it at any time: running the same command again
 resumes where it stopped. A job can be re-produced twice only if the command
-dies between producing a job and saving progress; both copies carry the same
-job ID, so the idempotency middleware runs it once.
+dies between producing a job and writing its marker; both copies carry the
+same job ID, so the idempotency middleware runs it once.
+
+Writing markers needs Write on TOPIC (also on a broker dead-letter topic).
 `
 
 func dlqReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -380,6 +432,7 @@ func dlqReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	rate := f.fs.Float64("rate", replayRateDefault, "replay at most this many jobs per second (0 for no limit)")
 	dryRun := f.fs.Bool("dry-run", false, "list what would be replayed; produce nothing and save no progress")
 	group := f.fs.String("group", "", "consumer group that holds the progress (default derived from TOPIC and the filter flags)")
+	force := f.fs.Bool("force", false, "replay jobs again even if they were replayed before, starting at the filter's first offset rather than the saved progress")
 	pos, err := f.parse(args, 1)
 	if err != nil {
 		return err
@@ -406,14 +459,22 @@ func dlqReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		Filter: filter,
 		Rate:   *rate,
 		DryRun: *dryRun,
+		Force:  *force,
 		Group:  *group,
 		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		OnRecord: func(p *dlq.Parked) {
-			w.printf("%s %s -> %s  job %s  reason %s\n", verb, p.Location(), p.SourceTopic, p.JobID(), p.Reason)
+			to := p.SourceTopic
+			if m, ok := p.LastReplay(); ok && !*dryRun {
+				to = fmt.Sprintf("%s/%d/%d", m.Topic, m.Partition, m.Offset)
+			}
+			w.printf("%s %s -> %s  job %s  reason %s\n", verb, p.Location(), to, p.JobID(), p.Reason)
 		},
 	})
 	if stats.Group != "" {
 		w.printf("%s %d of %d read (%d filtered out, %d not DLQ records", verb, stats.Replayed, stats.Read, stats.Filtered, stats.Malformed)
+		if stats.AlreadyReplayed > 0 {
+			w.printf(", %d passed over: replayed before (-force replays them again)", stats.AlreadyReplayed)
+		}
 		if stats.SourceGone > 0 {
 			w.printf(", %d passed over: dead-lettered by the broker, and their source record is gone", stats.SourceGone)
 		}
@@ -435,6 +496,9 @@ func dlqReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 // topicHint adds advice to an error about a missing DLQ topic.
 func topicHint(err error) error {
+	if errors.Is(err, dlq.ErrNotDLQ) {
+		return fmt.Errorf("%w; list that topic instead", err)
+	}
 	if errors.Is(err, dlq.ErrNoTopic) {
 		return fmt.Errorf("%w (a job's DLQ topic is <topic>.dlq unless the worker's dlq.Middleware names another)", err)
 	}
@@ -457,6 +521,9 @@ type jsonParked struct {
 	SourcePartition int32        `json:"source_partition"`
 	SourceOffset    int64        `json:"source_offset"`
 	JobID           string       `json:"job_id,omitempty"`
+	JobIDUnknown    bool         `json:"job_id_unknown,omitempty"`
+	Replayed        bool         `json:"replayed"`
+	Replays         []jsonReplay `json:"replays,omitempty"`
 	Group           string       `json:"group,omitempty"`
 	EnqueuedAt      time.Time    `json:"enqueued_at,omitzero"`
 	FirstAttemptAt  time.Time    `json:"first_attempt_at,omitzero"`
@@ -471,6 +538,15 @@ type jsonParked struct {
 	ValueSize       int          `json:"value_size"`
 	ValueTruncated  bool         `json:"value_truncated,omitempty"`
 	ParseError      string       `json:"parse_error,omitempty"`
+}
+
+// jsonReplay is one replay of a parked job.
+type jsonReplay struct {
+	At        time.Time `json:"at"`
+	Topic     string    `json:"topic"`
+	Partition int32     `json:"partition"`
+	Offset    int64     `json:"offset"`
+	Marker    int64     `json:"marker_offset"`
 }
 
 type jsonHeader struct {
@@ -499,6 +575,13 @@ func toJSON(p *dlq.Parked, preview int) jsonParked {
 	j.Broker, j.Restored = p.Broker, p.Restored
 	j.SourceTopic, j.SourcePartition, j.SourceOffset = p.SourceTopic, p.SourcePartition, p.SourceOffset
 	j.JobID, j.Group, j.WorkerHost = p.JobID(), p.Group, p.WorkerHost
+	if !p.JobIDKnown() {
+		j.JobID, j.JobIDUnknown = "", true
+	}
+	j.Replayed = p.Replayed()
+	for _, m := range p.Replays {
+		j.Replays = append(j.Replays, jsonReplay{At: m.At, Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Marker: m.Marker})
+	}
 	j.EnqueuedAt, j.FirstAttemptAt, j.LastAttemptAt, j.ParkedAt = p.EnqueuedAt, p.FirstAttemptAt, p.LastAttemptAt, p.ParkedAt
 	return j
 }

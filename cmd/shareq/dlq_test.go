@@ -205,7 +205,7 @@ func TestDLQReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out, "replayed jobs.dlq/0/0 -> jobs  job job-0  reason decode") || !strings.Contains(out, "replayed 2 of 4 read") {
+	if !strings.Contains(out, "replayed jobs.dlq/0/0 -> jobs/0/0  job job-0  reason decode") || !strings.Contains(out, "replayed 2 of 4 read") {
 		t.Fatalf("replay output:\n%s", out)
 	}
 	// Run again: progress was saved, nothing left.
@@ -233,6 +233,41 @@ func TestDLQReplay(t *testing.T) {
 	}
 	if strings.Join(ids, ",") != "job-0,job-2" {
 		t.Fatalf("source topic holds jobs %v, want job-0,job-2", ids)
+	}
+
+	// An unfiltered replay passes over the jobs the filtered one replayed.
+	out, _, err = dlqRun(t, "replay", "-brokers", brokers, "jobs.dlq")
+	if err != nil || !strings.Contains(out, "replayed 2 of 4 read") || !strings.Contains(out, "2 passed over: replayed before") ||
+		!strings.Contains(out, "replayed jobs.dlq/0/1 -> jobs/0/2  job job-1") || strings.Contains(out, "job job-0") {
+		t.Fatalf("unfiltered replay after a filtered one: %v\n%s", err, out)
+	}
+	out, errOut, err := dlqRun(t, "list", "-brokers", brokers, "jobs.dlq")
+	if err != nil || !strings.Contains(errOut, "4 parked jobs (4 replayed)") || strings.Count(out, " -> jobs/0/") != 4 || strings.Contains(out, "not a DLQ record") {
+		t.Fatalf("list after the replays: %v, %s\n%s", err, errOut, out)
+	}
+	// -force replays a job again; show lists both replays.
+	out, _, err = dlqRun(t, "replay", "-brokers", brokers, "-force", "-offsets", "0", "jobs.dlq")
+	if err != nil || !strings.Contains(out, "replayed jobs.dlq/0/0 -> jobs/0/4  job job-0") {
+		t.Fatalf("forced replay: %v\n%s", err, out)
+	}
+	out, _, err = dlqRun(t, "show", "-brokers", brokers, "jobs.dlq", "0", "0")
+	if err != nil || !strings.Contains(out, "replayed     ") || !strings.Contains(out, "to jobs/0/0 (marker at offset") || !strings.Contains(out, "  again") || !strings.Contains(out, "to jobs/0/4") {
+		t.Fatalf("show of a job replayed twice: %v\n%s", err, out)
+	}
+	out, _, err = dlqRun(t, "list", "-brokers", brokers, "-json", "-offsets", "0-1", "jobs.dlq")
+	var got []jsonParked
+	if err != nil || json.Unmarshal([]byte(out), &got) != nil || len(got) != 2 || !got[0].Replayed || len(got[0].Replays) != 2 ||
+		got[0].Replays[1].Offset != 4 || got[1].Replays[0].Topic != "jobs" || got[1].Replays[0].Offset != 2 {
+		t.Fatalf("list -json after the replays: %v\n%s", err, out)
+	}
+	// The marker itself is no job.
+	if _, _, err := dlqRun(t, "show", "-brokers", brokers, "jobs.dlq", "0", "4"); !errors.Is(err, dlq.ErrMarker) {
+		t.Fatalf("show of a marker: %v, want ErrMarker", err)
+	}
+	// The source topic is not a DLQ topic.
+	_, _, err = dlqRun(t, "list", "-brokers", brokers, "jobs")
+	if !errors.Is(err, dlq.ErrNotDLQ) || !strings.Contains(err.Error(), "jobs.dlq") {
+		t.Fatalf("list of the source topic: %v, want ErrNotDLQ naming jobs.dlq", err)
 	}
 }
 
@@ -394,9 +429,17 @@ func TestDLQBrokerRecords(t *testing.T) {
 	}
 	brokers := strings.Join(c.ListenAddrs(), ",")
 
+	// list shows the real job ID, read back from the source record.
 	out, _, err := dlqRun(t, "list", "-brokers", brokers, "dlq.workers")
-	if err != nil || !strings.Contains(out, "rejected") || !strings.Contains(out, "delivery-limit") || !strings.Contains(out, "jobs/0/5") {
+	if err != nil || !strings.Contains(out, "rejected") || !strings.Contains(out, "delivery-limit") || !strings.Contains(out, "jobs/0/5") ||
+		!strings.Contains(out, "job-7") || !strings.Contains(out, "(unknown: source gone)") {
 		t.Fatalf("list: %v\n%s", err, out)
+	}
+	out, _, err = dlqRun(t, "list", "-brokers", brokers, "-json", "dlq.workers")
+	var got []jsonParked
+	if err != nil || json.Unmarshal([]byte(out), &got) != nil || len(got) != 2 || got[0].JobID != "job-7" || !got[0].Restored ||
+		got[1].JobID != "" || !got[1].JobIDUnknown {
+		t.Fatalf("list -json: %v\n%s", err, out)
 	}
 	out, _, err = dlqRun(t, "show", "-brokers", brokers, "dlq.workers", "0", "0")
 	if err != nil {
@@ -414,5 +457,10 @@ func TestDLQBrokerRecords(t *testing.T) {
 	out, _, err = dlqRun(t, "replay", "-brokers", brokers, "dlq.workers")
 	if err != nil || !strings.Contains(out, "1 passed over: dead-lettered by the broker, and their source record is gone") {
 		t.Fatalf("replay: %v\n%s", err, out)
+	}
+	// The broker's dead-letter topic takes the marker too.
+	out, _, err = dlqRun(t, "list", "-brokers", brokers, "dlq.workers")
+	if err != nil || !strings.Contains(out, "-> jobs/0/1") || strings.Count(out, "\n") != 3 {
+		t.Fatalf("list after the replay: %v\n%s", err, out)
 	}
 }

@@ -109,11 +109,12 @@ func TestSecureCLI(t *testing.T) {
 	}
 
 	// dlq replay and reset, as the CLI's user from the environment.
-	// replay: Read on the DLQ topic and on its progress group, Write on
-	// the source topic (granted above). reset: Read on the group and on
-	// its topics.
+	// replay: Read and Write (its replay markers) on the DLQ topic, Read
+	// on its progress group, Write on the source topic (granted above).
+	// reset: Read on the group and on its topics.
 	replayGroup := dlq.ReplayGroupPrefix + dlqTopic
 	s.Allow(t, ops, kafkatest.ACL{Resource: "topic", Name: dlqTopic, Op: "Read"},
+		kafkatest.ACL{Resource: "topic", Name: dlqTopic, Op: "Write"},
 		kafkatest.ACL{Resource: "group", Name: replayGroup, Op: "Read"})
 	out, errOut, err = cli(t, "dlq", "replay", "-rate", "0", dlqTopic)
 	if err != nil {

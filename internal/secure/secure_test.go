@@ -202,7 +202,7 @@ func runClients(t *testing.T, s *kafkatest.SecureCluster, workerP string, worker
 		worker.Group(kafkatest.Name(t, "g")), worker.Logger(log), worker.Handle(topic, handler.Func(nopJob)))
 	out.WriteString(err.Error())
 	out.WriteString(logs.String())
-	if out.Len() < 1000 || !strings.Contains(logs.String(), "dlq: parked job") {
+	if out.Len() < 1000 || !strings.Contains(logs.String(), "job parked in its dead-letter topic") {
 		t.Fatalf("the run wrote only %d bytes, or no park: nothing to check", out.Len())
 	}
 	for _, pw := range []string{s.Password, s.OpsPassword} {
