@@ -383,8 +383,8 @@ func (w *Worker) createHint(topics []string, withDLQ bool) string {
 // those that differ, so a worker without ALTER_CONFIGS permission runs on
 // a group an operator configured. It returns the configs it found.
 func (w *Worker) ensureGroupConfig(ctx context.Context, admin *kgo.Client) (map[string]string, error) {
-	current, err := groupcfg.Describe(ctx, admin, w.cfg.group, groupcfg.AutoOffsetReset, groupcfg.RenewAckEnable, groupcfg.DeliveryCountLimit,
-		groupcfg.DLQTopicName, groupcfg.DLQCopyRecord)
+	current, own, err := groupcfg.DescribeOwn(ctx, admin, w.cfg.group, groupcfg.AutoOffsetReset, groupcfg.RenewAckEnable, groupcfg.DeliveryCountLimit,
+		groupcfg.DLQTopicName, groupcfg.DLQCopyRecord, groupcfg.SessionTimeoutMs, groupcfg.HeartbeatIntervalMs)
 	if acl.Denied(err) {
 		// Without them the worker would guess the delivery limit (and
 		// park jobs on the wrong delivery) and miss a disabled renewal.
@@ -392,7 +392,7 @@ func (w *Worker) ensureGroupConfig(ctx context.Context, admin *kgo.Client) (map[
 	}
 	described := err == nil
 	if err != nil {
-		current = map[string]string{} // a broker without group configs: try to set them
+		current, own = map[string]string{}, map[string]bool{} // a broker without group configs: try to set them
 	}
 	alter := func(what string, err error) error {
 		if acl.Denied(err) {
@@ -410,6 +410,9 @@ func (w *Worker) ensureGroupConfig(ctx context.Context, admin *kgo.Client) (map[
 		}
 	}
 	if n := w.cfg.groupLimit; n > 0 && current[groupcfg.DeliveryCountLimit] != strconv.Itoa(n) {
+		if err := checkDeliveryBound(ctx, admin, n); err != nil {
+			return nil, err
+		}
 		if err := groupcfg.Set(ctx, admin, w.cfg.group, map[string]string{groupcfg.DeliveryCountLimit: strconv.Itoa(n)}); err != nil {
 			if err := alter(fmt.Sprintf("GroupDeliveryLimit(%d)", n), err); err != nil {
 				return nil, err
@@ -434,10 +437,42 @@ func (w *Worker) ensureGroupConfig(ctx context.Context, admin *kgo.Client) (map[
 				w.cfg.group, groupcfg.RenewAckEnable, v, err, w.cfg.group, groupcfg.RenewAckEnable)
 		}
 	}
+	if err := w.ensureSessionTimeout(ctx, admin, current, own); err != nil {
+		return nil, err
+	}
 	if err := w.setupBrokerDLQ(ctx, admin, current, described); err != nil {
 		return nil, err
 	}
 	return current, nil
+}
+
+// checkDeliveryBound fails a GroupDeliveryLimit(n) outside the brokers'
+// bounds of the group config, naming the broker config to change. A broker
+// that does not report them (kfake, Kafka before 4.3) is held to Apache
+// Kafka's defaults, so a limit that works on a development broker does not
+// fail first in production.
+func checkDeliveryBound(ctx context.Context, admin *kgo.Client, n int) error {
+	lo, hi, reported := 2, kafkaDeliveryLimitMax, ""
+	if m, err := groupcfg.Broker(ctx, admin, groupcfg.BrokerMinDeliveryCountLimit, groupcfg.BrokerMaxDeliveryCountLimit); err == nil {
+		if v, err := strconv.Atoi(m[groupcfg.BrokerMaxDeliveryCountLimit]); err == nil {
+			hi, reported = v, "the brokers' "
+		}
+		if v, err := strconv.Atoi(m[groupcfg.BrokerMinDeliveryCountLimit]); err == nil {
+			lo = v
+		}
+	}
+	if reported == "" {
+		reported = "Apache Kafka's default (the brokers do not report theirs) "
+	}
+	switch {
+	case n > hi:
+		return fmt.Errorf("worker: GroupDeliveryLimit(%d): above %smaximum of %d (broker config %s); lower it, or raise %s on every broker (Kafka allows up to %d)",
+			n, reported, hi, groupcfg.BrokerMaxDeliveryCountLimit, groupcfg.BrokerMaxDeliveryCountLimit, maxGroupDeliveryLimit)
+	case n < lo:
+		return fmt.Errorf("worker: GroupDeliveryLimit(%d): below %sminimum of %d (broker config %s); raise it, or lower %s on every broker",
+			n, reported, lo, groupcfg.BrokerMinDeliveryCountLimit, groupcfg.BrokerMinDeliveryCountLimit)
+	}
+	return nil
 }
 
 // readLimit returns the group's delivery count limit: the group config
