@@ -70,18 +70,24 @@ func (w *Worker) ensureSessionTimeout(ctx context.Context, admin *kgo.Client, cu
 		return nil
 	}
 	explicit := w.cfg.sessionSet
-	b := readSessionBounds(ctx, admin)
 	// Kafka describes the group's effective values; kfake only those set
 	// on the group, so fall back to the broker's defaults.
 	haveS, haveH := configMs(current, groupcfg.SessionTimeoutMs), configMs(current, groupcfg.HeartbeatIntervalMs)
+	keep := func() bool { // an operator's choice, or already as short
+		return !explicit && (own[groupcfg.SessionTimeoutMs] || haveS > 0 && haveS <= want)
+	}
+	if keep() {
+		return nil // without reading broker configs: a worker needs no ACL on the cluster
+	}
+	b := readSessionBounds(ctx, admin)
 	if haveS == 0 {
 		haveS = b.session
 	}
 	if haveH == 0 {
 		haveH = b.heartbeat
 	}
-	if !explicit && (own[groupcfg.SessionTimeoutMs] || haveS > 0 && haveS <= want) {
-		return nil // an operator's choice, or already as short
+	if keep() {
+		return nil
 	}
 	log := w.cfg.logger.With("group", w.cfg.group)
 
