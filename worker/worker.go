@@ -33,6 +33,12 @@
 // released where a fetch of the same worker could take it and never run
 // it.
 //
+// A worker that dies without leaving (SIGKILL, an OOM kill) keeps its
+// partitions until the group's coordinator fences it, after the group's
+// share session timeout: the worker asks for [SessionTimeoutDefault]
+// ([SessionTimeout]), which brokers with lowered minimums allow; a default
+// broker allows no less than 45 s, and the worker logs that at start.
+//
 // Delivery is at least once: see the handler package for what that means
 // for a handler.
 package worker
