@@ -248,7 +248,7 @@ func DeliveryLimit(n int) Option {
 // record that was never accepted. Apache Kafka allows 2 to 10 by default
 // (group.share.min/max.delivery.count.limit; no broker allows more than
 // 25): Run checks n against the brokers' bounds, and where they do not
-// report them (kfake, Kafka before 4.3), against the defaults, so a limit a
+// report them (kfake, shareq dev), against the defaults, so a limit a
 // default broker would refuse fails on a development broker too. With
 // [DeliveryLimit] below
 // it, jobs are parked before the broker's limit:

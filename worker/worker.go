@@ -453,30 +453,30 @@ func (w *Worker) ensureGroupConfig(ctx context.Context, admin *kgo.Client) (map[
 }
 
 // checkDeliveryBound fails a GroupDeliveryLimit(n) outside the brokers'
-// bounds of the group config, naming the broker config to change. A broker
-// that does not report them (kfake, Kafka before 4.3) is held to Apache
-// Kafka's defaults, so a limit that works on a development broker does not
-// fail first in production.
+// bounds of the group config, naming the broker config to change. Brokers
+// that describe their configs but not these bounds (kfake, the dev broker)
+// are held to Apache Kafka's defaults, so a limit that works on a
+// development broker does not fail first in production. Brokers that do
+// not let the worker describe their configs (no DescribeConfigs on the
+// cluster) are left to refuse the limit themselves when it is set.
 func checkDeliveryBound(ctx context.Context, admin *kgo.Client, n int) error {
-	lo, hi, reported := 2, kafkaDeliveryLimitMax, ""
-	if m, err := groupcfg.Broker(ctx, admin, groupcfg.BrokerMinDeliveryCountLimit, groupcfg.BrokerMaxDeliveryCountLimit); err == nil {
-		if v, err := strconv.Atoi(m[groupcfg.BrokerMaxDeliveryCountLimit]); err == nil {
-			hi, reported = v, "the brokers' "
-		}
-		if v, err := strconv.Atoi(m[groupcfg.BrokerMinDeliveryCountLimit]); err == nil {
-			lo = v
-		}
+	m, err := groupcfg.Broker(ctx, admin, groupcfg.BrokerMinDeliveryCountLimit, groupcfg.BrokerMaxDeliveryCountLimit)
+	if err != nil {
+		return nil
 	}
-	if reported == "" {
-		reported = "Apache Kafka's default (the brokers do not report theirs) "
+	bound := func(k string, def int) (int, string) {
+		if v, err := strconv.Atoi(m[k]); err == nil {
+			return v, "the brokers' "
+		}
+		return def, "Apache Kafka's default (the brokers do not report theirs) "
 	}
-	switch {
-	case n > hi:
-		return fmt.Errorf("worker: GroupDeliveryLimit(%d): above %smaximum of %d (broker config %s); lower it, or raise %s on every broker (Kafka allows up to %d)",
-			n, reported, hi, groupcfg.BrokerMaxDeliveryCountLimit, groupcfg.BrokerMaxDeliveryCountLimit, maxGroupDeliveryLimit)
-	case n < lo:
+	if lo, loFrom := bound(groupcfg.BrokerMinDeliveryCountLimit, 2); n < lo {
 		return fmt.Errorf("worker: GroupDeliveryLimit(%d): below %sminimum of %d (broker config %s); raise it, or lower %s on every broker",
-			n, reported, lo, groupcfg.BrokerMinDeliveryCountLimit, groupcfg.BrokerMinDeliveryCountLimit)
+			n, loFrom, lo, groupcfg.BrokerMinDeliveryCountLimit, groupcfg.BrokerMinDeliveryCountLimit)
+	}
+	if hi, hiFrom := bound(groupcfg.BrokerMaxDeliveryCountLimit, kafkaDeliveryLimitMax); n > hi {
+		return fmt.Errorf("worker: GroupDeliveryLimit(%d): above %smaximum of %d (broker config %s); lower it, or raise %s on every broker (Kafka allows up to %d)",
+			n, hiFrom, hi, groupcfg.BrokerMaxDeliveryCountLimit, groupcfg.BrokerMaxDeliveryCountLimit, maxGroupDeliveryLimit)
 	}
 	return nil
 }
