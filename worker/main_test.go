@@ -10,5 +10,6 @@ import (
 
 func TestMain(m *testing.M) {
 	kafkatest.RunCrashMember() // returns unless this is a crash member
+	runCrashWorker()           // returns unless this is a crash worker
 	goleak.VerifyTestMain(m)
 }

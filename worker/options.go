@@ -34,6 +34,24 @@ const (
 	// retry backoff: base × 2^(delivery-1) with ±20% jitter, at most max.
 	RetryBackoffBaseDefault = time.Second
 	RetryBackoffMaxDefault  = time.Minute
+	// SessionTimeoutDefault is the share session timeout the worker asks
+	// of its group when [SessionTimeout] is not given: a worker killed
+	// without leaving has its partitions moved to the others within
+	// about 8 s (this, plus the heartbeat interval of a sixth of it,
+	// plus the group's assignment interval of 1 s).
+	SessionTimeoutDefault = 6 * time.Second
+)
+
+// Kafka's absolute limits on the group configs the options set: no broker
+// setting allows more.
+const (
+	// maxGroupDeliveryLimit is the largest group.share.max.delivery.count.limit.
+	maxGroupDeliveryLimit = 25
+	// kafkaDeliveryLimitMax is group.share.max.delivery.count.limit's
+	// default: a broker that does not report its bound allows this.
+	kafkaDeliveryLimitMax = 10
+	// maxTopicName is the longest topic name Kafka accepts.
+	maxTopicName = 249
 )
 
 // An Option configures a [Worker]. Options are applied in order by [New],
@@ -78,6 +96,8 @@ type config struct {
 	required        []string
 	brokerDLQ       string
 	brokerDLQSet    bool
+	sessionTimeout  time.Duration
+	sessionSet      bool // SessionTimeout was given
 	nilHandler      bool // a Handle had a nil handler
 	jobTimeout      time.Duration
 	topicTimeouts   []topicTimeout
@@ -117,7 +137,9 @@ func ClientOpts(opts ...kgo.Opt) Option {
 	})
 }
 
-// Group sets the share group the worker joins, as one member. Required.
+// Group sets the share group the worker joins, as one member. Required;
+// it must not contain ':' (a share group whose name has one consumes
+// nothing on brokers without the fix of KAFKA-20183, such as 4.2.0).
 func Group(name string) Option {
 	return optionFunc(func(c *config) { c.group = name })
 }
@@ -224,7 +246,11 @@ func DeliveryLimit(n int) Option {
 // GroupDeliveryLimit sets the group config share.delivery.count.limit
 // before the worker joins: the delivery after which the broker archives a
 // record that was never accepted. Apache Kafka allows 2 to 10 by default
-// (group.share.min/max.delivery.count.limit). With [DeliveryLimit] below
+// (group.share.min/max.delivery.count.limit; no broker allows more than
+// 25): Run checks n against the brokers' bounds, and where they do not
+// report them (kfake, shareq dev), against the defaults, so a limit a
+// default broker would refuse fails on a development broker too. With
+// [DeliveryLimit] below
 // it, jobs are parked before the broker's limit:
 //
 //	worker.GroupDeliveryLimit(10), // the broker gives up after 10 deliveries
@@ -233,6 +259,40 @@ func DeliveryLimit(n int) Option {
 // Default: leave the group's setting alone.
 func GroupDeliveryLimit(n int) Option {
 	return optionFunc(func(c *config) { c.groupLimit = n })
+}
+
+// SessionTimeout sets how long the group's coordinator keeps a member
+// that stopped heartbeating: the group configs share.session.timeout.ms,
+// to d, and share.heartbeat.interval.ms, to a sixth of d, set at start.
+// A worker that dies without leaving (SIGKILL, an OOM kill, a lost node)
+// keeps its partitions that long: the records it held come back at once
+// (its connections close), but no other member fetches from its
+// partitions until the coordinator fences it and they learn of it at
+// their next heartbeat, so its partitions move after about d + d/6 plus
+// the group's assignment interval (share.assignment.interval.ms, 1 s).
+//
+// The price of a short session: a worker that cannot heartbeat for d (a
+// long stop-the-world pause, a network blip, a starved host) is fenced
+// too. Its partitions move to the others, it rejoins, and the records
+// whose locks run out meanwhile are delivered again.
+//
+// Apache Kafka bounds both configs by broker configs:
+// group.share.min/max.session.timeout.ms (45 s to 60 s by default) and
+// group.share.min/max.heartbeat.interval.ms (5 s to 15 s), so a default
+// broker allows no session shorter than 45 s. Where the bounds refuse d,
+// the worker sets the nearest values they allow and starts, logging one
+// Warn line with the failover time it got and the broker settings that
+// allow d.
+//
+// Default [SessionTimeoutDefault], set only when it is shorter than the
+// group's session timeout and the group has none of its own (an
+// operator's choice wins); a worker that may not alter the group's configs
+// then logs that at Warn and starts. Given explicitly, d is set whatever
+// the group had, and a missing ALTER_CONFIGS right fails Run with
+// [ErrNotAuthorized]. SessionTimeout(0) leaves the group's settings alone.
+// d must be whole milliseconds, from 1 s to 1 h.
+func SessionTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.sessionTimeout, c.sessionSet = d, true })
 }
 
 // RetryBackoff sets how long a job that failed with a retryable error is
@@ -315,6 +375,23 @@ func WithObserver(os ...Observer) Option {
 	})
 }
 
+// badTopic says what Kafka refuses in a topic name, or "" (Kafka's
+// org.apache.kafka.common.internals.Topic.validate).
+func badTopic(name string) string {
+	switch {
+	case name == "." || name == "..":
+		return "Kafka refuses \".\" and \"..\" as topic names"
+	case len(name) > maxTopicName:
+		return fmt.Sprintf("topic name is %d characters long; Kafka allows at most %d", len(name), maxTopicName)
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return fmt.Sprintf("topic name contains %q; Kafka allows only ASCII letters, digits, '.', '_' and '-'", r)
+		}
+	}
+	return ""
+}
+
 func newConfig(opts []Option) (*config, error) {
 	c := &config{
 		concurrency:     ConcurrencyDefault,
@@ -322,6 +399,7 @@ func newConfig(opts []Option) (*config, error) {
 		startTimeout:    StartTimeoutDefault,
 		maxHold:         MaxHoldDefault,
 		fetchMaxWait:    FetchMaxWaitDefault,
+		sessionTimeout:  SessionTimeoutDefault,
 	}
 	for _, o := range opts {
 		if o == nil {
@@ -354,6 +432,8 @@ func newConfig(opts []Option) (*config, error) {
 	}
 	if strings.TrimSpace(c.group) == "" {
 		bad("Group: the share group name is required; pass worker.Group(\"my-jobs\")")
+	} else if strings.Contains(c.group, ":") {
+		bad("Group(%q): must not contain ':' (brokers without the fix of KAFKA-20183, such as Kafka 4.2.0, store a share group's state under group:topic:partition and cannot read it back: the group would consume nothing)", c.group)
 	}
 	if len(c.routes) == 0 && !c.nilHandler { // a nil handler has said so already
 		bad("Handle: no handlers; register one with worker.Handle(topic, handler)")
@@ -362,6 +442,8 @@ func newConfig(opts []Option) (*config, error) {
 	for _, r := range c.routes {
 		if strings.TrimSpace(r.topic) == "" {
 			bad("Handle: empty topic name")
+		} else if why := badTopic(r.topic); why != "" {
+			bad("Handle(%q): %s", r.topic, why)
 		}
 		if seen[r.topic] {
 			bad("Handle(%q): topic registered twice", r.topic)
@@ -381,6 +463,8 @@ func newConfig(opts []Option) (*config, error) {
 	for _, t := range c.required {
 		if strings.TrimSpace(t) == "" {
 			bad("RequireTopics: empty topic name")
+		} else if why := badTopic(t); why != "" {
+			bad("RequireTopics(%q): %s", t, why)
 		}
 	}
 	if c.concurrency < 1 {
@@ -406,8 +490,24 @@ func newConfig(opts []Option) (*config, error) {
 	if c.deliveryLimit < 0 {
 		bad("DeliveryLimit(%d): must not be negative", c.deliveryLimit)
 	}
-	if c.groupLimit != 0 && c.groupLimit < 2 {
+	if c.brokerDLQ != "" {
+		if why := badTopic(c.brokerDLQ); why != "" {
+			bad("BrokerDLQ(%q): %s", c.brokerDLQ, why)
+		}
+	}
+	switch {
+	case c.groupLimit != 0 && c.groupLimit < 2:
 		bad("GroupDeliveryLimit(%d): must be at least 2 (Kafka's minimum)", c.groupLimit)
+	case c.groupLimit > maxGroupDeliveryLimit:
+		bad("GroupDeliveryLimit(%d): must be at most %d (no Kafka broker allows more: group.share.max.delivery.count.limit is at most %d, and %d by default)",
+			c.groupLimit, maxGroupDeliveryLimit, maxGroupDeliveryLimit, kafkaDeliveryLimitMax)
+	}
+	switch d := c.sessionTimeout; {
+	case d == 0:
+	case d < time.Second || d > time.Hour:
+		bad("SessionTimeout(%v): must be from 1s to 1h (0 leaves the group's session timeout alone)", d)
+	case d%time.Millisecond != 0:
+		bad("SessionTimeout(%v): must be whole milliseconds (Kafka's share.session.timeout.ms)", d)
 	}
 	if c.groupLimit >= 2 && c.deliveryLimit > c.groupLimit {
 		bad("DeliveryLimit(%d) is above GroupDeliveryLimit(%d): the broker would archive failing jobs before their last delivery as the worker counts it, so they would never be parked; set DeliveryLimit at most %d",

@@ -39,6 +39,19 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{"negative limit", []worker.Option{worker.DeliveryLimit(-1)}, "DeliveryLimit(-1)"},
 		{"group limit 1", []worker.Option{worker.GroupDeliveryLimit(1)}, "GroupDeliveryLimit(1): must be at least 2"},
 		{"limit above group limit", []worker.Option{worker.GroupDeliveryLimit(5), worker.DeliveryLimit(6)}, "DeliveryLimit(6) is above GroupDeliveryLimit(5)"},
+		{"group limit above Kafka's", []worker.Option{worker.GroupDeliveryLimit(26)}, "GroupDeliveryLimit(26): must be at most 25"},
+		{"group with colon", []worker.Option{worker.Group("team:jobs")}, `Group("team:jobs"): must not contain ':'`},
+		{"topic with space", []worker.Option{worker.Handle("my jobs", nop)}, `Handle("my jobs"): topic name contains ' '`},
+		{"topic with slash", []worker.Option{worker.Handle("a/b", nop)}, `Handle("a/b"): topic name contains '/'`},
+		{"topic dot", []worker.Option{worker.Handle(".", nop)}, `Handle("."): Kafka refuses "." and ".."`},
+		{"topic dot dot", []worker.Option{worker.Handle("..", nop)}, `Handle(".."): Kafka refuses`},
+		{"topic too long", []worker.Option{worker.Handle(strings.Repeat("t", 250), nop)}, "topic name is 250 characters long; Kafka allows at most 249"},
+		{"required topic bad", []worker.Option{worker.RequireTopics("jobs.dlq", "jobs:dlq")}, `RequireTopics("jobs:dlq"): topic name contains ':'`},
+		{"broker dlq bad", []worker.Option{worker.BrokerDLQ("dlq.é")}, `BrokerDLQ("dlq.é"): topic name contains 'é'`},
+		{"session timeout negative", []worker.Option{worker.SessionTimeout(-time.Second)}, "SessionTimeout(-1s): must be from 1s to 1h"},
+		{"session timeout short", []worker.Option{worker.SessionTimeout(999 * time.Millisecond)}, "SessionTimeout(999ms): must be from 1s to 1h"},
+		{"session timeout long", []worker.Option{worker.SessionTimeout(61 * time.Minute)}, "SessionTimeout(1h1m0s): must be from 1s to 1h"},
+		{"session timeout sub-ms", []worker.Option{worker.SessionTimeout(2*time.Second + time.Microsecond)}, "SessionTimeout(2.000001s): must be whole milliseconds"},
 		{"fetch wait", []worker.Option{worker.FetchMaxWait(5 * time.Millisecond)}, "FetchMaxWait(5ms)"},
 		{"nil observer", []worker.Option{worker.WithObserver(nil)}, "WithObserver: observer is nil"},
 		{"share group option", []worker.Option{worker.ClientOpts(kgo.ClientID("x"), kgo.ShareGroup("other"))}, "ClientOpts: option 1 is a franz-go group option"},
@@ -76,6 +89,15 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	}
 	if _, err := worker.New(append(valid, worker.JobTimeout(0), worker.TopicJobTimeout("jobs", time.Minute))...); err != nil {
 		t.Fatalf("valid job timeouts: %v", err)
+	}
+	for _, o := range []worker.Option{
+		worker.SessionTimeout(0), worker.SessionTimeout(time.Second), worker.SessionTimeout(time.Hour),
+		worker.GroupDeliveryLimit(25), worker.Handle(strings.Repeat("t", 249), nop), worker.Handle("a.B_c-9", nop),
+		worker.Group("team.jobs-1_x"),
+	} {
+		if _, err := worker.New(append(valid, o)...); err != nil {
+			t.Errorf("valid option: %v", err)
+		}
 	}
 }
 

@@ -33,6 +33,12 @@
 // released where a fetch of the same worker could take it and never run
 // it.
 //
+// A worker that dies without leaving (SIGKILL, an OOM kill) keeps its
+// partitions until the group's coordinator fences it, after the group's
+// share session timeout: the worker asks for [SessionTimeoutDefault]
+// ([SessionTimeout]), which brokers with lowered minimums allow; a default
+// broker allows no less than 45 s, and the worker logs that at start.
+//
 // Delivery is at least once: see the handler package for what that means
 // for a handler.
 package worker
@@ -383,8 +389,8 @@ func (w *Worker) createHint(topics []string, withDLQ bool) string {
 // those that differ, so a worker without ALTER_CONFIGS permission runs on
 // a group an operator configured. It returns the configs it found.
 func (w *Worker) ensureGroupConfig(ctx context.Context, admin *kgo.Client) (map[string]string, error) {
-	current, err := groupcfg.Describe(ctx, admin, w.cfg.group, groupcfg.AutoOffsetReset, groupcfg.RenewAckEnable, groupcfg.DeliveryCountLimit,
-		groupcfg.DLQTopicName, groupcfg.DLQCopyRecord)
+	current, own, err := groupcfg.DescribeOwn(ctx, admin, w.cfg.group, groupcfg.AutoOffsetReset, groupcfg.RenewAckEnable, groupcfg.DeliveryCountLimit,
+		groupcfg.DLQTopicName, groupcfg.DLQCopyRecord, groupcfg.SessionTimeoutMs, groupcfg.HeartbeatIntervalMs)
 	if acl.Denied(err) {
 		// Without them the worker would guess the delivery limit (and
 		// park jobs on the wrong delivery) and miss a disabled renewal.
@@ -392,7 +398,7 @@ func (w *Worker) ensureGroupConfig(ctx context.Context, admin *kgo.Client) (map[
 	}
 	described := err == nil
 	if err != nil {
-		current = map[string]string{} // a broker without group configs: try to set them
+		current, own = map[string]string{}, map[string]bool{} // a broker without group configs: try to set them
 	}
 	alter := func(what string, err error) error {
 		if acl.Denied(err) {
@@ -410,6 +416,9 @@ func (w *Worker) ensureGroupConfig(ctx context.Context, admin *kgo.Client) (map[
 		}
 	}
 	if n := w.cfg.groupLimit; n > 0 && current[groupcfg.DeliveryCountLimit] != strconv.Itoa(n) {
+		if err := checkDeliveryBound(ctx, admin, n); err != nil {
+			return nil, err
+		}
 		if err := groupcfg.Set(ctx, admin, w.cfg.group, map[string]string{groupcfg.DeliveryCountLimit: strconv.Itoa(n)}); err != nil {
 			if err := alter(fmt.Sprintf("GroupDeliveryLimit(%d)", n), err); err != nil {
 				return nil, err
@@ -434,10 +443,42 @@ func (w *Worker) ensureGroupConfig(ctx context.Context, admin *kgo.Client) (map[
 				w.cfg.group, groupcfg.RenewAckEnable, v, err, w.cfg.group, groupcfg.RenewAckEnable)
 		}
 	}
+	if err := w.ensureSessionTimeout(ctx, admin, current, own); err != nil {
+		return nil, err
+	}
 	if err := w.setupBrokerDLQ(ctx, admin, current, described); err != nil {
 		return nil, err
 	}
 	return current, nil
+}
+
+// checkDeliveryBound fails a GroupDeliveryLimit(n) outside the brokers'
+// bounds of the group config, naming the broker config to change. Brokers
+// that describe their configs but not these bounds (kfake, the dev broker)
+// are held to Apache Kafka's defaults, so a limit that works on a
+// development broker does not fail first in production. Brokers that do
+// not let the worker describe their configs (no DescribeConfigs on the
+// cluster) are left to refuse the limit themselves when it is set.
+func checkDeliveryBound(ctx context.Context, admin *kgo.Client, n int) error {
+	m, err := groupcfg.Broker(ctx, admin, groupcfg.BrokerMinDeliveryCountLimit, groupcfg.BrokerMaxDeliveryCountLimit)
+	if err != nil {
+		return nil
+	}
+	bound := func(k string, def int) (int, string) {
+		if v, err := strconv.Atoi(m[k]); err == nil {
+			return v, "the brokers' "
+		}
+		return def, "Apache Kafka's default (the brokers do not report theirs) "
+	}
+	if lo, loFrom := bound(groupcfg.BrokerMinDeliveryCountLimit, 2); n < lo {
+		return fmt.Errorf("worker: GroupDeliveryLimit(%d): below %sminimum of %d (broker config %s); raise it, or lower %s on every broker",
+			n, loFrom, lo, groupcfg.BrokerMinDeliveryCountLimit, groupcfg.BrokerMinDeliveryCountLimit)
+	}
+	if hi, hiFrom := bound(groupcfg.BrokerMaxDeliveryCountLimit, kafkaDeliveryLimitMax); n > hi {
+		return fmt.Errorf("worker: GroupDeliveryLimit(%d): above %smaximum of %d (broker config %s); lower it, or raise %s on every broker (Kafka allows up to %d)",
+			n, hiFrom, hi, groupcfg.BrokerMaxDeliveryCountLimit, groupcfg.BrokerMaxDeliveryCountLimit, maxGroupDeliveryLimit)
+	}
+	return nil
 }
 
 // readLimit returns the group's delivery count limit: the group config

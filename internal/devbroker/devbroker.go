@@ -32,6 +32,12 @@ func StartTopics(port int, sets ...Topics) (*kfake.Cluster, error) {
 			// kfake sweeps expired locks every 5s by default; sweep
 			// often so an abandoned job comes back promptly.
 			"share.record.lock.sweep.interval.ms": "500",
+			// kfake fences silent members at its broker configs and
+			// ignores the group's (which the worker sets): give it the
+			// worker's default session (worker.SessionTimeoutDefault), so
+			// a killed worker's partitions move in seconds here too.
+			"group.share.session.timeout.ms":    "6000",
+			"group.share.heartbeat.interval.ms": "1000",
 		}),
 	}
 	for _, t := range sets {

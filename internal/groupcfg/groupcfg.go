@@ -21,6 +21,12 @@ const (
 	DeliveryCountLimit   = "share.delivery.count.limit"
 	RecordLockDurationMs = "share.record.lock.duration.ms"
 	RenewAckEnable       = "share.renew.acknowledge.enable"
+	// SessionTimeoutMs is how long the coordinator keeps a member that
+	// stopped heartbeating (a crashed worker) and its partitions.
+	SessionTimeoutMs = "share.session.timeout.ms"
+	// HeartbeatIntervalMs is the heartbeat interval the coordinator gives
+	// the group's members; it must be below SessionTimeoutMs.
+	HeartbeatIntervalMs = "share.heartbeat.interval.ms"
 
 	// DLQTopicName names the group's dead-letter topic (Kafka 4.4+,
 	// KIP-1191): the broker writes every record it archives there. Empty
@@ -44,6 +50,23 @@ const (
 	// BrokerRecordLockDurationMs is the broker-wide default of
 	// RecordLockDurationMs.
 	BrokerRecordLockDurationMs = "group.share.record.lock.duration.ms"
+	// BrokerMinDeliveryCountLimit and BrokerMaxDeliveryCountLimit bound
+	// DeliveryCountLimit (Kafka 4.3+; 2 and 10 by default).
+	BrokerMinDeliveryCountLimit = "group.share.min.delivery.count.limit"
+	BrokerMaxDeliveryCountLimit = "group.share.max.delivery.count.limit"
+
+	// BrokerSessionTimeoutMs and BrokerHeartbeatIntervalMs are the
+	// broker-wide defaults of SessionTimeoutMs and HeartbeatIntervalMs
+	// (45 s and 5 s).
+	BrokerSessionTimeoutMs    = "group.share.session.timeout.ms"
+	BrokerHeartbeatIntervalMs = "group.share.heartbeat.interval.ms"
+	// The broker's bounds of SessionTimeoutMs (45 s to 60 s by default:
+	// a default broker refuses a shorter session) and of
+	// HeartbeatIntervalMs (5 s to 15 s).
+	BrokerMinSessionTimeoutMs    = "group.share.min.session.timeout.ms"
+	BrokerMaxSessionTimeoutMs    = "group.share.max.session.timeout.ms"
+	BrokerMinHeartbeatIntervalMs = "group.share.min.heartbeat.interval.ms"
+	BrokerMaxHeartbeatIntervalMs = "group.share.max.heartbeat.interval.ms"
 )
 
 // Set sets group configs with IncrementalAlterConfigs.
@@ -80,15 +103,24 @@ func Set(ctx context.Context, cl *kgo.Client, group string, kv map[string]string
 // Describe returns the group's values of the named configs (all when none
 // are named). Configs the broker does not know are absent from the map.
 func Describe(ctx context.Context, cl *kgo.Client, group string, names ...string) (map[string]string, error) {
+	values, _, err := DescribeOwn(ctx, cl, group, names...)
+	return values, err
+}
+
+// DescribeOwn is [Describe] that also says which of the configs are set
+// on the group itself (source GROUP_CONFIG); the others are the broker's
+// defaults. Apache Kafka describes those with their values, kfake without.
+func DescribeOwn(ctx context.Context, cl *kgo.Client, group string, names ...string) (values map[string]string, own map[string]bool, err error) {
 	return describe(ctx, cl, kmsg.ConfigResourceTypeGroupConfig, group, names)
 }
 
 // Broker returns broker-level config values (from any broker).
 func Broker(ctx context.Context, cl *kgo.Client, names ...string) (map[string]string, error) {
-	return describe(ctx, cl, kmsg.ConfigResourceTypeBroker, "", names)
+	values, _, err := describe(ctx, cl, kmsg.ConfigResourceTypeBroker, "", names)
+	return values, err
 }
 
-func describe(ctx context.Context, cl *kgo.Client, typ kmsg.ConfigResourceType, name string, names []string) (map[string]string, error) {
+func describe(ctx context.Context, cl *kgo.Client, typ kmsg.ConfigResourceType, name string, names []string) (map[string]string, map[string]bool, error) {
 	req := kmsg.NewPtrDescribeConfigsRequest()
 	res := kmsg.NewDescribeConfigsRequestResource()
 	res.ResourceType = typ
@@ -97,10 +129,10 @@ func describe(ctx context.Context, cl *kgo.Client, typ kmsg.ConfigResourceType, 
 		// Ask the broker that answers; an empty name is not valid here.
 		meta, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
 		if err != nil {
-			return nil, fmt.Errorf("describe broker configs: %w", err)
+			return nil, nil, fmt.Errorf("describe broker configs: %w", err)
 		}
 		if len(meta.Brokers) == 0 {
-			return nil, fmt.Errorf("describe broker configs: no brokers in metadata")
+			return nil, nil, fmt.Errorf("describe broker configs: no brokers in metadata")
 		}
 		res.ResourceName = strconv.Itoa(int(meta.Brokers[0].NodeID))
 	}
@@ -110,18 +142,19 @@ func describe(ctx context.Context, cl *kgo.Client, typ kmsg.ConfigResourceType, 
 	req.Resources = append(req.Resources, res)
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
-		return nil, fmt.Errorf("describe configs of %v %q: %w", typ, name, err)
+		return nil, nil, fmt.Errorf("describe configs of %v %q: %w", typ, name, err)
 	}
-	out := map[string]string{}
+	out, own := map[string]string{}, map[string]bool{}
 	for _, r := range resp.Resources {
 		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
-			return nil, fmt.Errorf("describe configs of %v %q: %w", typ, name, err)
+			return nil, nil, fmt.Errorf("describe configs of %v %q: %w", typ, name, err)
 		}
 		for _, c := range r.Configs {
 			if c.Value != nil {
 				out[c.Name] = *c.Value
+				own[c.Name] = c.Source == kmsg.ConfigSourceGroupConfig
 			}
 		}
 	}
-	return out, nil
+	return out, own, nil
 }

@@ -126,6 +126,13 @@ type Cluster struct {
 	// keeps its records and its share session: it can still fetch and
 	// acknowledge. kfake releases its records at the session timeout.
 	FencedMemberKeepsRecords bool
+	// HonoursGroupSessionTimeout: the group configs
+	// share.session.timeout.ms and share.heartbeat.interval.ms decide
+	// when a silent member is fenced and how often members heartbeat.
+	// kfake stores them but uses its broker configs
+	// group.share.session.timeout.ms and group.share.heartbeat.interval.ms
+	// (3 s and 100 ms here).
+	HonoursGroupSessionTimeout bool
 	// AcquiresWholeBatches: a batch_optimized ShareFetch acquires whole
 	// producer batches, past MaxRecords. kfake acquires MaxRecords.
 	AcquiresWholeBatches bool
@@ -197,6 +204,7 @@ func New(t testing.TB, opts ...Option) *Cluster {
 		RejectsRenewInFetch:          false,
 		LeaveKeepsRecords:            false,
 		FencedMemberKeepsRecords:     false,
+		HonoursGroupSessionTimeout:   false,
 		AcquiresWholeBatches:         false,
 	}
 	if v, ok := fc.configs["group.share.delivery.count.limit"]; ok {
@@ -224,6 +232,7 @@ func realCluster(t testing.TB) *Cluster {
 		RejectsRenewInFetch:          true,
 		LeaveKeepsRecords:            true,
 		FencedMemberKeepsRecords:     true,
+		HonoursGroupSessionTimeout:   true,
 		AcquiresWholeBatches:         true,
 	}
 	c.cl = c.Client(t)

@@ -1,0 +1,67 @@
+package member_test
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shareq/shareq/internal/groupcfg"
+	"github.com/shareq/shareq/internal/kafkatest"
+	"github.com/shareq/shareq/internal/member"
+)
+
+// heartbeats counts the ShareGroupHeartbeat requests a client writes.
+type heartbeats struct{ n atomic.Int64 }
+
+func (h *heartbeats) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key == kmsg.ShareGroupHeartbeat.Int16() && err == nil {
+		h.n.Add(1)
+	}
+}
+
+// The member heartbeats at the interval the coordinator returns, one
+// request at a time: a short interval (worker.SessionTimeout asks for a
+// sixth of the session) costs one heartbeat per interval, not more. On
+// Kafka the group's share.heartbeat.interval.ms sets it (200 ms here);
+// kfake returns its broker config (100 ms).
+func TestHeartbeatsFollowTheReturnedInterval(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.New(t)
+	topic, group := c.Topic(t, 1), c.Group(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var interval time.Duration
+	if c.HonoursGroupSessionTimeout {
+		interval = 200 * time.Millisecond
+		c.SetGroupConfig(t, group, map[string]string{groupcfg.HeartbeatIntervalMs: "200"})
+	} else {
+		m, err := groupcfg.Broker(ctx, c.Client(t), groupcfg.BrokerHeartbeatIntervalMs)
+		ms, _ := strconv.Atoi(m[groupcfg.BrokerHeartbeatIntervalMs])
+		if err != nil || ms <= 0 {
+			t.Fatalf("broker heartbeat interval %v (%v)", m, err)
+		}
+		interval = time.Duration(ms) * time.Millisecond
+	}
+	var hb heartbeats
+	r := start(t, c, group, []string{topic}, func(cfg *member.Config) {
+		cfg.Client = c.Client(t, kgo.ConnIdleTimeout(10*time.Minute), kgo.WithHooks(&hb))
+	})
+	r.waitFor("joined", func() bool { return r.m.Stats().State == member.Joined })
+	const n = 10
+	from, began := hb.n.Load(), time.Now()
+	r.waitFor("10 more heartbeats", func() bool { return hb.n.Load() >= from+n })
+	took := time.Since(began)
+	t.Logf("%s: %d heartbeats in %v at a %v interval", c.Kind, n, took.Round(time.Millisecond), interval)
+	if low := (n - 1) * interval; took < low {
+		t.Errorf("%d heartbeats in %v, faster than one per %v (%v)", n, took, interval, low)
+	}
+	if high := n*interval*3 + 2*time.Second; took > high {
+		t.Errorf("%d heartbeats took %v, slower than the %v interval allows (%v)", n, took, interval, high)
+	}
+	r.leave()
+}
