@@ -148,6 +148,22 @@ type TopicObserver interface {
 	TopicRecreated(topic string)
 }
 
+// PauseObserver is an optional extension of [Observer]: an observer that
+// also implements it hears when the worker pauses because a dependency
+// every job needs is down (a handler returned [handler.Unavailable]) and
+// when it resumes. metrics.Metrics implements it.
+type PauseObserver interface {
+	// WorkerPaused is called when the worker pauses because dependency
+	// is down (err is the handler's error that said so), and once more
+	// for each other dependency that goes down while it is paused.
+	WorkerPaused(dependency string, err error)
+	// WorkerResumed is called once for each dependency WorkerPaused
+	// named, when the pause ends: back is true when a probe got through
+	// and the worker runs again, false when the worker stopped while
+	// paused. down is how long the pause lasted.
+	WorkerResumed(dependency string, down time.Duration, back bool)
+}
+
 // MemberObserver is an optional extension of [Observer]: an observer that
 // also implements it gets a snapshot of the worker's share-group member
 // about once a second while Run runs, and a last one when it stops.
@@ -206,6 +222,7 @@ var (
 	_ Observer       = NopObserver{}
 	_ TopicObserver  = multiObserver(nil)
 	_ MemberObserver = multiObserver(nil)
+	_ PauseObserver  = multiObserver(nil)
 )
 
 // multiObserver passes every event to each observer in turn.
@@ -255,6 +272,22 @@ func (m multiObserver) MemberStats(s MemberStats) {
 	for _, o := range m {
 		if mo, ok := o.(MemberObserver); ok {
 			mo.MemberStats(s)
+		}
+	}
+}
+
+func (m multiObserver) WorkerPaused(dependency string, err error) {
+	for _, o := range m {
+		if po, ok := o.(PauseObserver); ok {
+			po.WorkerPaused(dependency, err)
+		}
+	}
+}
+
+func (m multiObserver) WorkerResumed(dependency string, down time.Duration, back bool) {
+	for _, o := range m {
+		if po, ok := o.(PauseObserver); ok {
+			po.WorkerResumed(dependency, down, back)
 		}
 	}
 }
