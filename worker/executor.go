@@ -76,6 +76,9 @@ type xjob struct {
 	lock     time.Duration // the lock duration of the newest delivery
 	start    time.Time     // when its handler first started on this delivery (MaxHold counts from it)
 	ran      bool
+	// tracked: queued during a pause, its lock renewed by the tracker
+	// (MaxHold counting from then); start keeps that entry.
+	tracked bool
 
 	// A held job is released at releaseAt with its handler's outcome.
 	releaseAt time.Time
@@ -377,10 +380,14 @@ func (x *executor) deliver(d member.Delivery) {
 		if d.Count > j.count {
 			j.count = d.Count
 		}
-		switch j.state {
-		case jobQueued: // nobody has seen the job yet
+		switch {
+		case j.state == jobQueued: // nobody has seen the job yet
 			j.job.DeliveryCount, j.job.LockDeadline = j.count, d.Deadline
-		case jobRunning, jobHeld, jobPaused:
+			if j.tracked {
+				x.tracker.Relock(k, d.Deadline, d.Lock)
+				x.armFor(k)
+			}
+		case j.state == jobRunning, j.state == jobHeld, j.state == jobPaused:
 			x.tracker.Relock(k, d.Deadline, d.Lock)
 			x.armFor(k)
 		}
@@ -399,6 +406,9 @@ func (x *executor) deliver(d member.Delivery) {
 	x.jobs[k] = j
 	x.queue = append(x.queue, j)
 	x.queued++
+	if x.pause != nil {
+		x.track(j, time.Now())
+	}
 }
 
 // startQueued starts queued jobs, in order, while there are free slots:
@@ -462,7 +472,9 @@ func (x *executor) start(j *xjob) {
 	j.h, j.timeout = h, x.w.timeouts[j.key.Topic]
 	x.queued--
 	j.state, j.ran, j.start = jobRunning, true, now
-	x.tracker.Add(j.key, now, j.deadline, j.lock)
+	if !j.tracked {
+		x.tracker.Add(j.key, now, j.deadline, j.lock)
+	}
 	x.launch(j)
 }
 
@@ -598,8 +610,12 @@ func (x *executor) wakeUp() {
 			if j == nil {
 				continue
 			}
-			if j.state == jobHeld || j.state == jobPaused {
+			switch j.state {
+			case jobHeld, jobPaused:
 				x.finish(j, AckRelease, OutcomeRetried, j.err, j.took)
+				continue
+			case jobQueued: // held through a pause
+				x.finish(j, AckRelease, OutcomeInterrupted, ErrMaxHold, 0)
 				continue
 			}
 			x.abandon(j, ErrMaxHold)
@@ -641,7 +657,7 @@ func (x *executor) wakeUp() {
 // renewed takes the outcome of one renewal.
 func (x *executor) renewed(r member.Renewal, now time.Time) {
 	j := x.jobs[r.Key]
-	if j == nil || (j.state != jobRunning && j.state != jobHeld && j.state != jobPaused) {
+	if j == nil || (j.state != jobRunning && j.state != jobHeld && j.state != jobPaused && !(j.state == jobQueued && j.tracked)) {
 		return // finished meanwhile
 	}
 	if x.obs != nil {
@@ -657,6 +673,10 @@ func (x *executor) renewed(r member.Renewal, now time.Time) {
 	}
 	x.log.Warn("lock renewal failed", "record", r.Key, "error", r.Err)
 	if !j.deadline.After(now) {
+		if j.state == jobQueued {
+			x.finish(j, AckRelease, OutcomeInterrupted, ErrLockLost, 0)
+			return
+		}
 		x.abandon(j, ErrLockLost)
 		return
 	}
@@ -739,6 +759,9 @@ func (x *executor) end(j *xjob, cause error) {
 	switch j.state {
 	case jobQueued:
 		x.queued--
+		if j.tracked {
+			x.tracker.Remove(j.key)
+		}
 	case jobRunning, jobHeld:
 		x.tracker.Remove(j.key)
 	case jobPaused:

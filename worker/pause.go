@@ -57,6 +57,13 @@ func (x *executor) pauseJob(j *xjob, r xresult, ue *handler.UnavailableError, pr
 		p.probeAt = now.Add(p.delay)
 		x.pause = p
 		x.arm(p.probeAt)
+		// Records waiting for a slot wait for the pause now: renew
+		// their locks too.
+		for _, q := range x.queue[x.qhead:] {
+			if q.state == jobQueued {
+				x.track(q, now)
+			}
+		}
 	}
 	j.state, j.err, j.took = jobPaused, r.err, r.took
 	j.cancel(nil)
@@ -87,6 +94,16 @@ func (x *executor) pauseJob(j *xjob, r xresult, ue *handler.UnavailableError, pr
 	if x.log.Enabled(x.base, slog.LevelDebug) {
 		x.log.Debug("job held: a dependency is down", "record", j.key, "dependency", ue.Dependency, "probe", probe, "error", r.err.Error())
 	}
+}
+
+// track has the tracker renew the lock of j, queued while paused.
+func (x *executor) track(j *xjob, now time.Time) {
+	if j.tracked {
+		return
+	}
+	j.tracked = true
+	x.tracker.Add(j.key, now, j.deadline, j.lock)
+	x.armFor(j.key)
 }
 
 // maybeProbe starts the next probe when it is due and a slot is free: the

@@ -385,3 +385,35 @@ func TestExecutorSecondDependencyJoinsPause(t *testing.T) {
 		}
 	})
 }
+
+func TestExecutorRenewsQueuedRecordsThroughLongPause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newOutage()
+		h.down.Store(true)
+		b := startExecutor(t, h, nil, Concurrency(2))
+		b.f.deliver(delivery(1, 1, lock))
+		b.f.deliver(delivery(2, 1, lock)) // on credit granted before: queued
+		// Four lock periods of outage, the member answering every renewal.
+		for start := time.Now(); time.Since(start) < 4*lock; {
+			time.Sleep(time.Second)
+			synctest.Wait()
+			b.f.answerRenewals(lock, nil)
+		}
+		if got := b.f.renewedKeys(); !slices.Contains(got, key(2)) {
+			t.Fatalf("renewed %v: the queued record's lock was not renewed", got)
+		}
+		if got := h.runsOf(2); len(got) != 0 {
+			t.Fatalf("queued record ran during the pause: %v", got)
+		}
+		h.down.Store(false)
+		time.Sleep(probeMax)
+		synctest.Wait()
+		for _, off := range []int64{1, 2} {
+			wantAcks(t, b.f, off, member.Accept)
+		}
+		if got := h.runsOf(2); !slices.Equal(got, []int32{1}) {
+			t.Fatalf("queued record ran with delivery counts %v, want [1]", got)
+		}
+		b.stop(t)
+	})
+}
