@@ -43,7 +43,7 @@ type pause struct {
 	probeAt time.Time     // when the next probe may start
 	probe   *xjob         // the job running as the probe; nil between probes
 	held    []*xjob       // paused jobs, oldest first; entries no longer paused are skipped
-	waited  int           // jobs paused during the pause (each once)
+	waited  int           // jobs that waited for the pause: held or queued (each once)
 }
 
 // pauseJob holds j, whose handler reported ue's dependency down, on its
@@ -102,6 +102,7 @@ func (x *executor) track(j *xjob, now time.Time) {
 		return
 	}
 	j.tracked = true
+	x.pause.waited++
 	x.tracker.Add(j.key, now, j.deadline, j.lock)
 	x.armFor(j.key)
 }

@@ -187,8 +187,8 @@ func TestExecutorPausesWhileDependencyDown(t *testing.T) {
 		if n := countLines(out, "INFO", "dependency back; the worker resumed"); n != 1 {
 			t.Errorf("%d back lines, want 1:\n%s", n, out)
 		}
-		if !strings.Contains(out, "dependency back; the worker resumed\" group=g dependency=db down_for=") || !strings.Contains(out, "jobs_waited=2") {
-			t.Errorf("the back line lacks dependency, down_for or jobs_waited=2:\n%s", out)
+		if !strings.Contains(out, "dependency back; the worker resumed\" group=g dependency=db down_for=") || !strings.Contains(out, "jobs_waited=3") {
+			t.Errorf("the back line lacks dependency, down_for or jobs_waited=3 (two held, one queued):\n%s", out)
 		}
 		if n := strings.Count(out, "level=WARN"); n != 1 {
 			t.Errorf("%d WARN lines, want only the down line:\n%s", n, out)
