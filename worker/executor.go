@@ -121,9 +121,8 @@ type executor struct {
 	holds   holdHeap // held jobs by releaseAt; dropped ones are skipped
 
 	// The pause (pause.go): non-nil while a dependency is down.
-	pause      *pause
-	pausedJobs int     // jobs in state jobPaused
-	reruns     []*xjob // paused jobs to run again now that the pause is over, oldest first
+	pause  *pause
+	reruns []*xjob // paused jobs to run again now that the pause is over, oldest first
 
 	// Credits: outstanding were granted and not yet used by a delivery.
 	// The executor keeps running + queued + outstanding at
@@ -475,15 +474,15 @@ func (x *executor) start(j *xjob) {
 	if !j.tracked {
 		x.tracker.Add(j.key, now, j.deadline, j.lock)
 	}
+	if x.obs != nil {
+		x.obs.JobStarted(&j.job)
+	}
 	x.launch(j)
 }
 
 // launch hands j, set up to run, to a handler goroutine.
 func (x *executor) launch(j *xjob) {
 	x.armFor(j.key)
-	if x.obs != nil {
-		x.obs.JobStarted(&j.job)
-	}
 	x.running++
 	if x.spawned < x.running {
 		x.spawned++
@@ -765,7 +764,6 @@ func (x *executor) end(j *xjob, cause error) {
 	case jobRunning, jobHeld:
 		x.tracker.Remove(j.key)
 	case jobPaused:
-		x.pausedJobs--
 		x.tracker.Remove(j.key)
 	}
 	if p := x.pause; p != nil && p.probe == j {

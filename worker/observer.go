@@ -119,7 +119,9 @@ type Result struct {
 // from the worker's goroutines, concurrently; they must be safe for
 // concurrent use and return quickly.
 type Observer interface {
-	// JobStarted is called when a handler starts on a job.
+	// JobStarted is called when a handler starts on a job. A job held
+	// through a pause (a dependency was down) and run again on the same
+	// delivery is the same job: JobStarted is not called again.
 	JobStarted(job *handler.Job)
 	// JobFinished is called once per job, with the acknowledgement the
 	// worker sends for it. A record delivered again while its job is

@@ -67,7 +67,6 @@ func (x *executor) pauseJob(j *xjob, r xresult, ue *handler.UnavailableError, pr
 	}
 	j.state, j.err, j.took = jobPaused, r.err, r.took
 	j.cancel(nil)
-	x.pausedJobs++
 	if probe {
 		// Still down: back to the head of the line, and wait longer.
 		p.held = append([]*xjob{j}, p.held...)
@@ -183,9 +182,9 @@ func (x *executor) startReruns() {
 }
 
 // rerun runs a paused job's handler again, on the same delivery. Its lock
-// is renewed all along and its MaxHold counts from its first start.
+// is renewed all along and its MaxHold counts from its first start. The
+// observer is not told it started again: it is the same job in hand.
 func (x *executor) rerun(j *xjob) {
-	x.pausedJobs--
 	j.ctx, j.cancel = context.WithCancelCause(handler.WithParkNote(x.base))
 	j.state, j.err, j.took = jobRunning, nil, 0
 	j.job.DeliveryCount, j.job.LockDeadline = j.count, j.deadline

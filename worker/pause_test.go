@@ -176,6 +176,9 @@ func TestExecutorPausesWhileDependencyDown(t *testing.T) {
 		if got := b.x.w.DependenciesDown(); got != nil {
 			t.Fatalf("DependenciesDown = %v after the pause, want nil", got)
 		}
+		if got := b.obs.startedList(); !slices.Equal(got, []int64{1, 2, 3}) {
+			t.Fatalf("JobStarted for %v, want once per job: [1 2 3]", got)
+		}
 		if got := po.list(); len(got) != 2 || !strings.HasPrefix(got[1], "resumed db after ") || !strings.HasSuffix(got[1], "back=true") {
 			t.Fatalf("observer heard %v, want paused then resumed back=true", got)
 		}
