@@ -424,3 +424,35 @@ func TestExecutorRenewsQueuedRecordsThroughLongPause(t *testing.T) {
 		b.stop(t)
 	})
 }
+
+func TestExecutorProbesWithQueuedRecordWhenNoneHeld(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newOutage()
+		h.down.Store(true)
+		b := startExecutor(t, h, nil, Concurrency(2))
+		b.f.deliver(delivery(1, 1, lock))
+		b.f.deliver(delivery(2, 1, lock)) // queued: the worker is paused
+		// The member loses job 1's lock (its session went away): no held
+		// job is left to probe with, so the queued record is the probe.
+		b.f.push(member.Event{Lost: []member.Key{key(1)}})
+		if r := b.only(t, 1); !errors.Is(r.Err, ErrLockLost) {
+			t.Fatalf("lost job reported as %+v", r)
+		}
+		time.Sleep(probeFirst)
+		synctest.Wait()
+		if got := h.runsOf(2); !slices.Equal(got, []int32{1}) {
+			t.Fatalf("queued record ran %v times as the probe, want once on delivery 1", got)
+		}
+		if got := b.f.acksOf(2); len(got) != 0 {
+			t.Fatalf("the probe that found the dependency down was acked %v, want held", got)
+		}
+		h.down.Store(false)
+		time.Sleep(2 * probeFirst)
+		synctest.Wait()
+		wantAcks(t, b.f, 2, member.Accept)
+		if b.x.w.DependenciesDown() != nil {
+			t.Fatal("still paused after the probe got through")
+		}
+		b.stop(t)
+	})
+}
