@@ -15,10 +15,14 @@ import (
 // delivery on an attempt that cannot succeed (a Postgres failover of 20 s
 // used to park healthy jobs at the delivery limit), so the executor holds
 // it instead, its lock renewed, and stops taking work: it grants no
-// credit (the member fetches nothing) and starts no queued record. Every
-// probe delay it runs one held job again as a probe; the first probe that
-// does not report the dependency down ends the pause, every held job runs
-// again on the same delivery, and fetching resumes.
+// credit (the member fetches nothing; records it already had credit for
+// still arrive) and starts no queued record (their locks are renewed
+// too). Every probe delay it runs one held job again as a probe (with
+// none held, a queued record, or one record fetched for it); the first
+// probe that does not report the dependency down ends the pause, every
+// held job runs again on the same delivery, and fetching resumes. Jobs
+// held past MaxHold are released as held retries are; a stop releases
+// what the pause holds once the member is quiet.
 //
 // The pause is worker-wide, not per dependency: the worker cannot tell
 // which dependency a record needs before its handler runs, its credit is
