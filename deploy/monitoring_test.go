@@ -347,6 +347,8 @@ func exportedMetrics(t *testing.T) map[string]dto.MetricType {
 	m.Duplicate(job, "k")
 	m.TopicMissing("t", true)
 	m.TopicRecreated("t")
+	m.WorkerPaused("postgres", errors.New("x"))
+	m.WorkerResumed("postgres", time.Second, true)
 
 	out := map[string]dto.MetricType{}
 	// An untyped placeholder for names known only by their descriptor.

@@ -17,6 +17,8 @@
 //	                                                 ACCEPT)
 //	any other error, delivery count below the limit  RELEASE after a retry backoff          retried
 //	(a job timeout's included)                       (delivered again)
+//	Unavailable(dependency, err)                     none: held on its delivery while the   (none yet)
+//	                                                 worker pauses; runs again when back
 //	any other error on the last delivery             RELEASE; the broker archives it        discarded (parked)
 //	                                                 (or parked in the DLQ, then ACCEPT)
 //	context cancelled by shutdown or the hold limit  RELEASE                                interrupted
@@ -29,7 +31,10 @@
 // RELEASE makes the record available again at once, to any member of the
 // share group, with its delivery count raised by one; the worker holds a
 // failed record for a backoff first (see worker.RetryBackoff) so a failing
-// dependency does not use up the delivery limit in moments. The broker stops
+// dependency does not use up the delivery limit in moments; a dependency
+// that every job needs and that is down should be reported with
+// [Unavailable], which pauses the worker instead of spending deliveries.
+// The broker stops
 // delivering a record once its delivery count reaches the group's delivery
 // limit (5 by default) and archives it; the dlq package parks such a job on
 // its last delivery instead.

@@ -23,6 +23,9 @@ const (
 	// ReasonRetryAfter: the handler asked for a retry after a delay of
 	// its own (see [RetryAfter]).
 	ReasonRetryAfter = "retry-after"
+	// ReasonUnavailable: a dependency every job needs was down (see
+	// [Unavailable]).
+	ReasonUnavailable = "unavailable"
 )
 
 // PermanentError marks a failure that retrying cannot fix. The worker
@@ -130,7 +133,8 @@ func (e *PanicError) Unwrap() error {
 }
 
 // ReasonOf returns the reason recorded in err: the Reason of the outermost
-// [PermanentError] or [RetryError] it wraps, or "" when there is none.
+// [PermanentError], [RetryError] or [UnavailableError] it wraps
+// ([ReasonUnavailable] for the last), or "" when there is none.
 func ReasonOf(err error) string {
 	for err != nil {
 		switch e := err.(type) {
@@ -138,8 +142,62 @@ func ReasonOf(err error) string {
 			return e.Reason
 		case *RetryError:
 			return e.Reason
+		case *UnavailableError:
+			return ReasonUnavailable
 		}
 		err = errors.Unwrap(err)
 	}
 	return ""
+}
+
+// UnavailableError reports that a dependency the worker's jobs need is
+// down: the database every job writes to, the one API every job calls.
+// The job did not fail; it could not be tried. The worker does not spend
+// a delivery on it: it pauses (the job is held and its lock renewed, no
+// new jobs are fetched or started), re-runs one held job now and then as
+// a probe, and when a probe no longer returns an UnavailableError it runs
+// every held job again, on the same delivery, and fetches again.
+//
+// Use it for a dependency that all (or nearly all) jobs of the worker
+// share, when the failure says the dependency itself is unreachable
+// (connection refused or reset, a timeout acquiring a connection, a
+// database failing over). Do not use it for one job's own target: a
+// webhook of one customer that is down is an ordinary error (retried with
+// backoff, then parked), or the whole worker would pause for one customer.
+// Make one with [Unavailable]; test for one with [IsUnavailable] or
+// errors.As.
+type UnavailableError struct {
+	// Dependency names what is down, for logs and metric labels: short
+	// and stable ("postgres", "payments-api"), never per job.
+	Dependency string
+	// Err is the failure that showed it.
+	Err error
+}
+
+func (e *UnavailableError) Error() string {
+	if e.Err == nil {
+		return e.Dependency + " unavailable"
+	}
+	return e.Dependency + " unavailable: " + e.Err.Error()
+}
+
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// Unavailable returns an [UnavailableError]: dependency, which every job
+// needs, is down, as err shows. Unavailable(d, nil) returns nil.
+//
+//	if errors.Is(err, syscall.ECONNREFUSED) {
+//		return handler.Unavailable("ledger-api", err)
+//	}
+func Unavailable(dependency string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &UnavailableError{Dependency: dependency, Err: err}
+}
+
+// IsUnavailable reports whether err is or wraps an [UnavailableError].
+func IsUnavailable(err error) bool {
+	var u *UnavailableError
+	return errors.As(err, &u)
 }

@@ -132,6 +132,18 @@ func TestOutcomeErrors(t *testing.T) {
 	if handler.PermanentReason("x", nil) != nil {
 		t.Error("PermanentReason(r, nil) is not nil")
 	}
+	if handler.Unavailable("postgres", nil) != nil {
+		t.Error("Unavailable(d, nil) is not nil")
+	}
+	u := fmt.Errorf("claim: %w", handler.Unavailable("postgres", base))
+	var ue *handler.UnavailableError
+	if !handler.IsUnavailable(u) || !errors.As(u, &ue) || ue.Dependency != "postgres" || !errors.Is(u, base) ||
+		handler.IsPermanent(u) || handler.ReasonOf(u) != handler.ReasonUnavailable || u.Error() != "claim: postgres unavailable: smtp 550" {
+		t.Errorf("unavailable error lost its kind, dependency, cause or reason: %v", u)
+	}
+	if handler.IsUnavailable(base) || handler.IsUnavailable(r) {
+		t.Error("plain and retry errors are not unavailable")
+	}
 	pe := &handler.PanicError{Value: base}
 	if !errors.Is(pe, base) || pe.Error() != "panic: smtp 550" {
 		t.Errorf("panic error: %v", pe)

@@ -32,9 +32,13 @@
 //   - the handler failed: the transaction rolls back, the key stays free,
 //     and the handler's error is returned unchanged, so [handler.Permanent]
 //     stays permanent and any other error releases the job for another try.
-//   - the store failed (database unreachable, begin, insert or commit
-//     failed): the middleware returns [handler.Retry] with reason
-//     [ReasonStore] and the job is released and delivered again.
+//   - the store is down (pgstore: Postgres unreachable or failing over,
+//     also under a handler whose statements died with the connection):
+//     the store's [handler.UnavailableError] is returned, and the worker
+//     pauses, holding the job on its delivery, until the store is back.
+//   - the store failed otherwise (begin, insert or commit failed): the
+//     middleware returns [handler.Retry] with reason [ReasonStore] and the
+//     job is released and delivered again.
 //
 // A second delivery that arrives while the first is still running waits
 // on the first one's claim (the database blocks the second insert on the
@@ -45,7 +49,7 @@
 //
 // When the connection is lost during COMMIT the client cannot tell whether
 // the transaction committed. The middleware treats this as a store failure
-// and releases the job. That is safe: the claim row and the side effects
+// (an outage, with pgstore) and the job runs again. That is safe: the claim row and the side effects
 // were written in one transaction, so they were either both committed (the
 // next delivery finds the key and ACCEPTs without running the handler) or
 // both rolled back (the next delivery runs the handler again, from

@@ -101,6 +101,12 @@ func OnDuplicate(f func(job *handler.Job, key string)) Option {
 //     unknown: [handler.Retry] with reason [ReasonStore], so the job is
 //     released and delivered again; see the package documentation for why
 //     that is safe.
+//   - the store is down (its error is a [handler.UnavailableError], as
+//     pgstore's are while Postgres is unreachable or failing over, also
+//     when the handler's own error came from the dead connection): that
+//     error, so the worker pauses and holds the job instead of spending
+//     its deliveries, and runs it again on the same delivery once the
+//     store is back.
 //   - a panic in the handler rolls back the claim and propagates, for a
 //     recovery middleware further out.
 //
@@ -150,8 +156,16 @@ func (c *config) handle(ctx context.Context, store Store, next handler.Handler, 
 	switch {
 	case ran && handlerErr != nil:
 		// The handler failed; the store rolled back. Its error is the
-		// outcome, whatever the rollback said.
+		// outcome, whatever the rollback said, unless the store found
+		// that it failed because the store itself went down.
+		if handler.IsUnavailable(err) && !handler.IsUnavailable(handlerErr) {
+			return err
+		}
 		return handlerErr
+	case handler.IsUnavailable(err):
+		// The store is down: every job would fail the same way. The
+		// worker pauses instead of spending deliveries.
+		return fmt.Errorf("idempotency: claim %q: %w", key, err)
 	case err != nil:
 		return handler.Retry(ReasonStore, fmt.Errorf("idempotency: claim %q: %w", key, err))
 	case !claimed && ran:

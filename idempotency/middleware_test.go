@@ -23,6 +23,7 @@ type fakeStore struct {
 	tx        any   // put in fn's context
 	duplicate bool  // report the key as claimed without running fn
 	noClaim   bool  // run fn, then report no claim and no error (a broken store)
+	fnDown    bool  // fn's error came from a dead connection: wrap it in handler.Unavailable
 }
 
 func (s *fakeStore) Claim(ctx context.Context, key string, fn func(context.Context) error) (bool, error) {
@@ -40,6 +41,9 @@ func (s *fakeStore) Claim(ctx context.Context, key string, fn func(context.Conte
 			// A store whose rollback also failed: the handler's error
 			// must still win.
 			return false, errors.Join(err, errors.New("rollback failed"))
+		}
+		if s.fnDown {
+			return false, handler.Unavailable("db", err)
 		}
 		return false, err
 	}
@@ -250,6 +254,40 @@ func TestMiddlewareStoreFailureRetries(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), `"thumbs/images/images/3/1042"`) {
 				t.Errorf("error %q does not name the key", err)
+			}
+			if runs() != tt.wantRan {
+				t.Fatalf("handler ran %d times, want %d", runs(), tt.wantRan)
+			}
+		})
+	}
+}
+
+func TestMiddlewareStoreDownIsUnavailable(t *testing.T) {
+	t.Parallel()
+	refused := errors.New("dial tcp 127.0.0.1:1: connection refused")
+	reset := errors.New("read: connection reset by peer")
+	tests := []struct {
+		name    string
+		store   *fakeStore
+		handler error // what the handler returns
+		wantRan int
+		wantErr error
+	}{
+		{"begin fails", &fakeStore{beginErr: handler.Unavailable("db", refused)}, nil, 0, refused},
+		{"commit fails", &fakeStore{commitErr: handler.Unavailable("db", reset)}, nil, 1, reset},
+		{"handler's statement died with the connection", &fakeStore{fnDown: true}, reset, 1, reset},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h, runs := counting(tt.handler)
+			err := mustMiddleware(t, tt.store)(h).Handle(t.Context(), job())
+			var u *handler.UnavailableError
+			if !errors.As(err, &u) || u.Dependency != "db" || !errors.Is(err, tt.wantErr) {
+				t.Fatalf("Handle = %v, want an UnavailableError of db wrapping %v", err, tt.wantErr)
+			}
+			if handler.IsPermanent(err) || handler.ReasonOf(err) != handler.ReasonUnavailable {
+				t.Fatalf("Handle = %v: permanent %v, reason %q; want reason %q", err, handler.IsPermanent(err), handler.ReasonOf(err), handler.ReasonUnavailable)
 			}
 			if runs() != tt.wantRan {
 				t.Fatalf("handler ran %d times, want %d", runs(), tt.wantRan)

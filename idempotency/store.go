@@ -29,6 +29,10 @@ var ErrNilStore = errors.New("idempotency: nil store")
 //     and Claim returns (false, that error) unchanged, so that errors.Is
 //     and errors.As see through it.
 //   - The store fails (begin, insert or commit): Claim returns (false, err).
+//     A store that can tell that it is down, rather than that one
+//     statement failed, returns a [handler.UnavailableError] (also in
+//     place of fn's error when fn failed because the store's connection
+//     died, wrapping it), so that the worker pauses.
 //     If fn had returned nil and the commit failed with an unknown outcome,
 //     the claim and fn's effects were either both committed or both rolled
 //     back; calling Claim again for the key is safe either way.

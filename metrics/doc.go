@@ -100,8 +100,23 @@
 //	shareq_topic_recreations_total{topic}
 //	    Counter. A consumed topic found deleted and re-created under a new
 //	    ID; the worker consumes the new topic from then on.
+//	shareq_worker_paused{dependency}
+//	    Gauge. 1 while the worker is paused because a dependency every job
+//	    needs is down (a handler returned handler.Unavailable, as the
+//	    pgstore claim store does while Postgres is unreachable: dependency
+//	    "postgres"), else 0. A paused worker holds its jobs on their
+//	    deliveries and fetches nothing; it resumes by itself. Alert on it
+//	    lasting (the dependency is down), not on it blinking.
+//	shareq_worker_pauses_total{dependency}
+//	    Counter. Pauses, by the dependency that went down.
+//	shareq_worker_paused_seconds_total{dependency}
+//	    Counter. Seconds spent paused, added when each pause ends.
 //
 // # Share-group member metrics
+//
+// [Metrics] implements [worker.PauseObserver] for the three worker_paused
+// series, which have a dependency label (a short, fixed name per
+// dependency) instead of a topic: the pause is worker-wide.
 //
 // A worker is one share-group member. [Metrics] implements
 // [worker.MemberObserver], so it also gets a snapshot of the member about

@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"time"
+
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -88,6 +90,9 @@ type Metrics struct {
 	expired      *prometheus.CounterVec
 	topicMissing *prometheus.GaugeVec
 	recreated    *prometheus.CounterVec
+	paused       *prometheus.GaugeVec
+	pauses       *prometheus.CounterVec
+	pausedFor    *prometheus.CounterVec
 	member       *memberMetrics
 }
 
@@ -95,6 +100,7 @@ var (
 	_ worker.Observer       = (*Metrics)(nil)
 	_ worker.TopicObserver  = (*Metrics)(nil)
 	_ worker.MemberObserver = (*Metrics)(nil)
+	_ worker.PauseObserver  = (*Metrics)(nil)
 )
 
 // New creates the worker metrics and registers them with reg. It returns
@@ -152,6 +158,12 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 			Help: "1 while a topic the worker consumes is deleted (its jobs are gone), else 0.", ConstLabels: c.constLabels}, []string{"topic"}),
 		recreated: counter("topic_recreations_total",
 			"Topics the worker consumes found deleted and re-created under a new ID; the worker consumes the new one.", "topic"),
+		paused: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "worker_paused",
+			Help: "1 while the worker is paused because the dependency is down (a handler returned handler.Unavailable), else 0.", ConstLabels: c.constLabels}, []string{"dependency"}),
+		pauses: counter("worker_pauses_total",
+			"Times the worker paused because the dependency went down.", "dependency"),
+		pausedFor: counter("worker_paused_seconds_total",
+			"Seconds the worker spent paused because the dependency was down, counted when each pause ends.", "dependency"),
 	}
 	m.member = newMemberMetrics(c.constLabels)
 	for _, t := range c.topics {
@@ -185,7 +197,8 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 
 func (m *Metrics) collectors() []prometheus.Collector {
 	cs := []prometheus.Collector{m.jobs, m.duration, m.inFlight, m.renewals, m.deliveries,
-		m.ackErrors, m.parked, m.duplicates, m.lockLeft, m.expired, m.topicMissing, m.recreated}
+		m.ackErrors, m.parked, m.duplicates, m.lockLeft, m.expired, m.topicMissing, m.recreated,
+		m.paused, m.pauses, m.pausedFor}
 	return append(cs, m.member.collectors()...)
 }
 
@@ -274,6 +287,20 @@ func (m *Metrics) TopicMissing(topic string, missing bool) {
 // shareq_topic_recreations_total.
 func (m *Metrics) TopicRecreated(topic string) {
 	m.recreated.WithLabelValues(topic).Inc()
+}
+
+// WorkerPaused sets shareq_worker_paused{dependency} to 1 and counts the
+// pause in shareq_worker_pauses_total.
+func (m *Metrics) WorkerPaused(dependency string, _ error) {
+	m.paused.WithLabelValues(dependency).Set(1)
+	m.pauses.WithLabelValues(dependency).Inc()
+}
+
+// WorkerResumed sets shareq_worker_paused{dependency} back to 0 and adds
+// the pause's length to shareq_worker_paused_seconds_total.
+func (m *Metrics) WorkerResumed(dependency string, down time.Duration, _ bool) {
+	m.paused.WithLabelValues(dependency).Set(0)
+	m.pausedFor.WithLabelValues(dependency).Add(down.Seconds())
 }
 
 // Parked counts a job parked in a dead-letter topic in

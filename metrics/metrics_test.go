@@ -129,6 +129,27 @@ func TestTopicEvents(t *testing.T) {
 	}
 }
 
+func TestPauseEvents(t *testing.T) {
+	t.Parallel()
+	reg, m := setup(t)
+	m.WorkerPaused("postgres", errors.New("connection refused"))
+	mfs := scrape(t, reg)
+	if got := value(t, mfs, "shareq_worker_paused", "dependency", "postgres"); got != 1 {
+		t.Errorf("worker_paused while down = %v, want 1", got)
+	}
+	if got := value(t, mfs, "shareq_worker_pauses_total", "dependency", "postgres"); got != 1 {
+		t.Errorf("worker_pauses_total = %v, want 1", got)
+	}
+	m.WorkerResumed("postgres", 12*time.Second, true)
+	mfs = scrape(t, reg)
+	if got := value(t, mfs, "shareq_worker_paused", "dependency", "postgres"); got != 0 {
+		t.Errorf("worker_paused once back = %v, want 0", got)
+	}
+	if got := value(t, mfs, "shareq_worker_paused_seconds_total", "dependency", "postgres"); got != 12 {
+		t.Errorf("worker_paused_seconds_total = %v, want 12", got)
+	}
+}
+
 func TestJobFinished(t *testing.T) {
 	t.Parallel()
 	reg, m := setup(t)

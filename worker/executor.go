@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,6 +55,7 @@ const (
 	jobQueued  jobState = iota + 1 // delivered, waiting for a handler slot
 	jobRunning                     // its handler runs
 	jobHeld                        // its handler failed; held for the retry backoff
+	jobPaused                      // its handler reported a dependency down; held for the pause (pause.go)
 	jobGone                        // acknowledged or dropped; not in the executor's map
 )
 
@@ -72,8 +74,11 @@ type xjob struct {
 	count    int32         // the newest delivery count (a redelivery raises it)
 	deadline time.Time     // the lock deadline as far as the executor knows
 	lock     time.Duration // the lock duration of the newest delivery
-	start    time.Time     // when its handler started
+	start    time.Time     // when its handler first started on this delivery (MaxHold counts from it)
 	ran      bool
+	// tracked: queued during a pause, its lock renewed by the tracker
+	// (MaxHold counting from then); start keeps that entry.
+	tracked bool
 
 	// A held job is released at releaseAt with its handler's outcome.
 	releaseAt time.Time
@@ -114,6 +119,10 @@ type executor struct {
 	running int // handlers running, abandoned ones included: each holds a slot
 	tracker *renew.Tracker[member.Key]
 	holds   holdHeap // held jobs by releaseAt; dropped ones are skipped
+
+	// The pause (pause.go): non-nil while a dependency is down.
+	pause  *pause
+	reruns []*xjob // paused jobs to run again now that the pause is over, oldest first
 
 	// Credits: outstanding were granted and not yet used by a delivery.
 	// The executor keeps running + queued + outstanding at
@@ -241,6 +250,7 @@ func (x *executor) run(ctx context.Context) {
 			x.reading()
 		case <-stopping:
 			stopping, tick = nil, nil
+			x.logStopping()
 			x.stopping = true
 			x.prefetch = 0
 			x.e.StopFetching()
@@ -272,8 +282,30 @@ func (x *executor) run(ctx context.Context) {
 			x.e.Leave()
 		}
 	}
+	if x.pause != nil {
+		x.endPause(x.pause, time.Since(x.pause.since), false)
+	}
 	x.warnAcks(true)
 	x.waitHandlers()
+}
+
+// logStopping logs the start of the graceful stop: what is in hand and
+// how long it may take.
+func (x *executor) logStopping() {
+	var held, paused int
+	for _, j := range x.jobs {
+		switch j.state {
+		case jobHeld:
+			held++
+		case jobPaused:
+			paused++
+		}
+	}
+	args := []any{"running", x.running, "queued", x.queued, "held_for_retry", held, "shutdown_timeout", x.w.cfg.shutdownTimeout}
+	if x.pause != nil {
+		args = append(args, "held_for_pause", paused, "dependencies_down", strings.Join(x.pause.deps, ","))
+	}
+	x.log.Info("worker stopping: fetching no more; running jobs may finish until the shutdown timeout, held ones are released", args...)
 }
 
 // memberFailed ends every job when Events closed before Leave: the member
@@ -347,10 +379,14 @@ func (x *executor) deliver(d member.Delivery) {
 		if d.Count > j.count {
 			j.count = d.Count
 		}
-		switch j.state {
-		case jobQueued: // nobody has seen the job yet
+		switch {
+		case j.state == jobQueued: // nobody has seen the job yet
 			j.job.DeliveryCount, j.job.LockDeadline = j.count, d.Deadline
-		case jobRunning, jobHeld:
+			if j.tracked {
+				x.tracker.Relock(k, d.Deadline, d.Lock)
+				x.armFor(k)
+			}
+		case j.state == jobRunning, j.state == jobHeld, j.state == jobPaused:
 			x.tracker.Relock(k, d.Deadline, d.Lock)
 			x.armFor(k)
 		}
@@ -369,11 +405,29 @@ func (x *executor) deliver(d member.Delivery) {
 	x.jobs[k] = j
 	x.queue = append(x.queue, j)
 	x.queued++
+	if x.pause != nil {
+		x.track(j, time.Now())
+	}
 }
 
-// startQueued starts queued jobs, in order, while there are free slots.
+// startQueued starts queued jobs, in order, while there are free slots:
+// first the jobs held through a pause that just ended; while paused, only
+// the probe.
 func (x *executor) startQueued() {
+	if x.pause != nil {
+		x.maybeProbe()
+		return
+	}
+	x.startReruns()
 	for x.running < x.conc && x.queued > 0 {
+		x.start(x.popQueued())
+	}
+}
+
+// popQueued takes the oldest queued job off the queue; x.queued must be
+// positive.
+func (x *executor) popQueued() *xjob {
+	for {
 		j := x.queue[x.qhead]
 		x.queue[x.qhead] = nil
 		x.qhead++
@@ -384,10 +438,10 @@ func (x *executor) startQueued() {
 			clear(x.queue[n:])
 			x.queue, x.qhead = x.queue[:n], 0
 		}
-		if j.state != jobQueued {
-			continue // dropped while it waited
+		if j.state == jobQueued {
+			return j
 		}
-		x.start(j)
+		// dropped while it waited
 	}
 }
 
@@ -417,11 +471,18 @@ func (x *executor) start(j *xjob) {
 	j.h, j.timeout = h, x.w.timeouts[j.key.Topic]
 	x.queued--
 	j.state, j.ran, j.start = jobRunning, true, now
-	x.tracker.Add(j.key, now, j.deadline, j.lock)
-	x.armFor(j.key)
+	if !j.tracked {
+		x.tracker.Add(j.key, now, j.deadline, j.lock)
+	}
 	if x.obs != nil {
 		x.obs.JobStarted(&j.job)
 	}
+	x.launch(j)
+}
+
+// launch hands j, set up to run, to a handler goroutine.
+func (x *executor) launch(j *xjob) {
+	x.armFor(j.key)
 	x.running++
 	if x.spawned < x.running {
 		x.spawned++
@@ -457,6 +518,15 @@ func (x *executor) result(r xresult) {
 	if j.state != jobRunning || x.jobs[j.key] != j {
 		return // abandoned earlier; its record was released
 	}
+	var ue *handler.UnavailableError
+	unavailable := r.err != nil && errors.As(r.err, &ue) && !handler.IsPermanent(r.err)
+	probe := x.pause != nil && x.pause.probe == j
+	if probe {
+		x.pause.probe = nil
+		if !unavailable {
+			x.resume() // the dependency is back; j's outcome is decided below
+		}
+	}
 	switch {
 	case r.err == nil && r.parked != nil:
 		x.e.Ack(j.key, member.Accept)
@@ -468,6 +538,13 @@ func (x *executor) result(r xresult) {
 		return
 	case handler.IsPermanent(r.err):
 		x.finish(j, AckReject, OutcomeDiscarded, r.err, r.took)
+		return
+	}
+	if unavailable && !x.stopping {
+		// Not the job's failure: hold it, on this delivery, until the
+		// dependency is back. While stopping it is released like a
+		// retry (below).
+		x.pauseJob(j, r, ue, probe)
 		return
 	}
 	var d time.Duration
@@ -532,8 +609,12 @@ func (x *executor) wakeUp() {
 			if j == nil {
 				continue
 			}
-			if j.state == jobHeld {
+			switch j.state {
+			case jobHeld, jobPaused:
 				x.finish(j, AckRelease, OutcomeRetried, j.err, j.took)
+				continue
+			case jobQueued: // held through a pause
+				x.finish(j, AckRelease, OutcomeInterrupted, ErrMaxHold, 0)
 				continue
 			}
 			x.abandon(j, ErrMaxHold)
@@ -566,12 +647,16 @@ func (x *executor) wakeUp() {
 		}
 		heap.Pop(&x.holds)
 	}
+	// A probe that is due waits for a slot or a record, not for time.
+	if p := x.pause; p != nil && p.probe == nil && !x.stopping && p.probeAt.After(now) {
+		x.arm(p.probeAt)
+	}
 }
 
 // renewed takes the outcome of one renewal.
 func (x *executor) renewed(r member.Renewal, now time.Time) {
 	j := x.jobs[r.Key]
-	if j == nil || (j.state != jobRunning && j.state != jobHeld) {
+	if j == nil || (j.state != jobRunning && j.state != jobHeld && j.state != jobPaused && !(j.state == jobQueued && j.tracked)) {
 		return // finished meanwhile
 	}
 	if x.obs != nil {
@@ -587,6 +672,10 @@ func (x *executor) renewed(r member.Renewal, now time.Time) {
 	}
 	x.log.Warn("lock renewal failed", "record", r.Key, "error", r.Err)
 	if !j.deadline.After(now) {
+		if j.state == jobQueued {
+			x.finish(j, AckRelease, OutcomeInterrupted, ErrLockLost, 0)
+			return
+		}
 		x.abandon(j, ErrLockLost)
 		return
 	}
@@ -594,11 +683,16 @@ func (x *executor) renewed(r member.Renewal, now time.Time) {
 	x.armFor(r.Key)
 }
 
-// releaseHeld releases every job held for retry (the member is quiet).
+// releaseHeld releases every job held for retry (the member is quiet),
+// and, while paused, the jobs held for the pause and the queued ones,
+// which would not start before the shutdown deadline.
 func (x *executor) releaseHeld() {
 	for _, j := range x.jobs {
-		if j.state == jobHeld {
+		switch {
+		case j.state == jobHeld, j.state == jobPaused && x.pause != nil:
 			x.finish(j, AckRelease, OutcomeRetried, j.err, j.took)
+		case j.state == jobQueued && x.pause != nil:
+			x.finish(j, AckRelease, OutcomeInterrupted, ErrShutdown, 0)
 		}
 	}
 	x.holds = x.holds[:0]
@@ -612,7 +706,7 @@ func (x *executor) expire() {
 		switch j.state {
 		case jobRunning:
 			x.abandon(j, ErrShutdown)
-		case jobHeld:
+		case jobHeld, jobPaused:
 			x.finish(j, AckRelease, OutcomeRetried, ErrShutdown, j.took)
 		case jobQueued:
 			x.finish(j, AckRelease, OutcomeInterrupted, ErrShutdown, 0)
@@ -652,7 +746,7 @@ func (x *executor) drop(j *xjob, cause error) {
 	switch j.state {
 	case jobRunning:
 		took = time.Since(j.start)
-	case jobHeld:
+	case jobHeld, jobPaused:
 		took, outcome = j.took, OutcomeRetried
 	}
 	x.end(j, cause)
@@ -664,8 +758,16 @@ func (x *executor) end(j *xjob, cause error) {
 	switch j.state {
 	case jobQueued:
 		x.queued--
+		if j.tracked {
+			x.tracker.Remove(j.key)
+		}
 	case jobRunning, jobHeld:
 		x.tracker.Remove(j.key)
+	case jobPaused:
+		x.tracker.Remove(j.key)
+	}
+	if p := x.pause; p != nil && p.probe == j {
+		p.probe = nil
 	}
 	if j.cancel != nil {
 		j.cancel(cause)
@@ -819,10 +921,10 @@ func prefetchFor(rate float64, rtt, lock time.Duration, conc int) int {
 // the way. A job that finishes while the target shrank gives back no
 // credit.
 func (x *executor) topUp() {
-	if x.stopping {
+	if x.stopping || x.pause != nil {
 		return
 	}
-	if n := x.conc + x.prefetch - x.running - x.queued - x.outstanding; n > 0 {
+	if n := x.conc + x.prefetch - x.running - x.queued - len(x.reruns) - x.outstanding; n > 0 {
 		x.outstanding += n
 		x.e.Grant(n)
 	}

@@ -119,7 +119,9 @@ type Result struct {
 // from the worker's goroutines, concurrently; they must be safe for
 // concurrent use and return quickly.
 type Observer interface {
-	// JobStarted is called when a handler starts on a job.
+	// JobStarted is called when a handler starts on a job. A job held
+	// through a pause (a dependency was down) and run again on the same
+	// delivery is the same job: JobStarted is not called again.
 	JobStarted(job *handler.Job)
 	// JobFinished is called once per job, with the acknowledgement the
 	// worker sends for it. A record delivered again while its job is
@@ -146,6 +148,22 @@ type TopicObserver interface {
 	// under a new topic ID: it was deleted and re-created, and the worker
 	// consumes the new one from then on.
 	TopicRecreated(topic string)
+}
+
+// PauseObserver is an optional extension of [Observer]: an observer that
+// also implements it hears when the worker pauses because a dependency
+// every job needs is down (a handler returned [handler.Unavailable]) and
+// when it resumes. metrics.Metrics implements it.
+type PauseObserver interface {
+	// WorkerPaused is called when the worker pauses because dependency
+	// is down (err is the handler's error that said so), and once more
+	// for each other dependency that goes down while it is paused.
+	WorkerPaused(dependency string, err error)
+	// WorkerResumed is called once for each dependency WorkerPaused
+	// named, when the pause ends: back is true when a probe got through
+	// and the worker runs again, false when the worker stopped while
+	// paused. down is how long the pause lasted.
+	WorkerResumed(dependency string, down time.Duration, back bool)
 }
 
 // MemberObserver is an optional extension of [Observer]: an observer that
@@ -206,6 +224,7 @@ var (
 	_ Observer       = NopObserver{}
 	_ TopicObserver  = multiObserver(nil)
 	_ MemberObserver = multiObserver(nil)
+	_ PauseObserver  = multiObserver(nil)
 )
 
 // multiObserver passes every event to each observer in turn.
@@ -255,6 +274,22 @@ func (m multiObserver) MemberStats(s MemberStats) {
 	for _, o := range m {
 		if mo, ok := o.(MemberObserver); ok {
 			mo.MemberStats(s)
+		}
+	}
+}
+
+func (m multiObserver) WorkerPaused(dependency string, err error) {
+	for _, o := range m {
+		if po, ok := o.(PauseObserver); ok {
+			po.WorkerPaused(dependency, err)
+		}
+	}
+}
+
+func (m multiObserver) WorkerResumed(dependency string, down time.Duration, back bool) {
+	for _, o := range m {
+		if po, ok := o.(PauseObserver); ok {
+			po.WorkerResumed(dependency, down, back)
 		}
 	}
 }

@@ -122,6 +122,8 @@ type Worker struct {
 	deliveryLimit atomic.Int32           // set by Check
 	brokerDLQ     atomic.Pointer[string] // set by Check
 
+	down atomic.Pointer[[]string] // the dependencies down while the executor is paused; written by it
+
 	stopped chan struct{}         // closed when Run returns
 	runErr  atomic.Pointer[error] // what Run returned, set before stopped closes
 }
@@ -162,6 +164,21 @@ func (w *Worker) Stopped() <-chan struct{} { return w.stopped }
 func (w *Worker) Err() error {
 	if p := w.runErr.Load(); p != nil {
 		return *p
+	}
+	return nil
+}
+
+// DependenciesDown returns the dependencies whose outage paused the
+// worker (a handler returned [handler.Unavailable] for them), in the order
+// they went down, or nil while the worker is not paused. While paused the
+// worker holds its jobs on their deliveries and fetches nothing; it
+// resumes by itself when a probe gets through. A readiness check can
+// report it; a liveness check should not fail on it (a restart would
+// release the held jobs, costing each a delivery, and gain nothing). Safe
+// for concurrent use.
+func (w *Worker) DependenciesDown() []string {
+	if p := w.down.Load(); p != nil {
+		return append([]string(nil), (*p)...)
 	}
 	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"syscall"
@@ -22,6 +24,7 @@ const (
 	faultLeaderStop    = "leader-stop"
 	faultLeaderKill    = "leader-kill"
 	faultKillParking   = "worker-sigkill-parking"
+	faultWebhookDown   = "webhook-outage"
 )
 
 // faultRecord is one injected fault, for the report.
@@ -47,6 +50,9 @@ func (p *phase) schedule(window time.Duration) []faultRecord {
 	}
 	if p.o.killParking {
 		kinds = append(kinds, faultKillParking)
+	}
+	if p.o.webhookDownFor > 0 && p.name != phaseCluster3 {
+		kinds = append(kinds, faultWebhookDown)
 	}
 	out := make([]faultRecord, len(kinds))
 	for i, k := range kinds {
@@ -136,6 +142,21 @@ func (p *phase) fault(ctx context.Context, kind string) (string, error) {
 
 	case faultKillParking:
 		return p.killParking(ctx)
+
+	case faultWebhookDown:
+		busy := p.waitBusy(ctx)
+		p.hit()
+		if err := os.WriteFile(p.webhookFlag(), nil, 0o644); err != nil {
+			return "", err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(p.o.webhookDownFor):
+		}
+		if err := os.Remove(p.webhookFlag()); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("webhook down for %v with %d jobs in hand (handlers returned handler.Unavailable)", p.o.webhookDownFor, busy), nil
 
 	case faultBrokerRestart:
 		busy := p.waitBusy(ctx)
@@ -383,3 +404,7 @@ func (p *phase) waitNewLeader(ctx context.Context, part, old int32, max time.Dur
 	}
 	return fmt.Sprintf("no new leader seen within %v", max)
 }
+
+// webhookFlag is the file whose presence makes the workers' "webhook" down
+// (the webhook-outage fault).
+func (p *phase) webhookFlag() string { return filepath.Join(p.logDir, "webhook-down") }

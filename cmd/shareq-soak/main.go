@@ -68,26 +68,28 @@ func main() {
 
 // options are the driver's flags.
 type options struct {
-	jobs            int
-	workers         int
-	concurrency     int
-	rate            float64
-	durationLimit   time.Duration
-	short           bool
-	cluster3        bool
-	single          bool
-	seed            uint64
-	repo            string
-	keep            bool
-	ownBroker       bool
-	strictParking   bool
-	pgDownFor       time.Duration
-	commit          string // git describe of the code under test, for the report
-	killParking     bool
-	parkEarly       bool
-	spareDeliveries int
-	poisonPct       float64
-	slowPct         float64
+	jobs              int
+	workers           int
+	concurrency       int
+	rate              float64
+	durationLimit     time.Duration
+	short             bool
+	cluster3          bool
+	single            bool
+	seed              uint64
+	repo              string
+	keep              bool
+	ownBroker         bool
+	ownBrokerPortBase int
+	strictParking     bool
+	pgDownFor         time.Duration
+	webhookDownFor    time.Duration
+	commit            string // git describe of the code under test, for the report
+	killParking       bool
+	parkEarly         bool
+	spareDeliveries   int
+	poisonPct         float64
+	slowPct           float64
 }
 
 func driverMain(args []string) int {
@@ -104,8 +106,10 @@ func driverMain(args []string) int {
 	fs.Uint64Var(&o.seed, "seed", 0, "fault schedule seed (default: random, printed)")
 	fs.StringVar(&o.repo, "repo", "", "repository root holding scripts/ (default: found from the working directory)")
 	fs.BoolVar(&o.ownBroker, "own-broker", false, "run the single-broker phase on a private one-node broker (scripts/kafka-cluster.sh, port 29192) instead of the shared test broker, so that its restart does not disturb other test runs")
+	fs.IntVar(&o.ownBrokerPortBase, "own-broker-port-base", 29092, "KAFKA_CLUSTER_PORT_BASE of the -own-broker broker: it listens on the base + 100 and the port after it (default 127.0.0.1:29192); give each soak on a shared machine its own")
 	fs.BoolVar(&o.strictParking, "strict-parking", false, "fail when healthy jobs were parked in the DLQ by an outage, even though a replay ran them once")
 	fs.DurationVar(&o.pgDownFor, "pg-down-for", 0, "keep Postgres down this long on its restart (default: down and straight up again)")
+	fs.DurationVar(&o.webhookDownFor, "webhook-down-for", 0, "add a fault (single-broker phase): the webhook every job calls is down this long, and handlers return handler.Unavailable(\"webhook\"), which pauses the workers")
 	fs.BoolVar(&o.killParking, "kill-parking", false, "add a fault: SIGKILL a worker while it runs a poison job's parking delivery (poison jobs then take 300ms each); reproduces the loss described in RELIABILITY.md")
 	fs.BoolVar(&o.parkEarly, "park-early", false, "workers park one delivery before the broker's limit (dlq.DeliveryLimit(limit-1)): one spare delivery")
 	fs.IntVar(&o.spareDeliveries, "spare-deliveries", 5, "raise the group's share.delivery.count.limit by N above the broker's while workers park at the broker's (dlq.DeliveryLimit): N spare deliveries, the configuration RELIABILITY.md recommends against crashes; 0 runs on the broker's limit alone")

@@ -127,7 +127,7 @@ func runPhase(ctx context.Context, svc *services, o options, name string, seed u
 	case name == phaseCluster3:
 		p.kc = cluster3()
 	case o.ownBroker:
-		p.kc = ownBroker(svc.cacheDir())
+		p.kc = ownBroker(svc.cacheDir(), o.ownBrokerPortBase)
 	}
 	if p.kc != nil {
 		if p.seeds, err = svc.ensureCluster(ctx, p.kc); err != nil {
@@ -180,6 +180,7 @@ func runPhase(ctx context.Context, svc *services, o options, name string, seed u
 		"-shutdown-timeout", workerShutdown.String(),
 		"-park-at", strconv.Itoa(p.dlqLimit()),
 		"-group-limit", strconv.Itoa(p.workerGroupLimit()),
+		"-webhook-flag", p.webhookFlag(),
 		"-deadline", workerDeadline.Add(time.Minute).Format(time.RFC3339Nano),
 	}, p.logDir, p.ev, o.workers)
 	fleetCtx, stopFleet := context.WithCancel(context.WithoutCancel(ctx))

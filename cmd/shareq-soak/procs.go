@@ -302,13 +302,16 @@ type events struct {
 	unexpected  int
 	lastFinish  time.Time
 	exitsWithOK int
+	pauses      map[string]int           // dependency → pauses reported by the workers
+	resumes     map[string]int           // dependency → pauses that ended with the dependency back
+	longest     map[string]time.Duration // dependency → the longest pause
 }
 
 func newEvents(out, log io.Writer) *events {
 	return &events{
 		start: time.Now(), out: out, log: log,
 		dups: map[string]int{}, parks: map[string]int{}, finishes: map[string]int{}, runs: map[string]int{},
-		inflight: map[string]int{},
+		inflight: map[string]int{}, pauses: map[string]int{}, resumes: map[string]int{}, longest: map[string]time.Duration{},
 	}
 }
 
@@ -389,6 +392,15 @@ func (e *events) line(proc, line string) {
 		e.ackFails++
 	case "startretry":
 		e.startRetry++
+	case "pause":
+		e.pauses[arg(0)]++
+	case "resume":
+		if arg(2) == "true" {
+			e.resumes[arg(0)]++
+		}
+		if d, err := time.ParseDuration(arg(1)); err == nil && d > e.longest[arg(0)] {
+			e.longest[arg(0)] = d
+		}
 	case "exit":
 		if arg(0) == "ok" {
 			e.exitsWithOK++

@@ -106,8 +106,8 @@ type cluster struct {
 // the private single broker of -own-broker.
 func cluster3() *cluster { return &cluster{name: "3-node cluster", nodes: 3, portBase: 19092} }
 
-func ownBroker(cache string) *cluster {
-	return &cluster{name: "private broker", nodes: 1, portBase: 29092, dir: filepath.Join(cache, "kafka-own")}
+func ownBroker(cache string, portBase int) *cluster {
+	return &cluster{name: "private broker", nodes: 1, portBase: portBase, dir: filepath.Join(cache, "kafka-own")}
 }
 
 func (c *cluster) env() []string {

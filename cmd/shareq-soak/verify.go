@@ -62,6 +62,9 @@ type report struct {
 	ackFails     int
 	unexpected   int
 	startRetries int
+	pauses       map[string]int           // dependency → worker pauses
+	resumes      map[string]int           // dependency → pauses that ended with it back
+	longest      map[string]time.Duration // dependency → the longest pause
 
 	killedParking string
 	drainStop     string
@@ -222,6 +225,7 @@ func (p *phase) verify(ctx context.Context) (*report, error) {
 	}
 	r.renewOK, r.renewFail, r.ackFails = p.ev.renewOK, p.ev.renewFail, p.ev.ackFails
 	r.startRetries = p.ev.startRetry
+	r.pauses, r.resumes, r.longest = maps.Clone(p.ev.pauses), maps.Clone(p.ev.resumes), maps.Clone(p.ev.longest)
 	p.ev.mu.Unlock()
 	r.unexpected = p.fleet.crashes()
 	p.faultMu.Lock()
@@ -288,6 +292,12 @@ func (r *report) print(w io.Writer) {
 	pf("acks                     %s", fmtCounts(r.finishes))
 	pf("lock renewals            %d ok, %d failed; ack failures reported %d", r.renewOK, r.renewFail, r.ackFails)
 	pf("worker restarts          start-up retries %d; unexpected exits %d", r.startRetries, r.unexpected)
+	if len(r.pauses) == 0 {
+		pf("pauses (dependency down) none")
+	}
+	for _, d := range slices.Sorted(maps.Keys(r.pauses)) {
+		pf("pauses (dependency down) %s: %d by the workers, %d resumed with it back, longest %v", d, r.pauses[d], r.resumes[d], r.longest[d])
+	}
 	kinds := map[string]int{}
 	for _, f := range r.faults {
 		kinds[f.kind]++

@@ -57,6 +57,7 @@ type workerFlags struct {
 	shutdownTimeout time.Duration
 	parkAt          int
 	groupLimit      int
+	webhookFlag     string
 	deadline        time.Time
 }
 
@@ -80,6 +81,7 @@ func workerMain(args []string) int {
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 3*time.Second, "worker.ShutdownTimeout")
 	fs.IntVar(&f.parkAt, "park-at", 0, "dlq.DeliveryLimit: the delivery on which failing jobs are parked (0: the group's limit)")
 	fs.IntVar(&f.groupLimit, "group-limit", 0, "worker.GroupDeliveryLimit: the group's share.delivery.count.limit, written before joining (0: leave it)")
+	fs.StringVar(&f.webhookFlag, "webhook-flag", "", "while this file exists, the \"webhook\" every job calls is down: handlers return handler.Unavailable(\"webhook\")")
 	fs.StringVar(&deadline, "deadline", "", "RFC 3339 time at which to stop regardless")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -171,6 +173,13 @@ func runWorker(ctx context.Context, f workerFlags, log *slog.Logger) error {
 		if tx == nil {
 			return handler.Permanent(errors.New("soak: no claim transaction"))
 		}
+		if f.webhookFlag != "" {
+			// The webhook every job calls: down while the driver's flag
+			// file exists (the webhook-outage fault).
+			if _, err := os.Stat(f.webhookFlag); err == nil {
+				return handler.Unavailable("webhook", errors.New("POST soak webhook: 503 Service Unavailable"))
+			}
+		}
 		// Every kind writes its effect first; a failing job's write is
 		// rolled back with its claim.
 		if _, err := tx.Exec(ctx,
@@ -257,7 +266,16 @@ func retryStart(ctx context.Context, log *slog.Logger, what string, fn func(cont
 // observer reports the worker's events to the driver.
 type observer struct{}
 
-var _ worker.Observer = observer{}
+var (
+	_ worker.Observer      = observer{}
+	_ worker.PauseObserver = observer{}
+)
+
+func (observer) WorkerPaused(dependency string, _ error) { emit("pause", dependency) }
+
+func (observer) WorkerResumed(dependency string, down time.Duration, back bool) {
+	emit("resume", dependency, down.Round(time.Millisecond).String(), fmt.Sprint(back))
+}
 
 func (observer) JobStarted(job *handler.Job) {
 	emit("start", job.ID(), fmt.Sprint(job.DeliveryCount))

@@ -199,13 +199,21 @@ func Tx(ctx context.Context) pgx.Tx {
 // (the connection was lost during COMMIT): the claim row and fn's writes
 // were then either both committed or both rolled back, and a later Claim
 // of key either finds the row or runs fn again.
+//
+// A failure because Postgres is unreachable or failing over (to begin,
+// claim or commit, or an error of fn's while the transaction's connection
+// died) is a [handler.UnavailableError] with dependency [Dependency],
+// which pauses the worker instead of spending the job's deliveries; the
+// cause stays in its chain (errors.Is, errors.As). Set connect_timeout in
+// the pool's connection string, so that a begin against an unreachable
+// host fails in seconds rather than after the system's TCP timeout.
 func (s *Store) Claim(ctx context.Context, key string, fn func(ctx context.Context) error) (claimed bool, err error) {
 	if key == "" {
 		return false, fmt.Errorf("pgstore: claim: %w", idempotency.ErrEmptyKey)
 	}
 	tx, err := s.db.Begin(ctx)
 	if err != nil {
-		return false, fmt.Errorf("pgstore: claim %q: begin: %w", key, err)
+		return false, unavailable(ctx, nil, fmt.Errorf("pgstore: claim %q: begin: %w", key, err))
 	}
 	done := false
 	defer func() {
@@ -219,11 +227,13 @@ func (s *Store) Claim(ctx context.Context, key string, fn func(ctx context.Conte
 		return false, err
 	}
 	if err := fn(idempotency.WithTx(ctx, tx)); err != nil {
-		return false, err
+		// A handler whose statements failed because the connection died
+		// returns that failure: an outage, not the job's.
+		return false, unavailable(ctx, tx, err)
 	}
 	done = true
 	if err := tx.Commit(ctx); err != nil {
-		return false, fmt.Errorf("pgstore: claim %q: commit: %w", key, err)
+		return false, unavailable(ctx, tx, fmt.Errorf("pgstore: claim %q: commit: %w", key, err))
 	}
 	return true, nil
 }
@@ -243,14 +253,15 @@ func rollback(ctx context.Context, tx pgx.Tx) {
 // transaction, or earlier in tx). The claim lasts only if the caller
 // commits tx, together with whatever else tx wrote; use it to claim a job
 // from code that already runs in a transaction. Like [Store.Claim], it
-// waits for an unfinished claim of key in another transaction.
+// waits for an unfinished claim of key in another transaction. An outage
+// of Postgres is a [handler.UnavailableError], as for Claim.
 func (s *Store) ClaimTx(ctx context.Context, tx pgx.Tx, key string) (bool, error) {
 	if key == "" {
 		return false, fmt.Errorf("pgstore: claim: %w", idempotency.ErrEmptyKey)
 	}
 	tag, err := tx.Exec(ctx, s.claimSQL, key)
 	if err != nil {
-		return false, fmt.Errorf("pgstore: claim %q: %w", key, s.explain(err))
+		return false, unavailable(ctx, tx, fmt.Errorf("pgstore: claim %q: %w", key, s.explain(err)))
 	}
 	return tag.RowsAffected() == 1, nil
 }

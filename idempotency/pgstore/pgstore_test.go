@@ -213,8 +213,9 @@ func TestSideEffectWrittenOnce(t *testing.T) {
 }
 
 // (b) The database connection dies after the handler wrote its side effect
-// and before the commit: the job is retried, nothing was claimed or
-// written, and the next delivery writes once.
+// and before the commit: the job fails as unavailable (the worker pauses
+// and runs it again), nothing was claimed or written, and the next
+// delivery writes once.
 func TestBackendTerminatedBeforeCommit(t *testing.T) {
 	t.Parallel()
 	s, pool := setup(t)
@@ -245,7 +246,7 @@ func TestBackendTerminatedBeforeCommit(t *testing.T) {
 		return nil // the handler succeeded; the commit will not
 	})
 	job := testJob("signup-1")
-	wantRetry(t, mw(killer).Handle(t.Context(), job))
+	wantUnavailable(t, "commit after pg_terminate_backend", mw(killer).Handle(t.Context(), job))
 	if n := count(t, pool, "SELECT count(*) FROM shareq_processed_jobs"); n != 0 {
 		t.Fatalf("%d claim rows after a failed commit, want 0", n)
 	}
@@ -391,7 +392,8 @@ func silentServer(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// (c) Postgres cannot be reached: the job is retried without running.
+// (c) Postgres cannot be reached: the job fails as unavailable without
+// running.
 func TestUnreachable(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -421,7 +423,7 @@ func TestUnreachable(t *testing.T) {
 			ran := false
 			h := middleware(t, s)(handler.Func(func(context.Context, *handler.Job) error { ran = true; return nil }))
 			began := time.Now()
-			wantRetry(t, h.Handle(t.Context(), testJob("j")))
+			wantUnavailable(t, "Handle with Postgres unreachable", h.Handle(t.Context(), testJob("j")))
 			if ran {
 				t.Fatal("handler ran without a claim")
 			}

@@ -255,6 +255,13 @@ func newClaims(ctx context.Context, pool *pgxpool.Pool, dups *atomic.Int64) (han
 // after the defaults and may override them.
 func (e *env) start(t *testing.T, h handler.Handler, opts ...worker.Option) (stop func() error) {
 	t.Helper()
+	return e.run(t, e.newWorker(t, h, opts...))
+}
+
+// newWorker returns a worker for the test's topic and group; opts come
+// after the defaults and may override them.
+func (e *env) newWorker(t *testing.T, h handler.Handler, opts ...worker.Option) *worker.Worker {
+	t.Helper()
 	base := []worker.Option{
 		worker.Brokers(e.c.Seeds...),
 		worker.Group(e.group),
@@ -267,6 +274,13 @@ func (e *env) start(t *testing.T, h handler.Handler, opts ...worker.Option) (sto
 	if err != nil {
 		t.Fatalf("worker.New: %v", err)
 	}
+	return w
+}
+
+// run runs w until the returned stop is called (or the test ends); stop
+// returns Run's error.
+func (e *env) run(t *testing.T, w *worker.Worker) (stop func() error) {
+	t.Helper()
 	stop = kafkatest.Run(t, w.Run)
 	t.Cleanup(func() {
 		if err := stop(); err != nil {
