@@ -175,6 +175,7 @@ func TrackFirstAttempts(n int) Option {
 //	a panic in what it wraps                    park with the stack, then nil (ACCEPT, outcome parked)
 //	other error on the last delivery            park, then nil (ACCEPT, outcome parked)
 //	other error before the last delivery        the error, unchanged (RELEASE)
+//	handler.Unavailable (a dependency is down)  the error, unchanged, on any delivery (the worker pauses)
 //	park failed (produce error or timeout)      handler.Retry("dlq-produce", err) (RELEASE)
 //
 // A parked job is not a success: the middleware records the park in the
@@ -327,6 +328,11 @@ func (pk *parker) classify(job *handler.Job, err error) (string, bool) {
 			return handler.ReasonPermanent, true
 		}
 		return perm.Reason, true
+	}
+	if handler.IsUnavailable(err) {
+		// A dependency is down: the worker pauses and holds the job on
+		// this delivery, so it is not parked even on its last one.
+		return "", false
 	}
 	if pk.lastDelivery(job) {
 		return handler.ReasonDeliveryLimit, true

@@ -178,6 +178,26 @@ func TestMiddlewareParksOnLastDelivery(t *testing.T) {
 	}
 }
 
+// A dependency that is down is not the job's failure: the error passes
+// through unchanged even on the last delivery, so the worker pauses and
+// holds the job instead of it being parked.
+func TestMiddlewarePassesUnavailableThroughOnLastDelivery(t *testing.T) {
+	t.Parallel()
+	down := handler.Unavailable("postgres", errors.New("connection refused"))
+	err, p := park(t, failWith(down), testJob(5, 5))
+	if err != down {
+		t.Fatalf("Handle = %v, want the Unavailable error unchanged", err)
+	}
+	if n := len(p.produced()); n != 0 {
+		t.Fatalf("produced %d records, want none", n)
+	}
+	// A permanent error wins over an outage it wraps.
+	err, p = park(t, failWith(handler.Permanent(down)), testJob(1, 5))
+	if err != nil || len(p.produced()) != 1 {
+		t.Fatalf("permanent: Handle = %v, produced %d; want nil and one park", err, len(p.produced()))
+	}
+}
+
 func TestMiddlewarePassesThroughBelowLimit(t *testing.T) {
 	t.Parallel()
 	base := errors.New("timeout")

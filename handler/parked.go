@@ -133,5 +133,5 @@ func WillPark(ctx context.Context, err error) bool {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.parker && (n.parkAny || IsPermanent(err))
+	return n.parker && (IsPermanent(err) || n.parkAny && !IsUnavailable(err))
 }

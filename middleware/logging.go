@@ -65,6 +65,10 @@ func Logging(l *slog.Logger) handler.Middleware {
 					level, msg = slog.LevelDebug, "job failed; the dlq middleware parks it"
 				case handler.IsPermanent(err):
 					level, msg = slog.LevelError, "job failed permanently"
+				case handler.IsUnavailable(err):
+					// The worker pauses and logs once that the
+					// dependency is down and once that it is back.
+					level, msg = slog.LevelDebug, "job waits: a dependency is down"
 				case job.LastDelivery():
 					level, msg = slog.LevelError, "job failed on its last delivery"
 				default:

@@ -132,6 +132,35 @@ func TestLoggingPermanentWithoutDLQ(t *testing.T) {
 	}
 }
 
+// An outage is the worker's to log (once down, once back): the failures
+// it causes are Debug here, also inside a dlq middleware on the last
+// delivery, which does not park them.
+func TestLoggingUnavailableAtDebug(t *testing.T) {
+	t.Parallel()
+	var logs logbuf.Buffer
+	l := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	h := handler.Func(func(context.Context, *handler.Job) error {
+		return handler.Unavailable("postgres", errors.New("connection refused"))
+	})
+	last := *job
+	last.DeliveryCount, last.DeliveryLimit = 5, 5
+	park, err := dlq.Middleware(fakeDLQ{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = handler.Chain(h, park, middleware.Logging(l)).Handle(handler.WithParkNote(context.Background()), &last)
+	if !handler.IsUnavailable(err) {
+		t.Fatalf("Handle = %v, want the Unavailable error", err)
+	}
+	out := logs.String()
+	if lines := linesAt(out, "INFO", "WARN", "ERROR"); len(lines) != 0 {
+		t.Errorf("lines above Debug: %q", lines)
+	}
+	if !strings.Contains(out, "job waits: a dependency is down") {
+		t.Errorf("log %q, want the Debug line", out)
+	}
+}
+
 // A handler that fails because the worker cancelled its context for a
 // shutdown is logged as interrupted, at Info, with the cause; a timeout
 // is still a failure.

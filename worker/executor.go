@@ -826,7 +826,8 @@ func (x *executor) logOutcome(j *xjob, ack Ack, outcome Outcome, err error, took
 		attrs = append(attrs, slog.String("error", err.Error()))
 	}
 	if parked != nil {
-		attrs = append(attrs, slog.String("reason", parked.Reason), slog.String("dlq_topic", parked.Topic))
+		attrs = append(attrs, slog.String("reason", parked.Reason), slog.String("dlq_topic", parked.Topic),
+			slog.Int("dlq_partition", int(parked.Partition)), slog.Int64("dlq_offset", parked.Offset))
 	} else if r := handler.ReasonOf(err); r != "" {
 		attrs = append(attrs, slog.String("reason", r))
 	}

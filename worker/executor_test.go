@@ -349,7 +349,7 @@ func TestExecutorReportsParkedJobs(t *testing.T) {
 		b.stop(t)
 		out := logs.String()
 		if !strings.Contains(out, "level=WARN msg=\"job parked in its dead-letter topic\" group=g outcome=parked ack=accept topic=t partition=0 offset=1") ||
-			!strings.Contains(out, "dlq_topic=t.dlq") {
+			!strings.Contains(out, "dlq_topic=t.dlq dlq_partition=0 dlq_offset=7") {
 			t.Errorf("log lacks the parked line: %s", out)
 		}
 	})
