@@ -356,20 +356,35 @@ func TestPoisonJobParkedAndReplayed(t *testing.T) {
 	if n := len(poisonCopies()); n != 2 {
 		t.Errorf("after the second replay %s holds %d copies of the poison job, want 2", e.topic, n)
 	}
-	// A replay started over (another progress group) produces the job
-	// again; its claim makes it a duplicate.
-	if st := replay(dlq.ReplayOptions{Group: kafkatest.Name(t, "replay")}); st.Replayed != 1 {
-		t.Fatalf("replay started over replayed %d jobs, want 1", st.Replayed)
+	// A replay started over (another progress group) finds the job's
+	// replay marker and passes it over: each parked job is replayed once.
+	if st := replay(dlq.ReplayOptions{Group: kafkatest.Name(t, "replay")}); st.Replayed != 0 || st.AlreadyReplayed != 1 {
+		t.Fatalf("replay started over replayed %d jobs and passed over %d as replayed, want 0 and 1", st.Replayed, st.AlreadyReplayed)
+	}
+	if n := len(poisonCopies()); n != 2 {
+		t.Errorf("after the replay started over %s holds %d copies of the poison job, want 2", e.topic, n)
+	}
+	// Forced, it produces the job again; its claim makes it a duplicate.
+	if st := replay(dlq.ReplayOptions{Group: kafkatest.Name(t, "forced"), Force: true}); st.Replayed != 1 {
+		t.Fatalf("forced replay replayed %d jobs, want 1", st.Replayed)
 	}
 	e.obs.WaitFor(t, 60*time.Second, "the second replayed copy accepted", func(es []event) bool { return acceptedReplays(es) == 2 })
 	if runs := th.ran("poison"); len(runs) != limit+1 {
 		t.Errorf("a replayed duplicate ran the handler: deliveries %v", runs)
 	}
 	if dups.Load() != 1 {
-		t.Errorf("OnDuplicate called %d times, want 1 (the replay started over)", dups.Load())
+		t.Errorf("OnDuplicate called %d times, want 1 (the forced replay)", dups.Load())
 	}
-	if n := len(readTopic(t, e, dlqTopic)); n != 1 {
-		t.Errorf("%s holds %d records at the end, want 1", dlqTopic, n)
+	var jobs, markers int
+	for _, r := range readTopic(t, e, dlqTopic) {
+		if dlq.IsMarker(r) {
+			markers++
+		} else {
+			jobs++
+		}
+	}
+	if jobs != 1 || markers != 2 {
+		t.Errorf("%s holds %d parked jobs and %d replay markers at the end, want 1 and 2 (one per replay)", dlqTopic, jobs, markers)
 	}
 	ids := append([]string{"poison"}, ids(good)...)
 	checkOnce(t, e, ids)
