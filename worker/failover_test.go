@@ -1,12 +1,10 @@
 package worker_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -75,34 +73,17 @@ func (p *partitionsPrinter) MemberStats(s worker.MemberStats) {
 // nothing more, and a closed client's goroutines would stay behind.
 func startCrashWorker(t *testing.T, c *kafkatest.Cluster, group, topic string, session time.Duration) (partitions <-chan int, kill func()) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s|%s|%s|%d", crashWorkerEnv, strings.Join(c.Seeds, ","), group, topic, session.Milliseconds()))
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var once sync.Once
-	kill = func() {
-		once.Do(func() {
-			_ = cmd.Process.Kill() // SIGKILL
-			_ = cmd.Wait()
-		})
-	}
-	t.Cleanup(kill)
+	lines, kill := kafkatest.StartChild(t, fmt.Sprintf("%s=%s|%s|%s|%d", crashWorkerEnv, strings.Join(c.Seeds, ","), group, topic, session.Milliseconds()))
 	ch := make(chan int, 100)
-	go func() { // ends when the child exits (kill closes its stdout)
+	go func() { // ends when the child exits
 		defer close(ch)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
+		for line := range lines {
 			var n int
-			if _, err := fmt.Sscanf(sc.Text(), "PARTITIONS %d", &n); err == nil {
-				ch <- n
-			} else {
-				t.Logf("crash worker: %s", sc.Text())
+			if _, err := fmt.Sscanf(line, "PARTITIONS %d", &n); err == nil {
+				select {
+				case ch <- n:
+				default: // nobody reads: the child reports changes only
+				}
 			}
 		}
 	}()

@@ -76,36 +76,12 @@ type Held struct {
 // exit. The test's TestMain must call [RunCrashMember].
 func StartCrashMember(t testing.TB, c *Cluster, group, topic string, n int) (held []Held, kill func()) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s|%s|%s|%d", crashMemberEnv, strings.Join(c.Seeds, ","), group, topic, n))
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var once sync.Once
-	kill = func() {
-		once.Do(func() {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		})
-	}
-	t.Cleanup(kill)
-	lines := make(chan string, 1)
-	go func() { // ends when the member exits
-		defer close(lines)
-		sc := bufio.NewScanner(out)
-		if sc.Scan() {
-			lines <- sc.Text()
-		}
-		for sc.Scan() {
-		}
-	}()
+	lines, kill := StartChild(t, fmt.Sprintf("%s=%s|%s|%s|%d", crashMemberEnv, strings.Join(c.Seeds, ","), group, topic, n))
 	select {
-	case line := <-lines:
+	case line, ok := <-lines:
+		if !ok {
+			t.Fatal("crash member exited")
+		}
 		f := strings.Fields(line)
 		if len(f) != n+1 || f[0] != "HOLDING" {
 			t.Fatalf("crash member: %q, want HOLDING and %d records", line, n)
@@ -123,4 +99,49 @@ func StartCrashMember(t testing.TB, c *Cluster, group, topic string, n int) (hel
 		t.Fatal("crash member took nothing")
 	}
 	return held, kill
+}
+
+// StartChild runs this test binary again, with env (NAME=value) added to
+// its environment so that its TestMain takes up a child's part (a crash
+// member, a worker to kill), and no test of its own. It returns the lines
+// the child prints on stdout (buffered; lines beyond the buffer that
+// nobody reads are dropped, so a chatty child never blocks) and a func
+// that kills the child with SIGKILL, as a crash would (its connections
+// close; it never acknowledges or leaves), and waits until it exited and
+// its output was read. The kill also runs at the test's cleanup.
+func StartChild(t testing.TB, env string) (lines <-chan string, kill func()) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan string, 100)
+	read := make(chan struct{})
+	go func() { // ends when the child exits and its stdout closes
+		defer close(read)
+		defer close(ch)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			select {
+			case ch <- sc.Text():
+			default:
+			}
+		}
+	}()
+	var once sync.Once
+	kill = func() {
+		once.Do(func() {
+			_ = cmd.Process.Kill() // SIGKILL
+			<-read
+			_ = cmd.Wait()
+		})
+	}
+	t.Cleanup(kill)
+	return ch, kill
 }
