@@ -608,3 +608,45 @@ func TestClaimIgnoresRowsForLater(t *testing.T) {
 		t.Fatalf("the next-due query does not take the first index entry:\n%s", plan)
 	}
 }
+
+// A cancel of a job that a relay is producing waits for the relay's
+// round, and then says produced: the job is in Kafka once, and the
+// cancel does not claim to have stopped it.
+func TestCancelRacingTheRelay(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	job := enqueueJob(t, b.pool, enqueue.NewJob(b.topic, "racing"))
+	r := b.relay(t)
+	acked, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	r.afterProduce = func() error {
+		once.Do(func() {
+			close(acked)
+			<-release
+		})
+		return nil
+	}
+	run(t, r)
+	<-acked // the broker has the job; the relay's transaction holds its row
+	res := make(chan CancelResult, 1)
+	go func() {
+		c, err := Cancel(context.Background(), b.pool, job.ID)
+		if err != nil {
+			t.Error(err)
+		}
+		res <- c
+	}()
+	waitFor(t, "the cancel to wait for the relay's row lock", func() bool {
+		var waiting bool
+		err := b.pool.QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%DELETE FROM `+Table+` WHERE job_id%')`).Scan(&waiting)
+		return err == nil && waiting
+	})
+	close(release)
+	if c := <-res; c != CancelProduced {
+		t.Fatalf("Cancel racing the relay = %v, want produced", c)
+	}
+	if n := total(t, b.cluster, b.topic); n != 1 {
+		t.Fatalf("%d records, want the job once", n)
+	}
+}
