@@ -27,7 +27,8 @@ const MaxRecordBytes = 1_000_000
 // returns the job's ID. The job reaches Kafka after tx commits, and never
 // when tx rolls back. Options are those of package enqueue (ID, Key,
 // Header). A value that cannot be encoded and a job over [MaxRecordBytes]
-// fail here and write nothing.
+// fail here and write nothing. The job is due at once: for a job for
+// later, or a unique one, see [EnqueueJobTx].
 func EnqueueTx(ctx context.Context, tx pgx.Tx, topic string, v any, opts ...enqueue.Option) (string, error) {
 	ids, err := EnqueueManyTx(ctx, tx, enqueue.NewJob(topic, v, opts...))
 	if err != nil {
