@@ -109,8 +109,10 @@
 //     its due time while a relay runs (and while the relay keeps up:
 //     [Stats.DueDelay] and the metrics say how late they are).
 //   - Order: due rows go in due order, and rows due at the same time in
-//     insertion order. A job without [At] or [In] is due at its insert,
-//     so immediate jobs keep their order as before. Per key, that is the
+//     insertion order. A job without [At] or [In] is due at its insert
+//     (clock_timestamp()), so immediate jobs keep their order as before
+//     (a step back of Postgres's clock could swap two jobs inserted
+//     across it). Per key, that is the
 //     order too: a row of a key is produced only after every row of its
 //     key due before it (including one waiting for a retry), and a row
 //     not due yet holds back no other row of its key; a job of key k
