@@ -527,11 +527,11 @@ func TestOptionsAreNotEnqueueOptions(t *testing.T) {
 	}
 }
 
-// explainRows is how many rows TestClaimIgnoresRowsForLater schedules for
-// tomorrow: SHAREQ_OUTBOX_EXPLAIN_ROWS, default 100,000 (the figures in
+// laterRows is how many rows TestClaimIgnoresRowsForLater schedules for
+// tomorrow: SHAREQ_OUTBOX_LATER_ROWS, default 100,000 (the figures in
 // claimSQL's comment are from 1,000,000).
-func explainRows(t *testing.T) int {
-	if s := os.Getenv("SHAREQ_OUTBOX_EXPLAIN_ROWS"); s != "" {
+func laterRows(t testing.TB) int {
+	if s := os.Getenv("SHAREQ_OUTBOX_LATER_ROWS"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil {
 			t.Fatal(err)
@@ -549,7 +549,7 @@ func TestClaimIgnoresRowsForLater(t *testing.T) {
 	if err := migrations.Up(t.Context(), pool); err != nil {
 		t.Fatal(err)
 	}
-	n := explainRows(t)
+	n := laterRows(t)
 	ctx := t.Context()
 	start := time.Now()
 	if _, err := pool.Exec(ctx, `INSERT INTO `+Table+` (topic, key, value, job_id, due_at, next_attempt_at)

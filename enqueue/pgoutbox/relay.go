@@ -407,7 +407,7 @@ type row struct {
 //
 // The index (due_at, id) makes the claim a range scan of the due rows,
 // however many wait for later. TestClaimIgnoresRowsForLater with
-// SHAREQ_OUTBOX_EXPLAIN_ROWS=1000000 (1,000,000 rows due tomorrow, 1,000
+// SHAREQ_OUTBOX_LATER_ROWS=1000000 (1,000,000 rows due tomorrow, 1,000
 // due now, on the test Postgres of a 2-core machine): the 500-row claim
 // reads the 1,000 due entries of the index (15 buffers for the scan) and
 // runs in 4 ms, most of it the per-row key check; the next-due query of
