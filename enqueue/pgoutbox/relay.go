@@ -62,7 +62,9 @@ type relayConfig struct {
 func BatchSize(n int) RelayOption { return relayOptionFunc(func(c *relayConfig) { c.batchSize = n }) }
 
 // PollInterval sets how often the relay looks for rows without a
-// notification. Default [PollIntervalDefault].
+// notification. A row scheduled for before the next poll ([At], [In])
+// does not wait for it: the relay sets a timer to its due time. Default
+// [PollIntervalDefault].
 func PollInterval(d time.Duration) RelayOption {
 	return relayOptionFunc(func(c *relayConfig) { c.pollInterval = d })
 }
@@ -291,17 +293,17 @@ func (r *Relay) Run(ctx context.Context) error {
 		if ctx.Err() != nil || errors.Is(err, errKilled) {
 			return nil
 		}
+		if err == nil {
+			r.sweep(ctx) // at most every SweepInterval
+		}
 		if full && err == nil {
 			continue // more rows are waiting
 		}
 		wait := r.cfg.pollInterval
 		if dbBackoff > 0 {
 			wait = dbBackoff
-		} else {
-			r.sweep(ctx)
-			if d, ok := r.nextDue(ctx); ok && d < wait {
-				wait = d // the next scheduled row is due before the next poll
-			}
+		} else if d, ok := r.nextDue(ctx); ok && d < wait {
+			wait = d // the next scheduled row is due before the next poll
 		}
 		poll.Reset(wait)
 		select {
