@@ -60,6 +60,16 @@ func jobNs(t *testing.T, recs []*kgo.Record) []int {
 	return ns
 }
 
+// waitLocked waits until the backend pid waits for a lock.
+func waitLocked(t *testing.T, pool *pgxpool.Pool, pid uint32, what string) {
+	t.Helper()
+	waitFor(t, what, func() bool {
+		var waiting bool
+		err := pool.QueryRow(t.Context(), "SELECT coalesce(bool_or(wait_event_type = 'Lock'), false) FROM pg_stat_activity WHERE pid = $1", pid).Scan(&waiting)
+		return err == nil && waiting
+	})
+}
+
 // A job for later stays in the outbox while it is not due, through the
 // relay's rounds, and the relay, which polls once an hour, wakes for it
 // by itself (a timer to its due time, armed when the notification of its
@@ -73,8 +83,9 @@ func TestScheduledJobWaitsAndTheRelayWakesForIt(t *testing.T) {
 
 	later := enqueueJob(t, b.pool, enqueue.NewJob(b.topic, welcome{User: "later", N: 1}), In(time.Hour))
 	now := enqueueJob(t, b.pool, enqueue.NewJob(b.topic, welcome{User: "now", N: 2}))
-	waitFor(t, "the immediate job", func() bool { return r.Stats().Produced == 1 })
-	rounds := r.Stats().Rounds
+	waitFor(t, "the immediate job", func() bool { s := r.Stats(); return s.Produced == 1 && s.DueDelayCount == 1 })
+	before := r.Stats()
+	rounds := before.Rounds
 	if got := enqueue.RecordID(b.cluster.Consume(t, b.topic, 1)[0]); got != now.ID {
 		t.Fatalf("relayed %s first, want the immediate job %s", got, now.ID)
 	}
@@ -92,7 +103,6 @@ func TestScheduledJobWaitsAndTheRelayWakesForIt(t *testing.T) {
 	} else {
 		t.Logf("the notified round came after the due time; only the delay is checked")
 	}
-	before := r.Stats()
 	recs := b.cluster.Consume(t, b.topic, 2)
 	if got := enqueue.RecordID(recs[1]); got != soon.ID {
 		t.Fatalf("second record %s, want the scheduled job %s", got, soon.ID)
@@ -157,7 +167,7 @@ func TestRelayRestartWithScheduledJobs(t *testing.T) {
 	var ids []string
 	inTx(t, b.pool, func(tx pgx.Tx) {
 		for i := range n {
-			res, err := EnqueueJobTx(t.Context(), tx, enqueue.NewJob(b.topic, welcome{N: i}), In(time.Duration(i)*40*time.Millisecond))
+			res, err := EnqueueJobTx(t.Context(), tx, enqueue.NewJob(b.topic, welcome{N: i}), In(time.Duration(i)*100*time.Millisecond))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -311,23 +321,25 @@ func TestUniqueWaitsForAnUncommittedHolder(t *testing.T) {
 	if _, err := EnqueueJobTx(t.Context(), tx1, enqueue.NewJob(b.topic, "first"), Unique("k")); err != nil {
 		t.Fatal(err)
 	}
+	conn, err := b.pool.Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
 	second := make(chan Result, 1)
 	go func() {
 		var res Result
-		inTx(t, b.pool, func(tx pgx.Tx) {
+		err := pgx.BeginFunc(context.Background(), conn, func(tx pgx.Tx) error {
 			var err error
-			if res, err = EnqueueJobTx(context.Background(), tx, enqueue.NewJob(b.topic, "second"), Unique("k")); err != nil {
-				t.Error(err)
-			}
+			res, err = EnqueueJobTx(context.Background(), tx, enqueue.NewJob(b.topic, "second"), Unique("k"))
+			return err
 		})
+		if err != nil {
+			t.Error(err)
+		}
 		second <- res
 	}()
-	waitFor(t, "the second enqueue to wait on the key", func() bool {
-		var waiting bool
-		err := b.pool.QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE wait_event_type = 'Lock' AND query LIKE '%`+UniqueTable+`%')`).Scan(&waiting)
-		return err == nil && waiting
-	})
+	waitLocked(t, b.pool, conn.Conn().PgConn().PID(), "the second enqueue to wait on the key")
 	if err := tx1.Rollback(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -628,20 +640,20 @@ func TestCancelRacingTheRelay(t *testing.T) {
 	}
 	run(t, r)
 	<-acked // the broker has the job; the relay's transaction holds its row
+	conn, err := b.pool.Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
 	res := make(chan CancelResult, 1)
 	go func() {
-		c, err := Cancel(context.Background(), b.pool, job.ID)
+		c, err := Cancel(context.Background(), conn, job.ID)
 		if err != nil {
 			t.Error(err)
 		}
 		res <- c
 	}()
-	waitFor(t, "the cancel to wait for the relay's row lock", func() bool {
-		var waiting bool
-		err := b.pool.QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE wait_event_type = 'Lock' AND query LIKE '%DELETE FROM `+Table+` WHERE job_id%')`).Scan(&waiting)
-		return err == nil && waiting
-	})
+	waitLocked(t, b.pool, conn.Conn().PgConn().PID(), "the cancel to wait for the relay's row lock")
 	close(release)
 	if c := <-res; c != CancelProduced {
 		t.Fatalf("Cancel racing the relay = %v, want produced", c)
