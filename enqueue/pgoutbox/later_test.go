@@ -2,6 +2,8 @@ package pgoutbox
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -19,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shareq/shareq/enqueue"
+	"github.com/shareq/shareq/internal/kafkatest"
 	"github.com/shareq/shareq/migrations"
 	"github.com/shareq/shareq/migrations/pgtest"
 )
@@ -660,5 +663,42 @@ func TestCancelRacingTheRelay(t *testing.T) {
 	}
 	if n := total(t, b.cluster, b.topic); n != 1 {
 		t.Fatalf("%d records, want the job once", n)
+	}
+}
+
+// A row that fails holds back the rows of its key due after it, through
+// its retries; cancelling it lets them go. A row of the key not due yet
+// stays.
+func TestFailingRowHoldsItsKeyUntilCancelled(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	topic := kafkatest.Name(t, "small")
+	small := "2000"
+	b.cluster.CreateTopicWith(t, topic, 1, map[string]*string{"max.message.bytes": &small})
+	raw := make([]byte, 4000) // random hex: the producer's compression cannot shrink it
+	_, _ = rand.Read(raw)
+	k := enqueue.Key([]byte("k"))
+	big := enqueueJob(t, b.pool, enqueue.NewJob(topic, hex.EncodeToString(raw), k))
+	next := enqueueJob(t, b.pool, enqueue.NewJob(topic, "next", k))
+	enqueueJob(t, b.pool, enqueue.NewJob(topic, "tomorrow", k), In(24*time.Hour))
+	r := b.relay(t)
+	run(t, r)
+	waitFor(t, "the big row to fail and be retried", func() bool {
+		var attempts int
+		err := b.pool.QueryRow(t.Context(), "SELECT attempts FROM "+Table+" WHERE job_id = $1", big.ID).Scan(&attempts)
+		return err == nil && attempts >= 3
+	})
+	if n := total(t, b.cluster, topic); n != 0 || r.Stats().Produced != 0 {
+		t.Fatalf("%d records, %d produced while the first row of the key fails; want none", n, r.Stats().Produced)
+	}
+	if res, err := Cancel(t.Context(), b.pool, big.ID); err != nil || res != CancelWithdrawn {
+		t.Fatalf("Cancel(failing row) = %v, %v", res, err)
+	}
+	waitFor(t, "the next row of the key", func() bool { return r.Stats().Produced == 1 })
+	if got := enqueue.RecordID(b.cluster.Consume(t, topic, 1)[0]); got != next.ID {
+		t.Fatalf("produced %s, want %s", got, next.ID)
+	}
+	if n := rowCount(t, b.pool); n != 1 {
+		t.Fatalf("%d rows, want the one due tomorrow", n)
 	}
 }

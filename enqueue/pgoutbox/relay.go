@@ -433,7 +433,9 @@ ORDER BY o.due_at, o.id`
 
 // deleteSQL deletes the produced rows, starts the period of their unique
 // keys, records their job IDs when $2 (the retention) is positive, and
-// returns the sum and count of their due delays.
+// returns the sum and count of their due delays. The job IDs go in in
+// sorted order, so that two relays recording one reused ID lock in the
+// same order and do not deadlock.
 const deleteSQL = `
 WITH d AS (
 	DELETE FROM ` + Table + ` WHERE id = ANY($1)
@@ -442,7 +444,7 @@ WITH d AS (
 	UPDATE ` + UniqueTable + ` k SET expires_at = now() + k.unique_for
 	FROM d WHERE k.key = d.unique_key AND k.job_id = d.job_id
 ), p AS (
-	INSERT INTO ` + ProducedTable + ` (job_id) SELECT DISTINCT job_id FROM d WHERE $2::bigint > 0
+	INSERT INTO ` + ProducedTable + ` (job_id) SELECT DISTINCT job_id FROM d WHERE $2::bigint > 0 ORDER BY job_id
 	ON CONFLICT (job_id) DO UPDATE SET produced_at = excluded.produced_at
 )
 SELECT coalesce(sum(delay), 0)::float8, count(delay) FROM d`
