@@ -205,7 +205,9 @@ type Stats struct {
 	// from each row's due time to its delete after the broker's
 	// acknowledgement, on Postgres's clock. A job without [At] or [In] is
 	// due at its insert, so its delay includes the rest of its
-	// transaction; rows from before migration 0003 are not counted.
+	// transaction; one enqueued with a due time already past counts from
+	// its transaction's start; rows from before migration 0003 are not
+	// counted.
 	DueDelay      time.Duration
 	DueDelayCount uint64
 }
@@ -226,8 +228,10 @@ type Backlog struct {
 	// Failing is how many of them have failed at least once.
 	Failing int64
 	// OldestAge is how long the row that has been due longest has been
-	// due (since its insert, for a job without [At] or [In]); 0 when no
-	// row is due. Rows scheduled for later do not age.
+	// due: since its due time, or since its transaction's start for one
+	// enqueued already due (a job without [At] or [In] is due at its
+	// insert); 0 when no row is due. Rows scheduled for later do not
+	// age.
 	OldestAge time.Duration
 }
 
@@ -439,7 +443,8 @@ ORDER BY o.due_at, o.id`
 const deleteSQL = `
 WITH d AS (
 	DELETE FROM ` + Table + ` WHERE id = ANY($1)
-	RETURNING job_id, unique_key, CASE WHEN isfinite(due_at) THEN extract(epoch FROM clock_timestamp() - due_at) END AS delay
+	RETURNING job_id, unique_key,
+		CASE WHEN isfinite(due_at) THEN extract(epoch FROM clock_timestamp() - greatest(due_at, created_at)) END AS delay
 ), u AS (
 	UPDATE ` + UniqueTable + ` k SET expires_at = now() + k.unique_for
 	FROM d WHERE k.key = d.unique_key AND k.job_id = d.job_id
