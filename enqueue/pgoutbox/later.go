@@ -42,7 +42,8 @@ type outboxOpts struct {
 // At makes the job due at t: its row waits in the outbox until then, and
 // the relay produces it when t has passed (by Postgres's clock). A t in
 // the past is due at once, and takes its place in due order before jobs
-// due later. Of At and [In], the last given wins.
+// due later, also those of its key that were enqueued before it and
+// still wait. Of At and [In], the last given wins.
 func At(t time.Time) Option {
 	return outboxOptionFunc(func(o *outboxOpts) {
 		if t.IsZero() {
