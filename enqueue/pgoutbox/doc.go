@@ -106,8 +106,10 @@
 //     not wait for its poll: after each round, and so after each
 //     notification of a commit, it sets a timer to the earliest due time
 //     of the table, so a job for later is produced within milliseconds of
-//     its due time while a relay runs (and while the relay keeps up:
-//     [Stats.DueDelay] and the metrics say how late they are).
+//     its due time while a relay runs and keeps up (at 1,000 jobs due a
+//     second with 1,000,000 rows for later, 4.6 ms p50 and 31 ms p99 from
+//     the due time to a consumer's receipt, on Kafka: BENCHMARKS.md);
+//     [Stats.DueDelay] and the metrics say how late they are.
 //   - Order: due rows go in due order, and rows due at the same time in
 //     insertion order. A job without [At] or [In] is due at its insert
 //     (clock_timestamp()), so immediate jobs keep their order as before
@@ -137,7 +139,8 @@
 // by its ID while it waits, due or not: [CancelWithdrawn], and it never
 // reaches Kafka. A job already produced is [CancelProduced] (the relay
 // keeps produced IDs for [ProducedRetention]) and is not stopped: it is
-// in Kafka and the worker runs it. Any other ID is [CancelUnknown].
+// in Kafka and the worker runs it. Any other ID is [CancelUnknown],
+// including that of a job whose transaction has not committed yet.
 //
 //	res, err := pgoutbox.Cancel(ctx, pool, jobID)
 //	if err != nil {
