@@ -18,8 +18,9 @@ type CancelResult int
 const (
 	// CancelUnknown: no job with the ID waits in the outbox, and the
 	// relay has not produced one within its [ProducedRetention]. The ID
-	// was never enqueued, its transaction rolled back, it was cancelled
-	// already, or it was produced longer ago.
+	// was never enqueued, its transaction rolled back (or has not
+	// committed yet), it was cancelled already, or it was produced
+	// longer ago.
 	CancelUnknown CancelResult = iota
 	// CancelWithdrawn: the job waited in the outbox and its row is
 	// gone; it never reaches Kafka, and its unique key, if it had one,
