@@ -48,4 +48,10 @@
 // into an outbox table that its Relay moves to Kafka once the transaction
 // has committed: a rolled-back transaction enqueues nothing, a committed
 // one always enqueues. This package does not import pgx.
+//
+// A job enqueued here is ready the moment it is in Kafka: Kafka has no
+// due time, no unique key and no withdrawal. Jobs for later, unique jobs
+// and cancel are pgoutbox's (pgoutbox.EnqueueJobTx with pgoutbox.At,
+// pgoutbox.In, pgoutbox.Unique; pgoutbox.Cancel), whose options are its
+// own type: passing one to [Client.Enqueue] does not compile.
 package enqueue

@@ -198,15 +198,20 @@
 // Its metrics:
 //
 //	shareq_outbox_rows
-//	    Gauge. Committed jobs in the outbox table not yet relayed. It grows
-//	    while Kafka or the relays are down; nothing is lost meanwhile.
+//	    Gauge. Committed jobs in the outbox table not yet relayed, due or
+//	    not. It grows while Kafka or the relays are down; nothing is lost
+//	    meanwhile.
+//	shareq_outbox_rows_scheduled
+//	    Gauge. Jobs among them not due yet (pgoutbox.At, pgoutbox.In).
 //	shareq_outbox_rows_failing
 //	    Gauge. Jobs among them whose produce has failed at least once (a
 //	    deleted topic, a broker refusing them); each is retried with
 //	    backoff and its last error is in the row (last_error).
 //	shareq_outbox_oldest_row_age_seconds
-//	    Gauge. Age of the oldest job in the table, 0 when it is empty: the
-//	    delay the slowest job is seeing. Alert on it.
+//	    Gauge. How long the job that has been due longest has been due
+//	    (since its insert, for a job without a due time), 0 when none is
+//	    due: the delay the slowest job is seeing. Jobs scheduled for
+//	    later do not age. Alert on it.
 //	shareq_relay_produced_total
 //	    Counter. Jobs the relay produced, had acknowledged and deleted.
 //	shareq_relay_failures_total
@@ -214,8 +219,15 @@
 //	shareq_relay_db_errors_total
 //	    Counter. Relay rounds and listening connections that failed on
 //	    Postgres; the relay retries by itself.
+//	shareq_relay_due_delay_seconds
+//	    Summary (sum and count, no quantiles). For each job the relay
+//	    produced, the time from its due time to its delete after the
+//	    broker's acknowledgement, on Postgres's clock: how late jobs for
+//	    later reach Kafka. A job without a due time is due at its insert,
+//	    so its delay includes the rest of its transaction. rate(_sum) /
+//	    rate(_count) is the mean delay.
 //	shareq_outbox_scrape_errors_total
-//	    Counter. Failed backlog readings; the three outbox gauges are
+//	    Counter. Failed backlog readings; the four outbox gauges are
 //	    absent from a scrape whose reading failed.
 //
 // The counters are one relay's; the gauges describe the table that every

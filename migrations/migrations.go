@@ -18,6 +18,9 @@
 //
 //	0001  shareq_processed_jobs: the claim rows of idempotency/pgstore
 //	0002  shareq_outbox: the transactional outbox of enqueue/pgoutbox
+//	0003  jobs for later in the outbox: due times, unique keys
+//	      (shareq_outbox_unique), cancel, produced job IDs
+//	      (shareq_outbox_produced)
 package migrations
 
 import (

@@ -64,14 +64,19 @@ func TestUp(t *testing.T) {
 		"shareq_processed_jobs_claimed_at_idx": "i",
 		"shareq_schema_migrations":             "r",
 		"shareq_outbox":                        "r",
-		"shareq_outbox_topic_key_idx":          "i",
+		"shareq_outbox_topic_key_idx":          "",
+		"shareq_outbox_topic_key_due_idx":      "i",
+		"shareq_outbox_due_idx":                "i",
+		"shareq_outbox_job_id_idx":             "i",
+		"shareq_outbox_unique":                 "r",
+		"shareq_outbox_produced":               "r",
 	} {
 		if got := relation(t, pool, schema, name); got != want {
 			t.Errorf("relation %s: kind %q, want %q", name, got, want)
 		}
 	}
 	got := versions(t, pool)
-	want := []version{{1, "0001_create_processed_jobs"}, {2, "0002_create_outbox"}}
+	want := []version{{1, "0001_create_processed_jobs"}, {2, "0002_create_outbox"}, {3, "0003_jobs_for_later"}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("recorded versions = %v, want %v", got, want)
 	}
@@ -146,8 +151,10 @@ func TestDown(t *testing.T) {
 	if got := relation(t, pool, schema, "shareq_processed_jobs"); got != "" {
 		t.Fatalf("claim table still there after Down (kind %q)", got)
 	}
-	if got := relation(t, pool, schema, "shareq_outbox"); got != "" {
-		t.Fatalf("outbox table still there after Down (kind %q)", got)
+	for _, name := range []string{"shareq_outbox", "shareq_outbox_unique", "shareq_outbox_produced"} {
+		if got := relation(t, pool, schema, name); got != "" {
+			t.Fatalf("%s still there after Down (kind %q)", name, got)
+		}
 	}
 	if got := versions(t, pool); len(got) != 0 {
 		t.Fatalf("recorded versions after Down = %v, want none", got)
@@ -183,4 +190,69 @@ func TestNilDB(t *testing.T) {
 	if err := migrations.Up(context.Background(), nil); err == nil {
 		t.Fatal("Up(nil) succeeded")
 	}
+}
+
+// execFile runs one migration file of migrations.FS on pool.
+func execFile(t *testing.T, pool *pgxpool.Pool, name string) {
+	t.Helper()
+	body, err := fs.ReadFile(migrations.FS, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(t.Context(), string(body)); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+}
+
+// Migration 0003 over an outbox with rows: they are due at once, before
+// any new row, and keep their id order; its down file restores 0002's
+// table, and up again works.
+func TestJobsForLaterMigration(t *testing.T) {
+	t.Parallel()
+	pool, schema := newPool(t)
+	ctx := t.Context()
+	execFile(t, pool, "0002_create_outbox.up.sql")
+	if _, err := pool.Exec(ctx, "INSERT INTO shareq_outbox (topic, value, job_id) VALUES ('t', 'v', 'old-1'), ('t', 'v', 'old-2')"); err != nil {
+		t.Fatal(err)
+	}
+	execFile(t, pool, "0003_jobs_for_later.up.sql")
+	if _, err := pool.Exec(ctx, "INSERT INTO shareq_outbox (topic, value, job_id) VALUES ('t', 'v', 'new')"); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := pool.Query(ctx, "SELECT job_id, due_at = '-infinity' FROM shareq_outbox ORDER BY due_at, id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for rows.Next() {
+		var id string
+		var old bool
+		if err := rows.Scan(&id, &old); err != nil {
+			t.Fatal(err)
+		}
+		if old != strings.HasPrefix(id, "old") {
+			t.Errorf("row %s: due at -infinity %v", id, old)
+		}
+		got = append(got, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"old-1", "old-2", "new"}; !slices.Equal(got, want) {
+		t.Fatalf("rows in due order = %v, want %v", got, want)
+	}
+	execFile(t, pool, "0003_jobs_for_later.down.sql")
+	for name, want := range map[string]string{
+		"shareq_outbox": "r", "shareq_outbox_topic_key_idx": "i",
+		"shareq_outbox_due_idx": "", "shareq_outbox_unique": "", "shareq_outbox_produced": "",
+	} {
+		if got := relation(t, pool, schema, name); got != want {
+			t.Errorf("after 0003 down: relation %s kind %q, want %q", name, got, want)
+		}
+	}
+	var n int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM shareq_outbox").Scan(&n); err != nil || n != 3 {
+		t.Fatalf("after 0003 down: %d rows (%v), want the 3 kept", n, err)
+	}
+	execFile(t, pool, "0003_jobs_for_later.up.sql")
 }

@@ -3,6 +3,7 @@ package pgoutbox_test
 import (
 	"context"
 	"log"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -96,4 +97,60 @@ func relay(ctx context.Context, pool *pgxpool.Pool, kgoClient *kgo.Client) error
 		return err
 	}
 	return relay.Run(ctx) // blocks until ctx is cancelled
+}
+
+// FollowUp is the payload of the follow-up email, a day after a signup.
+type FollowUp struct {
+	Email string `json:"email"`
+}
+
+// A signup schedules a follow-up email for the next day, once per user
+// however often the signup is retried; a user who unsubscribes before it
+// is sent cancels it.
+func ExampleEnqueueJobTx() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, "postgres://localhost/app")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	var jobID string
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		var err error
+		jobID, err = scheduleFollowUp(ctx, tx, "ada@example.com")
+		return err
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := cancelFollowUp(ctx, pool, jobID); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// scheduleFollowUp enqueues the follow-up email in tx (the README and the
+// package documentation show its lines).
+func scheduleFollowUp(ctx context.Context, tx pgx.Tx, email string) (string, error) {
+	res, err := pgoutbox.EnqueueJobTx(ctx, tx, enqueue.NewJob("emails", FollowUp{Email: email}),
+		pgoutbox.In(24*time.Hour), pgoutbox.Unique("follow-up/"+email))
+	if err != nil {
+		return "", err
+	}
+	if res.Duplicate {
+		log.Printf("follow-up already scheduled as job %s", res.ID)
+	}
+	return res.ID, nil
+}
+
+// cancelFollowUp withdraws the follow-up email (the package documentation
+// shows its lines).
+func cancelFollowUp(ctx context.Context, pool *pgxpool.Pool, jobID string) error {
+	res, err := pgoutbox.Cancel(ctx, pool, jobID)
+	if err != nil {
+		return err
+	}
+	if res == pgoutbox.CancelProduced {
+		log.Printf("job %s is already in Kafka: it runs", jobID)
+	}
+	return nil
 }

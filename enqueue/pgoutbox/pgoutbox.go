@@ -27,7 +27,8 @@ const MaxRecordBytes = 1_000_000
 // returns the job's ID. The job reaches Kafka after tx commits, and never
 // when tx rolls back. Options are those of package enqueue (ID, Key,
 // Header). A value that cannot be encoded and a job over [MaxRecordBytes]
-// fail here and write nothing.
+// fail here and write nothing. The job is due at once: for a job for
+// later, or a unique one, see [EnqueueJobTx].
 func EnqueueTx(ctx context.Context, tx pgx.Tx, topic string, v any, opts ...enqueue.Option) (string, error) {
 	ids, err := EnqueueManyTx(ctx, tx, enqueue.NewJob(topic, v, opts...))
 	if err != nil {
@@ -51,40 +52,39 @@ func EnqueueManyTx(ctx context.Context, tx pgx.Tx, jobs ...enqueue.Job) ([]strin
 	recs := make([]*kgo.Record, len(jobs))
 	ids := make([]string, len(jobs))
 	for i, j := range jobs {
-		r, err := j.Record()
+		r, err := encode(j)
 		if err != nil {
-			return nil, fmt.Errorf("pgoutbox: %w", err)
-		}
-		if n := recordBytes(r); n > MaxRecordBytes {
-			return nil, fmt.Errorf("pgoutbox: job %s on %s is %d bytes, over %d: %w", enqueue.RecordID(r), r.Topic, n, MaxRecordBytes, enqueue.ErrTooLarge)
+			return nil, err
 		}
 		recs[i], ids[i] = r, enqueue.RecordID(r)
 	}
-	args := func(r *kgo.Record) []any {
-		keys := make([]string, len(r.Headers))
-		vals := make([][]byte, len(r.Headers))
-		for i, h := range r.Headers {
-			keys[i], vals[i] = h.Key, h.Value
-			if vals[i] == nil {
-				vals[i] = []byte{}
-			}
-		}
-		return []any{r.Topic, r.Key, r.Value, keys, vals, enqueue.RecordID(r)}
-	}
 	if len(recs) == 1 {
-		if _, err := tx.Exec(ctx, insertSQL, args(recs[0])...); err != nil {
+		if _, err := tx.Exec(ctx, insertSQL, insertArgs(recs[0])...); err != nil {
 			return nil, fmt.Errorf("pgoutbox: insert job %s: %w", ids[0], err)
 		}
 		return ids, nil
 	}
 	var b pgx.Batch
 	for _, r := range recs {
-		b.Queue(insertSQL, args(r)...)
+		b.Queue(insertSQL, insertArgs(r)...)
 	}
 	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
 		return nil, fmt.Errorf("pgoutbox: insert %d jobs: %w", len(recs), err)
 	}
 	return ids, nil
+}
+
+// insertArgs are the arguments of insertSQL for r.
+func insertArgs(r *kgo.Record) []any {
+	keys := make([]string, len(r.Headers))
+	vals := make([][]byte, len(r.Headers))
+	for i, h := range r.Headers {
+		keys[i], vals[i] = h.Key, h.Value
+		if vals[i] == nil {
+			vals[i] = []byte{}
+		}
+	}
+	return []any{r.Topic, r.Key, r.Value, keys, vals, enqueue.RecordID(r)}
 }
 
 // recordBytes is the size of r's key, value and headers.

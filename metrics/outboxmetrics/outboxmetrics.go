@@ -102,13 +102,15 @@ type Collector struct {
 	log         *slog.Logger
 	now         func() time.Time
 
-	rowsDesc     *prometheus.Desc
-	failingDesc  *prometheus.Desc
-	ageDesc      *prometheus.Desc
-	producedDesc *prometheus.Desc
-	failuresDesc *prometheus.Desc
-	dbErrorsDesc *prometheus.Desc
-	errors       prometheus.Counter
+	rowsDesc      *prometheus.Desc
+	scheduledDesc *prometheus.Desc
+	failingDesc   *prometheus.Desc
+	dueDelayDesc  *prometheus.Desc
+	ageDesc       *prometheus.Desc
+	producedDesc  *prometheus.Desc
+	failuresDesc  *prometheus.Desc
+	dbErrorsDesc  *prometheus.Desc
+	errors        prometheus.Counter
 
 	mu      sync.Mutex
 	fetched time.Time // zero until the first reading
@@ -144,12 +146,14 @@ func NewCollector(src Source, opts ...Option) *Collector {
 	desc := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc(metrics.Namespace+"_"+name, help, nil, c.constLabels)
 	}
-	c.rowsDesc = desc("outbox_rows", "Committed jobs in the outbox table not yet relayed to Kafka.")
+	c.rowsDesc = desc("outbox_rows", "Committed jobs in the outbox table not yet relayed to Kafka, due or not.")
+	c.scheduledDesc = desc("outbox_rows_scheduled", "Jobs in the outbox table not due yet (pgoutbox.At, pgoutbox.In).")
 	c.failingDesc = desc("outbox_rows_failing", "Jobs in the outbox table whose produce has failed at least once; they are retried with backoff.")
-	c.ageDesc = desc("outbox_oldest_row_age_seconds", "Age of the oldest job in the outbox table; 0 when it is empty.")
+	c.ageDesc = desc("outbox_oldest_row_age_seconds", "How long the job due longest in the outbox table has been due; 0 when none is due.")
 	c.producedDesc = desc("relay_produced_total", "Jobs the relay produced, had acknowledged by the broker and deleted from the outbox.")
 	c.failuresDesc = desc("relay_failures_total", "Produce failures of jobs; each such job stays in the outbox and is retried.")
 	c.dbErrorsDesc = desc("relay_db_errors_total", "Relay rounds and listening connections that failed on Postgres; the relay retries by itself.")
+	c.dueDelayDesc = desc("relay_due_delay_seconds", "Time from each produced job's due time to its delete after the broker's acknowledgement.")
 	c.errors = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace:   metrics.Namespace,
 		Name:        "outbox_scrape_errors_total",
@@ -162,11 +166,13 @@ func NewCollector(src Source, opts ...Option) *Collector {
 // Describe sends the descriptors of the collector's metrics.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.rowsDesc
+	ch <- c.scheduledDesc
 	ch <- c.failingDesc
 	ch <- c.ageDesc
 	ch <- c.producedDesc
 	ch <- c.failuresDesc
 	ch <- c.dbErrorsDesc
+	ch <- c.dueDelayDesc
 	c.errors.Describe(ch)
 }
 
@@ -187,6 +193,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.producedDesc, prometheus.CounterValue, float64(s.Produced))
 	ch <- prometheus.MustNewConstMetric(c.failuresDesc, prometheus.CounterValue, float64(s.Failures))
 	ch <- prometheus.MustNewConstMetric(c.dbErrorsDesc, prometheus.CounterValue, float64(s.DBErrors))
+	ch <- prometheus.MustNewConstSummary(c.dueDelayDesc, s.DueDelayCount, s.DueDelay.Seconds(), nil)
 	ch <- c.errors
 }
 
@@ -203,6 +210,7 @@ func (c *Collector) read() []prometheus.Metric {
 	}
 	return []prometheus.Metric{
 		prometheus.MustNewConstMetric(c.rowsDesc, prometheus.GaugeValue, float64(b.Rows)),
+		prometheus.MustNewConstMetric(c.scheduledDesc, prometheus.GaugeValue, float64(b.Scheduled)),
 		prometheus.MustNewConstMetric(c.failingDesc, prometheus.GaugeValue, float64(b.Failing)),
 		prometheus.MustNewConstMetric(c.ageDesc, prometheus.GaugeValue, b.OldestAge.Seconds()),
 	}

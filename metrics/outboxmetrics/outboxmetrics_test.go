@@ -24,8 +24,8 @@ import (
 
 // The relay families, with the scrape error counter.
 var relayFamilies = []string{
-	"shareq_outbox_rows", "shareq_outbox_rows_failing", "shareq_outbox_oldest_row_age_seconds",
-	"shareq_relay_produced_total", "shareq_relay_failures_total", "shareq_relay_db_errors_total",
+	"shareq_outbox_rows", "shareq_outbox_rows_scheduled", "shareq_outbox_rows_failing", "shareq_outbox_oldest_row_age_seconds",
+	"shareq_relay_produced_total", "shareq_relay_failures_total", "shareq_relay_db_errors_total", "shareq_relay_due_delay_seconds",
 	"shareq_outbox_scrape_errors_total",
 }
 
@@ -57,6 +57,8 @@ func gauge(mfs map[string]*dto.MetricFamily, name string) float64 {
 		return -1
 	case m.Counter != nil:
 		return m.GetCounter().GetValue()
+	case m.Summary != nil:
+		return float64(m.GetSummary().GetSampleCount())
 	default:
 		return m.GetGauge().GetValue()
 	}
@@ -86,7 +88,11 @@ func TestRelayCollector(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An hour old, so that the age is known whatever the box's speed.
-	if _, err := tx.Exec(t.Context(), "UPDATE "+pgoutbox.Table+" SET created_at = now() - interval '1 hour'"); err != nil {
+	if _, err := tx.Exec(t.Context(), "UPDATE "+pgoutbox.Table+" SET created_at = now() - interval '1 hour', due_at = now() - interval '1 hour'"); err != nil {
+		t.Fatal(err)
+	}
+	// And one for tomorrow: scheduled, not ageing, not relayed.
+	if _, err := pgoutbox.EnqueueJobTx(t.Context(), tx, enqueue.NewJob(topic, "tomorrow"), pgoutbox.In(24*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(t.Context()); err != nil {
@@ -108,8 +114,11 @@ func TestRelayCollector(t *testing.T) {
 		}
 	}
 	if rows, failing, age := gauge(mfs, "shareq_outbox_rows"), gauge(mfs, "shareq_outbox_rows_failing"),
-		gauge(mfs, "shareq_outbox_oldest_row_age_seconds"); rows != 4 || failing != 0 || age < 3600 || age > 2*3600 {
-		t.Errorf("before the relay ran: rows %v, failing %v, oldest age %vs; want 4, 0, an hour", rows, failing, age)
+		gauge(mfs, "shareq_outbox_oldest_row_age_seconds"); rows != 5 || failing != 0 || age < 3600 || age > 2*3600 {
+		t.Errorf("before the relay ran: rows %v, failing %v, oldest age %vs; want 5, 0, an hour", rows, failing, age)
+	}
+	if s := gauge(mfs, "shareq_outbox_rows_scheduled"); s != 1 {
+		t.Errorf("scheduled rows %v, want 1", s)
 	}
 	if p, f := gauge(mfs, "shareq_relay_produced_total"), gauge(mfs, "shareq_relay_failures_total"); p != 0 || f != 0 {
 		t.Errorf("before the relay ran: produced %v, failures %v; want 0, 0", p, f)
@@ -124,8 +133,12 @@ func TestRelayCollector(t *testing.T) {
 	})
 	mfs = waitScrape(t, reg, "the good jobs relayed and the bad one failing", func(mfs map[string]*dto.MetricFamily) bool {
 		return gauge(mfs, "shareq_relay_produced_total") == 3 && gauge(mfs, "shareq_relay_failures_total") >= 1 &&
-			gauge(mfs, "shareq_outbox_rows") == 1 && gauge(mfs, "shareq_outbox_rows_failing") == 1
+			gauge(mfs, "shareq_outbox_rows") == 2 && gauge(mfs, "shareq_outbox_rows_failing") == 1
 	})
+	// The three produced jobs were due an hour before their produce.
+	if sum := mfs["shareq_relay_due_delay_seconds"].GetMetric()[0].GetSummary(); sum.GetSampleCount() != 3 || sum.GetSampleSum() < 3*3600 {
+		t.Errorf("due delay summary count %d, sum %vs; want 3 jobs an hour late each", sum.GetSampleCount(), sum.GetSampleSum())
+	}
 	if age := gauge(mfs, "shareq_outbox_oldest_row_age_seconds"); age < 3600 {
 		t.Errorf("oldest age %vs with the failing row waiting, want its hour", age)
 	}
@@ -135,7 +148,7 @@ func TestRelayCollector(t *testing.T) {
 	// The database goes away: the backlog cannot be read.
 	pool.Close()
 	mfs = scrape(t, reg)
-	for _, name := range []string{"shareq_outbox_rows", "shareq_outbox_rows_failing", "shareq_outbox_oldest_row_age_seconds"} {
+	for _, name := range []string{"shareq_outbox_rows", "shareq_outbox_rows_scheduled", "shareq_outbox_rows_failing", "shareq_outbox_oldest_row_age_seconds"} {
 		if mfs[name] != nil {
 			t.Errorf("%s exported from a failed reading; want it left out", name)
 		}
@@ -175,20 +188,24 @@ func (f *fakeRelay) Backlog(ctx context.Context) (pgoutbox.Backlog, error) {
 // are read on every scrape. Stats map to their counters one to one.
 func TestRelayCollectorCachesTheBacklogNotTheCounters(t *testing.T) {
 	t.Parallel()
-	f := &fakeRelay{backlog: pgoutbox.Backlog{Rows: 7, Failing: 2, OldestAge: 1500 * time.Millisecond}}
-	f.stats.Store(&pgoutbox.Stats{Produced: 10, Failures: 3, DBErrors: 2})
+	f := &fakeRelay{backlog: pgoutbox.Backlog{Rows: 7, Scheduled: 4, Failing: 2, OldestAge: 1500 * time.Millisecond}}
+	f.stats.Store(&pgoutbox.Stats{Produced: 10, Failures: 3, DBErrors: 2, DueDelay: 2500 * time.Millisecond, DueDelayCount: 9})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(outboxmetrics.NewCollector(f, outboxmetrics.MinInterval(time.Hour)))
 
 	mfs := scrape(t, reg)
 	for name, want := range map[string]float64{
-		"shareq_outbox_rows": 7, "shareq_outbox_rows_failing": 2, "shareq_outbox_oldest_row_age_seconds": 1.5,
-		"shareq_relay_produced_total": 10, "shareq_relay_failures_total": 3, "shareq_relay_db_errors_total": 2,
+		"shareq_outbox_rows": 7, "shareq_outbox_rows_scheduled": 4, "shareq_outbox_rows_failing": 2, "shareq_outbox_oldest_row_age_seconds": 1.5,
+		"shareq_relay_due_delay_seconds": 9,
+		"shareq_relay_produced_total":    10, "shareq_relay_failures_total": 3, "shareq_relay_db_errors_total": 2,
 		"shareq_outbox_scrape_errors_total": 0,
 	} {
 		if got := value(t, mfs, name); got != want {
 			t.Errorf("%s = %v, want %v", name, got, want)
 		}
+	}
+	if sum := mfs["shareq_relay_due_delay_seconds"].GetMetric()[0].GetSummary().GetSampleSum(); sum != 2.5 {
+		t.Errorf("due delay sum = %v, want 2.5", sum)
 	}
 	f.stats.Store(&pgoutbox.Stats{Produced: 11, Failures: 3, DBErrors: 5})
 	for range 4 {
