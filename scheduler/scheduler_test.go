@@ -1,0 +1,488 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/shareq/shareq/enqueue"
+	"github.com/shareq/shareq/enqueue/pgoutbox"
+	"github.com/shareq/shareq/internal/cutproxy"
+	"github.com/shareq/shareq/migrations"
+	"github.com/shareq/shareq/migrations/pgtest"
+)
+
+// waitTimeout bounds every wait on a condition: generous, for a loaded
+// CI box.
+const waitTimeout = 60 * time.Second
+
+// bundle is a migrated schema and an app name of the test's own (the
+// advisory lock is global to the database, the schema is not).
+type bundle struct {
+	pool   *pgxpool.Pool
+	schema string
+	app    string
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	pool, schema := pgtest.NewPool(t, 8)
+	if err := migrations.Up(t.Context(), pool); err != nil {
+		t.Fatal(err)
+	}
+	return &bundle{pool: pool, schema: schema, app: "test-" + schema}
+}
+
+// proxiedPool returns a pool on b's schema whose connections go through
+// a proxy the test cuts.
+func (b *bundle) proxiedPool(t *testing.T) (*pgxpool.Pool, *cutproxy.Proxy) {
+	t.Helper()
+	u, err := url.Parse(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := cutproxy.New(t, u.Host, false)
+	cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, port, _ := strings.Cut(px.Addr(), ":")
+	cfg.ConnConfig.Host = host
+	fmt.Sscan(port, &cfg.ConnConfig.Port)
+	cfg.ConnConfig.RuntimeParams["search_path"] = b.schema
+	cfg.MaxConns = 4
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool, px
+}
+
+// testOptions keep failovers and checks short.
+func (b *bundle) options(opts ...Option) []Option {
+	return append([]Option{App(b.app), Logger(slog.New(slog.DiscardHandler)), RetryInterval(50 * time.Millisecond), CheckInterval(50 * time.Millisecond)}, opts...)
+}
+
+// start runs s until t ends (or stop is called), and fails t if Run
+// returns an error.
+func start(t *testing.T, s *Scheduler) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// waitFor polls cond until it holds, or fails t after waitTimeout.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond) // polling a condition, not synchronising
+	}
+}
+
+// row is one firing in the outbox.
+type row struct {
+	schedule string
+	at       time.Time
+	by       string
+	jobID    string
+}
+
+type firingValue struct {
+	By string    `json:"by"`
+	At time.Time `json:"at"`
+}
+
+// byJob returns a schedule's Job func recording who fired it.
+func byJob(topic, by string) func(context.Context, time.Time) (enqueue.Job, error) {
+	return func(_ context.Context, at time.Time) (enqueue.Job, error) {
+		return enqueue.NewJob(topic, firingValue{By: by, At: at}), nil
+	}
+}
+
+// rows returns the outbox rows of the firings, and fails t when one
+// firing is in it twice.
+func (b *bundle) rows(t *testing.T) []row {
+	t.Helper()
+	rs, err := b.pool.Query(t.Context(), "SELECT unique_key, value, job_id FROM "+pgoutbox.Table+" ORDER BY due_at, id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []row
+	seen := map[string]bool{}
+	for rs.Next() {
+		var key, id string
+		var v []byte
+		if err := rs.Scan(&key, &v, &id); err != nil {
+			t.Fatal(err)
+		}
+		if seen[key] {
+			t.Errorf("firing %s enqueued twice", key)
+		}
+		seen[key] = true
+		rest, ok := strings.CutPrefix(key, "shareq/scheduler/"+b.app+"/")
+		if !ok {
+			t.Fatalf("unique key %q: not the app's", key)
+		}
+		name, ts, _ := strings.Cut(rest, "/")
+		at, err := time.Parse(time.RFC3339Nano, ts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fv firingValue
+		_ = json.Unmarshal(v, &fv)
+		if want := b.app + "/" + name + "/" + ts; id != want {
+			t.Errorf("firing %s: job ID %q, want %q", key, id, want)
+		}
+		out = append(out, row{schedule: name, at: at, by: fv.By, jobID: id})
+	}
+	if err := rs.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func (b *bundle) count(t *testing.T, schedule string) int {
+	t.Helper()
+	var n int
+	if err := b.pool.QueryRow(t.Context(), "SELECT count(*) FROM "+pgoutbox.Table+" WHERE unique_key LIKE $1", "shareq/scheduler/"+b.app+"/"+schedule+"/%").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestNewValidates(t *testing.T) {
+	t.Parallel()
+	pool, err := pgxpool.New(t.Context(), "postgres://127.0.0.1:1/none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	ok := Schedule{Name: "a", Spec: Every(time.Second), Topic: "t", Value: 1}
+	jobFunc := func(context.Context, time.Time) (enqueue.Job, error) { return enqueue.Job{}, nil }
+	for _, tc := range []struct {
+		name string
+		pool *pgxpool.Pool
+		opts []Option
+		want string
+	}{
+		{"nil pool", nil, []Option{Add(ok)}, "nil pool"},
+		{"no schedules", pool, nil, "no schedules"},
+		{"empty app", pool, []Option{Add(ok), App("")}, "empty App"},
+		{"zero retry", pool, []Option{Add(ok), RetryInterval(0)}, "want them positive"},
+		{"negative check", pool, []Option{Add(ok), CheckInterval(-1)}, "want them positive"},
+		{"zero fire timeout", pool, []Option{Add(ok), FireTimeout(0)}, "want them positive"},
+		{"two names", pool, []Option{Add(ok, ok)}, `two schedules named "a"`},
+		{"empty name", pool, []Option{Add(Schedule{Spec: Every(time.Second), Topic: "t"})}, "empty name"},
+		{"nil spec", pool, []Option{Add(Schedule{Name: "a", Topic: "t"})}, "nil Spec"},
+		{"no job", pool, []Option{Add(Schedule{Name: "a", Spec: Every(time.Second)})}, "neither Topic nor Job"},
+		{"both", pool, []Option{Add(Schedule{Name: "a", Spec: Every(time.Second), Topic: "t", Job: jobFunc})}, "give one way"},
+		{"short interval", pool, []Option{Add(Schedule{Name: "a", Spec: Every(time.Microsecond), Topic: "t"})}, "at least 1ms"},
+		{"sub-microsecond", pool, []Option{Add(Schedule{Name: "a", Spec: Every(time.Second + 1), Topic: "t"})}, "whole microseconds"},
+		{"policy", pool, []Option{Add(Schedule{Name: "a", Spec: Every(time.Second), Topic: "t", Missed: 7})}, "unknown Missed(7)"},
+	} {
+		if _, err := New(tc.pool, tc.opts...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: New = %v, want an error with %q", tc.name, err, tc.want)
+		}
+	}
+	if _, err := New(pool, Add(ok), nil); err != nil {
+		t.Errorf("valid options: %v", err)
+	}
+}
+
+// Upcoming lists the next firings of each schedule in time order, from
+// a time the test gives.
+func TestUpcoming(t *testing.T) {
+	t.Parallel()
+	pool, err := pgxpool.New(t.Context(), "postgres://127.0.0.1:1/none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	s, err := New(pool,
+		Add(Schedule{Name: "nightly", Spec: MustParseCron("0 3 * * *"), Topic: "t"}),
+		Add(Schedule{Name: "hourly", Spec: Every(time.Hour), Topic: "t"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := time.Date(2026, 1, 1, 1, 30, 0, 0, time.UTC)
+	got := s.Upcoming(from, 2)
+	want := []Firing{
+		{"hourly", time.Date(2026, 1, 1, 2, 0, 0, 0, time.UTC)},
+		{"hourly", time.Date(2026, 1, 1, 3, 0, 0, 0, time.UTC)},
+		{"nightly", time.Date(2026, 1, 1, 3, 0, 0, 0, time.UTC)},
+		{"nightly", time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("Upcoming = %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i].Schedule != want[i].Schedule || !got[i].At.Equal(want[i].At) {
+			t.Errorf("Upcoming[%d] = %v, want %v", i, got[i], want[i])
+		}
+	}
+}
+
+func TestRunChecksTables(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewPool(t, 2)
+	s, err := New(pool, Add(Schedule{Name: "a", Spec: Every(time.Second), Topic: "t"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Run(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "run the migrations") {
+		t.Fatalf("Run without the tables = %v, want an error saying to run the migrations", err)
+	}
+}
+
+// Two schedulers holding the lock for a moment (simulated: two
+// connections fire one firing): the outbox's unique key lets one in.
+func TestFiringIsUnique(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s, err := New(b.pool, b.options(Add(Schedule{Name: "a", Spec: Every(time.Hour), Topic: "t", Value: 1}))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 1, 1, 3, 0, 0, 0, time.UTC)
+	for range 2 {
+		pc, err := b.pool.Acquire(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.fire(t.Context(), pc.Conn(), []Firing{{"a", at}}); err != nil {
+			t.Fatal(err)
+		}
+		pc.Release()
+	}
+	rows := b.rows(t)
+	if len(rows) != 1 || !rows[0].at.Equal(at) {
+		t.Fatalf("rows = %v, want the one firing at %v", rows, at)
+	}
+	var last time.Time
+	if err := b.pool.QueryRow(t.Context(), "SELECT last_firing FROM "+StateTable+" WHERE app = $1 AND schedule = 'a'", b.app).Scan(&last); err != nil || !last.Equal(at) {
+		t.Fatalf("state: %v, %v; want %v", last, err, at)
+	}
+	// An earlier firing does not move the state back.
+	pc, err := b.pool.Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Release()
+	if err := s.fire(t.Context(), pc.Conn(), []Firing{{"a", at.Add(-time.Hour)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.pool.QueryRow(t.Context(), "SELECT last_firing FROM "+StateTable+" WHERE app = $1 AND schedule = 'a'", b.app).Scan(&last); err != nil || !last.Equal(at) {
+		t.Fatalf("state after an earlier firing: %v, %v; want %v", last, err, at)
+	}
+}
+
+// A job that cannot be built skips its firing and no other.
+func TestFiringJobError(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s, err := New(b.pool, b.options(
+		Add(Schedule{Name: "bad", Spec: Every(time.Hour), Job: func(context.Context, time.Time) (enqueue.Job, error) {
+			return enqueue.Job{}, fmt.Errorf("no data")
+		}}),
+		Add(Schedule{Name: "unencodable", Spec: Every(time.Hour), Topic: "t", Value: func() {}}),
+		Add(Schedule{Name: "good", Spec: Every(time.Hour), Topic: "t", Value: 1}))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 1, 1, 3, 0, 0, 0, time.UTC)
+	if err := pgx.BeginFunc(t.Context(), b.pool, func(pgx.Tx) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	pc, err := b.pool.Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Release()
+	if err := s.fire(t.Context(), pc.Conn(), []Firing{{"bad", at}, {"unencodable", at}, {"good", at}}); err != nil {
+		t.Fatal(err)
+	}
+	if rows := b.rows(t); len(rows) != 1 || rows[0].schedule != "good" {
+		t.Fatalf("rows = %v, want the good firing only", rows)
+	}
+}
+
+// The active scheduler notices that its connection died, stops leading,
+// and leads again once it can connect.
+func TestLeadershipLostWithConnection(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	pool, px := b.proxiedPool(t)
+	s, err := New(pool, b.options(Add(Schedule{Name: "a", Spec: Every(time.Hour), Topic: "t", Value: 1}))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, s)
+	waitFor(t, "leading", s.Leading)
+	px.Cut()
+	waitFor(t, "leadership lost", func() bool { return !s.Leading() })
+	// Its session ended with the connection: another can take the lock.
+	other, err := New(b.pool, b.options(Add(Schedule{Name: "a", Spec: Every(time.Hour), Topic: "t", Value: 1}))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopOther := start(t, other)
+	waitFor(t, "the other leading", other.Leading)
+	px.Restore()
+	stopOther()
+	waitFor(t, "leading again", s.Leading)
+}
+
+// Three schedulers at a 200 ms interval, the active one killed (its
+// connection cut) mid-run: every firing is enqueued once, by the one
+// active then; the killed one enqueues none after the cut; the firings
+// missed during the failover are those RunLast allows (all but the last).
+func TestFailover(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const interval = 200 * time.Millisecond
+	spec := Every(interval)
+	type instance struct {
+		s  *Scheduler
+		px *cutproxy.Proxy
+	}
+	var ins []instance
+	for i := range 3 {
+		pool, px := b.proxiedPool(t)
+		s, err := New(pool, b.options(Add(Schedule{Name: "tick", Spec: spec, Job: byJob("t", fmt.Sprint(i)), Missed: RunLast}))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start(t, s)
+		ins = append(ins, instance{s, px})
+	}
+	// leader returns the one scheduler that believes it leads, besides
+	// skip (the killed one, which learns that it lost the lock only at
+	// its next check or firing: the database, not this belief, keeps it
+	// from firing), or -1.
+	leader := func(skip int) int {
+		n, who := 0, -1
+		for i, in := range ins {
+			if i != skip && in.s.Leading() {
+				n, who = n+1, i
+			}
+		}
+		if n > 1 {
+			t.Errorf("%d schedulers leading at once", n)
+		}
+		return who
+	}
+	waitFor(t, "a leader", func() bool { return leader(-1) >= 0 })
+	waitFor(t, "10 firings", func() bool { return b.count(t, "tick") >= 10 })
+	killed := leader(-1)
+	cutAt := time.Now()
+	ins[killed].px.Cut()
+	waitFor(t, "a new leader", func() bool { return leader(killed) >= 0 })
+	takenAt := time.Now()
+	waitFor(t, "the killed one to see it lost the lock", func() bool { return !ins[killed].s.Leading() })
+	before := b.count(t, "tick")
+	waitFor(t, "10 firings after the failover", func() bool { return b.count(t, "tick") >= before+10 })
+	for _, in := range ins {
+		in.px.Restore() // for a clean stop
+	}
+	rows := b.rows(t) // fails on a firing enqueued twice
+	for _, r := range rows {
+		if r.by == fmt.Sprint(killed) && r.at.After(cutAt) {
+			t.Errorf("firing %v enqueued by the killed scheduler after its cut at %v", r.at, cutAt)
+		}
+	}
+	first, last := rows[0].at, rows[len(rows)-1].at
+	have := map[time.Time]bool{}
+	for _, r := range rows {
+		have[r.at] = true
+	}
+	missing := 0
+	for at := first; !at.After(last); at = spec.Next(at) {
+		if have[at] {
+			continue
+		}
+		missing++
+		// Missed while no scheduler was active, and not the last such
+		// one (RunLast runs that): after the cut, and its next firing
+		// due before the new leader took over.
+		if !at.After(cutAt.Add(-interval)) || spec.Next(at).After(takenAt) {
+			t.Errorf("firing %v missing (cut at %v, taken over by %v)", at, cutAt.Format(time.StampMilli), takenAt.Format(time.StampMilli))
+		}
+	}
+	t.Logf("%d firings from %v to %v, %d missed in the failover (cut at %v, new leader seen %v after)",
+		len(rows), first.Format(time.StampMilli), last.Format(time.StampMilli), missing, cutAt.Format(time.StampMilli), takenAt.Sub(cutAt))
+}
+
+// The missed-firing policies: a schedule whose state says it last fired
+// an hour ago runs its last missed firing once (RunLast) or none
+// (Skip); a schedule with no state has missed nothing.
+func TestMissedFirings(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	before := time.Now()
+	hourAgo := before.Add(-time.Hour).Truncate(time.Minute)
+	for _, name := range []string{"skip", "last"} {
+		if _, err := b.pool.Exec(t.Context(), "INSERT INTO "+StateTable+" (app, schedule, last_firing) VALUES ($1, $2, $3)", b.app, name, hourAgo); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := New(b.pool, b.options(
+		Add(Schedule{Name: "skip", Spec: Every(time.Minute), Topic: "t", Value: 1, Missed: Skip}),
+		Add(Schedule{Name: "last", Spec: Every(time.Minute), Topic: "t", Value: 1, Missed: RunLast}),
+		Add(Schedule{Name: "new", Spec: Every(time.Minute), Topic: "t", Value: 1, Missed: RunLast}),
+		// Fires soon after the start: once it has, the missed firings
+		// were dealt with (that comes first).
+		Add(Schedule{Name: "marker", Spec: Every(50 * time.Millisecond), Topic: "t", Value: 1}))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := start(t, s)
+	waitFor(t, "a marker firing", func() bool { return b.count(t, "marker") > 0 })
+	stop()
+	after := time.Now()
+	var last []time.Time
+	for _, r := range b.rows(t) {
+		switch r.schedule {
+		case "skip", "new":
+			if !r.at.After(before) {
+				t.Errorf("schedule %s: firing %v, due before the start (%v): a missed one", r.schedule, r.at, before)
+			}
+		case "last":
+			if !r.at.After(before) {
+				last = append(last, r.at)
+			}
+		}
+	}
+	if len(last) != 1 {
+		t.Fatalf("RunLast: %d missed firings enqueued (%v), want 1", len(last), last)
+	}
+	if got := last[0]; got.Before(before.Truncate(time.Minute)) || got.After(after) || got.Truncate(time.Minute) != got {
+		t.Errorf("RunLast enqueued %v, want the last whole minute before the start (%v)", got, before)
+	}
+}
