@@ -5,7 +5,7 @@ go 1.26.0
 // The shareq modules of this repository, which is not published: every
 // module builds from a clone, also without go.work (GOWORK=off, go mod tidy).
 replace (
-	github.com/shareq/shareq => ../
+	github.com/shareq/shareq => ..
 	github.com/shareq/shareq/enqueue/pgoutbox => ../enqueue/pgoutbox
 	github.com/shareq/shareq/idempotency/pgstore => ../idempotency/pgstore
 	github.com/shareq/shareq/migrations => ../migrations
