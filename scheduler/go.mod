@@ -15,6 +15,7 @@ require (
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/shareq/shareq v0.0.0-00010101000000-000000000000
 	github.com/shareq/shareq/enqueue/pgoutbox v0.0.0-00010101000000-000000000000
+	github.com/shareq/shareq/migrations v0.0.0-00010101000000-000000000000
 	go.uber.org/goleak v1.3.0
 )
 
