@@ -93,12 +93,11 @@ func MustParseCron(expr string) *Cron {
 	return c
 }
 
-// possible reports whether some day matches: a day of month that exists
-// in one of the months (with February 29), or any day of week.
+// possible reports whether some day matches: with the day of week
+// restricted, any month has every day of week (and, with both restricted,
+// either field matching is enough); otherwise a day of month must exist
+// in one of the months (February with its 29th).
 func (c *Cron) possible() bool {
-	if !c.domStar && !c.dowStar {
-		return true // either matches: the day of week always comes round
-	}
 	if !c.dowStar {
 		return true
 	}

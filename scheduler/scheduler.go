@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -88,7 +89,7 @@ type Scheduler struct {
 	pool    *pgxpool.Pool
 	cfg     config
 	lockKey int64
-	now     func() time.Time // time.Now; tests may set it before Run
+	now     func() time.Time // time.Now
 
 	started atomic.Bool
 	leading atomic.Bool // written by Run's loop
@@ -161,19 +162,9 @@ func (s *Scheduler) Upcoming(t time.Time, n int) []Firing {
 		if c := a.At.Compare(b.At); c != 0 {
 			return c
 		}
-		return compareStrings(a.Schedule, b.Schedule)
+		return strings.Compare(a.Schedule, b.Schedule)
 	})
 	return out
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Check returns an error, saying to run the migrations, when the state
@@ -216,7 +207,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			return nil
 		}
 		if err != nil {
-			s.cfg.log.WarnContext(ctx, "scheduler: connection lost; retrying", slog.Any("err", err))
+			s.cfg.log.WarnContext(ctx, "scheduler: database error; trying again for the lock", slog.Any("err", err))
 		}
 		if !sleep(ctx, s.cfg.retryInterval) {
 			return nil
@@ -252,6 +243,11 @@ func (s *Scheduler) term(ctx context.Context) error {
 		}
 	}
 }
+
+// maxDue bounds the firings of one schedule enqueued at once, after a
+// stall of the active scheduler (a suspended machine): the latest maxDue
+// are kept, and the older ones dropped with a warning.
+const maxDue = 100
 
 // state is one schedule's place in the active scheduler's loop.
 type state struct {
@@ -303,9 +299,20 @@ func (s *Scheduler) lead(ctx context.Context, conn *pgx.Conn) error {
 		var due []Firing
 		wake := now.Add(s.cfg.checkInterval)
 		for _, st := range states {
+			var n, dropped int
 			for !st.next.IsZero() && !st.next.After(now) {
+				if n == maxDue {
+					due = slices.Delete(due, len(due)-maxDue, len(due)-maxDue+1)
+					dropped++
+				} else {
+					n++
+				}
 				due = append(due, Firing{Schedule: st.sched.Name, At: st.next})
 				st.next = st.sched.Spec.Next(st.next)
+			}
+			if dropped > 0 {
+				s.cfg.log.WarnContext(ctx, "scheduler: stalled for more than its firings allow; dropped the oldest",
+					slog.String("schedule", st.sched.Name), slog.Int("dropped", dropped), slog.Int("kept", maxDue))
 			}
 			if !st.next.IsZero() && st.next.Before(wake) {
 				wake = st.next
@@ -313,8 +320,9 @@ func (s *Scheduler) lead(ctx context.Context, conn *pgx.Conn) error {
 		}
 		if len(due) > 0 {
 			// Of several firings of one schedule due at once (a stall
-			// longer than its period), all are enqueued: they fell due
-			// while this scheduler was active, so they are not missed.
+			// longer than its period), all are enqueued, up to maxDue:
+			// they fell due while this scheduler was active, so they are
+			// not missed.
 			if err := s.fire(ctx, conn, due); err != nil {
 				return err
 			}

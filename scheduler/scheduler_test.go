@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -484,5 +485,57 @@ func TestMissedFirings(t *testing.T) {
 	}
 	if got := last[0]; got.Before(before.Truncate(time.Minute)) || got.After(after) || got.Truncate(time.Minute) != got {
 		t.Errorf("RunLast enqueued %v, want the last whole minute before the start (%v)", got, before)
+	}
+}
+
+// A stall of the active scheduler (its clock jumps an hour: a suspended
+// machine) enqueues the firings that fell due, the latest maxDue of each
+// schedule, once each.
+func TestStall(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	spec := Every(time.Second)
+	s, err := New(b.pool, b.options(Add(Schedule{Name: "tick", Spec: spec, Topic: "t", Value: 1}))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := time.Now().Truncate(time.Second).Add(100 * time.Millisecond)
+	var clock atomic.Int64
+	clock.Store(base.UnixNano())
+	s.now = func() time.Time { return time.Unix(0, clock.Load()) }
+	stop := start(t, s)
+	waitFor(t, "leading", s.Leading)
+	jumped := base.Add(time.Hour)
+	clock.Store(jumped.UnixNano())
+	waitFor(t, "the firings of the stall", func() bool { return b.count(t, "tick") >= maxDue })
+	stop()
+	rows := b.rows(t)
+	if len(rows) != maxDue {
+		t.Fatalf("%d firings enqueued, want %d", len(rows), maxDue)
+	}
+	want := jumped.Truncate(time.Second).Add(-time.Duration(maxDue-1) * time.Second)
+	for i, r := range rows {
+		if !r.at.Equal(want) {
+			t.Fatalf("firing %d at %v, want %v (the latest %d)", i, r.at, want, maxDue)
+		}
+		want = spec.Next(want)
+	}
+}
+
+// Run is for once; a second call fails without disturbing the first.
+func TestRunTwice(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s, err := New(b.pool, b.options(Add(Schedule{Name: "a", Spec: Every(time.Hour), Topic: "t", Value: 1}))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, s)
+	waitFor(t, "leading", s.Leading)
+	if err := s.Run(t.Context()); err == nil || !strings.Contains(err.Error(), "twice") {
+		t.Fatalf("second Run = %v, want an error", err)
+	}
+	if !s.Leading() {
+		t.Fatal("the first Run stopped leading")
 	}
 }
