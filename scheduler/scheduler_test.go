@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,7 +18,9 @@ import (
 
 	"github.com/shareq/shareq/enqueue"
 	"github.com/shareq/shareq/enqueue/pgoutbox"
+	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/cutproxy"
+	"github.com/shareq/shareq/internal/kafkatest"
 	"github.com/shareq/shareq/migrations"
 	"github.com/shareq/shareq/migrations/pgtest"
 )
@@ -32,6 +35,9 @@ type bundle struct {
 	pool   *pgxpool.Pool
 	schema string
 	app    string
+	// produced counts the firings a relay took out of the outbox (none
+	// without one).
+	produced func() uint64
 }
 
 func setup(t *testing.T) *bundle {
@@ -40,7 +46,7 @@ func setup(t *testing.T) *bundle {
 	if err := migrations.Up(t.Context(), pool); err != nil {
 		t.Fatal(err)
 	}
-	return &bundle{pool: pool, schema: schema, app: "test-" + schema}
+	return &bundle{pool: pool, schema: schema, app: "test-" + schema, produced: func() uint64 { return 0 }}
 }
 
 // proxiedPool returns a pool on b's schema whose connections go through
@@ -360,28 +366,28 @@ func TestLeadershipLostWithConnection(t *testing.T) {
 	waitFor(t, "leading again", s.Leading)
 }
 
-// Three schedulers at a 200 ms interval, the active one killed (its
-// connection cut) mid-run: every firing is enqueued once, by the one
-// active then; the killed one enqueues none after the cut; the firings
-// missed during the failover are those RunLast allows (all but the last).
-func TestFailover(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	const interval = 200 * time.Millisecond
-	spec := Every(interval)
+// failoverInterval is the interval of the failover tests' schedule.
+const failoverInterval = 200 * time.Millisecond
+
+// failover runs three schedulers of one schedule at failoverInterval, and
+// kills the active one mid-run (its connection cut), then stops them all;
+// it returns the killed one's number, the time of the cut, and the time
+// another was seen leading.
+func failover(t *testing.T, b *bundle, topic string) (killed int, cutAt, takenAt time.Time) {
+	t.Helper()
 	type instance struct {
-		s  *Scheduler
-		px *cutproxy.Proxy
+		s    *Scheduler
+		px   *cutproxy.Proxy
+		stop func()
 	}
 	var ins []instance
 	for i := range 3 {
 		pool, px := b.proxiedPool(t)
-		s, err := New(pool, b.options(Add(Schedule{Name: "tick", Spec: spec, Job: byJob("t", fmt.Sprint(i)), Missed: RunLast}))...)
+		s, err := New(pool, b.options(Add(Schedule{Name: "tick", Spec: Every(failoverInterval), Job: byJob(topic, fmt.Sprint(i)), Missed: RunLast}))...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		start(t, s)
-		ins = append(ins, instance{s, px})
+		ins = append(ins, instance{s, px, start(t, s)})
 	}
 	// leader returns the one scheduler that believes it leads, besides
 	// skip (the killed one, which learns that it lost the lock only at
@@ -399,45 +405,112 @@ func TestFailover(t *testing.T) {
 		}
 		return who
 	}
+	// fired counts the firings, whether still in the outbox or produced.
+	fired := func() int {
+		return b.count(t, "tick") + int(b.produced())
+	}
 	waitFor(t, "a leader", func() bool { return leader(-1) >= 0 })
-	waitFor(t, "10 firings", func() bool { return b.count(t, "tick") >= 10 })
-	killed := leader(-1)
-	cutAt := time.Now()
+	waitFor(t, "10 firings", func() bool { return fired() >= 10 })
+	killed = leader(-1)
+	cutAt = time.Now()
 	ins[killed].px.Cut()
 	waitFor(t, "a new leader", func() bool { return leader(killed) >= 0 })
-	takenAt := time.Now()
+	takenAt = time.Now()
 	waitFor(t, "the killed one to see it lost the lock", func() bool { return !ins[killed].s.Leading() })
-	before := b.count(t, "tick")
-	waitFor(t, "10 firings after the failover", func() bool { return b.count(t, "tick") >= before+10 })
+	before := fired()
+	waitFor(t, "10 firings after the failover", func() bool { return fired() >= before+10 })
 	for _, in := range ins {
 		in.px.Restore() // for a clean stop
+		in.stop()
 	}
-	rows := b.rows(t) // fails on a firing enqueued twice
+	return killed, cutAt, takenAt
+}
+
+// checkFailover checks the firings of a failover: each once (rows fails
+// on a repeat), none by the killed scheduler after its cut, and none
+// missing but those RunLast allows: missed while no scheduler was active,
+// and not the last such one.
+func checkFailover(t *testing.T, rows []row, killed int, cutAt, takenAt time.Time) {
+	t.Helper()
+	if len(rows) < 20 {
+		t.Fatalf("%d firings, want at least 20", len(rows))
+	}
+	spec := Every(failoverInterval)
+	slices.SortFunc(rows, func(a, b row) int { return a.at.Compare(b.at) })
+	have := map[time.Time]bool{}
 	for _, r := range rows {
+		have[r.at] = true
 		if r.by == fmt.Sprint(killed) && r.at.After(cutAt) {
 			t.Errorf("firing %v enqueued by the killed scheduler after its cut at %v", r.at, cutAt)
 		}
 	}
 	first, last := rows[0].at, rows[len(rows)-1].at
-	have := map[time.Time]bool{}
-	for _, r := range rows {
-		have[r.at] = true
-	}
 	missing := 0
 	for at := first; !at.After(last); at = spec.Next(at) {
 		if have[at] {
 			continue
 		}
 		missing++
-		// Missed while no scheduler was active, and not the last such
-		// one (RunLast runs that): after the cut, and its next firing
-		// due before the new leader took over.
-		if !at.After(cutAt.Add(-interval)) || spec.Next(at).After(takenAt) {
+		if !at.After(cutAt.Add(-failoverInterval)) || spec.Next(at).After(takenAt) {
 			t.Errorf("firing %v missing (cut at %v, taken over by %v)", at, cutAt.Format(time.StampMilli), takenAt.Format(time.StampMilli))
 		}
 	}
 	t.Logf("%d firings from %v to %v, %d missed in the failover (cut at %v, new leader seen %v after)",
 		len(rows), first.Format(time.StampMilli), last.Format(time.StampMilli), missing, cutAt.Format(time.StampMilli), takenAt.Sub(cutAt))
+}
+
+// Three schedulers at a 200 ms interval, the active one killed (its
+// connection cut) mid-run: every firing is in the outbox once.
+func TestFailover(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	killed, cutAt, takenAt := failover(t, b, "t")
+	checkFailover(t, b.rows(t), killed, cutAt, takenAt)
+}
+
+// The same with a relay moving the firings to Kafka (kfake, or the
+// broker of SHAREQ_TEST_BROKERS): every firing produced once.
+func TestFailoverThroughRelay(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := kafkatest.New(t)
+	topic := c.Topic(t, 3)
+	relay, err := pgoutbox.NewRelay(b.pool, c.Client(t, enqueue.ProducerOpts()...),
+		pgoutbox.PollInterval(200*time.Millisecond), pgoutbox.Logger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopRelay := kafkatest.Run(t, relay.Run)
+	b.produced = func() uint64 { return relay.Stats().Produced }
+	killed, cutAt, takenAt := failover(t, b, topic)
+	waitFor(t, "the outbox empty", func() bool { return b.count(t, "tick") == 0 })
+	if err := stopRelay(); err != nil {
+		t.Fatalf("relay: %v", err)
+	}
+	n := int(relay.Stats().Produced)
+	var rows []row
+	seen := map[string]bool{}
+	for _, r := range c.Consume(t, topic, n) {
+		var id string
+		for _, h := range r.Headers {
+			if h.Key == handler.JobIDHeader {
+				id = string(h.Value)
+			}
+		}
+		if seen[id] {
+			t.Errorf("job %s produced twice", id)
+		}
+		seen[id] = true
+		var fv firingValue
+		if err := json.Unmarshal(r.Value, &fv); err != nil {
+			t.Fatal(err)
+		}
+		if want := b.app + "/tick/" + fv.At.UTC().Format(time.RFC3339Nano); id != want {
+			t.Errorf("job ID %q, want %q", id, want)
+		}
+		rows = append(rows, row{schedule: "tick", at: fv.At, by: fv.By, jobID: id})
+	}
+	checkFailover(t, rows, killed, cutAt, takenAt)
 }
 
 // The missed-firing policies: a schedule whose state says it last fired
