@@ -78,6 +78,9 @@
 //
 // A [Scheduler] is safe for concurrent use; Run it once. It needs
 // migrations.Up (0002, 0003 and 0005) and a relay running somewhere.
+// While it runs, active or not, it holds one connection of its own,
+// taken out of the pool (the pool may open another in its place), and
+// uses none of the pool's others.
 //
 // # The cron parser
 //
