@@ -80,7 +80,7 @@
 // migrations.Up (0002, 0003 and 0005) and a relay running somewhere.
 // While it runs, active or not, it holds one connection of its own,
 // taken out of the pool (the pool may open another in its place), and
-// uses none of the pool's others.
+// otherwise uses the pool only for its check at start.
 //
 // # The cron parser
 //
