@@ -84,10 +84,11 @@
 //
 // # The cron parser
 //
-// [Cron] is this package's own: about 250 lines, fuzzed
-// (FuzzParseCron checks every parsed expression's next time against the
-// fields, minute by minute). The common Go cron libraries bring their
-// own runner and goroutines, which this package does not want (it needs
-// next-time only), and robfig/cron, the usual choice, has had no release
-// since 2020; five fields need little code.
+// [Cron] is this package's own, about 250 lines, fuzzed (FuzzParseCron
+// checks the next time of every expression it parses against the fields,
+// minute by minute). robfig/cron, the usual Go choice, has a parser that
+// can be used alone, but its last release is from 2020 and its module
+// also brings a runner this package does not want; next-time for five
+// fields is little code, and owning it lets the daylight-saving rules
+// above be ours and tested.
 package scheduler

@@ -612,3 +612,27 @@ func TestRunTwice(t *testing.T) {
 		t.Fatal("the first Run stopped leading")
 	}
 }
+
+// A graceful stop ends the session, so another scheduler takes over at
+// its next try, without waiting for a timeout.
+func TestStopHandsOver(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	sched := Schedule{Name: "a", Spec: Every(time.Hour), Topic: "t", Value: 1}
+	first, err := New(b.pool, b.options(Add(sched))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopFirst := start(t, first)
+	waitFor(t, "the first leading", first.Leading)
+	second, err := New(b.pool, b.options(Add(sched))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, second)
+	stopFirst()
+	if first.Leading() {
+		t.Fatal("stopped, and still leading")
+	}
+	waitFor(t, "the second leading", second.Leading)
+}
