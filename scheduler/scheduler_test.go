@@ -640,3 +640,106 @@ func TestStopHandsOver(t *testing.T) {
 	}
 	waitFor(t, "the second leading", second.Leading)
 }
+
+// The missed-firing policies across a failover with a gap: the active
+// scheduler dies, none runs for several firings, then another starts.
+// RunLast enqueues the last firing of the gap, Skip none of them; the
+// firings before the gap and after the start are all there.
+func TestFailoverGap(t *testing.T) {
+	t.Parallel()
+	for _, policy := range []Missed{RunLast, Skip} {
+		t.Run(policy.String(), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			spec := Every(failoverInterval)
+			sched := func(by string) Option {
+				return Add(Schedule{Name: "tick", Spec: spec, Job: byJob("t", by), Missed: policy})
+			}
+			pool, px := b.proxiedPool(t)
+			first, err := New(pool, b.options(sched("first"))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stopFirst := start(t, first)
+			waitFor(t, "3 firings", func() bool { return b.count(t, "tick") >= 3 })
+			px.Cut()
+			cutAt := time.Now()
+			waitFor(t, "the first to see it lost the lock", func() bool { return !first.Leading() })
+			// The gap itself: five firings' time with no scheduler.
+			waitFor(t, "a gap of 5 firings", func() bool { return time.Since(cutAt) > 5*failoverInterval })
+			startAt := time.Now()
+			second, err := New(b.pool, b.options(sched("second"))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stopSecond := start(t, second)
+			waitFor(t, "the second leading", second.Leading)
+			ledAt := time.Now()
+			waitFor(t, "3 firings after the start", func() bool {
+				for _, r := range b.rows(t) {
+					if r.at.After(ledAt.Add(2 * failoverInterval)) {
+						return true
+					}
+				}
+				return false
+			})
+			stopSecond()
+			px.Restore()
+			stopFirst()
+
+			rows := b.rows(t)
+			var lastFirst time.Time
+			var bySecond []time.Time
+			for _, r := range rows {
+				switch r.by {
+				case "first":
+					if r.at.After(cutAt) {
+						t.Errorf("first fired %v after its cut at %v", r.at, cutAt)
+					}
+					lastFirst = r.at
+				case "second":
+					bySecond = append(bySecond, r.at)
+				}
+			}
+			if lastFirst.IsZero() || len(bySecond) == 0 {
+				t.Fatalf("firings: first's last %v, second's %v", lastFirst, bySecond)
+			}
+			// The second's first firing: the gap's last (RunLast), or
+			// the first due after it started (Skip).
+			got := bySecond[0]
+			switch policy {
+			case RunLast:
+				// The last due by the moment it took over, between its
+				// start and its being seen leading.
+				if !spec.Next(got).After(startAt) || got.After(ledAt) {
+					t.Errorf("RunLast: first firing of the second %v, want the last one due by its start (%v to %v)", got, startAt.Format(time.StampMilli), ledAt.Format(time.StampMilli))
+				}
+				if !got.After(spec.Next(lastFirst)) {
+					t.Errorf("RunLast: the gap (%v to %v) is not a gap", lastFirst, got)
+				}
+			case Skip:
+				if !got.After(startAt) || got.After(ledAt.Add(failoverInterval)) {
+					t.Errorf("Skip: first firing of the second %v, want the first due after its start (%v to %v)", got, startAt.Format(time.StampMilli), ledAt.Format(time.StampMilli))
+				}
+			}
+			// Contiguous before the gap and from the second's first on.
+			for i := 1; i < len(bySecond); i++ {
+				if want := spec.Next(bySecond[i-1]); !bySecond[i].Equal(want) {
+					t.Errorf("second: firing %v after %v, want %v", bySecond[i], bySecond[i-1], want)
+				}
+			}
+			prev := time.Time{}
+			for _, r := range rows {
+				if r.by != "first" {
+					continue
+				}
+				if !prev.IsZero() && !r.at.Equal(spec.Next(prev)) {
+					t.Errorf("first: firing %v after %v", r.at, prev)
+				}
+				prev = r.at
+			}
+			t.Logf("%s: first's last firing %v, cut %v, second started %v, its first firing %v",
+				policy, lastFirst.Format(time.StampMilli), cutAt.Format(time.StampMilli), startAt.Format(time.StampMilli), got.Format(time.StampMilli))
+		})
+	}
+}
