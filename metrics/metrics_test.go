@@ -67,8 +67,9 @@ func TestNewRegistersEveryMetricWithTopics(t *testing.T) {
 		t.Errorf("families = %v, want %v", got, want)
 	}
 	err := testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP shareq_jobs_total Records acknowledged by the worker, by topic, outcome (succeeded, parked, retried, discarded, interrupted) and acknowledgement (accept, release, reject).
+# HELP shareq_jobs_total Records acknowledged by the worker, by topic, outcome (succeeded, parked, retried, discarded, interrupted, cancelled) and acknowledgement (accept, release, reject).
 # TYPE shareq_jobs_total counter
+shareq_jobs_total{ack="accept",outcome="cancelled",topic="emails"} 0
 shareq_jobs_total{ack="accept",outcome="parked",topic="emails"} 0
 shareq_jobs_total{ack="accept",outcome="succeeded",topic="emails"} 0
 shareq_jobs_total{ack="reject",outcome="discarded",topic="emails"} 0

@@ -258,7 +258,7 @@ func TestRequireFailuresSayWhatHappened(t *testing.T) {
 		{"unknown", func(tb testing.TB) { res.RequireAccepted(tb, "ghost") },
 			[]string{`no job "ghost" was delivered in this Run; jobs: ["good" "bad"]`}},
 		{"counts", func(tb testing.TB) { res.RequireCounts(tb, shareqtest.Counts{Accepted: 2}) },
-			[]string{"outcomes {Accepted:1 Rejected:1 Parked:0 Archived:0 Pending:0}, want {Accepted:2", "job good (jobs/0/0): accepted after 1 deliveries"}},
+			[]string{"outcomes {Accepted:1 Rejected:1 Parked:0 Archived:0 Pending:0 Cancelled:0}, want {Accepted:2", "job good (jobs/0/0): accepted after 1 deliveries"}},
 	} {
 		msg := fatal(t, tc.fn)
 		for _, w := range tc.want {
