@@ -151,6 +151,23 @@ func TestPauseEvents(t *testing.T) {
 	}
 }
 
+// A cancelled job (ACCEPTed without running) counts as
+// shareq_jobs_total{outcome="cancelled",ack="accept"}, not as a success.
+func TestJobFinishedCancelled(t *testing.T) {
+	t.Parallel()
+	reg, m := setup(t)
+	j := job("emails", 1)
+	m.JobStarted(j)
+	m.JobFinished(j, worker.Result{Outcome: worker.OutcomeCancelled, Ack: worker.AckAccept, Ran: true, Final: true, LockLeft: 25 * time.Second})
+	mfs := scrape(t, reg)
+	if got := value(t, mfs, "shareq_jobs_total", "topic", "emails", "outcome", "cancelled", "ack", "accept"); got != 1 {
+		t.Errorf("jobs_total{outcome=cancelled} = %v, want 1", got)
+	}
+	if got := value(t, mfs, "shareq_jobs_total", "topic", "emails"); got != 1 {
+		t.Errorf("jobs_total of the topic = %v, want the one cancelled", got)
+	}
+}
+
 func TestJobFinished(t *testing.T) {
 	t.Parallel()
 	reg, m := setup(t)
