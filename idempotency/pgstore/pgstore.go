@@ -29,6 +29,14 @@
 //		return err
 //	})
 //
+// A key can also hold a cancel: pgoutbox.CancelTx with pgoutbox.ClaimKey
+// inserts a produced job's key with cancelled_at set (migration 0004), and
+// [Store.Claim] then neither claims the key nor runs the handler, and
+// returns [idempotency.ErrCancelled]: idempotency.Middleware ACCEPTs the
+// job and the worker reports it as cancelled. The primary key orders a
+// cancel and a run's claim of one key: the later insert waits for the
+// earlier transaction, so a job either runs or is cancelled, never both.
+//
 // A claim holds a pooled connection and a transaction open while the
 // handler runs: size the pool for the worker's concurrency plus what the
 // rest of the application needs, and keep handlers that hold a claim short
