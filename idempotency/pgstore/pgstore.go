@@ -106,8 +106,9 @@ type config struct {
 // qualified by a schema ("jobs.processed"). The table needs the columns
 // key (text, primary key or unique), claimed_at (timestamptz, default
 // now()) and cancelled_at (timestamptz, nullable), as in the migrations
-// package. pgoutbox.CancelTx writes its cancels into [TableDefault] only. Default [TableDefault], found
-// through the connection's search_path.
+// package. Default [TableDefault], found through the connection's
+// search_path. pgoutbox.CancelTx writes its cancels into TableDefault
+// only: a worker on another table never sees them.
 func Table(name string) Option {
 	return optionFunc(func(c *config) { c.table = name })
 }
