@@ -63,7 +63,8 @@ const (
 	// (pgoutbox.CancelTx with pgoutbox.ClaimKey) and the idempotency
 	// middleware found the cancel in its claim table
 	// ([handler.NoteCancelled]): the handler did not run; ACCEPT. Never
-	// counted as a success.
+	// counted as a success. [Result.Ran] is true and Duration is set:
+	// the handler chain ran, up to the claim.
 	OutcomeCancelled
 )
 

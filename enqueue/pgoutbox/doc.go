@@ -153,6 +153,8 @@
 // ClaimKey a produced job is [CancelProduced] and runs; and a worker that
 // does not claim its jobs with idempotency.Middleware on
 // idempotency/pgstore never reads the cancel, so it runs the job too.
+// A cancel row is a claim row: pgstore's Sweep deletes it with the claims
+// of its age, after which a redelivery of the job would run it.
 //
 //	res, err := pgoutbox.Cancel(ctx, pool, jobID,
 //		pgoutbox.ClaimKey(idempotency.Key("mailer", "emails", jobID)))
