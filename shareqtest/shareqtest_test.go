@@ -229,6 +229,28 @@ func TestDLQParksAndKeepsTheEnvelope(t *testing.T) {
 	}
 }
 
+// A job whose claim holds a cancel (the chain notes it and returns nil,
+// as idempotency.Middleware does) is Cancelled, not Accepted.
+func TestRunReportsCancelledJobs(t *testing.T) {
+	t.Parallel()
+	q := shareqtest.New(t)
+	stopped := q.Produce(t, []byte("a"), shareqtest.JobID("stopped"))
+	ran := q.Produce(t, []byte("b"), shareqtest.JobID("ran"))
+	res := q.Run(t, handler.Func(func(ctx context.Context, j *handler.Job) error {
+		if j.ID() == "stopped" {
+			handler.NoteCancelled(ctx)
+		}
+		return nil
+	}))
+	res.RequireCancelled(t, stopped)
+	res.RequireAccepted(t, ran)
+	res.RequireCounts(t, shareqtest.Counts{Accepted: 1, Cancelled: 1})
+	j, _ := res.Job(stopped)
+	if d := j.Deliveries; len(d) != 1 || d[0].Outcome != worker.OutcomeCancelled || d[0].Ack != worker.AckAccept {
+		t.Errorf("deliveries %+v", d)
+	}
+}
+
 func TestRequireFailuresSayWhatHappened(t *testing.T) {
 	t.Parallel()
 	q := shareqtest.New(t, shareqtest.DeliveryLimit(2))
