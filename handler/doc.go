@@ -26,7 +26,10 @@
 // The outcome is what the worker reports (worker.Result.Outcome, its log,
 // the metrics): a job the dlq middleware parked is ACCEPTed, but reported
 // as parked, never as a success. The middleware says so with
-// [NoteParked]; other middleware can ask [ParkedFrom].
+// [NoteParked]; other middleware can ask [ParkedFrom]. Likewise a job
+// whose claim holds a cancel (the idempotency middleware with
+// idempotency/pgstore, after pgoutbox.CancelTx) is ACCEPTed without running
+// and reported as cancelled: [NoteCancelled], [CancelledFrom].
 //
 // RELEASE makes the record available again at once, to any member of the
 // share group, with its delivery count raised by one; the worker holds a

@@ -243,3 +243,34 @@ func TestExpectPark(t *testing.T) {
 		t.Fatal("WillPark after EndExpectPark")
 	}
 }
+
+// A cancel note: nothing outside a worker's note, not cancelled until
+// noted, cancelled once noted through a derived context, and a new note
+// starts clean.
+func TestCancelNote(t *testing.T) {
+	t.Parallel()
+	bare := context.Background()
+	if handler.NoteCancelled(bare) || handler.CancelledFrom(bare) {
+		t.Fatal("a context without a note takes or reports a cancel")
+	}
+	ctx := handler.WithParkNote(bare)
+	if handler.CancelledFrom(ctx) {
+		t.Fatal("a fresh note says cancelled")
+	}
+	child, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan bool)
+	go func() { done <- handler.NoteCancelled(child) }()
+	if !<-done {
+		t.Fatal("NoteCancelled found no note in a context derived from WithParkNote")
+	}
+	if !handler.CancelledFrom(ctx) {
+		t.Fatal("CancelledFrom after NoteCancelled = false")
+	}
+	if _, parked := handler.ParkedFrom(ctx); parked {
+		t.Fatal("a cancelled job reads as parked")
+	}
+	if handler.CancelledFrom(handler.WithParkNote(ctx)) {
+		t.Fatal("a new note inherits the old one's cancel")
+	}
+}

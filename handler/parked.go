@@ -32,6 +32,8 @@ type parkNote struct {
 	context.Context
 	mu     sync.Mutex
 	parked *Parked
+	// cancelled: the job was cancelled before it ran (NoteCancelled).
+	cancelled bool
 	// parker: a dead-letter middleware runs around the rest of the
 	// chain (ExpectPark); parkAny: it parks this delivery whatever the
 	// error, not only a permanent one.
@@ -134,4 +136,36 @@ func WillPark(ctx context.Context, err error) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.parker && (IsPermanent(err) || n.parkAny && !IsUnavailable(err))
+}
+
+// NoteCancelled records in the note ctx carries (see [WithParkNote]) that
+// the job was cancelled before it ran, so its handler did not run: the
+// idempotency middleware calls it when the job's claim key holds a
+// cancel (pgoutbox.CancelTx with pgoutbox.ClaimKey) and then returns nil.
+// The worker ACCEPTs the record and reports the job as cancelled, never as
+// a success. It reports whether ctx carries a note (false outside a
+// worker, where nobody asks).
+func NoteCancelled(ctx context.Context) bool {
+	n, ok := ctx.Value(parkNoteKey{}).(*parkNote)
+	if !ok || n == nil {
+		return false
+	}
+	n.mu.Lock()
+	n.cancelled = true
+	n.mu.Unlock()
+	return true
+}
+
+// CancelledFrom reports whether [NoteCancelled] recorded in ctx's note
+// that the job was cancelled. Middleware outside the idempotency
+// middleware can use it to tell a cancelled job from a success
+// (middleware.Logging does).
+func CancelledFrom(ctx context.Context) bool {
+	n, ok := ctx.Value(parkNoteKey{}).(*parkNote)
+	if !ok || n == nil {
+		return false
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cancelled
 }

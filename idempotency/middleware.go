@@ -95,6 +95,10 @@ func OnDuplicate(f func(job *handler.Job, key string)) Option {
 //   - key free, handler returns nil, claim committed: nil (ACCEPT).
 //   - key already claimed: nil (ACCEPT) without running the handler;
 //     [OnDuplicate] is told.
+//   - key holds a cancel (the store returns [ErrCancelled]: with
+//     pgstore, pgoutbox.CancelTx recorded one): nil (ACCEPT) without
+//     running the handler, and [handler.NoteCancelled], so that the
+//     worker reports the job as cancelled. [OnDuplicate] is not told.
 //   - handler returns an error: the claim is rolled back and the error is
 //     returned unchanged (a [handler.Permanent] error stays permanent).
 //   - the store fails, including a commit that failed or whose outcome is
@@ -162,6 +166,10 @@ func (c *config) handle(ctx context.Context, store Store, next handler.Handler, 
 			return err
 		}
 		return handlerErr
+	case !ran && errors.Is(err, ErrCancelled):
+		// The job was cancelled before it ran: done with, not run.
+		handler.NoteCancelled(ctx)
+		return nil
 	case handler.IsUnavailable(err):
 		// The store is down: every job would fail the same way. The
 		// worker pauses instead of spending deliveries.
@@ -178,6 +186,17 @@ func (c *config) handle(ctx context.Context, store Store, next handler.Handler, 
 		}
 	}
 	return nil
+}
+
+// Key returns the key [Middleware] claims for a job with ID jobID of
+// share group group on topic, with the default [KeyFunc] and [KeyPrefix]:
+// "group/topic/jobID" ("topic/jobID" for an empty group), hashed as
+// [MaxKeyLen] says when it cannot be stored as it is. The job ID is the
+// producer's shareq-job-id header (enqueue sets it). Give it to
+// pgoutbox.ClaimKey to cancel a produced job.
+func Key(group, topic, jobID string) string {
+	job := &handler.Job{Group: group, Topic: topic}
+	return storableKey(defaultPrefix(job) + jobID)
 }
 
 // key derives the key of job: prefix plus KeyFunc's key, hashed when it

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +23,7 @@ type fakeStore struct {
 	commitErr error // returned after fn succeeded
 	tx        any   // put in fn's context
 	duplicate bool  // report the key as claimed without running fn
+	cancelled bool  // report the key as cancelled without running fn
 	noClaim   bool  // run fn, then report no claim and no error (a broken store)
 	fnDown    bool  // fn's error came from a dead connection: wrap it in handler.Unavailable
 }
@@ -35,6 +37,8 @@ func (s *fakeStore) Claim(ctx context.Context, key string, fn func(context.Conte
 		return false, s.beginErr
 	case s.duplicate:
 		return false, nil
+	case s.cancelled:
+		return false, fmt.Errorf("fake: key %q: %w", key, idempotency.ErrCancelled)
 	}
 	if err := fn(idempotency.WithTx(ctx, s.tx)); err != nil {
 		if s.commitErr != nil {
@@ -304,6 +308,43 @@ func TestMiddlewareDuplicateFromStore(t *testing.T) {
 	mw := mustMiddleware(t, s, idempotency.OnDuplicate(func(*handler.Job, string) { called++ }))
 	if err := mw(h).Handle(t.Context(), job()); err != nil || runs() != 0 || called != 1 {
 		t.Fatalf("duplicate: err=%v runs=%d OnDuplicate calls=%d, want nil, 0, 1", err, runs(), called)
+	}
+}
+
+// A key that holds a cancel: ACCEPT (nil) without running the handler,
+// noted as cancelled for the worker, and not a duplicate.
+func TestMiddlewareCancelledFromStore(t *testing.T) {
+	t.Parallel()
+	s := &fakeStore{cancelled: true}
+	h, runs := counting(errors.New("must not run"))
+	dups := 0
+	mw := mustMiddleware(t, s, idempotency.OnDuplicate(func(*handler.Job, string) { dups++ }))
+	ctx := handler.WithParkNote(t.Context())
+	if err := mw(h).Handle(ctx, job()); err != nil || runs() != 0 || dups != 0 {
+		t.Fatalf("cancelled: err=%v runs=%d OnDuplicate calls=%d, want nil, 0, 0", err, runs(), dups)
+	}
+	if !handler.CancelledFrom(ctx) {
+		t.Fatal("cancelled job not noted (handler.CancelledFrom = false)")
+	}
+	// A duplicate is not noted as cancelled.
+	ctx = handler.WithParkNote(t.Context())
+	if err := mustMiddleware(t, &fakeStore{duplicate: true})(h).Handle(ctx, job()); err != nil || handler.CancelledFrom(ctx) {
+		t.Fatalf("duplicate: err=%v cancelled=%v, want nil, false", err, handler.CancelledFrom(ctx))
+	}
+}
+
+// Key is the key Middleware claims with its defaults.
+func TestKey(t *testing.T) {
+	t.Parallel()
+	for _, j := range []*handler.Job{job(jobID("order-7")), {Topic: "images", Headers: []handler.Header{jobID("order-7")}}, job(jobID("a\x00b"))} {
+		s := &fakeStore{}
+		h, _ := counting(nil)
+		if err := mustMiddleware(t, s)(h).Handle(t.Context(), j); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := idempotency.Key(j.Group, j.Topic, j.ID()), s.lastKey(t); got != want {
+			t.Errorf("Key(%q, %q, %q) = %q, Middleware claimed %q", j.Group, j.Topic, j.ID(), got, want)
+		}
 	}
 }
 

@@ -12,6 +12,14 @@ import (
 // would derive the same key.
 var ErrEmptyKey = errors.New("idempotency: empty key")
 
+// ErrCancelled is returned by a [Store]'s Claim, without calling fn, when
+// the key holds a cancel rather than a claim of a run: the job was
+// cancelled before it ran (pgoutbox.CancelTx with pgoutbox.ClaimKey writes
+// such a key into pgstore's table). [Middleware] turns it into an ACCEPT
+// without running the handler, reported by the worker as cancelled
+// ([handler.NoteCancelled]).
+var ErrCancelled = errors.New("idempotency: job cancelled")
+
 // ErrNilStore is returned by [Middleware] when it is given a nil [Store].
 var ErrNilStore = errors.New("idempotency: nil store")
 
@@ -25,6 +33,8 @@ var ErrNilStore = errors.New("idempotency: nil store")
 //     fn returns nil and the claim commits, Claim returns (true, nil).
 //   - The key is already claimed: Claim returns (false, nil) without
 //     calling fn.
+//   - The key holds a cancel (a store that records cancels, as pgstore
+//     does): Claim returns (false, [ErrCancelled]) without calling fn.
 //   - fn returns an error: the transaction rolls back, the key stays free,
 //     and Claim returns (false, that error) unchanged, so that errors.Is
 //     and errors.As see through it.

@@ -52,6 +52,8 @@
 //	                                           the broker archives it
 //	      outcome="interrupted" ack="release"  given back without a result
 //	                                           (lock ran out, MaxHold, shutdown)
+//	      outcome="cancelled"   ack="accept"   cancelled after it was produced
+//	                                           (pgoutbox.CancelTx): not run
 //	    One per delivery: a job retried once and then done counts one
 //	    retried and one succeeded. Successes are
 //	    shareq_jobs_total{outcome="succeeded"}; sum by (ack) for the

@@ -135,7 +135,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 	}
 	m := &Metrics{
 		jobs: counter("jobs_total",
-			"Records acknowledged by the worker, by topic, outcome (succeeded, parked, retried, discarded, interrupted) and acknowledgement (accept, release, reject).", "topic", "outcome", "ack"),
+			"Records acknowledged by the worker, by topic, outcome (succeeded, parked, retried, discarded, interrupted, cancelled) and acknowledgement (accept, release, reject).", "topic", "outcome", "ack"),
 		duration: histogram("job_duration_seconds",
 			"How long handlers ran, in seconds, for records whose handler ran.", c.durationBuckets, "topic"),
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "jobs_in_flight",
@@ -241,6 +241,7 @@ var jobSeries = []struct {
 	{worker.OutcomeDiscarded, worker.AckReject},
 	{worker.OutcomeDiscarded, worker.AckRelease},
 	{worker.OutcomeInterrupted, worker.AckRelease},
+	{worker.OutcomeCancelled, worker.AckAccept},
 }
 
 // JobFinished records an acknowledged record: shareq_jobs_total,

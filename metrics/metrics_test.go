@@ -67,8 +67,9 @@ func TestNewRegistersEveryMetricWithTopics(t *testing.T) {
 		t.Errorf("families = %v, want %v", got, want)
 	}
 	err := testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP shareq_jobs_total Records acknowledged by the worker, by topic, outcome (succeeded, parked, retried, discarded, interrupted) and acknowledgement (accept, release, reject).
+# HELP shareq_jobs_total Records acknowledged by the worker, by topic, outcome (succeeded, parked, retried, discarded, interrupted, cancelled) and acknowledgement (accept, release, reject).
 # TYPE shareq_jobs_total counter
+shareq_jobs_total{ack="accept",outcome="cancelled",topic="emails"} 0
 shareq_jobs_total{ack="accept",outcome="parked",topic="emails"} 0
 shareq_jobs_total{ack="accept",outcome="succeeded",topic="emails"} 0
 shareq_jobs_total{ack="reject",outcome="discarded",topic="emails"} 0
@@ -147,6 +148,23 @@ func TestPauseEvents(t *testing.T) {
 	}
 	if got := value(t, mfs, "shareq_worker_paused_seconds_total", "dependency", "postgres"); got != 12 {
 		t.Errorf("worker_paused_seconds_total = %v, want 12", got)
+	}
+}
+
+// A cancelled job (ACCEPTed without running) counts as
+// shareq_jobs_total{outcome="cancelled",ack="accept"}, not as a success.
+func TestJobFinishedCancelled(t *testing.T) {
+	t.Parallel()
+	reg, m := setup(t)
+	j := job("emails", 1)
+	m.JobStarted(j)
+	m.JobFinished(j, worker.Result{Outcome: worker.OutcomeCancelled, Ack: worker.AckAccept, Ran: true, Final: true, LockLeft: 25 * time.Second})
+	mfs := scrape(t, reg)
+	if got := value(t, mfs, "shareq_jobs_total", "topic", "emails", "outcome", "cancelled", "ack", "accept"); got != 1 {
+		t.Errorf("jobs_total{outcome=cancelled} = %v, want 1", got)
+	}
+	if got := value(t, mfs, "shareq_jobs_total", "topic", "emails"); got != 1 {
+		t.Errorf("jobs_total of the topic = %v, want the one cancelled", got)
 	}
 }
 

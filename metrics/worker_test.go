@@ -92,7 +92,7 @@ func TestWorkerMetrics(t *testing.T) {
 			t.Errorf("jobs_total{ack=%q} = %v, want %v", ack, got, want)
 		}
 	}
-	for outcome, want := range map[string]float64{"succeeded": 7, "retried": 2, "discarded": 1, "parked": 0, "interrupted": 0} {
+	for outcome, want := range map[string]float64{"succeeded": 7, "retried": 2, "discarded": 1, "parked": 0, "interrupted": 0, "cancelled": 0} {
 		if got := value(t, mfs, "shareq_jobs_total", "topic", topic, "outcome", outcome); got != want {
 			t.Errorf("jobs_total{outcome=%q} = %v, want %v", outcome, got, want)
 		}

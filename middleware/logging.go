@@ -15,7 +15,9 @@ import (
 // dead-letter middleware to park it. A job that a dlq middleware parks,
 // inside this one (handler.ParkedFrom) or around it (handler.WillPark),
 // is logged at Debug: the worker logs the parked job once, at Warn, with
-// its reason and dead-letter topic. A job whose context the worker
+// its reason and dead-letter topic. A job that the idempotency middleware
+// inside this one found cancelled (handler.CancelledFrom) is logged at
+// Debug as cancelled, not as done. A job whose context the worker
 // cancelled (shutdown, lost lock, maximum hold: a context cancelled with
 // a cause) and whose handler then failed is logged at Info as
 // interrupted, with the cause: it is released, not failed. Each record
@@ -42,6 +44,11 @@ func Logging(l *slog.Logger) handler.Middleware {
 				slog.String("job_id", job.ID()),
 				slog.Int("delivery", int(job.DeliveryCount)),
 				slog.Duration("took", time.Since(start)),
+			}
+			if err == nil && handler.CancelledFrom(ctx) {
+				// The idempotency middleware inside this one found the
+				// job cancelled: it did not run.
+				msg = "job cancelled; not run"
 			}
 			if p, parked := handler.ParkedFrom(ctx); err == nil && parked {
 				// The dlq middleware inside this one parked the job: not

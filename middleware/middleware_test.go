@@ -125,6 +125,26 @@ func TestLoggingParked(t *testing.T) {
 	}
 }
 
+// A job that the idempotency middleware inside Logging found cancelled is
+// logged as cancelled, not as done, at Debug: the worker logs it at Info.
+func TestLoggingCancelled(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	l := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	cancelled := handler.Func(func(ctx context.Context, _ *handler.Job) error {
+		handler.NoteCancelled(ctx)
+		return nil
+	})
+	ctx := handler.WithParkNote(context.Background())
+	if err := middleware.Logging(l)(cancelled).Handle(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if !strings.Contains(out, "level=DEBUG") || !strings.Contains(out, `msg="job cancelled; not run"`) || strings.Contains(out, "job done") {
+		t.Errorf("cancelled job's line = %q", out)
+	}
+}
+
 // Logging(nil) logs through the logger the job's context carries (the
 // worker's), and Logging(l) through l whatever the context carries.
 func TestLoggingUsesTheContextLogger(t *testing.T) {

@@ -15,19 +15,10 @@ func TestEmbeddedMigrations(t *testing.T) {
 	if len(ms) == 0 {
 		t.Fatal("no migrations embedded")
 	}
-	// 0004 is written on another branch, in parallel with 0005 (the
-	// scheduler's): until both are merged, 4 is the one gap allowed.
-	// Remove pending once 0004 is in.
-	pending := map[int64]bool{4: true}
-	want := int64(1)
-	for _, m := range ms {
-		for pending[want] && m.version != want {
-			want++
+	for i, m := range ms {
+		if m.version != int64(i+1) {
+			t.Errorf("migration %s has version %d, want %d: versions are numbered from 1 without gaps", m.name, m.version, i+1)
 		}
-		if m.version != want {
-			t.Errorf("migration %s has version %d, want %d: versions are numbered from 1 without gaps", m.name, m.version, want)
-		}
-		want = m.version + 1
 	}
 	if !strings.Contains(ms[0].up, "shareq_processed_jobs") {
 		t.Errorf("0001 does not create shareq_processed_jobs:\n%s", ms[0].up)

@@ -21,6 +21,8 @@
 //	0003  jobs for later in the outbox: due times, unique keys
 //	      (shareq_outbox_unique), cancel, produced job IDs
 //	      (shareq_outbox_produced)
+//	0004  cancelled_at in shareq_processed_jobs: a produced job cancelled
+//	      by pgoutbox.CancelTx, which the worker does not run
 //	0005  shareq_scheduler_state: the last firing of each periodic
 //	      schedule (package scheduler)
 package migrations

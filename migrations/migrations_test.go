@@ -77,7 +77,7 @@ func TestUp(t *testing.T) {
 		}
 	}
 	got := versions(t, pool)
-	want := []version{{1, "0001_create_processed_jobs"}, {2, "0002_create_outbox"}, {3, "0003_jobs_for_later"}, {5, "0005_scheduler"}}
+	want := []version{{1, "0001_create_processed_jobs"}, {2, "0002_create_outbox"}, {3, "0003_jobs_for_later"}, {4, "0004_cancelled_claims"}, {5, "0005_scheduler"}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("recorded versions = %v, want %v", got, want)
 	}
@@ -256,6 +256,52 @@ func TestJobsForLaterMigration(t *testing.T) {
 		t.Fatalf("after 0003 down: %d rows (%v), want the 3 kept", n, err)
 	}
 	execFile(t, pool, "0003_jobs_for_later.up.sql")
+}
+
+// Migration 0004 over a claim table with claims: they stay claims of a
+// run (cancelled_at NULL), a cancel row can be written; its down file
+// drops the column and keeps every row, and up again works.
+func TestCancelledClaimsMigration(t *testing.T) {
+	t.Parallel()
+	pool, _ := newPool(t)
+	ctx := t.Context()
+	execFile(t, pool, "0001_create_processed_jobs.up.sql")
+	if _, err := pool.Exec(ctx, "INSERT INTO shareq_processed_jobs (key) VALUES ('ran')"); err != nil {
+		t.Fatal(err)
+	}
+	execFile(t, pool, "0004_cancelled_claims.up.sql")
+	execFile(t, pool, "0004_cancelled_claims.up.sql") // idempotent, as Up's files are
+	if _, err := pool.Exec(ctx, "INSERT INTO shareq_processed_jobs (key, cancelled_at) VALUES ('stopped', now())"); err != nil {
+		t.Fatal(err)
+	}
+	cancelled := map[string]bool{}
+	rows, err := pool.Query(ctx, "SELECT key, cancelled_at IS NOT NULL FROM shareq_processed_jobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var k string
+		var c bool
+		if err := rows.Scan(&k, &c); err != nil {
+			t.Fatal(err)
+		}
+		cancelled[k] = c
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(cancelled) != 2 || cancelled["ran"] || !cancelled["stopped"] {
+		t.Fatalf("after 0004 up: cancelled by key = %v, want ran: false, stopped: true", cancelled)
+	}
+	execFile(t, pool, "0004_cancelled_claims.down.sql")
+	var n int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM shareq_processed_jobs").Scan(&n); err != nil || n != 2 {
+		t.Fatalf("after 0004 down: %d rows (%v), want the 2 kept", n, err)
+	}
+	if _, err := pool.Exec(ctx, "SELECT cancelled_at FROM shareq_processed_jobs"); err == nil {
+		t.Fatal("after 0004 down: cancelled_at is still there")
+	}
+	execFile(t, pool, "0004_cancelled_claims.up.sql")
 }
 
 // Migration 0005 creates the scheduler's state table, whose primary key

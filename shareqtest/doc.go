@@ -41,6 +41,9 @@
 //	Archived  the handler failed on the job's last delivery and the worker
 //	          RELEASEd it: the broker's delivery limit is reached, so the
 //	          broker archives the record and never delivers it again
+//	Cancelled the job was cancelled after it was produced
+//	          (pgoutbox.CancelTx with pgoutbox.ClaimKey): the idempotency
+//	          middleware did not run the handler and the worker ACCEPTed
 //
 // Any other failure RELEASEs the job and the broker delivers it again with
 // its delivery count raised by one; each such delivery is in

@@ -39,6 +39,11 @@ const (
 	// Archived: the record was RELEASEd on its last delivery, so the
 	// broker archived it.
 	Archived
+	// Cancelled: the job was cancelled after it was produced
+	// (pgoutbox.CancelTx with pgoutbox.ClaimKey), so the idempotency
+	// middleware did not run its handler, and the record was ACCEPTed
+	// (worker.OutcomeCancelled).
+	Cancelled
 )
 
 func (o Outcome) String() string {
@@ -53,6 +58,8 @@ func (o Outcome) String() string {
 		return "parked"
 	case Archived:
 		return "archived"
+	case Cancelled:
+		return "cancelled"
 	}
 	return fmt.Sprintf("Outcome(%d)", int(o))
 }
@@ -65,7 +72,8 @@ type Delivery struct {
 	// Ack is the acknowledgement the worker sent.
 	Ack worker.Ack
 	// Outcome is how the worker reported the delivery (worker.Result's
-	// Outcome): succeeded, parked, retried, discarded or interrupted.
+	// Outcome): succeeded, parked, retried, discarded, interrupted or
+	// cancelled.
 	Outcome worker.Outcome
 	// Err is the handler's error (for a parked delivery, the failure it
 	// was parked for), or why the worker acknowledged the
@@ -133,7 +141,7 @@ func (j JobResult) describe() string {
 // Counts is how many jobs of a Run ended each way, for
 // [Result.RequireCounts].
 type Counts struct {
-	Accepted, Rejected, Parked, Archived, Pending int
+	Accepted, Rejected, Parked, Archived, Pending, Cancelled int
 }
 
 // Result is what a [Queue.Run] saw: the jobs it waited for and every
@@ -194,7 +202,7 @@ func (r *Result) RequireCounts(t testing.TB, want Counts) {
 	t.Helper()
 	got := Counts{
 		Accepted: r.Count(Accepted), Rejected: r.Count(Rejected), Parked: r.Count(Parked),
-		Archived: r.Count(Archived), Pending: r.Count(Pending),
+		Archived: r.Count(Archived), Pending: r.Count(Pending), Cancelled: r.Count(Cancelled),
 	}
 	if got != want {
 		t.Fatalf("shareqtest: outcomes %+v, want %+v\n%s", got, want, r.describe())
@@ -222,6 +230,15 @@ func (r *Result) RequireRejected(t testing.TB, id, reason string) {
 func (r *Result) RequireParked(t testing.TB, id, reason string) {
 	t.Helper()
 	r.require(t, id, Parked, reason)
+}
+
+// RequireCancelled fails the test unless every job named was cancelled:
+// ACCEPTed without running, its claim holding a cancel.
+func (r *Result) RequireCancelled(t testing.TB, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		r.require(t, id, Cancelled, "")
+	}
 }
 
 // RequireArchived fails the test unless the job was released on its last
@@ -418,6 +435,8 @@ func (r *recorder) JobFinished(job *handler.Job, res worker.Result) {
 		// The worker's own report: the dlq middleware noted the park
 		// (handler.NoteParked); no OnPark hook of ours is needed.
 		j.Outcome, j.Reason = Parked, res.Parked.Reason
+	case res.Outcome == worker.OutcomeCancelled:
+		j.Outcome, j.Reason = Cancelled, ""
 	case res.Ack == worker.AckAccept:
 		j.Outcome, j.Reason = Accepted, ""
 	case res.Ack == worker.AckReject:

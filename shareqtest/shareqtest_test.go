@@ -229,6 +229,28 @@ func TestDLQParksAndKeepsTheEnvelope(t *testing.T) {
 	}
 }
 
+// A job whose claim holds a cancel (the chain notes it and returns nil,
+// as idempotency.Middleware does) is Cancelled, not Accepted.
+func TestRunReportsCancelledJobs(t *testing.T) {
+	t.Parallel()
+	q := shareqtest.New(t)
+	stopped := q.Produce(t, []byte("a"), shareqtest.JobID("stopped"))
+	ran := q.Produce(t, []byte("b"), shareqtest.JobID("ran"))
+	res := q.Run(t, handler.Func(func(ctx context.Context, j *handler.Job) error {
+		if j.ID() == "stopped" {
+			handler.NoteCancelled(ctx)
+		}
+		return nil
+	}))
+	res.RequireCancelled(t, stopped)
+	res.RequireAccepted(t, ran)
+	res.RequireCounts(t, shareqtest.Counts{Accepted: 1, Cancelled: 1})
+	j, _ := res.Job(stopped)
+	if d := j.Deliveries; len(d) != 1 || d[0].Outcome != worker.OutcomeCancelled || d[0].Ack != worker.AckAccept {
+		t.Errorf("deliveries %+v", d)
+	}
+}
+
 func TestRequireFailuresSayWhatHappened(t *testing.T) {
 	t.Parallel()
 	q := shareqtest.New(t, shareqtest.DeliveryLimit(2))
@@ -258,7 +280,7 @@ func TestRequireFailuresSayWhatHappened(t *testing.T) {
 		{"unknown", func(tb testing.TB) { res.RequireAccepted(tb, "ghost") },
 			[]string{`no job "ghost" was delivered in this Run; jobs: ["good" "bad"]`}},
 		{"counts", func(tb testing.TB) { res.RequireCounts(tb, shareqtest.Counts{Accepted: 2}) },
-			[]string{"outcomes {Accepted:1 Rejected:1 Parked:0 Archived:0 Pending:0}, want {Accepted:2", "job good (jobs/0/0): accepted after 1 deliveries"}},
+			[]string{"outcomes {Accepted:1 Rejected:1 Parked:0 Archived:0 Pending:0 Cancelled:0}, want {Accepted:2", "job good (jobs/0/0): accepted after 1 deliveries"}},
 	} {
 		msg := fatal(t, tc.fn)
 		for _, w := range tc.want {

@@ -99,6 +99,10 @@ type xresult struct {
 	// parked is what the dlq middleware noted when it parked the job
 	// (the handler chain then returned nil); nil otherwise.
 	parked *handler.Parked
+	// cancelled: the idempotency middleware found the job cancelled
+	// ([handler.NoteCancelled]) and did not run its handler; the chain
+	// returned nil.
+	cancelled bool
 }
 
 // executor runs the handlers for one share-group member's deliveries and
@@ -506,7 +510,8 @@ func (x *executor) handle() {
 				parked = &noted
 			}
 		}
-		x.done <- xresult{j: j, err: err, took: took, parked: parked}
+		cancelled := err == nil && parked == nil && handler.CancelledFrom(j.ctx)
+		x.done <- xresult{j: j, err: err, took: took, parked: parked, cancelled: cancelled}
 	}
 }
 
@@ -532,6 +537,9 @@ func (x *executor) result(r xresult) {
 		x.e.Ack(j.key, member.Accept)
 		x.end(j, nil)
 		x.report(j, AckAccept, OutcomeParked, r.parked.Err, r.took, r.parked)
+		return
+	case r.err == nil && r.cancelled:
+		x.finish(j, AckAccept, OutcomeCancelled, nil, r.took)
 		return
 	case r.err == nil:
 		x.finish(j, AckAccept, OutcomeSucceeded, nil, r.took)
@@ -795,7 +803,8 @@ func (x *executor) report(j *xjob, ack Ack, outcome Outcome, err error, took tim
 // logOutcome logs one line per finished delivery: Debug for a success or
 // a retry, Warn for a parked job, Error for a discarded one (it will not
 // run again and is in no dead-letter topic). Interrupted jobs were logged
-// at Warn where the worker gave them up; their line here is Debug.
+// at Warn where the worker gave them up; their line here is Debug. A
+// cancelled job's line is Info: someone stopped it, and it did not run.
 func (x *executor) logOutcome(j *xjob, ack Ack, outcome Outcome, err error, took time.Duration, parked *handler.Parked) {
 	level, msg := slog.LevelDebug, "job finished"
 	switch outcome {
@@ -807,6 +816,8 @@ func (x *executor) logOutcome(j *xjob, ack Ack, outcome Outcome, err error, took
 		msg = "job failed; released for a retry"
 	case OutcomeInterrupted:
 		msg = "job interrupted; released"
+	case OutcomeCancelled:
+		level, msg = slog.LevelInfo, "job cancelled; accepted without running"
 	}
 	ctx := context.Background()
 	if !x.log.Enabled(ctx, level) {

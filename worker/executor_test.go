@@ -355,6 +355,45 @@ func TestExecutorReportsParkedJobs(t *testing.T) {
 	})
 }
 
+// A job the idempotency middleware found cancelled (the chain returns nil
+// after handler.NoteCancelled) is ACCEPTed and reported as cancelled,
+// never as a success, with an Info line; a note with an error return is
+// the error's outcome (a retry), and a job without a note succeeds.
+func TestExecutorReportsCancelledJobs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := handler.Func(func(ctx context.Context, j *handler.Job) error {
+			switch j.Offset {
+			case 1:
+				handler.NoteCancelled(ctx)
+			case 2:
+				handler.NoteCancelled(ctx)
+				return errRetryX // an outer middleware failed after the note
+			}
+			return nil
+		})
+		var logs logbuf.Buffer
+		b := startExecutor(t, h, nil, Concurrency(3), Logger(slog.New(slog.NewTextHandler(&logs, nil))))
+		b.f.deliver(delivery(1, 1, lock), delivery(2, 1, lock), delivery(3, 1, lock))
+		wantAcks(t, b.f, 1, member.Accept)
+		wantAcks(t, b.f, 2, member.Release)
+		wantAcks(t, b.f, 3, member.Accept)
+		if r := b.only(t, 1); r.Outcome != OutcomeCancelled || r.Ack != AckAccept || !r.Final || r.Err != nil || r.Parked != nil {
+			t.Fatalf("cancelled job reported as %+v", r)
+		}
+		if r := b.only(t, 2); r.Outcome != OutcomeRetried {
+			t.Fatalf("failed job with a cancel note reported as %+v", r)
+		}
+		if r := b.only(t, 3); r.Outcome != OutcomeSucceeded {
+			t.Fatalf("plain job reported as %+v", r)
+		}
+		b.stop(t)
+		out := logs.String()
+		if !strings.Contains(out, `level=INFO msg="job cancelled; accepted without running" group=g outcome=cancelled ack=accept topic=t partition=0 offset=1`) {
+			t.Errorf("log lacks the cancelled line: %s", out)
+		}
+	})
+}
+
 // A job timeout cancels the job's context with cause ErrJobTimeout at
 // exactly the timeout; the error the handler returns then is a retry
 // (reason timeout, wrapping ErrJobTimeout), held for the backoff; on the

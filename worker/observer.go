@@ -59,6 +59,13 @@ const (
 	// it reached [MaxHold], or the worker stopped ([ErrShutdown]). The
 	// record is delivered again.
 	OutcomeInterrupted
+	// OutcomeCancelled: the job was cancelled after it was produced
+	// (pgoutbox.CancelTx with pgoutbox.ClaimKey) and the idempotency
+	// middleware found the cancel in its claim table
+	// ([handler.NoteCancelled]): the handler did not run; ACCEPT. Never
+	// counted as a success. [Result.Ran] is true and Duration is set:
+	// the handler chain ran, up to the claim.
+	OutcomeCancelled
 )
 
 func (o Outcome) String() string {
@@ -73,6 +80,8 @@ func (o Outcome) String() string {
 		return "discarded"
 	case OutcomeInterrupted:
 		return "interrupted"
+	case OutcomeCancelled:
+		return "cancelled"
 	}
 	return "unknown"
 }
@@ -80,16 +89,16 @@ func (o Outcome) String() string {
 // Outcomes lists every [Outcome], for code that wants a series per outcome
 // (the metrics package pre-creates them).
 func Outcomes() []Outcome {
-	return []Outcome{OutcomeSucceeded, OutcomeParked, OutcomeRetried, OutcomeDiscarded, OutcomeInterrupted}
+	return []Outcome{OutcomeSucceeded, OutcomeParked, OutcomeRetried, OutcomeDiscarded, OutcomeInterrupted, OutcomeCancelled}
 }
 
 // Result describes how a job ended, as passed to [Observer.JobFinished].
 type Result struct {
 	// Outcome is how the delivery ended: succeeded, parked, retried,
-	// discarded or interrupted.
+	// discarded, interrupted or cancelled.
 	Outcome Outcome
-	// Ack is the acknowledgement sent for the record. OutcomeSucceeded
-	// and OutcomeParked are both AckAccept.
+	// Ack is the acknowledgement sent for the record. OutcomeSucceeded,
+	// OutcomeParked and OutcomeCancelled are all AckAccept.
 	Ack Ack
 	// Err is the handler's error (nil when it succeeded; for a parked job,
 	// the failure it was parked for), or the reason the worker

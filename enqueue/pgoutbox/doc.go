@@ -137,18 +137,40 @@
 //
 // [Cancel] (or [CancelTx], in the caller's transaction) withdraws a job
 // by its ID while it waits, due or not: [CancelWithdrawn], and it never
-// reaches Kafka. A job already produced is [CancelProduced] (the relay
-// keeps produced IDs for [ProducedRetention]) and is not stopped: it is
-// in Kafka and the worker runs it. Any other ID is [CancelUnknown],
-// including that of a job whose transaction has not committed yet.
+// reaches Kafka. Any other ID is [CancelUnknown], including that of a job
+// whose transaction has not committed yet, unless the relay produced it
+// within [ProducedRetention] (it keeps produced IDs that long). A
+// produced job is in Kafka, and only the worker's idempotency claim can
+// stop it: give [ClaimKey] the key the worker's idempotency.Middleware
+// claims for the job (idempotency.Key(group, topic, jobID) with its
+// defaults), and CancelTx writes that key, marked cancelled, into the
+// claim table of idempotency/pgstore ([CancelStopped]); the worker then
+// ACCEPTs the job without running its handler and reports it as cancelled
+// (worker.OutcomeCancelled, its log, shareq_jobs_total{outcome="cancelled"}).
+// A job that already ran is [CancelTooLate]; one that is running makes
+// the cancel wait for the run's transaction: too late when it commits,
+// stopped when it fails. The job runs at most once either way. Without
+// ClaimKey a produced job is [CancelProduced] and runs; and a worker that
+// does not claim its jobs with idempotency.Middleware on
+// idempotency/pgstore never reads the cancel, so it runs the job too.
+// A cancel row is a claim row: pgstore's Sweep deletes it with the claims
+// of its age, after which a redelivery of the job would run it.
 //
-//	res, err := pgoutbox.Cancel(ctx, pool, jobID)
+//	res, err := pgoutbox.Cancel(ctx, pool, jobID,
+//		pgoutbox.ClaimKey(idempotency.Key("mailer", "emails", jobID)))
 //	if err != nil {
 //		return err
 //	}
-//	if res == pgoutbox.CancelProduced {
-//		log.Printf("job %s is already in Kafka: it runs", jobID)
+//	switch res {
+//	case pgoutbox.CancelWithdrawn, pgoutbox.CancelStopped:
+//		// it will not run
+//	case pgoutbox.CancelTooLate:
+//		log.Printf("job %s already ran", jobID)
 //	}
+//
+// Upgrading to cancels of produced jobs: apply migration 0004 (the
+// cancelled_at column of the claim table) before any worker runs this
+// version; pgstore's Check fails until then.
 //
 // Upgrading: apply migration 0003, then upgrade every relay before any
 // program enqueues jobs for later. A relay of an earlier version still

@@ -11,6 +11,7 @@ import (
 
 	"github.com/shareq/shareq/enqueue"
 	"github.com/shareq/shareq/enqueue/pgoutbox"
+	"github.com/shareq/shareq/idempotency"
 	"github.com/shareq/shareq/migrations"
 )
 
@@ -142,15 +143,21 @@ func scheduleFollowUp(ctx context.Context, tx pgx.Tx, email string) (string, err
 	return res.ID, nil
 }
 
-// cancelFollowUp withdraws the follow-up email (the package documentation
-// shows its lines).
+// cancelFollowUp withdraws the follow-up email, or stops it when it is
+// already in Kafka: the share group "mailer" claims its jobs on topic
+// "emails" with idempotency.Middleware's defaults (the package
+// documentation shows its lines).
 func cancelFollowUp(ctx context.Context, pool *pgxpool.Pool, jobID string) error {
-	res, err := pgoutbox.Cancel(ctx, pool, jobID)
+	res, err := pgoutbox.Cancel(ctx, pool, jobID,
+		pgoutbox.ClaimKey(idempotency.Key("mailer", "emails", jobID)))
 	if err != nil {
 		return err
 	}
-	if res == pgoutbox.CancelProduced {
-		log.Printf("job %s is already in Kafka: it runs", jobID)
+	switch res {
+	case pgoutbox.CancelWithdrawn, pgoutbox.CancelStopped:
+		// it will not run
+	case pgoutbox.CancelTooLate:
+		log.Printf("job %s already ran", jobID)
 	}
 	return nil
 }

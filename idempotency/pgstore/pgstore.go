@@ -29,6 +29,14 @@
 //		return err
 //	})
 //
+// A key can also hold a cancel: pgoutbox.CancelTx with pgoutbox.ClaimKey
+// inserts a produced job's key with cancelled_at set (migration 0004), and
+// [Store.Claim] then neither claims the key nor runs the handler, and
+// returns [idempotency.ErrCancelled]: idempotency.Middleware ACCEPTs the
+// job and the worker reports it as cancelled. The primary key orders a
+// cancel and a run's claim of one key: the later insert waits for the
+// earlier transaction, so a job either runs or is cancelled, never both.
+//
 // A claim holds a pooled connection and a transaction open while the
 // handler runs: size the pool for the worker's concurrency plus what the
 // rest of the application needs, and keep handlers that hold a claim short
@@ -96,9 +104,11 @@ type config struct {
 
 // Table sets the claim table: a lower-case Postgres identifier, optionally
 // qualified by a schema ("jobs.processed"). The table needs the columns
-// key (text, primary key or unique) and claimed_at (timestamptz, default
-// now()), as in the migrations package. Default [TableDefault], found
-// through the connection's search_path.
+// key (text, primary key or unique), claimed_at (timestamptz, default
+// now()) and cancelled_at (timestamptz, nullable), as in the migrations
+// package. Default [TableDefault], found through the connection's
+// search_path. pgoutbox.CancelTx writes its cancels into TableDefault
+// only: a worker on another table never sees them.
 func Table(name string) Option {
 	return optionFunc(func(c *config) { c.table = name })
 }
@@ -116,9 +126,12 @@ type Store struct {
 	db       DB
 	table    string // as given, for messages
 	claimSQL string
-	sweepSQL string
-	checkSQL string
-	batch    int
+	// cancelledSQL tells a key claimed by a cancel from one claimed by
+	// a run, once the claim's insert found the key taken.
+	cancelledSQL string
+	sweepSQL     string
+	checkSQL     string
+	batch        int
 }
 
 var identRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
@@ -157,12 +170,13 @@ func New(db DB, opts ...Option) (*Store, error) {
 	}
 	t := pgx.Identifier(parts).Sanitize()
 	return &Store{
-		db:       db,
-		table:    c.table,
-		claimSQL: "INSERT INTO " + t + " (key) VALUES ($1) ON CONFLICT (key) DO NOTHING",
+		db:           db,
+		table:        c.table,
+		claimSQL:     "INSERT INTO " + t + " (key) VALUES ($1) ON CONFLICT (key) DO NOTHING",
+		cancelledSQL: "SELECT cancelled_at IS NOT NULL FROM " + t + " WHERE key = $1",
 		sweepSQL: "DELETE FROM " + t + " WHERE key IN (SELECT key FROM " + t +
 			" WHERE claimed_at < $1 ORDER BY claimed_at LIMIT $2 FOR UPDATE SKIP LOCKED)",
-		checkSQL: "SELECT key, claimed_at FROM " + t + " LIMIT 0",
+		checkSQL: "SELECT key, claimed_at, cancelled_at FROM " + t + " LIMIT 0",
 		batch:    c.sweepBatch,
 	}, nil
 }
@@ -190,7 +204,8 @@ func Tx(ctx context.Context) pgx.Tx {
 // Claim claims key in a new transaction and runs fn with the transaction
 // in its context (see [Tx]), as described on [idempotency.Store]: it
 // begins, inserts key with ON CONFLICT DO NOTHING, and rolls back without
-// calling fn when key was there; otherwise it calls fn, rolls back and
+// calling fn when key was there (returning [idempotency.ErrCancelled]
+// when a cancel put it there: see [Store.ClaimTx]); otherwise it calls fn, rolls back and
 // returns fn's error unchanged when fn fails, and commits when it
 // succeeds. A claim of key in another transaction that has not finished
 // makes the insert wait for it.
@@ -250,7 +265,11 @@ func rollback(ctx context.Context, tx pgx.Tx) {
 
 // ClaimTx claims key inside tx, the caller's transaction, and reports
 // whether it did: false means key is already claimed (by a committed
-// transaction, or earlier in tx). The claim lasts only if the caller
+// transaction, or earlier in tx). A key that holds a cancel (a row with
+// cancelled_at set: pgoutbox.CancelTx cancelled the job after the relay
+// produced it) is not claimed either, and the error is
+// [idempotency.ErrCancelled], so that the middleware ACCEPTs the job
+// without running it and the worker reports it as cancelled. The claim lasts only if the caller
 // commits tx, together with whatever else tx wrote; use it to claim a job
 // from code that already runs in a transaction. Like [Store.Claim], it
 // waits for an unfinished claim of key in another transaction. An outage
@@ -263,7 +282,21 @@ func (s *Store) ClaimTx(ctx context.Context, tx pgx.Tx, key string) (bool, error
 	if err != nil {
 		return false, unavailable(ctx, tx, fmt.Errorf("pgstore: claim %q: %w", key, s.explain(err)))
 	}
-	return tag.RowsAffected() == 1, nil
+	if tag.RowsAffected() == 1 {
+		return true, nil
+	}
+	// Taken: by a run, or by a cancel. The insert waited for the
+	// transaction that wrote the row to commit, so this statement (read
+	// committed) sees it; a row swept since reads as a run's.
+	var cancelled bool
+	err = tx.QueryRow(ctx, s.cancelledSQL, key).Scan(&cancelled)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return false, unavailable(ctx, tx, fmt.Errorf("pgstore: claim %q: %w", key, s.explain(err)))
+	}
+	if cancelled {
+		return false, fmt.Errorf("pgstore: claim %q: %w", key, idempotency.ErrCancelled)
+	}
+	return false, nil
 }
 
 // Sweep deletes the claims made before olderThan, at most [SweepBatch]
@@ -290,7 +323,8 @@ func (s *Store) Sweep(ctx context.Context, olderThan time.Time) (int64, error) {
 }
 
 // Check verifies, in a transaction it rolls back, that the claim table
-// exists with its key and claimed_at columns and that a claim can be
+// exists with its key, claimed_at and cancelled_at columns (a table from
+// before migration 0004 lacks cancelled_at: apply migrations.Up) and that a claim can be
 // inserted (key is unique, the role may insert). Call it at start-up to
 // fail fast: the error for a missing table matches [ErrNoTable] and reads
 // "pgstore: table shareq_processed_jobs does not exist: apply migrations

@@ -467,6 +467,13 @@ func TestCheck(t *testing.T) {
 	if _, err := pool.Exec(ctx, "ALTER TABLE shareq_processed_jobs ADD COLUMN claimed_at timestamptz NOT NULL DEFAULT now()"); err != nil {
 		t.Fatal(err)
 	}
+	// A table from before migration 0004.
+	if err := s.Check(ctx); err == nil || !strings.Contains(err.Error(), "lacks a column") {
+		t.Fatalf("Check with no cancelled_at column = %v", err)
+	}
+	if _, err := pool.Exec(ctx, "ALTER TABLE shareq_processed_jobs ADD COLUMN cancelled_at timestamptz"); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Check(ctx); err == nil || !strings.Contains(err.Error(), "not its primary key") {
 		t.Fatalf("Check with key not unique = %v", err)
 	}
@@ -528,6 +535,38 @@ func TestClaimTx(t *testing.T) {
 	}
 }
 
+// A key that holds a cancel (cancelled_at set, as pgoutbox.CancelTx
+// writes it) is not claimed and fn does not run: Claim and ClaimTx say
+// idempotency.ErrCancelled. A key claimed by a run is a plain duplicate.
+func TestClaimOfACancelledKey(t *testing.T) {
+	t.Parallel()
+	s, pool := setup(t)
+	ctx := t.Context()
+	if _, err := pool.Exec(ctx, "INSERT INTO shareq_processed_jobs (key, cancelled_at) VALUES ('stopped', now()), ('ran', NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	ran := 0
+	fn := func(context.Context) error { ran++; return nil }
+	if claimed, err := s.Claim(ctx, "stopped", fn); claimed || !errors.Is(err, idempotency.ErrCancelled) || ran != 0 {
+		t.Fatalf("Claim(cancelled key) = %v, %v, fn ran %d times; want false, ErrCancelled, 0", claimed, err, ran)
+	}
+	if claimed, err := s.Claim(ctx, "ran", fn); claimed || err != nil || ran != 0 {
+		t.Fatalf("Claim(claimed key) = %v, %v, fn ran %d times; want false, nil, 0", claimed, err, ran)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if ok, err := s.ClaimTx(ctx, tx, "stopped"); ok || !errors.Is(err, idempotency.ErrCancelled) {
+		t.Fatalf("ClaimTx(cancelled key) = %v, %v; want false, ErrCancelled", ok, err)
+	}
+	// The transaction is still usable: the check is a plain SELECT.
+	if ok, err := s.ClaimTx(ctx, tx, "free"); !ok || err != nil {
+		t.Fatalf("ClaimTx(free key) after a cancelled one = %v, %v", ok, err)
+	}
+}
+
 func TestSweepInBatches(t *testing.T) {
 	t.Parallel()
 	s, pool := setup(t, pgstore.SweepBatch(2))
@@ -554,7 +593,7 @@ func TestCustomTable(t *testing.T) {
 	t.Parallel()
 	pool, schema := newPool(t)
 	ctx := t.Context()
-	if _, err := pool.Exec(ctx, "CREATE TABLE jobs_done (key text PRIMARY KEY, claimed_at timestamptz NOT NULL DEFAULT now())"); err != nil {
+	if _, err := pool.Exec(ctx, "CREATE TABLE jobs_done (key text PRIMARY KEY, claimed_at timestamptz NOT NULL DEFAULT now(), cancelled_at timestamptz)"); err != nil {
 		t.Fatal(err)
 	}
 	for _, table := range []string{"jobs_done", schema + ".jobs_done"} {
