@@ -23,6 +23,8 @@
 //	      (shareq_outbox_produced)
 //	0004  cancelled_at in shareq_processed_jobs: a produced job cancelled
 //	      by pgoutbox.CancelTx, which the worker does not run
+//	0005  shareq_scheduler_state: the last firing of each periodic
+//	      schedule (package scheduler)
 package migrations
 
 import (

@@ -70,13 +70,14 @@ func TestUp(t *testing.T) {
 		"shareq_outbox_job_id_idx":             "i",
 		"shareq_outbox_unique":                 "r",
 		"shareq_outbox_produced":               "r",
+		"shareq_scheduler_state":               "r",
 	} {
 		if got := relation(t, pool, schema, name); got != want {
 			t.Errorf("relation %s: kind %q, want %q", name, got, want)
 		}
 	}
 	got := versions(t, pool)
-	want := []version{{1, "0001_create_processed_jobs"}, {2, "0002_create_outbox"}, {3, "0003_jobs_for_later"}, {4, "0004_cancelled_claims"}}
+	want := []version{{1, "0001_create_processed_jobs"}, {2, "0002_create_outbox"}, {3, "0003_jobs_for_later"}, {4, "0004_cancelled_claims"}, {5, "0005_scheduler"}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("recorded versions = %v, want %v", got, want)
 	}
@@ -301,4 +302,32 @@ func TestCancelledClaimsMigration(t *testing.T) {
 		t.Fatal("after 0004 down: cancelled_at is still there")
 	}
 	execFile(t, pool, "0004_cancelled_claims.up.sql")
+}
+
+// Migration 0005 creates the scheduler's state table, whose primary key
+// is one row per app and schedule; its down file drops it, and up again
+// works.
+func TestSchedulerMigration(t *testing.T) {
+	t.Parallel()
+	pool, schema := newPool(t)
+	ctx := t.Context()
+	execFile(t, pool, "0005_scheduler.up.sql")
+	if got := relation(t, pool, schema, "shareq_scheduler_state"); got != "r" {
+		t.Fatalf("relation shareq_scheduler_state: kind %q, want r", got)
+	}
+	if _, err := pool.Exec(ctx, "INSERT INTO shareq_scheduler_state (app, schedule, last_firing) VALUES ('a', 's', now())"); err != nil {
+		t.Fatal(err)
+	}
+	tag, err := pool.Exec(ctx, "INSERT INTO shareq_scheduler_state (app, schedule, last_firing) VALUES ('a', 's', now()) ON CONFLICT (app, schedule) DO NOTHING")
+	if err != nil || tag.RowsAffected() != 0 {
+		t.Fatalf("second row of one schedule: %v, %v rows; want a conflict", err, tag.RowsAffected())
+	}
+	if _, err := pool.Exec(ctx, "INSERT INTO shareq_scheduler_state (app, schedule, last_firing) VALUES ('b', 's', now())"); err != nil {
+		t.Fatalf("same schedule name in another app: %v", err)
+	}
+	execFile(t, pool, "0005_scheduler.down.sql")
+	if got := relation(t, pool, schema, "shareq_scheduler_state"); got != "" {
+		t.Fatalf("after 0005 down: relation shareq_scheduler_state kind %q, want none", got)
+	}
+	execFile(t, pool, "0005_scheduler.up.sql")
 }
