@@ -127,32 +127,15 @@ func BenchmarkRelayLatency(b *testing.B) {
 			}
 		})
 	}
-	lat := make([]time.Duration, 0, b.N)
-	pctx, pcancel := context.WithTimeout(ctx, waitTimeout+time.Duration(b.N)*time.Second/rate)
-	defer pcancel()
-	for len(lat) < b.N && pctx.Err() == nil {
-		fs := cl.PollFetches(pctx)
-		now := time.Now()
-		fs.EachRecord(func(rec *kgo.Record) {
-			var j latencyJob
-			if err := json.Unmarshal(rec.Value, &j); err != nil {
-				b.Error(err)
-				return
-			}
-			lat = append(lat, now.Sub(time.Unix(0, j.CommitNanos)))
-		})
-	}
+	lat := consumeLatencies(ctx, b, cl, waitTimeout+time.Duration(b.N)*time.Second/rate, func(v []byte) (int64, error) {
+		var j latencyJob
+		err := json.Unmarshal(v, &j)
+		return j.CommitNanos, err
+	})
 	elapsed := time.Since(start)
 	producers.Wait()
 	b.StopTimer()
-	if len(lat) < b.N {
-		b.Fatalf("consumed %d of %d jobs", len(lat), b.N)
-	}
-	slices.Sort(lat)
-	q := func(p float64) float64 { return lat[min(len(lat)-1, int(p*float64(len(lat))))].Seconds() * 1000 }
-	b.ReportMetric(q(0.50), "p50-ms")
-	b.ReportMetric(q(0.99), "p99-ms")
-	b.ReportMetric(lat[len(lat)-1].Seconds()*1000, "max-ms")
+	reportLatencies(b, lat)
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "jobs/s")
 	b.ReportMetric(0, "ns/op")
 }
@@ -184,4 +167,41 @@ func BenchmarkEnqueue(b *testing.B) {
 	for _, par := range []int{1, benchParallelism} {
 		b.Run(benchcmp.ParName(par), func(b *testing.B) { benchcmp.Interleave(b, par, "raw", raw, "shareq", shareq) })
 	}
+}
+
+// consumeLatencies polls cl until b.N jobs arrived, for at most within,
+// and returns each job's time from the moment its value names (the Unix
+// nanoseconds at returns) to its receipt.
+func consumeLatencies(ctx context.Context, b *testing.B, cl *kgo.Client, within time.Duration, at func(value []byte) (int64, error)) []time.Duration {
+	b.Helper()
+	lat := make([]time.Duration, 0, b.N)
+	pctx, pcancel := context.WithTimeout(ctx, within)
+	defer pcancel()
+	for len(lat) < b.N && pctx.Err() == nil {
+		fs := cl.PollFetches(pctx)
+		now := time.Now()
+		fs.EachRecord(func(rec *kgo.Record) {
+			nanos, err := at(rec.Value)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			lat = append(lat, now.Sub(time.Unix(0, nanos)))
+		})
+	}
+	return lat
+}
+
+// reportLatencies reports the p50, p99 and maximum of lat in
+// milliseconds; fewer than b.N latencies fail the benchmark.
+func reportLatencies(b *testing.B, lat []time.Duration) {
+	b.Helper()
+	if len(lat) < b.N {
+		b.Fatalf("consumed %d of %d jobs", len(lat), b.N)
+	}
+	slices.Sort(lat)
+	q := func(p float64) float64 { return lat[min(len(lat)-1, int(p*float64(len(lat))))].Seconds() * 1000 }
+	b.ReportMetric(q(0.50), "p50-ms")
+	b.ReportMetric(q(0.99), "p99-ms")
+	b.ReportMetric(lat[len(lat)-1].Seconds()*1000, "max-ms")
 }

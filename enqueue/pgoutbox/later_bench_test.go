@@ -14,7 +14,6 @@ package pgoutbox
 import (
 	"context"
 	"encoding/json"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -81,30 +80,13 @@ func BenchmarkScheduledDelay(b *testing.B) {
 	})
 	cl := c.Client(b, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
 	b.ResetTimer()
-	lat := make([]time.Duration, 0, b.N)
-	pctx, pcancel := context.WithTimeout(ctx, waitTimeout+time.Duration(b.N)*time.Second/rate)
-	defer pcancel()
-	for len(lat) < b.N && pctx.Err() == nil {
-		fs := cl.PollFetches(pctx)
-		now := time.Now()
-		fs.EachRecord(func(rec *kgo.Record) {
-			var j dueJob
-			if err := json.Unmarshal(rec.Value, &j); err != nil {
-				b.Error(err)
-				return
-			}
-			lat = append(lat, now.Sub(time.Unix(0, j.DueNanos)))
-		})
-	}
+	lat := consumeLatencies(ctx, b, cl, waitTimeout+time.Duration(b.N)*time.Second/rate, func(v []byte) (int64, error) {
+		var j dueJob
+		err := json.Unmarshal(v, &j)
+		return j.DueNanos, err
+	})
 	b.StopTimer()
-	if len(lat) < b.N {
-		b.Fatalf("consumed %d of %d jobs", len(lat), b.N)
-	}
-	slices.Sort(lat)
-	q := func(p float64) float64 { return lat[min(len(lat)-1, int(p*float64(len(lat))))].Seconds() * 1000 }
-	b.ReportMetric(q(0.50), "p50-ms")
-	b.ReportMetric(q(0.99), "p99-ms")
-	b.ReportMetric(lat[len(lat)-1].Seconds()*1000, "max-ms")
+	reportLatencies(b, lat)
 	b.ReportMetric(lat[0].Seconds()*1000, "min-ms")
 	b.ReportMetric(float64(later), "rows-for-later")
 	b.ReportMetric(0, "ns/op")
