@@ -79,15 +79,8 @@ func BenchmarkRelayLatency(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-	wg.Go(func() {
-		if err := r.Run(ctx); err != nil {
-			b.Error(err)
-		}
-	})
+	ctx := b.Context()
+	run(b, r)
 	// Wait until the relay listens, so that the first jobs are not
 	// relayed by its first poll.
 	deadline := time.Now().Add(waitTimeout)

@@ -62,7 +62,7 @@ func (b *bundle) relay(t *testing.T, opts ...RelayOption) *Relay {
 }
 
 // run runs r until t ends, and fails t if Run returns an error.
-func run(t *testing.T, r *Relay) {
+func run(t testing.TB, r *Relay) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -12,9 +12,7 @@ package pgoutbox
 //     their ratio.
 
 import (
-	"context"
 	"encoding/json"
-	"sync"
 	"testing"
 	"time"
 
@@ -69,15 +67,8 @@ func BenchmarkScheduledDelay(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-	wg.Go(func() {
-		if err := r.Run(ctx); err != nil {
-			b.Error(err)
-		}
-	})
+	ctx := b.Context()
+	run(b, r)
 	cl := c.Client(b, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
 	b.ResetTimer()
 	lat := consumeLatencies(ctx, b, cl, waitTimeout+time.Duration(b.N)*time.Second/rate, func(v []byte) (int64, error) {
@@ -102,10 +93,7 @@ func BenchmarkRelayProducedLog(b *testing.B) {
 		relay   *Relay
 		elapsed time.Duration
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
+	ctx := b.Context()
 	var sides []*side
 	for _, v := range []struct {
 		name string
@@ -117,11 +105,7 @@ func BenchmarkRelayProducedLog(b *testing.B) {
 			b.Fatal(err)
 		}
 		s.relay = r
-		wg.Go(func() {
-			if err := r.Run(ctx); err != nil {
-				b.Error(err)
-			}
-		})
+		run(b, r)
 		sides = append(sides, s)
 	}
 	jobs := make([]enqueue.Job, batch)
