@@ -61,6 +61,13 @@ func Header(key string, value []byte) Option {
 	return optionFunc(func(j *Job) { j.Headers = append(j.Headers, handler.Header{Key: key, Value: value}) })
 }
 
+// Headers adds record headers, in order, as many [Header] options would.
+// For code that computes a job's headers, such as a propagator writing a
+// trace context (the otel module's Inject).
+func Headers(hs ...handler.Header) Option {
+	return optionFunc(func(j *Job) { j.Headers = append(j.Headers, hs...) })
+}
+
 // Raw is a job value that is already encoded: it becomes the record's
 // value as it is, not JSON. Use it for handlers that read the bytes
 // themselves (an image, protobuf) rather than through handler.JSON:

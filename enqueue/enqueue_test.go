@@ -259,3 +259,25 @@ func TestNewNilProducer(t *testing.T) {
 		t.Fatal("New(nil) succeeded")
 	}
 }
+
+// Headers adds its headers in order, after those of earlier options, and
+// the job ID header still wins over one of the same name.
+func TestHeadersAddsInOrder(t *testing.T) {
+	t.Parallel()
+	j := enqueue.NewJob("t", 1, enqueue.Header("a", []byte("1")),
+		enqueue.Headers(handler.Header{Key: "traceparent", Value: []byte("tp")}, handler.Header{Key: "tracestate", Value: []byte("ts")},
+			handler.Header{Key: handler.JobIDHeader, Value: []byte("ignored")}),
+		enqueue.ID("id-1"))
+	r, err := j.Record()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, h := range r.Headers {
+		got = append(got, h.Key+"="+string(h.Value))
+	}
+	want := []string{handler.JobIDHeader + "=id-1", "a=1", "traceparent=tp", "tracestate=ts"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("headers = %q, want %q", got, want)
+	}
+}
