@@ -1,10 +1,11 @@
 // Package modcheck holds a test, and nothing else, that keeps README.md's
 // instructions for using shareq from another module true: for each
 // published module of the repository (every module of go.work outside
-// internal/, cmd/, examples/ and deploy/), it builds a module outside the
-// repository with GOWORK=off, the README's replace lines for it (its
-// "```go.mod" block that starts "// for <module>") and a main that
-// imports every package of the module, and fails, naming the lines that
+// internal/, cmd/, examples/ and deploy/, and not under an internal
+// directory), it builds a module outside the repository with GOWORK=off,
+// the README's replace lines for it (its "```go.mod" block that starts
+// "// for <module>") and a main that imports every package of the
+// module, and fails, naming the lines that
 // are missing or not needed, when `go mod tidy` or `go build` needs
 // anything more. It also runs the README's commands that install the CLI
 // (its "```sh" block under "### Installing the CLI") and the installed
