@@ -1,0 +1,227 @@
+package shareqotel
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/worker"
+)
+
+// run is one job run: from JobStarted (or the middleware, without the
+// observer) to JobFinished. The middleware sets span on the handler's
+// goroutine; JobFinished and LockRenewed read it on the worker's, also
+// while the handler still runs (a job released at its lock's end), hence
+// the mutex.
+type run struct {
+	mu   sync.Mutex
+	span trace.Span
+	id   string // the job's ID, set with span
+}
+
+func (r *run) current() trace.Span {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.span
+}
+
+type runKey struct{}
+
+// runFrom returns the run ctx is inside of, or nil.
+func runFrom(ctx context.Context) *run {
+	r, _ := ctx.Value(runKey{}).(*run)
+	return r
+}
+
+// Middleware returns the handler middleware that gives each job run a
+// CONSUMER span "process <topic>", linked to the context the job's
+// headers carry (its enqueue's span; a child of it instead with
+// [ParentFromJob]) and, for a replayed job, to the run that parked it. The
+// handler's context carries the span (a span the handler starts is its
+// child) and, when it is sampled, a logger (handler.Logger) with the
+// trace_id and span_id attributes.
+//
+// Give it to worker.Use first, so that it is the outermost middleware,
+// and pass the Telemetry to worker.WithObserver too: the span then ends
+// when the worker acknowledged the record, with the job's outcome, the
+// ack and the renewals of its lock, and the metrics are recorded. Without
+// the observer the span ends when the handler returns, with its error
+// only, and no metrics are recorded.
+func (t *Telemetry) Middleware() handler.Middleware {
+	return func(next handler.Handler) handler.Handler {
+		return handler.Func(func(ctx context.Context, job *handler.Job) error {
+			v, observed := t.runs.Load(job)
+			var r *run
+			if observed {
+				r = v.(*run)
+			} else {
+				r = new(run)
+			}
+			r.mu.Lock()
+			span := r.span
+			if span == nil {
+				r.id = job.ID()
+				span = t.startRun(ctx, job, r.id, time.Time{})
+				r.span = span
+			} else {
+				// The same delivery run again after a pause: one span.
+				span.AddEvent("shareq.job.rerun")
+			}
+			r.mu.Unlock()
+			ctx = context.WithValue(trace.ContextWithSpan(ctx, span), runKey{}, r)
+			if sc := span.SpanContext(); t.logIDs && sc.IsSampled() {
+				ctx = handler.WithLogger(ctx, handler.Logger(ctx).With(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String())))
+			}
+			if observed {
+				return next.Handle(ctx, job)
+			}
+			err := handleUnobserved(ctx, next, job, span)
+			return err
+		})
+	}
+}
+
+// handleUnobserved runs next and ends span with its error, for a
+// middleware whose Telemetry is not the worker's observer.
+func handleUnobserved(ctx context.Context, next handler.Handler, job *handler.Job, span trace.Span) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			span.SetStatus(codes.Error, "panic")
+			span.End()
+			panic(v)
+		}
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+			span.SetAttributes(attrErrorType.String(errorType(err)))
+		}
+		span.End()
+	}()
+	return next.Handle(ctx, job)
+}
+
+// startRun starts the span of a run of job: a root linked to the context
+// job's headers carry, or its child with ParentFromJob. A zero at is now.
+func (t *Telemetry) startRun(ctx context.Context, job *handler.Job, id string, at time.Time) trace.Span {
+	opts := make([]trace.SpanStartOption, 0, 5)
+	opts = append(opts, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(t.consumerAttrs(job, id)...))
+	if !at.IsZero() {
+		opts = append(opts, trace.WithTimestamp(at))
+	}
+	created := t.prop.Extract(context.Background(), jobHeaders{hs: job.Headers})
+	if sc := trace.SpanContextFromContext(created); sc.IsValid() {
+		if t.parent {
+			ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
+		} else {
+			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{linkKind.String("created")}}))
+		}
+	}
+	if parked := trace.SpanContextFromContext(t.prop.Extract(context.Background(), jobHeaders{hs: job.Headers, prefix: ParkedRunPrefix})); parked.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: parked, Attributes: []attribute.KeyValue{linkKind.String("parked_run")}}))
+	}
+	if !t.parent {
+		opts = append(opts, trace.WithNewRoot())
+	}
+	_, span := t.tracer.Start(ctx, t.spanName("process", job.Topic), opts...)
+	return span
+}
+
+// JobStarted implements worker.Observer: it records the wait of a first
+// delivery and readies the run for the middleware.
+func (t *Telemetry) JobStarted(job *handler.Job) {
+	t.runs.Store(job, new(run))
+	if job.DeliveryCount == 1 && !job.Timestamp.IsZero() {
+		t.inst.wait.Record(context.Background(), time.Since(job.Timestamp).Seconds(), t.inst.series(seriesKey{topic: job.Topic, group: job.Group}))
+	}
+}
+
+// JobFinished implements worker.Observer: it ends the run's span with the
+// job's outcome and the acknowledgement sent, and records the metrics. A
+// job that did not run (its lock ran out before it started) gets a span
+// of its own here.
+func (t *Telemetry) JobFinished(job *handler.Job, res worker.Result) {
+	var span trace.Span
+	if v, ok := t.runs.LoadAndDelete(job); ok {
+		span = v.(*run).current()
+	}
+	now := time.Now()
+	if span == nil {
+		span = t.startRun(context.Background(), job, job.ID(), now.Add(-res.Duration))
+	}
+	failed := res.Outcome == worker.OutcomeRetried || res.Outcome == worker.OutcomeParked || res.Outcome == worker.OutcomeDiscarded
+	var errType string
+	if failed && res.Err != nil {
+		errType = errorType(res.Err)
+	}
+	if span.IsRecording() {
+		t.settle(span, res, failed, errType)
+	}
+	span.End(trace.WithTimestamp(now))
+
+	k := seriesKey{topic: job.Topic, group: job.Group, outcome: res.Outcome.String(), errType: errType}
+	set := t.inst.series(k)
+	ctx := context.Background()
+	if res.Ran {
+		t.inst.duration.Record(ctx, res.Duration.Seconds(), set)
+	}
+	t.inst.consumed.Add(ctx, 1, set)
+}
+
+// settle writes how the run ended on its span.
+func (t *Telemetry) settle(span trace.Span, res worker.Result, failed bool, errType string) {
+	as := make([]attribute.KeyValue, 0, 8)
+	as = append(as, attrOutcome.String(res.Outcome.String()), attrAck.String(res.Ack.String()), attrRan.Bool(res.Ran), attrFinal.Bool(res.Final))
+	if handler.ReasonOf(res.Err) == handler.ReasonTimeout {
+		as = append(as, attrTimedOut.Bool(true))
+	}
+	if p := res.Parked; p != nil {
+		as = append(as, attrParkedTopic.String(p.Topic), attrParkedReason.String(p.Reason))
+	}
+	if res.Outcome == worker.OutcomeInterrupted && res.Err != nil {
+		as = append(as, attrInterrupted.String(res.Err.Error()))
+	}
+	if errType != "" {
+		as = append(as, attrErrorType.String(errType))
+	}
+	span.SetAttributes(as...)
+	if failed && res.Err != nil {
+		var pe *handler.PanicError
+		if errors.As(res.Err, &pe) {
+			span.RecordError(res.Err, trace.WithAttributes(attrExceptionStack.String(string(pe.Stack))))
+		} else {
+			span.RecordError(res.Err)
+		}
+		span.SetStatus(codes.Error, res.Err.Error())
+	}
+	span.AddEvent("shareq.ack", trace.WithAttributes(attrAck.String(res.Ack.String()), attrFinal.Bool(res.Final),
+		attrLockLeft.Int64(res.LockLeft.Milliseconds())))
+}
+
+// LockRenewed implements worker.Observer: an event on the run's span.
+func (t *Telemetry) LockRenewed(job *handler.Job, err error) {
+	v, ok := t.runs.Load(job)
+	if !ok {
+		return
+	}
+	span := v.(*run).current()
+	if span == nil || !span.IsRecording() {
+		return
+	}
+	if err != nil {
+		span.AddEvent("shareq.lock.renew_failed", trace.WithAttributes(attribute.String("error", err.Error())))
+		return
+	}
+	span.AddEvent("shareq.lock.renewed")
+}
+
+// AckFailed implements worker.Observer. The worker reports a failed
+// acknowledgement by partition, not by job, so no span hears of it; the
+// record will be delivered again, and its next run has a span of its own.
+func (t *Telemetry) AckFailed(string, int32, error) {}

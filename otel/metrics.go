@@ -1,0 +1,69 @@
+package shareqotel
+
+import (
+	"sync"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// The instruments, in the names of the messaging conventions where they
+// have one.
+const (
+	// MetricProcessDuration is the conventions' histogram of how long a
+	// handler ran, in seconds, per topic, group, outcome and error.type.
+	MetricProcessDuration = "messaging.process.duration"
+	// MetricConsumed counts finished deliveries, per topic, group,
+	// outcome and error.type (the conventions'
+	// messaging.client.consumed.messages, with shareq's outcome).
+	MetricConsumed = "messaging.client.consumed.messages"
+	// MetricWait is the histogram of the wait of a job's first delivery
+	// from its record's timestamp (when it was produced: for an outbox job,
+	// when the relay produced it) to its handler's start, in seconds.
+	MetricWait = "shareq.job.wait"
+)
+
+type instruments struct {
+	duration metric.Float64Histogram
+	consumed metric.Int64Counter
+	wait     metric.Float64Histogram
+	// sets caches an attribute set per series, so that a measurement
+	// costs no allocation once its series exists.
+	sets sync.Map // seriesKey -> metric.MeasurementOption
+}
+
+type seriesKey struct{ topic, group, outcome, errType string }
+
+// durationBuckets are the boundaries the conventions advise for
+// messaging.process.duration.
+var durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
+
+func (in *instruments) init(m metric.Meter) error {
+	var err error
+	if in.duration, err = m.Float64Histogram(MetricProcessDuration, metric.WithUnit("s"),
+		metric.WithDescription("Duration of processing operation."), metric.WithExplicitBucketBoundaries(durationBuckets...)); err != nil {
+		return err
+	}
+	if in.consumed, err = m.Int64Counter(MetricConsumed, metric.WithUnit("{message}"),
+		metric.WithDescription("Number of messages that were delivered to the application.")); err != nil {
+		return err
+	}
+	in.wait, err = m.Float64Histogram(MetricWait, metric.WithUnit("s"),
+		metric.WithDescription("Wait of a job's first delivery from its enqueue to its handler's start."), metric.WithExplicitBucketBoundaries(durationBuckets...))
+	return err
+}
+
+func (in *instruments) series(k seriesKey) metric.MeasurementOption {
+	if v, ok := in.sets.Load(k); ok {
+		return v.(metric.MeasurementOption)
+	}
+	as := []attribute.KeyValue{systemKafka, attrOperationName.String("process"), attrDestination.String(k.topic), attrGroup.String(k.group)}
+	if k.outcome != "" {
+		as = append(as, attrOutcome.String(k.outcome))
+	}
+	if k.errType != "" {
+		as = append(as, attrErrorType.String(k.errType))
+	}
+	v, _ := in.sets.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(as...)))
+	return v.(metric.MeasurementOption)
+}
