@@ -1,0 +1,202 @@
+package shareqotel_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/shareq/shareq/dlq"
+	"github.com/shareq/shareq/enqueue"
+	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/internal/kafkatest"
+	shareqotel "github.com/shareq/shareq/otel"
+	"github.com/shareq/shareq/otel/internal/oteltest"
+	"github.com/shareq/shareq/worker"
+)
+
+// outcomeIs selects the process spans of topic whose outcome is outcome.
+func outcomeIs(spans []sdktrace.ReadOnlySpan, topic, outcome string) []sdktrace.ReadOnlySpan {
+	var out []sdktrace.ReadOnlySpan
+	for _, s := range oteltest.Named(spans, "process "+topic) {
+		if oteltest.Attr(s, "shareq.job.outcome").AsString() == outcome {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// A job parked in the DLQ and replayed: the DLQ record is produced in
+// the run that parked it, and the replayed run links to both the job's
+// creation and that run.
+func TestParkAndReplayLinkToTheParkedRun(t *testing.T) {
+	t.Parallel()
+	b := oteltest.Setup(t)
+	c := kafkatest.New(t)
+	topic, dlqTopic, group := c.Topic(t, 1), c.Topic(t, 1), c.Group(t)
+
+	q, err := enqueue.New(b.Tel.Producer(c.Client(t, enqueue.ProducerOpts()...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, request := b.TP.Tracer("test").Start(t.Context(), "POST /invite", trace.WithSpanKind(trace.SpanKindServer))
+	id, err := q.Enqueue(ctx, topic, map[string]string{"to": "bob@"})
+	request.End()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	park, err := dlq.Middleware(b.Tel.Producer(c.Client(t)), dlq.Topic(dlqTopic), dlq.Logger(oteltest.QuietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var replayed atomic.Bool
+	h := handler.Func(func(ctx context.Context, job *handler.Job) error {
+		if !replayed.Load() {
+			return handler.Permanent(errors.New("no such mailbox"))
+		}
+		return nil
+	})
+	oteltest.StartWorker(t, c, worker.Group(group), worker.Handle(topic, h), worker.Use(b.Tel.Middleware(), park), worker.WithObserver(b.Tel))
+	b.WaitSpans(t, "the parked run", func(s []sdktrace.ReadOnlySpan) bool { return len(outcomeIs(s, topic, "parked")) == 1 })
+
+	replayed.Store(true)
+	if st, err := dlq.Replay(t.Context(), c.Client(t), dlq.ReplayOptions{Topic: dlqTopic, Logger: oteltest.QuietLogger()}); err != nil || st.Replayed != 1 {
+		t.Fatalf("Replay = %+v, %v; want 1 replayed", st, err)
+	}
+	spans := b.WaitSpans(t, "the replayed run", func(s []sdktrace.ReadOnlySpan) bool { return len(outcomeIs(s, topic, "succeeded")) == 1 })
+
+	send := oteltest.Named(spans, "send "+topic)
+	if len(send) != 1 || send[0].Parent().SpanID() != request.SpanContext().SpanID() {
+		t.Fatalf("enqueue's send spans %s; want one, a child of the request", oteltest.Describe(send))
+	}
+	parked, again := outcomeIs(spans, topic, "parked")[0], outcomeIs(spans, topic, "succeeded")[0]
+	if parked.Status().Code != codes.Error || oteltest.Attr(parked, "error.type").AsString() != handler.ReasonPermanent ||
+		oteltest.Attr(parked, "shareq.job.parked.topic").AsString() != dlqTopic || oteltest.Attr(parked, "shareq.ack").AsString() != "accept" {
+		t.Errorf("parked run: status %v, attributes %v", parked.Status(), parked.Attributes())
+	}
+	// The DLQ record's send: a child of the parked run, linked to the
+	// job's creation.
+	dsend := oteltest.Named(spans, "send "+dlqTopic)
+	if len(dsend) != 1 || dsend[0].Parent().SpanID() != parked.SpanContext().SpanID() {
+		t.Fatalf("DLQ send spans %s; want one, a child of the parked run", oteltest.Describe(dsend))
+	}
+	if _, ok := oteltest.LinkTo(dsend[0], send[0].SpanContext()); !ok {
+		t.Errorf("DLQ send links %v; want the job's creation", dsend[0].Links())
+	}
+	for s, want := range map[sdktrace.ReadOnlySpan][]string{parked: {"created"}, again: {"created", "parked_run"}} {
+		links := s.Links()
+		if len(links) != len(want) {
+			t.Errorf("%s links %v, want %v", oteltest.Attr(s, "shareq.job.outcome").AsString(), links, want)
+			continue
+		}
+		for i, kind := range want {
+			to := send[0].SpanContext()
+			if kind == "parked_run" {
+				to = parked.SpanContext()
+			}
+			if oteltest.LinkKind(links[i]) != kind || links[i].SpanContext.SpanID() != to.SpanID() {
+				t.Errorf("%s link %d: %v, want %s to %v", oteltest.Attr(s, "shareq.job.outcome").AsString(), i, links[i], kind, to.SpanID())
+			}
+		}
+	}
+	if oteltest.Attr(again, "messaging.message.id").AsString() != id || again.Status().Code != codes.Unset {
+		t.Errorf("replayed run: attributes %v, status %v", again.Attributes(), again.Status())
+	}
+}
+
+// A panic is recorded with its stack; a job that ran out of its time is
+// retried, marked timed out.
+func TestPanicAndTimeout(t *testing.T) {
+	t.Parallel()
+	b := oteltest.Setup(t)
+	c := kafkatest.New(t)
+	topic, group := c.Topic(t, 1), c.Group(t)
+	q, err := enqueue.New(b.Tel.Producer(c.Client(t, enqueue.ProducerOpts()...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"panic", "slow"} {
+		if _, err := q.Enqueue(t.Context(), topic, k, enqueue.Key([]byte(k))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := handler.Func(func(ctx context.Context, job *handler.Job) error {
+		switch {
+		case string(job.Key) == "panic":
+			panic("thumbnail: nil image")
+		case job.DeliveryCount == 1:
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	})
+	oteltest.StartWorker(t, c, worker.Group(group), worker.Handle(topic, h), worker.TopicJobTimeout(topic, 200*time.Millisecond),
+		worker.Use(b.Tel.Middleware()), worker.WithObserver(b.Tel))
+	spans := b.WaitSpans(t, "three runs", func(s []sdktrace.ReadOnlySpan) bool { return oteltest.Count(s, "process "+topic) == 3 })
+
+	discarded := outcomeIs(spans, topic, "discarded")
+	if len(discarded) != 1 {
+		t.Fatalf("discarded runs %s; want the panic's", oteltest.Describe(spans))
+	}
+	p := discarded[0]
+	if p.Status().Code != codes.Error || oteltest.Attr(p, "error.type").AsString() != handler.ReasonPanic || oteltest.Attr(p, "shareq.ack").AsString() != "reject" {
+		t.Errorf("panic run: status %v, attributes %v", p.Status(), p.Attributes())
+	}
+	if e, ok := oteltest.HasEvent(p, "exception"); !ok || !strings.Contains(oteltest.EventAttr(e, "exception.stacktrace").AsString(), "TestPanicAndTimeout") {
+		t.Errorf("panic run: exception event %v; want one with the handler's stack", e)
+	}
+	retried := outcomeIs(spans, topic, "retried")
+	if len(retried) != 1 || !oteltest.Attr(retried[0], "shareq.job.timed_out").AsBool() || oteltest.Attr(retried[0], "error.type").AsString() != handler.ReasonTimeout ||
+		retried[0].Status().Code != codes.Error {
+		t.Fatalf("retried runs %s; want the slow job's first, timed out", oteltest.Describe(retried))
+	}
+	ok := outcomeIs(spans, topic, "succeeded")
+	if len(ok) != 1 || oteltest.Attr(ok[0], "shareq.job.timed_out").Type() != 0 || oteltest.Attr(ok[0], "shareq.delivery.count").AsInt64() != 2 {
+		t.Fatalf("succeeded runs %s; want the slow job's second", oteltest.Describe(ok))
+	}
+	if oteltest.Attr(ok[0], "messaging.kafka.message.key").Type() != 0 {
+		t.Errorf("the key is on the span without RecordKeys")
+	}
+}
+
+// With ParentFromJob the run is a child of the enqueue, in its trace;
+// with RecordKeys the key is on the span.
+func TestParentFromJobAndRecordKeys(t *testing.T) {
+	t.Parallel()
+	b := oteltest.Setup(t, shareqotel.ParentFromJob(), shareqotel.RecordKeys())
+	c := kafkatest.New(t)
+	topic, group := c.Topic(t, 1), c.Group(t)
+	q, err := enqueue.New(b.Tel.Producer(c.Client(t, enqueue.ProducerOpts()...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Enqueue(t.Context(), topic, 1, enqueue.Key([]byte("user-7"))); err != nil {
+		t.Fatal(err)
+	}
+	var inner trace.SpanContext
+	h := handler.Func(func(ctx context.Context, job *handler.Job) error {
+		_, s := b.TP.Tracer("test").Start(ctx, "resize")
+		inner = s.SpanContext()
+		s.End()
+		return nil
+	})
+	oteltest.StartWorker(t, c, worker.Group(group), worker.Handle(topic, h), worker.Use(b.Tel.Middleware()), worker.WithObserver(b.Tel))
+	spans := b.WaitSpans(t, "the run", func(s []sdktrace.ReadOnlySpan) bool { return oteltest.Count(s, "process "+topic) == 1 })
+	send, run := oteltest.Named(spans, "send "+topic)[0], oteltest.Named(spans, "process "+topic)[0]
+	if run.Parent().SpanID() != send.SpanContext().SpanID() || run.SpanContext().TraceID() != send.SpanContext().TraceID() || len(run.Links()) != 0 {
+		t.Errorf("run: parent %v, links %v; want a child of the send span %v", run.Parent(), run.Links(), send.SpanContext())
+	}
+	if resize := oteltest.Named(spans, "resize"); len(resize) != 1 || resize[0].Parent().SpanID() != run.SpanContext().SpanID() || inner.SpanID() != resize[0].SpanContext().SpanID() {
+		t.Errorf("the handler's span is not a child of the run")
+	}
+	if oteltest.Attr(run, "messaging.kafka.message.key").AsString() != "user-7" {
+		t.Errorf("run attributes %v; want the key", run.Attributes())
+	}
+}
