@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/shareq/shareq/handler"
 )
@@ -94,21 +95,38 @@ func (t *Telemetry) partitionAttrs(partition int32, offset int64) []attribute.Ke
 	return as
 }
 
-func (t *Telemetry) consumerAttrs(job *handler.Job, id string) []attribute.KeyValue {
-	as := make([]attribute.KeyValue, 0, 16)
-	as = append(as, systemKafka, attrDestination.String(job.Topic), attrMessageID.String(id),
-		attrDeliveryCount.Int64(int64(job.DeliveryCount)))
+// runBase is what the runs of one topic in one group share: the span's
+// name, and the attributes a sampler may look at, made once.
+type runBase struct {
+	name  string
+	attrs trace.SpanStartEventOption
+}
+
+func (t *Telemetry) baseOf(topic, group string) *runBase {
+	k := [2]string{topic, group}
+	if v, ok := t.base.Load(k); ok {
+		return v.(*runBase)
+	}
+	as := []attribute.KeyValue{systemKafka, attrDestination.String(topic)}
+	if t.cur() {
+		as = append(as, attrOperationName.String("process"), attrOperationType.String("process"), attrGroup.String(group))
+	}
+	if t.old() {
+		as = append(as, attrOldOperation.String("process"), attrOldGroup.String(group))
+	}
+	v, _ := t.base.LoadOrStore(k, &runBase{name: t.spanName("process", topic), attrs: trace.WithAttributes(as...)})
+	return v.(*runBase)
+}
+
+// consumerAttrs are the attributes of one run of job, beyond baseAttrs.
+func (t *Telemetry) consumerAttrs(job *handler.Job) []attribute.KeyValue {
+	as := make([]attribute.KeyValue, 0, 8)
+	as = append(as, attrMessageID.String(job.ID()), attrDeliveryCount.Int64(int64(job.DeliveryCount)))
 	if job.DeliveryLimit > 0 {
 		as = append(as, attrDeliveryLimit.Int64(int64(job.DeliveryLimit)))
 	}
 	if t.keys && len(job.Key) > 0 && utf8.Valid(job.Key) {
 		as = append(as, attrKey.String(string(job.Key)))
-	}
-	if t.cur() {
-		as = append(as, attrOperationName.String("process"), attrOperationType.String("process"), attrGroup.String(job.Group))
-	}
-	if t.old() {
-		as = append(as, attrOldOperation.String("process"), attrOldGroup.String(job.Group))
 	}
 	return append(as, t.partitionAttrs(job.Partition, job.Offset)...)
 }

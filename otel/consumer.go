@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,7 +25,10 @@ import (
 type run struct {
 	mu   sync.Mutex
 	span trace.Span
-	id   string // the job's ID, set with span
+	job  *handler.Job // set with span
+	// measured: the middleware recorded the handler chain's duration (a
+	// panic that passed through it did not let it).
+	measured bool
 }
 
 func (r *run) current() trace.Span {
@@ -67,22 +72,32 @@ func (t *Telemetry) Middleware() handler.Middleware {
 			r.mu.Lock()
 			span := r.span
 			if span == nil {
-				r.id = job.ID()
-				span = t.startRun(ctx, job, r.id, time.Time{})
-				r.span = span
+				ctx, span = t.startRun(ctx, job, time.Time{})
+				r.span, r.job = span, job
+				if job.DeliveryCount == 1 && !job.Timestamp.IsZero() {
+					t.inst.wait.Record(context.Background(), time.Since(job.Timestamp).Seconds(), t.inst.series(seriesKey{topic: job.Topic, group: job.Group}).opt)
+				}
 			} else {
 				// The same delivery run again after a pause: one span.
 				span.AddEvent("shareq.job.rerun")
+				ctx = trace.ContextWithSpan(ctx, span)
 			}
 			r.mu.Unlock()
-			ctx = context.WithValue(trace.ContextWithSpan(ctx, span), runKey{}, r)
+			ctx = context.WithValue(ctx, runKey{}, r)
 			if sc := span.SpanContext(); t.logIDs && sc.IsSampled() {
 				ctx = handler.WithLogger(ctx, handler.Logger(ctx).With(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String())))
 			}
+			start := time.Now()
+			var err error
 			if observed {
-				return next.Handle(ctx, job)
+				err = next.Handle(ctx, job)
+			} else {
+				err = handleUnobserved(ctx, next, job, span)
 			}
-			err := handleUnobserved(ctx, next, job, span)
+			t.processed(ctx, job, err, time.Since(start))
+			r.mu.Lock()
+			r.measured = true
+			r.mu.Unlock()
 			return err
 		})
 	}
@@ -109,37 +124,72 @@ func handleUnobserved(ctx context.Context, next handler.Handler, job *handler.Jo
 
 // startRun starts the span of a run of job: a root linked to the context
 // job's headers carry, or its child with ParentFromJob. A zero at is now.
-func (t *Telemetry) startRun(ctx context.Context, job *handler.Job, id string, at time.Time) trace.Span {
-	opts := make([]trace.SpanStartOption, 0, 5)
-	opts = append(opts, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(t.consumerAttrs(job, id)...))
+// The attributes a sampler may look at are given at the start; the
+// others, and the links, only to a span that records.
+func (t *Telemetry) startRun(ctx context.Context, job *handler.Job, at time.Time) (context.Context, trace.Span) {
+	b := t.baseOf(job.Topic, job.Group)
+	opts := make([]trace.SpanStartOption, 0, 4)
+	opts = append(opts, consumerKind, b.attrs)
 	if !at.IsZero() {
 		opts = append(opts, trace.WithTimestamp(at))
 	}
-	created := t.prop.Extract(context.Background(), jobHeaders{hs: job.Headers})
-	if sc := trace.SpanContextFromContext(created); sc.IsValid() {
-		if t.parent {
-			ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
-		} else {
-			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{linkKind.String("created")}}))
+	var created trace.SpanContext
+	if t.parent {
+		if created = t.extract(job, ""); created.IsValid() {
+			ctx = trace.ContextWithRemoteSpanContext(ctx, created)
+		}
+	} else {
+		opts = append(opts, newRoot)
+	}
+	ctx, span := t.tracer.Start(ctx, b.name, opts...)
+	if !span.IsRecording() {
+		return ctx, span
+	}
+	span.SetAttributes(t.consumerAttrs(job)...)
+	if !t.parent {
+		if created = t.extract(job, ""); created.IsValid() {
+			span.AddLink(trace.Link{SpanContext: created, Attributes: []attribute.KeyValue{linkKind.String("created")}})
 		}
 	}
-	if parked := trace.SpanContextFromContext(t.prop.Extract(context.Background(), jobHeaders{hs: job.Headers, prefix: ParkedRunPrefix})); parked.IsValid() {
-		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: parked, Attributes: []attribute.KeyValue{linkKind.String("parked_run")}}))
+	if parked := t.extract(job, ParkedRunPrefix); parked.IsValid() {
+		span.AddLink(trace.Link{SpanContext: parked, Attributes: []attribute.KeyValue{linkKind.String("parked_run")}})
 	}
-	if !t.parent {
-		opts = append(opts, trace.WithNewRoot())
-	}
-	_, span := t.tracer.Start(ctx, t.spanName("process", job.Topic), opts...)
-	return span
+	return ctx, span
 }
 
-// JobStarted implements worker.Observer: it records the wait of a first
-// delivery and readies the run for the middleware.
+var (
+	consumerKind = trace.WithSpanKind(trace.SpanKindConsumer)
+	newRoot      = trace.WithNewRoot()
+)
+
+// processed records the duration of a run of the handler chain inside
+// the middleware, with the error.type of its failure: a parked job's
+// failure too, a job timeout as "timeout".
+func (t *Telemetry) processed(ctx context.Context, job *handler.Job, err error, took time.Duration) {
+	var errType string
+	switch p, parked := handler.ParkedFrom(ctx); {
+	case err != nil && errors.Is(context.Cause(ctx), worker.ErrJobTimeout):
+		errType = handler.ReasonTimeout
+	case err != nil:
+		errType = errorType(err)
+	case parked && p.Err != nil:
+		errType = errorType(p.Err)
+	}
+	t.inst.duration.Record(context.Background(), took.Seconds(), t.inst.series(seriesKey{topic: job.Topic, group: job.Group, errType: errType}).opt)
+}
+
+// extract reads the span context job's headers carry under prefix.
+func (t *Telemetry) extract(job *handler.Job, prefix string) trace.SpanContext {
+	if prefix != "" && !slices.ContainsFunc(job.Headers, func(h handler.Header) bool { return strings.HasPrefix(h.Key, prefix) }) {
+		return trace.SpanContext{}
+	}
+	return trace.SpanContextFromContext(t.prop.Extract(context.Background(), jobHeaders{hs: job.Headers, prefix: prefix}))
+}
+
+// JobStarted implements worker.Observer: it readies the run for the
+// middleware, which thereby knows the observer will end its span.
 func (t *Telemetry) JobStarted(job *handler.Job) {
 	t.runs.Store(job, new(run))
-	if job.DeliveryCount == 1 && !job.Timestamp.IsZero() {
-		t.inst.wait.Record(context.Background(), time.Since(job.Timestamp).Seconds(), t.inst.series(seriesKey{topic: job.Topic, group: job.Group}))
-	}
 }
 
 // JobFinished implements worker.Observer: it ends the run's span with the
@@ -148,12 +198,17 @@ func (t *Telemetry) JobStarted(job *handler.Job) {
 // of its own here.
 func (t *Telemetry) JobFinished(job *handler.Job, res worker.Result) {
 	var span trace.Span
+	measured := false
 	if v, ok := t.runs.LoadAndDelete(job); ok {
-		span = v.(*run).current()
+		r := v.(*run)
+		r.mu.Lock()
+		span, measured = r.span, r.measured
+		r.mu.Unlock()
 	}
-	now := time.Now()
+	var now time.Time
 	if span == nil {
-		span = t.startRun(context.Background(), job, job.ID(), now.Add(-res.Duration))
+		now = time.Now()
+		_, span = t.startRun(context.Background(), job, now.Add(-res.Duration))
 	}
 	failed := res.Outcome == worker.OutcomeRetried || res.Outcome == worker.OutcomeParked || res.Outcome == worker.OutcomeDiscarded
 	var errType string
@@ -162,16 +217,19 @@ func (t *Telemetry) JobFinished(job *handler.Job, res worker.Result) {
 	}
 	if span.IsRecording() {
 		t.settle(span, res, failed, errType)
+		span.End(trace.WithTimestamp(now))
+	} else {
+		span.End()
 	}
-	span.End(trace.WithTimestamp(now))
 
-	k := seriesKey{topic: job.Topic, group: job.Group, outcome: res.Outcome.String(), errType: errType}
-	set := t.inst.series(k)
-	ctx := context.Background()
-	if res.Ran {
-		t.inst.duration.Record(ctx, res.Duration.Seconds(), set)
+	if res.Ran && !measured { // no middleware, or a panic went through it
+		var et string
+		if res.Err != nil && res.Outcome != worker.OutcomeInterrupted {
+			et = errorType(res.Err)
+		}
+		t.inst.duration.Record(context.Background(), res.Duration.Seconds(), t.inst.series(seriesKey{topic: job.Topic, group: job.Group, errType: et}).opt)
 	}
-	t.inst.consumed.Add(ctx, 1, set)
+	t.inst.series(seriesKey{topic: job.Topic, group: job.Group, outcome: res.Outcome.String(), errType: errType}).consumed.Add(1)
 }
 
 // settle writes how the run ended on its span.
@@ -225,3 +283,10 @@ func (t *Telemetry) LockRenewed(job *handler.Job, err error) {
 // acknowledgement by partition, not by job, so no span hears of it; the
 // record will be delivered again, and its next run has a span of its own.
 func (t *Telemetry) AckFailed(string, int32, error) {}
+
+// isJob reports whether id is the ID of the run's job.
+func (r *run) isJob(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.job != nil && id != "" && r.job.ID() == id
+}

@@ -58,6 +58,8 @@
 //
 // Each has messaging.system, messaging.operation.name,
 // messaging.destination.name and messaging.consumer.group.name; the first
-// two shareq.job.outcome and, for a failure, error.type. The Prometheus
-// metrics of package metrics are independent of these.
+// two error.type for a failure, and the consumed count shareq.job.outcome.
+// The duration is measured by the middleware, on the handler's goroutine,
+// so that the worker's own loop only counts. The Prometheus metrics of
+// package metrics are independent of these.
 package shareqotel

@@ -1,7 +1,9 @@
 package shareqotel
 
 import (
+	"context"
 	"sync"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -11,7 +13,8 @@ import (
 // have one.
 const (
 	// MetricProcessDuration is the conventions' histogram of how long a
-	// handler ran, in seconds, per topic, group, outcome and error.type.
+	// handler ran, in seconds, per topic, group and, for a failure (a
+	// parked job's included), error.type.
 	MetricProcessDuration = "messaging.process.duration"
 	// MetricConsumed counts finished deliveries, per topic, group,
 	// outcome and error.type (the conventions'
@@ -25,14 +28,22 @@ const (
 
 type instruments struct {
 	duration metric.Float64Histogram
-	consumed metric.Int64Counter
 	wait     metric.Float64Histogram
-	// sets caches an attribute set per series, so that a measurement
-	// costs no allocation once its series exists.
-	sets sync.Map // seriesKey -> metric.MeasurementOption
+	// series holds a *series per seriesKey, so that a measurement costs
+	// no allocation once its series exists. The consumed counter is
+	// asynchronous: a finished job adds to its series' count, and a
+	// collection reads the counts.
+	bySeries sync.Map
 }
 
 type seriesKey struct{ topic, group, outcome, errType string }
+
+// series is one combination of attributes.
+type series struct {
+	set      attribute.Set
+	opt      metric.MeasurementOption
+	consumed atomic.Int64
+}
 
 // durationBuckets are the boundaries the conventions advise for
 // messaging.process.duration.
@@ -44,8 +55,17 @@ func (in *instruments) init(m metric.Meter) error {
 		metric.WithDescription("Duration of processing operation."), metric.WithExplicitBucketBoundaries(durationBuckets...)); err != nil {
 		return err
 	}
-	if in.consumed, err = m.Int64Counter(MetricConsumed, metric.WithUnit("{message}"),
-		metric.WithDescription("Number of messages that were delivered to the application.")); err != nil {
+	if _, err = m.Int64ObservableCounter(MetricConsumed, metric.WithUnit("{message}"),
+		metric.WithDescription("Number of messages that were delivered to the application."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			in.bySeries.Range(func(_, v any) bool {
+				if se := v.(*series); se.consumed.Load() > 0 {
+					o.Observe(se.consumed.Load(), metric.WithAttributeSet(se.set))
+				}
+				return true
+			})
+			return nil
+		})); err != nil {
 		return err
 	}
 	in.wait, err = m.Float64Histogram(MetricWait, metric.WithUnit("s"),
@@ -53,9 +73,9 @@ func (in *instruments) init(m metric.Meter) error {
 	return err
 }
 
-func (in *instruments) series(k seriesKey) metric.MeasurementOption {
-	if v, ok := in.sets.Load(k); ok {
-		return v.(metric.MeasurementOption)
+func (in *instruments) series(k seriesKey) *series {
+	if v, ok := in.bySeries.Load(k); ok {
+		return v.(*series)
 	}
 	as := []attribute.KeyValue{systemKafka, attrOperationName.String("process"), attrDestination.String(k.topic), attrGroup.String(k.group)}
 	if k.outcome != "" {
@@ -64,6 +84,8 @@ func (in *instruments) series(k seriesKey) metric.MeasurementOption {
 	if k.errType != "" {
 		as = append(as, attrErrorType.String(k.errType))
 	}
-	v, _ := in.sets.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(as...)))
-	return v.(metric.MeasurementOption)
+	se := &series{set: attribute.NewSet(as...)}
+	se.opt = metric.WithAttributeSet(se.set)
+	v, _ := in.bySeries.LoadOrStore(k, se)
+	return v.(*series)
 }

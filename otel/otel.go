@@ -156,6 +156,8 @@ type Telemetry struct {
 	// runs maps the *handler.Job the worker hands to JobStarted, the
 	// middleware and JobFinished to that job's run.
 	runs sync.Map
+	// base caches a *runBase by [2]string{topic, group}.
+	base sync.Map
 
 	inst instruments
 }

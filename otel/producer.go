@@ -152,7 +152,7 @@ func (p *producer) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.Produ
 		switch {
 		case !created.IsValid():
 			t.prop.Inject(sctx, recordHeaders{r: r})
-		case run != nil && enqueue.RecordID(r) == run.id:
+		case run != nil && run.isJob(enqueue.RecordID(r)):
 			// The job's own record again, produced while the job runs:
 			// the dlq middleware parking it. Its trace context stays the
 			// creation's; the run's goes beside it.

@@ -1,0 +1,115 @@
+package shareqotel_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/internal/kafkatest"
+	"github.com/shareq/shareq/internal/workertest"
+	shareqotel "github.com/shareq/shareq/otel"
+	"github.com/shareq/shareq/worker"
+)
+
+// BenchmarkMiddleware measures the cost per job of the telemetry: a
+// no-op handler at Concurrency 24 without it, with it on an SDK tracer
+// provider that samples nothing (and an SDK meter provider, so metrics
+// are recorded), and with every span sampled (into a processor that
+// drops them), in the same run. Each sub-benchmark consumes b.N fresh
+// 100-byte records from 6 partitions carrying a trace context, and
+// reports jobs/s and the ratio to the run without telemetry.
+//
+//	go test -run '^$' -bench Middleware -benchtime 20000x -count 3 ./otel
+func BenchmarkMiddleware(b *testing.B) {
+	var base float64
+	for _, mode := range []string{"none", "sampling-off", "sampled"} {
+		b.Run(fmt.Sprintf("%s/concurrency=24", mode), func(b *testing.B) {
+			var opts []worker.Option
+			if mode != "none" {
+				sampler := sdktrace.NeverSample()
+				if mode == "sampled" {
+					sampler = sdktrace.AlwaysSample()
+				}
+				tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.ParentBased(sampler)), sdktrace.WithSpanProcessor(dropSpans{}))
+				mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+				b.Cleanup(func() { _ = tp.Shutdown(context.Background()); _ = mp.Shutdown(context.Background()) })
+				tel, err := shareqotel.New(shareqotel.TracerProvider(tp), shareqotel.MeterProvider(mp), shareqotel.Propagator(propagation.TraceContext{}))
+				if err != nil {
+					b.Fatal(err)
+				}
+				opts = append(opts, worker.Use(tel.Middleware()), worker.WithObserver(tel))
+			}
+			c := kafkatest.New(b)
+			topic, group := c.Topic(b, 6), c.Group(b)
+			produce(b, c, topic)
+			var done atomic.Int64
+			all := make(chan struct{})
+			nop := handler.Func(func(context.Context, *handler.Job) error {
+				if done.Add(1) == int64(b.N) {
+					close(all)
+				}
+				return nil
+			})
+			w, err := worker.New(append(opts, worker.Brokers(c.Seeds...), worker.Group(group), worker.Handle(topic, nop),
+				worker.Concurrency(24), worker.Logger(workertest.Logger()))...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			ran := make(chan error, 1)
+			b.ResetTimer()
+			start := time.Now()
+			go func() { ran <- w.Run(ctx) }()
+			select {
+			case <-all:
+			case <-time.After(10 * time.Minute):
+				b.Errorf("done %d of %d in 10 minutes", done.Load(), b.N)
+			}
+			rate := float64(b.N) / time.Since(start).Seconds()
+			b.StopTimer()
+			cancel()
+			if err := <-ran; err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(rate, "jobs/s")
+			if mode == "none" {
+				base = rate
+			} else if base > 0 {
+				b.ReportMetric(rate/base, "x_none")
+			}
+		})
+	}
+}
+
+// produce writes b.N 100-byte records to topic, each with a W3C
+// traceparent, as a traced producer writes them.
+func produce(b *testing.B, c *kafkatest.Cluster, topic string) {
+	b.Helper()
+	value := make([]byte, 100)
+	tp := []byte("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	const chunk = 10000
+	for i := 0; i < b.N; i += chunk {
+		var recs []*kgo.Record
+		for j := i; j < min(i+chunk, b.N); j++ {
+			recs = append(recs, &kgo.Record{Topic: topic, Value: value, Headers: []kgo.RecordHeader{{Key: "traceparent", Value: tp}}})
+		}
+		c.Produce(b, recs...)
+	}
+}
+
+// dropSpans is a span processor that drops every span: the cost of
+// recording, without an exporter's.
+type dropSpans struct{}
+
+func (dropSpans) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (dropSpans) OnEnd(sdktrace.ReadOnlySpan)                     {}
+func (dropSpans) Shutdown(context.Context) error                  { return nil }
+func (dropSpans) ForceFlush(context.Context) error                { return nil }
