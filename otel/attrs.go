@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/worker"
 )
 
 // The attributes of the messaging conventions, current and v1.24, and
@@ -98,8 +99,14 @@ func (t *Telemetry) partitionAttrs(partition int32, offset int64) []attribute.Ke
 // runBase is what the runs of one topic in one group share: the span's
 // name, and the attributes a sampler may look at, made once.
 type runBase struct {
-	name  string
-	attrs trace.SpanStartEventOption
+	name string
+	// opts are the span's start options, but for ParentFromJob's parent
+	// and a timestamp.
+	opts []trace.SpanStartOption
+	// ok is the duration's series without an error.type; outcomes the
+	// consumed count's, by worker.Outcome.
+	ok       *series
+	outcomes [8]*series
 }
 
 func (t *Telemetry) baseOf(topic, group string) *runBase {
@@ -114,7 +121,15 @@ func (t *Telemetry) baseOf(topic, group string) *runBase {
 	if t.old() {
 		as = append(as, attrOldOperation.String("process"), attrOldGroup.String(group))
 	}
-	v, _ := t.base.LoadOrStore(k, &runBase{name: t.spanName("process", topic), attrs: trace.WithAttributes(as...)})
+	b := &runBase{name: t.spanName("process", topic), ok: t.inst.series(seriesKey{topic: topic, group: group})}
+	b.opts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(as...)}
+	if !t.parent {
+		b.opts = append(b.opts, trace.WithNewRoot())
+	}
+	for _, o := range worker.Outcomes() {
+		b.outcomes[o] = t.inst.series(seriesKey{topic: topic, group: group, outcome: o.String()})
+	}
+	v, _ := t.base.LoadOrStore(k, b)
 	return v.(*runBase)
 }
 

@@ -62,11 +62,9 @@ func runFrom(ctx context.Context) *run {
 func (t *Telemetry) Middleware() handler.Middleware {
 	return func(next handler.Handler) handler.Handler {
 		return handler.Func(func(ctx context.Context, job *handler.Job) error {
-			v, observed := t.runs.Load(job)
-			var r *run
-			if observed {
-				r = v.(*run)
-			} else {
+			r := t.runs.load(job)
+			observed := r != nil
+			if !observed {
 				r = new(run)
 			}
 			r.mu.Lock()
@@ -75,7 +73,7 @@ func (t *Telemetry) Middleware() handler.Middleware {
 				ctx, span = t.startRun(ctx, job, time.Time{})
 				r.span, r.job = span, job
 				if job.DeliveryCount == 1 && !job.Timestamp.IsZero() {
-					t.inst.wait.Record(context.Background(), time.Since(job.Timestamp).Seconds(), t.inst.series(seriesKey{topic: job.Topic, group: job.Group}).opt)
+					t.inst.wait.Record(context.Background(), time.Since(job.Timestamp).Seconds(), t.baseOf(job.Topic, job.Group).ok.opts...)
 				}
 			} else {
 				// The same delivery run again after a pause: one span.
@@ -128,18 +126,15 @@ func handleUnobserved(ctx context.Context, next handler.Handler, job *handler.Jo
 // others, and the links, only to a span that records.
 func (t *Telemetry) startRun(ctx context.Context, job *handler.Job, at time.Time) (context.Context, trace.Span) {
 	b := t.baseOf(job.Topic, job.Group)
-	opts := make([]trace.SpanStartOption, 0, 4)
-	opts = append(opts, consumerKind, b.attrs)
+	opts := b.opts // shared: never appended to in place
 	if !at.IsZero() {
-		opts = append(opts, trace.WithTimestamp(at))
+		opts = append(slices.Clip(opts), trace.WithTimestamp(at))
 	}
 	var created trace.SpanContext
 	if t.parent {
 		if created = t.extract(job, ""); created.IsValid() {
 			ctx = trace.ContextWithRemoteSpanContext(ctx, created)
 		}
-	} else {
-		opts = append(opts, newRoot)
 	}
 	ctx, span := t.tracer.Start(ctx, b.name, opts...)
 	if !span.IsRecording() {
@@ -157,11 +152,6 @@ func (t *Telemetry) startRun(ctx context.Context, job *handler.Job, at time.Time
 	return ctx, span
 }
 
-var (
-	consumerKind = trace.WithSpanKind(trace.SpanKindConsumer)
-	newRoot      = trace.WithNewRoot()
-)
-
 // processed records the duration of a run of the handler chain inside
 // the middleware, with the error.type of its failure: a parked job's
 // failure too, a job timeout as "timeout".
@@ -175,7 +165,11 @@ func (t *Telemetry) processed(ctx context.Context, job *handler.Job, err error, 
 	case parked && p.Err != nil:
 		errType = errorType(p.Err)
 	}
-	t.inst.duration.Record(context.Background(), took.Seconds(), t.inst.series(seriesKey{topic: job.Topic, group: job.Group, errType: errType}).opt)
+	se := t.baseOf(job.Topic, job.Group).ok
+	if errType != "" {
+		se = t.inst.series(seriesKey{topic: job.Topic, group: job.Group, errType: errType})
+	}
+	t.inst.duration.Record(context.Background(), took.Seconds(), se.opts...)
 }
 
 // extract reads the span context job's headers carry under prefix.
@@ -189,7 +183,7 @@ func (t *Telemetry) extract(job *handler.Job, prefix string) trace.SpanContext {
 // JobStarted implements worker.Observer: it readies the run for the
 // middleware, which thereby knows the observer will end its span.
 func (t *Telemetry) JobStarted(job *handler.Job) {
-	t.runs.Store(job, new(run))
+	t.runs.store(job, new(run))
 }
 
 // JobFinished implements worker.Observer: it ends the run's span with the
@@ -199,8 +193,7 @@ func (t *Telemetry) JobStarted(job *handler.Job) {
 func (t *Telemetry) JobFinished(job *handler.Job, res worker.Result) {
 	var span trace.Span
 	measured := false
-	if v, ok := t.runs.LoadAndDelete(job); ok {
-		r := v.(*run)
+	if r := t.runs.loadAndDelete(job); r != nil {
 		r.mu.Lock()
 		span, measured = r.span, r.measured
 		r.mu.Unlock()
@@ -227,9 +220,17 @@ func (t *Telemetry) JobFinished(job *handler.Job, res worker.Result) {
 		if res.Err != nil && res.Outcome != worker.OutcomeInterrupted {
 			et = errorType(res.Err)
 		}
-		t.inst.duration.Record(context.Background(), res.Duration.Seconds(), t.inst.series(seriesKey{topic: job.Topic, group: job.Group, errType: et}).opt)
+		t.inst.duration.Record(context.Background(), res.Duration.Seconds(), t.inst.series(seriesKey{topic: job.Topic, group: job.Group, errType: et}).opts...)
 	}
-	t.inst.series(seriesKey{topic: job.Topic, group: job.Group, outcome: res.Outcome.String(), errType: errType}).consumed.Add(1)
+	var se *series
+	if i := int(res.Outcome); errType == "" && i >= 0 && i < len(runBase{}.outcomes) {
+		se = t.baseOf(job.Topic, job.Group).outcomes[i]
+	}
+	if se != nil {
+		se.consumed.Add(1)
+	} else {
+		t.inst.series(seriesKey{topic: job.Topic, group: job.Group, outcome: res.Outcome.String(), errType: errType}).consumed.Add(1)
+	}
 }
 
 // settle writes how the run ended on its span.
@@ -264,11 +265,11 @@ func (t *Telemetry) settle(span trace.Span, res worker.Result, failed bool, errT
 
 // LockRenewed implements worker.Observer: an event on the run's span.
 func (t *Telemetry) LockRenewed(job *handler.Job, err error) {
-	v, ok := t.runs.Load(job)
-	if !ok {
+	r := t.runs.load(job)
+	if r == nil {
 		return
 	}
-	span := v.(*run).current()
+	span := r.current()
 	if span == nil || !span.IsRecording() {
 		return
 	}

@@ -40,8 +40,10 @@ type seriesKey struct{ topic, group, outcome, errType string }
 
 // series is one combination of attributes.
 type series struct {
-	set      attribute.Set
-	opt      metric.MeasurementOption
+	set attribute.Set
+	// opts holds the set as a record option, made once: a slice passed
+	// on to Record costs no allocation.
+	opts     []metric.RecordOption
 	consumed atomic.Int64
 }
 
@@ -85,7 +87,7 @@ func (in *instruments) series(k seriesKey) *series {
 		as = append(as, attrErrorType.String(k.errType))
 	}
 	se := &series{set: attribute.NewSet(as...)}
-	se.opt = metric.WithAttributeSet(se.set)
+	se.opts = []metric.RecordOption{metric.WithAttributeSet(se.set)}
 	v, _ := in.bySeries.LoadOrStore(k, se)
 	return v.(*series)
 }

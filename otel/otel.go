@@ -153,9 +153,7 @@ type Telemetry struct {
 	parent  bool
 	logIDs  bool
 
-	// runs maps the *handler.Job the worker hands to JobStarted, the
-	// middleware and JobFinished to that job's run.
-	runs sync.Map
+	runs runMap
 	// base caches a *runBase by [2]string{topic, group}.
 	base sync.Map
 
