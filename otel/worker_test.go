@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -198,5 +200,73 @@ func TestParentFromJobAndRecordKeys(t *testing.T) {
 	}
 	if oteltest.Attr(run, "messaging.kafka.message.key").AsString() != "user-7" {
 		t.Errorf("run attributes %v; want the key", run.Attributes())
+	}
+}
+
+// renewals closes its channel at the first confirmed renewal.
+type renewals struct {
+	worker.NopObserver
+	once sync.Once
+	ch   chan struct{}
+}
+
+func (r *renewals) LockRenewed(_ *handler.Job, err error) {
+	if err == nil {
+		r.once.Do(func() { close(r.ch) })
+	}
+}
+
+// A renewal of the lock is an event on the run's span, before its ack.
+func TestLockRenewalIsAnEvent(t *testing.T) {
+	t.Parallel()
+	b := oteltest.Setup(t)
+	c := kafkatest.New(t)
+	topic, group := c.Topic(t, 1), c.Group(t)
+	c.Produce(t, &kgo.Record{Topic: topic, Value: []byte("long")})
+	renewed := &renewals{ch: make(chan struct{})}
+	h := handler.Func(func(ctx context.Context, job *handler.Job) error {
+		select {
+		case <-renewed.ch:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	// Renewed 200 ms after the start: the margin is the lock less that.
+	oteltest.StartWorker(t, c, worker.Group(group), worker.Handle(topic, h), worker.RenewMargin(c.LockDuration-200*time.Millisecond),
+		worker.Use(b.Tel.Middleware()), worker.WithObserver(b.Tel, renewed))
+	spans := b.WaitSpans(t, "the run", func(s []sdktrace.ReadOnlySpan) bool { return oteltest.Count(s, "process "+topic) == 1 })
+	run := oteltest.Named(spans, "process "+topic)[0]
+	var names []string
+	for _, e := range run.Events() {
+		names = append(names, e.Name)
+	}
+	if len(names) < 2 || names[0] != "shareq.lock.renewed" || names[len(names)-1] != "shareq.ack" || oteltest.Attr(run, "shareq.job.outcome").AsString() != "succeeded" {
+		t.Errorf("run events %q, outcome %v; want renewals, then the ack, succeeded", names, oteltest.Attr(run, "shareq.job.outcome"))
+	}
+}
+
+// Without the Telemetry as the worker's observer, the middleware ends
+// the span itself, with the handler's error.
+func TestMiddlewareWithoutObserver(t *testing.T) {
+	t.Parallel()
+	b := oteltest.Setup(t)
+	h := handler.Chain(handler.Func(func(ctx context.Context, job *handler.Job) error {
+		if !trace.SpanFromContext(ctx).SpanContext().IsValid() {
+			t.Error("the handler's context has no span")
+		}
+		return handler.Retry("smtp", errors.New("451"))
+	}), b.Tel.Middleware())
+	job := &handler.Job{Topic: "mail", Group: "g", DeliveryCount: 1, Timestamp: time.Now()}
+	if err := h.Handle(t.Context(), job); err == nil {
+		t.Fatal("the middleware swallowed the error")
+	}
+	spans := b.Spans.Ended()
+	if len(spans) != 1 || spans[0].SpanKind() != trace.SpanKindConsumer || spans[0].Status().Code != codes.Error || oteltest.Attr(spans[0], "error.type").AsString() != "smtp" {
+		t.Fatalf("spans %s, status %v", oteltest.Describe(spans), spans[0].Status())
+	}
+	m := b.Metrics(t)
+	if n := oteltest.HistCount(m["messaging.process.duration"], "error.type", "smtp"); n != 1 {
+		t.Errorf("process.duration{error.type=smtp} count %d, want 1", n)
 	}
 }
