@@ -10,12 +10,12 @@
 //		return err
 //	}
 //
-// and is given to the worker with worker.WithObserver(m). Its
-// [Metrics.Parked] and [Metrics.Duplicate] methods fit the hooks of the
-// dlq and idempotency middleware, so parked jobs and suppressed duplicates
+// and is given to the worker with worker.WithObserver(m); it counts
+// parked jobs from the worker's report. Its [Metrics.Duplicate] method
+// fits the hook of the idempotency middleware, so suppressed duplicates
 // are counted too:
 //
-//	park, err := dlq.Middleware(producer, dlq.OnPark(m.Parked))
+//	park, err := dlq.Middleware(producer)
 //	if err != nil {
 //		return err
 //	}
@@ -78,8 +78,8 @@
 //	    lock had run out, or its share session was gone). Those records
 //	    are delivered again, so their jobs run again.
 //	shareq_jobs_parked_total{topic,reason}
-//	    Counter. Jobs parked in a dead-letter topic ([Metrics.Parked], the
-//	    dlq middleware's hook), by reason: permanent, decode, panic,
+//	    Counter. Jobs parked in a dead-letter topic (outcome parked in the
+//	    worker's report), by reason: permanent, decode, panic,
 //	    delivery-limit, or a reason of the handler's own.
 //	shareq_duplicates_suppressed_total{topic}
 //	    Counter. Jobs accepted without running because the idempotency

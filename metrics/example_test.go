@@ -36,7 +36,7 @@ func ExampleNew() {
 		panic(err)
 	}
 	defer producer.Close()
-	park, err := dlq.Middleware(producer, dlq.OnPark(m.Parked))
+	park, err := dlq.Middleware(producer)
 	if err != nil {
 		panic(err)
 	}
@@ -89,7 +89,7 @@ func newWorker(producer *kgo.Client, store idempotency.Store, out **worker.Worke
 	if err != nil {
 		return err
 	}
-	park, err := dlq.Middleware(producer, dlq.OnPark(m.Parked))
+	park, err := dlq.Middleware(producer)
 	if err != nil {
 		return err
 	}

@@ -250,6 +250,16 @@ var jobSeries = []struct {
 // handler ran; shareq_jobs_expired_total for one whose handler did not run.
 func (m *Metrics) JobFinished(job *handler.Job, res worker.Result) {
 	m.jobs.WithLabelValues(job.Topic, res.Outcome.String(), res.Ack.String()).Inc()
+	if res.Outcome == worker.OutcomeParked {
+		// reason becomes a label value: the dlq middleware reports one of
+		// the handler.Reason constants or a reason given to
+		// handler.PermanentError, which must be few and fixed.
+		reason := "unknown"
+		if res.Parked != nil && res.Parked.Reason != "" {
+			reason = res.Parked.Reason
+		}
+		m.parked.WithLabelValues(job.Topic, reason).Inc()
+	}
 	m.deliveries.WithLabelValues(job.Topic).Observe(float64(job.DeliveryCount))
 	m.lockLeft.WithLabelValues(job.Topic).Observe(max(0, res.LockLeft.Seconds()))
 	if res.Ran {
@@ -302,21 +312,6 @@ func (m *Metrics) WorkerPaused(dependency string, _ error) {
 func (m *Metrics) WorkerResumed(dependency string, down time.Duration, _ bool) {
 	m.paused.WithLabelValues(dependency).Set(0)
 	m.pausedFor.WithLabelValues(dependency).Add(down.Seconds())
-}
-
-// Parked counts a job parked in a dead-letter topic in
-// shareq_jobs_parked_total. Its shape fits the dlq middleware's hook:
-//
-//	park, err := dlq.Middleware(producer, dlq.OnPark(m.Parked))
-//
-// reason becomes a label value: the dlq middleware passes one of the
-// handler.Reason constants or a reason given to handler.PermanentError,
-// which must be few and fixed (never an ID or a message).
-func (m *Metrics) Parked(job *handler.Job, reason string) {
-	if reason == "" {
-		reason = "unknown"
-	}
-	m.parked.WithLabelValues(job.Topic, reason).Inc()
 }
 
 // Duplicate counts a job that the idempotency middleware accepted without

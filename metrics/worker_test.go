@@ -163,7 +163,7 @@ func TestWorkerMetricsCountParkedApart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	park, err := dlq.Middleware(c.Client(t), dlq.OnPark(m.Parked), dlq.Logger(quietLogger()))
+	park, err := dlq.Middleware(c.Client(t), dlq.Logger(quietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}

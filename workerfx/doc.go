@@ -34,12 +34,12 @@
 //
 // The module provides a *metrics.Metrics. When the app provides a
 // prometheus.Registerer it is registered there and is the worker's
-// observer. A route constructor may take it to count parked jobs and
-// suppressed duplicates (here with an idempotency.Store the app provides,
+// observer. A route constructor may take it to count suppressed
+// duplicates (here with an idempotency.Store the app provides,
 // such as a pgstore.Store on its pool):
 //
 //	func newImagesRoute(cl *kgo.Client, store idempotency.Store, m *metrics.Metrics) (workerfx.Route, error) {
-//		park, err := dlq.Middleware(cl, dlq.OnPark(m.Parked))
+//		park, err := dlq.Middleware(cl)
 //		if err != nil {
 //			return workerfx.Route{}, err
 //		}

@@ -210,7 +210,7 @@ func resizeImage(ctx context.Context, job *handler.Job, img image) error { retur
 
 // newImagesRoute is the package documentation's route constructor.
 func newImagesRoute(cl *kgo.Client, store idempotency.Store, m *metrics.Metrics) (workerfx.Route, error) {
-	park, err := dlq.Middleware(cl, dlq.OnPark(m.Parked))
+	park, err := dlq.Middleware(cl)
 	if err != nil {
 		return workerfx.Route{}, err
 	}

@@ -50,7 +50,7 @@ func safeJobs(ctx context.Context, resize handler.Handler) error {
 	if err != nil {
 		return err
 	}
-	park, err := dlq.Middleware(producer, dlq.OnPark(m.Parked)) // parks in <topic>.dlq
+	park, err := dlq.Middleware(producer) // parks in <topic>.dlq
 	if err != nil {
 		return err
 	}

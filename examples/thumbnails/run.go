@@ -106,7 +106,6 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 			return err
 		}
 		hooks.observer = append(hooks.observer, ms.m)
-		hooks.onPark = func(j *handler.Job, reason string) { tr.parkedHook(j, reason); ms.m.Parked(j, reason) }
 		hooks.onDuplicate = func(j *handler.Job, key string) { tr.duplicateHook(j, key); ms.m.Duplicate(j, key) }
 		con.printf("serving metrics at http://%s/metrics", ms.ln.Addr())
 	}
