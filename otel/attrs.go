@@ -111,8 +111,11 @@ type runBase struct {
 
 func (t *Telemetry) baseOf(topic, group string) *runBase {
 	k := [2]string{topic, group}
-	if v, ok := t.base.Load(k); ok {
-		return v.(*runBase)
+	t.baseMu.RLock()
+	b := t.base[k]
+	t.baseMu.RUnlock()
+	if b != nil {
+		return b
 	}
 	as := []attribute.KeyValue{systemKafka, attrDestination.String(topic)}
 	if t.cur() {
@@ -121,7 +124,7 @@ func (t *Telemetry) baseOf(topic, group string) *runBase {
 	if t.old() {
 		as = append(as, attrOldOperation.String("process"), attrOldGroup.String(group))
 	}
-	b := &runBase{name: t.spanName("process", topic), ok: t.inst.series(seriesKey{topic: topic, group: group})}
+	b = &runBase{name: t.spanName("process", topic), ok: t.inst.series(seriesKey{topic: topic, group: group})}
 	b.opts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(as...)}
 	if !t.parent {
 		b.opts = append(b.opts, trace.WithNewRoot())
@@ -129,8 +132,13 @@ func (t *Telemetry) baseOf(topic, group string) *runBase {
 	for _, o := range worker.Outcomes() {
 		b.outcomes[o] = t.inst.series(seriesKey{topic: topic, group: group, outcome: o.String()})
 	}
-	v, _ := t.base.LoadOrStore(k, b)
-	return v.(*runBase)
+	t.baseMu.Lock()
+	defer t.baseMu.Unlock()
+	if had := t.base[k]; had != nil {
+		return had
+	}
+	t.base[k] = b
+	return b
 }
 
 // consumerAttrs are the attributes of one run of job, beyond baseAttrs.

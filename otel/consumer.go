@@ -26,6 +26,7 @@ type run struct {
 	mu   sync.Mutex
 	span trace.Span
 	job  *handler.Job // set with span
+	base *runBase     // set with span
 	// measured: the middleware recorded the handler chain's duration (a
 	// panic that passed through it did not let it).
 	measured bool
@@ -70,16 +71,18 @@ func (t *Telemetry) Middleware() handler.Middleware {
 			r.mu.Lock()
 			span := r.span
 			if span == nil {
-				ctx, span = t.startRun(ctx, job, time.Time{})
+				r.base = t.baseOf(job.Topic, job.Group)
+				ctx, span = t.startRun(ctx, job, r.base, time.Time{})
 				r.span, r.job = span, job
 				if job.DeliveryCount == 1 && !job.Timestamp.IsZero() {
-					t.inst.wait.Record(context.Background(), time.Since(job.Timestamp).Seconds(), t.baseOf(job.Topic, job.Group).ok.opts...)
+					t.inst.wait.Record(context.Background(), time.Since(job.Timestamp).Seconds(), r.base.ok.opts...)
 				}
 			} else {
 				// The same delivery run again after a pause: one span.
 				span.AddEvent("shareq.job.rerun")
 				ctx = trace.ContextWithSpan(ctx, span)
 			}
+			base := r.base
 			r.mu.Unlock()
 			ctx = context.WithValue(ctx, runKey{}, r)
 			if sc := span.SpanContext(); t.logIDs && sc.IsSampled() {
@@ -92,7 +95,7 @@ func (t *Telemetry) Middleware() handler.Middleware {
 			} else {
 				err = handleUnobserved(ctx, next, job, span)
 			}
-			t.processed(ctx, job, err, time.Since(start))
+			t.processed(ctx, job, base, err, time.Since(start))
 			r.mu.Lock()
 			r.measured = true
 			r.mu.Unlock()
@@ -124,8 +127,7 @@ func handleUnobserved(ctx context.Context, next handler.Handler, job *handler.Jo
 // job's headers carry, or its child with ParentFromJob. A zero at is now.
 // The attributes a sampler may look at are given at the start; the
 // others, and the links, only to a span that records.
-func (t *Telemetry) startRun(ctx context.Context, job *handler.Job, at time.Time) (context.Context, trace.Span) {
-	b := t.baseOf(job.Topic, job.Group)
+func (t *Telemetry) startRun(ctx context.Context, job *handler.Job, b *runBase, at time.Time) (context.Context, trace.Span) {
 	opts := b.opts // shared: never appended to in place
 	if !at.IsZero() {
 		opts = append(slices.Clip(opts), trace.WithTimestamp(at))
@@ -155,7 +157,7 @@ func (t *Telemetry) startRun(ctx context.Context, job *handler.Job, at time.Time
 // processed records the duration of a run of the handler chain inside
 // the middleware, with the error.type of its failure: a parked job's
 // failure too, a job timeout as "timeout".
-func (t *Telemetry) processed(ctx context.Context, job *handler.Job, err error, took time.Duration) {
+func (t *Telemetry) processed(ctx context.Context, job *handler.Job, b *runBase, err error, took time.Duration) {
 	var errType string
 	switch p, parked := handler.ParkedFrom(ctx); {
 	case err != nil && errors.Is(context.Cause(ctx), worker.ErrJobTimeout):
@@ -165,7 +167,7 @@ func (t *Telemetry) processed(ctx context.Context, job *handler.Job, err error, 
 	case parked && p.Err != nil:
 		errType = errorType(p.Err)
 	}
-	se := t.baseOf(job.Topic, job.Group).ok
+	se := b.ok
 	if errType != "" {
 		se = t.inst.series(seriesKey{topic: job.Topic, group: job.Group, errType: errType})
 	}
@@ -192,16 +194,20 @@ func (t *Telemetry) JobStarted(job *handler.Job) {
 // of its own here.
 func (t *Telemetry) JobFinished(job *handler.Job, res worker.Result) {
 	var span trace.Span
+	var b *runBase
 	measured := false
 	if r := t.runs.loadAndDelete(job); r != nil {
 		r.mu.Lock()
-		span, measured = r.span, r.measured
+		span, measured, b = r.span, r.measured, r.base
 		r.mu.Unlock()
+	}
+	if b == nil {
+		b = t.baseOf(job.Topic, job.Group)
 	}
 	var now time.Time
 	if span == nil {
 		now = time.Now()
-		_, span = t.startRun(context.Background(), job, now.Add(-res.Duration))
+		_, span = t.startRun(context.Background(), job, b, now.Add(-res.Duration))
 	}
 	failed := res.Outcome == worker.OutcomeRetried || res.Outcome == worker.OutcomeParked || res.Outcome == worker.OutcomeDiscarded
 	var errType string
@@ -224,7 +230,7 @@ func (t *Telemetry) JobFinished(job *handler.Job, res worker.Result) {
 	}
 	var se *series
 	if i := int(res.Outcome); errType == "" && i >= 0 && i < len(runBase{}.outcomes) {
-		se = t.baseOf(job.Topic, job.Group).outcomes[i]
+		se = b.outcomes[i]
 	}
 	if se != nil {
 		se.consumed.Add(1)

@@ -154,8 +154,10 @@ type Telemetry struct {
 	logIDs  bool
 
 	runs runMap
-	// base caches a *runBase by [2]string{topic, group}.
-	base sync.Map
+	// base caches a *runBase by topic and group (a map under a mutex: a
+	// sync.Map would box each key).
+	baseMu sync.RWMutex
+	base   map[[2]string]*runBase
 
 	inst instruments
 }
@@ -194,6 +196,7 @@ func New(opts ...Option) (*Telemetry, error) {
 		keys:    c.keys,
 		parent:  c.parent,
 		logIDs:  c.logIDs,
+		base:    make(map[[2]string]*runBase),
 	}
 	if err := t.inst.init(c.mp.Meter(ScopeName)); err != nil {
 		return nil, fmt.Errorf("shareqotel: instruments: %w", err)
