@@ -343,7 +343,7 @@ func exportedMetrics(t *testing.T) map[string]dto.MetricType {
 	m.AckFailed("t", 0, errors.New("x"))
 	m.MemberStats(worker.MemberStats{State: "joined", Partitions: 1, Held: 1, Fetches: 1, Fetched: 1, SessionsOpened: 1,
 		Acks: map[worker.Ack]int64{worker.AckAccept: 1, worker.AckRelease: 1, worker.AckReject: 1}})
-	m.JobFinished(job, worker.Result{Outcome: worker.OutcomeParked, Ack: worker.AckAccept, Parked: &handler.Parked{Reason: "decode"}})
+	m.JobFinished(job, worker.Result{Outcome: worker.OutcomeParked, Ack: worker.AckAccept, Parked: &handler.DeadLetter{Reason: "decode"}})
 	m.Duplicate(job, "k")
 	m.TopicMissing("t", true)
 	m.TopicRecreated("t")

@@ -447,7 +447,7 @@ func (pk *parker) park(ctx context.Context, job *handler.Job, herr error, reason
 	// In a worker, the worker logs the parked job (one line, at Warn, with
 	// its outcome): this line is for Debug. Outside one, nobody else does.
 	level := slog.LevelWarn
-	if handler.NoteParked(ctx, handler.Parked{Topic: at.Topic, Partition: at.Partition, Offset: at.Offset, Reason: reason, Err: herr}) {
+	if handler.NoteParked(ctx, handler.DeadLetter{Topic: at.Topic, Partition: at.Partition, Offset: at.Offset, Reason: reason, Err: herr}) {
 		level = slog.LevelDebug
 	}
 	pk.log(ctx).LogAttrs(ctx, level, "dlq: parked job",

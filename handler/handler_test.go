@@ -186,7 +186,7 @@ func TestLoggerFromContext(t *testing.T) {
 func TestParkNote(t *testing.T) {
 	t.Parallel()
 	bare := context.Background()
-	if handler.NoteParked(bare, handler.Parked{Topic: "x.dlq"}) {
+	if handler.NoteParked(bare, handler.DeadLetter{Topic: "x.dlq"}) {
 		t.Error("NoteParked reported a note in a context without one")
 	}
 	if _, ok := handler.ParkedFrom(bare); ok {
@@ -201,7 +201,7 @@ func TestParkNote(t *testing.T) {
 	cause := errors.New("bad address")
 	done := make(chan bool)
 	go func() {
-		done <- handler.NoteParked(child, handler.Parked{Topic: "emails.dlq", Partition: 2, Offset: 9, Reason: handler.ReasonPermanent, Err: cause})
+		done <- handler.NoteParked(child, handler.DeadLetter{Topic: "emails.dlq", Partition: 2, Offset: 9, Reason: handler.ReasonPermanent, Err: cause})
 	}()
 	if !<-done {
 		t.Fatal("NoteParked found no note in a context derived from WithParkNote")

@@ -5,11 +5,11 @@ import (
 	"sync"
 )
 
-// Parked describes a job that a dead-letter middleware (the dlq package)
+// DeadLetter describes a job that a dead-letter middleware (the dlq package)
 // parked: it wrote the job to a dead-letter topic, so the job is done with
 // although its handler failed. The worker reports such a job as parked,
 // never as a success, while still ACCEPTing its record.
-type Parked struct {
+type DeadLetter struct {
 	// Topic, Partition and Offset locate the dead-letter record.
 	Topic     string
 	Partition int32
@@ -31,7 +31,7 @@ type parkNoteKey struct{}
 type parkNote struct {
 	context.Context
 	mu     sync.Mutex
-	parked *Parked
+	parked *DeadLetter
 	// cancelled: the job was cancelled before it ran (NoteCancelled).
 	cancelled bool
 	// parker: a dead-letter middleware runs around the rest of the
@@ -60,7 +60,7 @@ func WithParkNote(ctx context.Context) context.Context {
 // then returns nil: the worker ACCEPTs the record and reports the job as
 // parked. It reports whether ctx carries a note (false outside a worker,
 // where nobody asks).
-func NoteParked(ctx context.Context, p Parked) bool {
+func NoteParked(ctx context.Context, p DeadLetter) bool {
 	n, ok := ctx.Value(parkNoteKey{}).(*parkNote)
 	if !ok || n == nil {
 		return false
@@ -74,15 +74,15 @@ func NoteParked(ctx context.Context, p Parked) bool {
 // ParkedFrom returns what [NoteParked] recorded in ctx's note, and whether
 // the job was parked. Middleware outside the dlq middleware can use it to
 // tell a parked job from a success (middleware.Logging does).
-func ParkedFrom(ctx context.Context) (Parked, bool) {
+func ParkedFrom(ctx context.Context) (DeadLetter, bool) {
 	n, ok := ctx.Value(parkNoteKey{}).(*parkNote)
 	if !ok || n == nil {
-		return Parked{}, false
+		return DeadLetter{}, false
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.parked == nil {
-		return Parked{}, false
+		return DeadLetter{}, false
 	}
 	return *n.parked, true
 }

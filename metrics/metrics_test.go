@@ -105,7 +105,7 @@ func driveEveryMethod(m *metrics.Metrics) {
 	m.JobFinished(j, worker.Result{Ack: worker.AckRelease, Err: worker.ErrLockExpired})
 	m.LockRenewed(j, nil)
 	m.AckFailed("emails", 0, errors.New("x"))
-	m.JobFinished(j, worker.Result{Outcome: worker.OutcomeParked, Ack: worker.AckAccept, Parked: &handler.Parked{Reason: handler.ReasonDecode}, Ran: true})
+	m.JobFinished(j, worker.Result{Outcome: worker.OutcomeParked, Ack: worker.AckAccept, Parked: &handler.DeadLetter{Reason: handler.ReasonDecode}, Ran: true})
 	m.Duplicate(j, "emails/0/1")
 	m.TopicMissing("emails", true)
 	m.TopicRecreated("emails")
@@ -280,7 +280,7 @@ func TestParkedReportAndDuplicateHook(t *testing.T) {
 	parked := func(j *handler.Job, reason string) {
 		res := worker.Result{Outcome: worker.OutcomeParked, Ack: worker.AckAccept, Ran: true}
 		if reason != "" {
-			res.Parked = &handler.Parked{Topic: j.Topic + ".dlq", Reason: reason}
+			res.Parked = &handler.DeadLetter{Topic: j.Topic + ".dlq", Reason: reason}
 		}
 		m.JobStarted(j)
 		m.JobFinished(j, res)

@@ -106,7 +106,7 @@ func TestLoggingParked(t *testing.T) {
 	var buf bytes.Buffer
 	l := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	parks := handler.Func(func(ctx context.Context, _ *handler.Job) error {
-		handler.NoteParked(ctx, handler.Parked{Topic: "emails.dlq", Reason: handler.ReasonPermanent, Err: errors.New("bad address")})
+		handler.NoteParked(ctx, handler.DeadLetter{Topic: "emails.dlq", Reason: handler.ReasonPermanent, Err: errors.New("bad address")})
 		return nil
 	})
 	ctx := handler.WithParkNote(context.Background())

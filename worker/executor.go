@@ -98,7 +98,7 @@ type xresult struct {
 	took time.Duration
 	// parked is what the dlq middleware noted when it parked the job
 	// (the handler chain then returned nil); nil otherwise.
-	parked *handler.Parked
+	parked *handler.DeadLetter
 	// cancelled: the idempotency middleware found the job cancelled
 	// ([handler.NoteCancelled]) and did not run its handler; the chain
 	// returned nil.
@@ -503,7 +503,7 @@ func (x *executor) handle() {
 		start := time.Now()
 		err := runJob(j)
 		took := time.Since(start)
-		var parked *handler.Parked
+		var parked *handler.DeadLetter
 		if err == nil {
 			if p, ok := handler.ParkedFrom(j.ctx); ok {
 				noted := p
@@ -787,7 +787,7 @@ func (x *executor) end(j *xjob, cause error) {
 // report counts and logs how j ended and tells the observer. A release on
 // the last delivery is discarded whatever the cause: the broker archives
 // the record.
-func (x *executor) report(j *xjob, ack Ack, outcome Outcome, err error, took time.Duration, parked *handler.Parked) {
+func (x *executor) report(j *xjob, ack Ack, outcome Outcome, err error, took time.Duration, parked *handler.DeadLetter) {
 	final := ack != AckRelease || j.last()
 	if ack == AckRelease && final {
 		outcome = OutcomeDiscarded
@@ -805,7 +805,7 @@ func (x *executor) report(j *xjob, ack Ack, outcome Outcome, err error, took tim
 // run again and is in no dead-letter topic). Interrupted jobs were logged
 // at Warn where the worker gave them up; their line here is Debug. A
 // cancelled job's line is Info: someone stopped it, and it did not run.
-func (x *executor) logOutcome(j *xjob, ack Ack, outcome Outcome, err error, took time.Duration, parked *handler.Parked) {
+func (x *executor) logOutcome(j *xjob, ack Ack, outcome Outcome, err error, took time.Duration, parked *handler.DeadLetter) {
 	level, msg := slog.LevelDebug, "job finished"
 	switch outcome {
 	case OutcomeParked:

@@ -327,7 +327,7 @@ func TestExecutorReportsParkedJobs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cause := handler.Permanent(errors.New("bad address"))
 		h := handler.Func(func(ctx context.Context, j *handler.Job) error {
-			handler.NoteParked(ctx, handler.Parked{Topic: "t.dlq", Partition: 0, Offset: 7, Reason: handler.ReasonPermanent, Err: cause})
+			handler.NoteParked(ctx, handler.DeadLetter{Topic: "t.dlq", Partition: 0, Offset: 7, Reason: handler.ReasonPermanent, Err: cause})
 			if j.Offset == 2 {
 				return errRetryX // an outer middleware failed after the park
 			}

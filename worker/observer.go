@@ -108,7 +108,7 @@ type Result struct {
 	Err error
 	// Parked says where and why the job was parked, for OutcomeParked;
 	// nil otherwise.
-	Parked *handler.Parked
+	Parked *handler.DeadLetter
 	// Ran reports whether a handler ran. A job whose lock ran out before
 	// it could start is released without running, unless it is on its
 	// last delivery.
