@@ -71,6 +71,7 @@ type config struct {
 	Brokers     []string      // empty: start the embedded broker
 	DatabaseURL string        // Postgres for claims and results; "": in memory
 	MetricsAddr string        // serve Prometheus metrics there; "": none
+	OTLP        string        // export traces over OTLP/HTTP to this URL; "": none
 	Jobs        int           // jobs to produce (and, with WorkOnly, to wait for)
 	ImageSize   int           // longest side of the generated images
 	JobsSet     bool          // -jobs was given
@@ -109,6 +110,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	brokers := fs.String("brokers", os.Getenv("SHAREQ_BROKERS"), "comma-separated Kafka `host:port`s (env SHAREQ_BROKERS); empty: start an in-process broker")
 	fs.StringVar(&cfg.DatabaseURL, "database", os.Getenv("SHAREQ_DATABASE_URL"), "Postgres `URL` for the idempotency claims and a thumbnails table (env SHAREQ_DATABASE_URL); empty: in memory")
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", os.Getenv("SHAREQ_METRICS_ADDR"), "serve Prometheus metrics at http://`addr`/metrics, e.g. :2112 (env SHAREQ_METRICS_ADDR)")
+	fs.StringVar(&cfg.OTLP, "otlp", os.Getenv("SHAREQ_OTLP_ENDPOINT"), "trace the jobs with OpenTelemetry and export the spans over OTLP/HTTP to `URL`, e.g. http://localhost:4318 (env SHAREQ_OTLP_ENDPOINT)")
 	fs.IntVar(&cfg.Jobs, "jobs", 300, "jobs to produce; with -work-only, stop after this many have finished")
 	fs.IntVar(&cfg.ImageSize, "image-size", 1024, "longest side in `pixels` of the images produced (each is between a quarter of it and it)")
 	fs.IntVar(&cfg.Concurrency, "concurrency", worker.ConcurrencyDefault, "handlers running at once")

@@ -108,8 +108,8 @@ func (j jobSpec) record(topic string) (*kgo.Record, error) {
 // produce draws, encodes and enqueues jobs to topic, drawing on all CPUs,
 // and returns how many the broker acknowledged. It returns the first
 // error; every job it started has been acknowledged or failed by then.
-func produce(ctx context.Context, cl *kgo.Client, topic string, jobs []jobSpec) (int, error) {
-	q, err := enqueue.New(cl)
+func produce(ctx context.Context, p enqueue.Producer, topic string, jobs []jobSpec) (int, error) {
+	q, err := enqueue.New(p)
 	if err != nil {
 		return 0, err
 	}

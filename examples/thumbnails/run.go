@@ -21,6 +21,7 @@ import (
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/idempotency"
 	"github.com/shareq/shareq/middleware"
+	shareqotel "github.com/shareq/shareq/otel"
 	"github.com/shareq/shareq/worker"
 )
 
@@ -52,6 +53,26 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		return fmt.Errorf("kafka client: %w", err)
 	}
 	defer cl.Close()
+	// With -otlp, everything that produces goes through the telemetry's
+	// producer: the enqueue's span, the context in the job's headers.
+	var producer enqueue.Producer = cl
+	var tel *shareqotel.Telemetry
+	if cfg.OTLP != "" {
+		var where string
+		var shutdown func(context.Context) error
+		if tel, where, shutdown, err = startTracing(ctx, cfg.OTLP); err != nil {
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			if err := shutdown(sctx); err != nil {
+				log.Error("exporting the last spans", "error", err)
+			}
+		}()
+		producer = tel.Producer(cl)
+		con.printf("tracing: spans of service %q exported over OTLP/HTTP to %s; find them in your trace viewer (a job's \"process %s\" spans link to its \"send %s\")", serviceName, where, topic, topic)
+	}
 	adm := kadm.NewClient(cl)
 	if err := prepareCluster(ctx, adm, con, sum.Embedded); err != nil {
 		return err
@@ -72,7 +93,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		}
 	}
 	if cfg.ProduceOnly {
-		return produceOnly(ctx, cl, jobs, sum, cfg.JSON, stdout)
+		return produceOnly(ctx, producer, jobs, sum, cfg.JSON, stdout)
 	}
 
 	// 4. Where thumbnails and claims go.
@@ -99,7 +120,10 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	}
 	sum.Expected = want
 	tr := newTracker(want, ids)
-	hooks := hooks{observer: observers{tr}, onPark: tr.parkedHook, onDuplicate: tr.duplicateHook}
+	hooks := hooks{observer: observers{tr}, onPark: tr.parkedHook, onDuplicate: tr.duplicateHook, tel: tel}
+	if tel != nil {
+		hooks.observer = append(hooks.observer, tel)
+	}
 	var ms *metricsServer
 	if cfg.MetricsAddr != "" {
 		if ms, err = startMetrics(cfg.MetricsAddr, adm, log); err != nil {
@@ -136,7 +160,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	produced := make(chan error, 1)
 	if len(jobs) > 0 {
 		wg.Go(func() {
-			n, err := produce(wctx, cl, topic, jobs)
+			n, err := produce(wctx, producer, topic, jobs)
 			sum.Produced = n
 			produced <- err
 		})
@@ -226,6 +250,9 @@ type hooks struct {
 	observer    observers
 	onPark      func(job *handler.Job, reason string)
 	onDuplicate func(job *handler.Job, key string)
+	// tel, with -otlp, traces every run (its middleware outermost) and
+	// the parking of a job.
+	tel *shareqotel.Telemetry
 }
 
 // newWorker builds the worker: the thumbnail handler on the topic, inside
@@ -242,7 +269,13 @@ func newWorker(cfg config, brokers []string, cl *kgo.Client, thumbs handler.Hand
 	//
 	// The worker recovers a panicking handler innermost, so park sees a
 	// panic as a permanent error, with its stack, and parks the job.
-	park, err := dlq.Middleware(cl, dlq.OnPark(h.onPark), dlq.Logger(log))
+	var parker dlq.Producer = cl
+	var use []worker.Option
+	if h.tel != nil {
+		parker = h.tel.Producer(cl)
+		use = append(use, worker.Use(h.tel.Middleware()))
+	}
+	park, err := dlq.Middleware(parker, dlq.OnPark(h.onPark), dlq.Logger(log))
 	if err != nil {
 		return nil, err
 	}
@@ -251,7 +284,7 @@ func newWorker(cfg config, brokers []string, cl *kgo.Client, thumbs handler.Hand
 	if err != nil {
 		return nil, err
 	}
-	return worker.New(
+	return worker.New(append(use,
 		worker.Brokers(brokers...),
 		worker.Group(group),
 		worker.Handle(topic, thumbs, park, middleware.Logging(log), timeout, claims),
@@ -265,7 +298,7 @@ func newWorker(cfg config, brokers []string, cl *kgo.Client, thumbs handler.Hand
 		worker.ShutdownTimeout(10*time.Second),
 		worker.Logger(log),
 		worker.WithObserver(h.observer),
-	)
+	)...)
 }
 
 // outputs are where a run's results go.
@@ -311,9 +344,9 @@ func (o *outputs) close() {
 }
 
 // produceOnly produces the jobs and reports.
-func produceOnly(ctx context.Context, cl *kgo.Client, jobs []jobSpec, sum *Summary, asJSON bool, stdout io.Writer) error {
+func produceOnly(ctx context.Context, p enqueue.Producer, jobs []jobSpec, sum *Summary, asJSON bool, stdout io.Writer) error {
 	start := time.Now()
-	n, err := produce(ctx, cl, topic, jobs)
+	n, err := produce(ctx, p, topic, jobs)
 	sum.Produced, sum.Elapsed = n, time.Since(start)
 	if err != nil {
 		return err
