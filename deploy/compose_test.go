@@ -24,7 +24,7 @@ const (
 
 func TestComposeParses(t *testing.T) {
 	c := compose(t)
-	for _, name := range []string{"kafka", "kafka-init", "postgres", "worker", "producer", "prometheus", "grafana"} {
+	for _, name := range []string{"kafka", "kafka-init", "postgres", "worker", "producer", "prometheus", "grafana", "jaeger"} {
 		c.svc(t, name)
 	}
 }
