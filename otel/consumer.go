@@ -57,9 +57,13 @@ func runFrom(ctx context.Context) *run {
 // Give it to worker.Use first, so that it is the outermost middleware,
 // and pass the Telemetry to worker.WithObserver too: the span then ends
 // when the worker acknowledged the record, with the job's outcome, the
-// ack and the renewals of its lock, and the metrics are recorded. Without
-// the observer the span ends when the handler returns, with its error
-// only, and no metrics are recorded.
+// ack and the renewals of its lock, and the consumed count is kept.
+// Without the observer the span ends when the handler returns, with its
+// error only, and of the metrics only the duration and the wait are
+// recorded (the middleware records them, on the handler's goroutine).
+// A job held through a pause (handler.Unavailable) and run again on the
+// same delivery keeps its span, with an event per run again, and a
+// duration per run.
 func (t *Telemetry) Middleware() handler.Middleware {
 	return func(next handler.Handler) handler.Handler {
 		return handler.Func(func(ctx context.Context, job *handler.Job) error {
