@@ -270,3 +270,34 @@ func TestMiddlewareWithoutObserver(t *testing.T) {
 		t.Errorf("process.duration{error.type=smtp} count %d, want 1", n)
 	}
 }
+
+// A job held through a pause and run again on the same delivery keeps
+// one span, with an event for the second run, and a duration per run.
+func TestPauseRerunKeepsTheSpan(t *testing.T) {
+	t.Parallel()
+	b := oteltest.Setup(t)
+	c := kafkatest.New(t)
+	topic, group := c.Topic(t, 1), c.Group(t)
+	c.Produce(t, &kgo.Record{Topic: topic, Value: []byte("x")})
+	var runs atomic.Int32
+	h := handler.Func(func(ctx context.Context, job *handler.Job) error {
+		if runs.Add(1) == 1 {
+			return handler.Unavailable("postgres", errors.New("connection refused"))
+		}
+		return nil
+	})
+	oteltest.StartWorker(t, c, worker.Group(group), worker.Handle(topic, h), worker.Use(b.Tel.Middleware()), worker.WithObserver(b.Tel))
+	spans := b.WaitSpans(t, "the run", func(s []sdktrace.ReadOnlySpan) bool { return oteltest.Count(s, "process "+topic) == 1 })
+	run := oteltest.Named(spans, "process "+topic)[0]
+	if _, ok := oteltest.HasEvent(run, "shareq.job.rerun"); !ok || runs.Load() != 2 || oteltest.Attr(run, "shareq.job.outcome").AsString() != "succeeded" ||
+		oteltest.Attr(run, "shareq.delivery.count").AsInt64() != 1 || run.Status().Code != codes.Unset {
+		t.Errorf("run: %d handler runs, events %v, attributes %v, status %v; want one span, rerun once, succeeded", runs.Load(), run.Events(), run.Attributes(), run.Status())
+	}
+	m := b.Metrics(t)
+	if n := oteltest.HistCount(m["messaging.process.duration"], "error.type", handler.ReasonUnavailable); n != 1 {
+		t.Errorf("process.duration{error.type=unavailable} count %d, want 1 (the paused run)", n)
+	}
+	if n := oteltest.HistCount(m["messaging.process.duration"], "messaging.destination.name", topic); n != 2 {
+		t.Errorf("process.duration count %d, want 2 (a run each)", n)
+	}
+}
