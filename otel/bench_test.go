@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -22,9 +23,10 @@ import (
 
 // BenchmarkMiddleware measures the cost per job of the telemetry: a
 // no-op handler at Concurrency 24 without it, with it on an SDK tracer
-// provider that samples nothing (and an SDK meter provider, so metrics
-// are recorded), and with every span sampled (into a processor that
-// drops them), in the same run. Each sub-benchmark consumes b.N fresh
+// provider that samples nothing (with an SDK meter provider, so metrics
+// are recorded, and with a no-op one, as an app that set none has), and
+// with every span sampled (into a processor that drops them), in the
+// same run. Each sub-benchmark consumes b.N fresh
 // 100-byte records from 6 partitions carrying a trace context, and
 // reports jobs/s, the process's CPU time per job (cpu-ns/job: user and
 // system, kfake's included; on a machine shared with other work it moves
@@ -37,7 +39,7 @@ func BenchmarkMiddleware(b *testing.B) {
 	// Rounds of the three, each compared with the run without telemetry
 	// just before it: a machine whose load drifts moves them together.
 	for round := range 3 {
-		for _, mode := range []string{"none", "sampling-off", "sampled"} {
+		for _, mode := range []string{"none", "sampling-off", "sampling-off-no-meter", "sampled"} {
 			benchMode(b, round, mode, &base, &baseCPU)
 		}
 	}
@@ -54,7 +56,11 @@ func benchMode(b *testing.B, round int, mode string, base, baseCPU *float64) {
 			tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.ParentBased(sampler)), sdktrace.WithSpanProcessor(dropSpans{}))
 			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 			b.Cleanup(func() { _ = tp.Shutdown(context.Background()); _ = mp.Shutdown(context.Background()) })
-			tel, err := shareqotel.New(shareqotel.TracerProvider(tp), shareqotel.MeterProvider(mp), shareqotel.Propagator(propagation.TraceContext{}))
+			var meter shareqotel.Option = shareqotel.MeterProvider(mp)
+			if mode == "sampling-off-no-meter" { // what an app without an OTel meter provider gets
+				meter = shareqotel.MeterProvider(noop.NewMeterProvider())
+			}
+			tel, err := shareqotel.New(shareqotel.TracerProvider(tp), meter, shareqotel.Propagator(propagation.TraceContext{}))
 			if err != nil {
 				b.Fatal(err)
 			}
