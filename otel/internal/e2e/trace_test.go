@@ -98,7 +98,11 @@ func TestTraceThroughOutboxRelayAndRetry(t *testing.T) {
 		worker.Handle(topic, h), worker.Use(b.Tel.Middleware()), worker.WithObserver(b.Tel))
 
 	process := "process " + topic
-	spans := b.WaitSpans(t, "two runs", func(s []sdktrace.ReadOnlySpan) bool { return oteltest.Count(s, process) == 2 })
+	// The relay ends its send span when the broker acknowledged the
+	// record, which the worker may have consumed by then: wait for both.
+	spans := b.WaitSpans(t, "two runs and the relay's send", func(s []sdktrace.ReadOnlySpan) bool {
+		return oteltest.Count(s, process) == 2 && oteltest.Count(s, "send "+topic) == 1
+	})
 	if !strings.Contains(strings.Join(keys, ","), "traceparent") {
 		t.Errorf("outbox row header_keys = %q, want a traceparent", keys)
 	}
@@ -186,5 +190,50 @@ func TestTraceThroughOutboxRelayAndRetry(t *testing.T) {
 	}
 	if n := oteltest.HistCount(m["shareq.job.wait"], "messaging.consumer.group.name", group); n != 1 {
 		t.Errorf("shareq.job.wait count = %d, want 1 (the first delivery)", n)
+	}
+}
+
+// A job enqueued without a trace context (a scheduler's firing, a job for
+// later) gets the relay's: its run links to the relay's send span.
+func TestRelayGivesItsContextToAJobWithoutOne(t *testing.T) {
+	t.Parallel()
+	b := oteltest.Setup(t)
+	pool, _ := pgtest.NewPool(t, 4)
+	if err := migrations.Up(t.Context(), pool); err != nil {
+		t.Fatal(err)
+	}
+	c := kafkatest.New(t)
+	topic, group := c.Topic(t, 1), c.Group(t)
+	tx, err := pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := pgoutbox.EnqueueJobTx(t.Context(), tx, enqueue.NewJob(topic, signup{User: "cron"}), pgoutbox.In(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	relay, err := pgoutbox.NewRelay(pool, b.Tel.Producer(c.Client(t, enqueue.ProducerOpts()...)), pgoutbox.PollInterval(100*time.Millisecond), pgoutbox.Logger(oteltest.QuietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopRelay := kafkatest.Run(t, relay.Run)
+	defer func() { _ = stopRelay() }()
+	oteltest.StartWorker(t, c, worker.Group(group), worker.Handle(topic, handler.Func(func(context.Context, *handler.Job) error { return nil })),
+		worker.Use(b.Tel.Middleware()), worker.WithObserver(b.Tel))
+	// The relay ends its send span when the broker acknowledged the
+	// record, which the worker may have consumed by then: wait for both.
+	spans := b.WaitSpans(t, "the run and the relay's send", func(s []sdktrace.ReadOnlySpan) bool {
+		return oteltest.Count(s, "process "+topic) == 1 && oteltest.Count(s, "send "+topic) == 1
+	})
+	sends := oteltest.Named(spans, "send "+topic)
+	if len(sends) != 1 || len(sends[0].Links()) != 0 || oteltest.Attr(sends[0], "messaging.message.id").AsString() != res.ID {
+		t.Fatalf("send spans %s; want the relay's one, linked to nothing", oteltest.Describe(sends))
+	}
+	run := oteltest.Named(spans, "process "+topic)[0]
+	if l, ok := oteltest.LinkTo(run, sends[0].SpanContext()); !ok || oteltest.LinkKind(l) != "created" {
+		t.Errorf("run links %v; want the relay's send span", run.Links())
 	}
 }
