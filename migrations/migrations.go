@@ -25,6 +25,8 @@
 //	      by pgoutbox.CancelTx, which the worker does not run
 //	0005  shareq_scheduler_state: the last firing of each periodic
 //	      schedule (package scheduler)
+//	0006  shareq_outbox_retry_idx: the outbox rows whose produce failed,
+//	      by key, for the relay to pass over the rows they hold back
 package migrations
 
 import (

@@ -77,7 +77,7 @@ func TestUp(t *testing.T) {
 		}
 	}
 	got := versions(t, pool)
-	want := []version{{1, "0001_create_processed_jobs"}, {2, "0002_create_outbox"}, {3, "0003_jobs_for_later"}, {4, "0004_cancelled_claims"}, {5, "0005_scheduler"}}
+	want := []version{{1, "0001_create_processed_jobs"}, {2, "0002_create_outbox"}, {3, "0003_jobs_for_later"}, {4, "0004_cancelled_claims"}, {5, "0005_scheduler"}, {6, "0006_outbox_retry_index"}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("recorded versions = %v, want %v", got, want)
 	}
@@ -330,4 +330,29 @@ func TestSchedulerMigration(t *testing.T) {
 		t.Fatalf("after 0005 down: relation shareq_scheduler_state kind %q, want none", got)
 	}
 	execFile(t, pool, "0005_scheduler.up.sql")
+}
+
+// Migration 0006 adds a partial index of the outbox's failing rows; its
+// down file drops it, and up again works.
+func TestOutboxRetryIndexMigration(t *testing.T) {
+	t.Parallel()
+	pool, schema := newPool(t)
+	for _, f := range []string{"0002_create_outbox.up.sql", "0003_jobs_for_later.up.sql", "0006_outbox_retry_index.up.sql"} {
+		execFile(t, pool, f)
+	}
+	if got := relation(t, pool, schema, "shareq_outbox_retry_idx"); got != "i" {
+		t.Fatalf("relation shareq_outbox_retry_idx: kind %q, want i", got)
+	}
+	var pred string
+	if err := pool.QueryRow(t.Context(), "SELECT pg_get_expr(indpred, indrelid) FROM pg_index WHERE indexrelid = $1::regclass", schema+".shareq_outbox_retry_idx").Scan(&pred); err != nil {
+		t.Fatal(err)
+	}
+	if pred != "(attempts > 0)" {
+		t.Fatalf("index predicate %q, want (attempts > 0)", pred)
+	}
+	execFile(t, pool, "0006_outbox_retry_index.down.sql")
+	if got := relation(t, pool, schema, "shareq_outbox_retry_idx"); got != "" {
+		t.Fatalf("after 0006 down: relation shareq_outbox_retry_idx kind %q, want none", got)
+	}
+	execFile(t, pool, "0006_outbox_retry_index.up.sql")
 }

@@ -405,11 +405,17 @@ type row struct {
 }
 
 // claimSQL locks the next due rows, in due order, that no other relay
-// holds and that do not wait for a retry, and flags those that a row of
-// their topic and key due before them, outside the batch, must precede.
-// Due order is (due_at, id): rows due at the same time go in insertion
-// order. A row not due yet precedes no due row, so it holds back no
-// other row of its key; a row waiting for a retry does.
+// holds, that do not wait for a retry and that no row of their topic and
+// key waiting for a retry precedes, and flags those that a row of their
+// topic and key due before them, outside the batch (another relay holds
+// it), must precede. Due order is (due_at, id): rows due at the same time
+// go in insertion order. A row not due yet precedes no due row, so it
+// holds back no other row of its key; a row waiting for a retry does, and
+// the rows it holds back are left out of the claim rather than flagged,
+// so that a batch's worth of them cannot fill every claim and starve the
+// other keys until the retry goes through. The partial index of migration
+// 0006 (rows that failed: attempts > 0) keeps that check one probe of a
+// small index per row.
 //
 // The index (due_at, id) makes the claim a range scan of the due rows,
 // however many wait for later. TestClaimIgnoresRowsForLater with
@@ -420,11 +426,16 @@ type row struct {
 // the wake-up timer reads one index entry, in 0.1 ms.
 const claimSQL = `
 WITH c AS (
-	SELECT id FROM ` + Table + `
-	WHERE due_at <= now() AND next_attempt_at <= now()
-	ORDER BY due_at, id
+	SELECT o.id FROM ` + Table + ` o
+	WHERE o.due_at <= now() AND o.next_attempt_at <= now()
+	AND NOT (o.key IS NOT NULL AND EXISTS (
+		SELECT 1 FROM ` + Table + ` r
+		WHERE r.attempts > 0 AND r.topic = o.topic AND r.key = o.key
+		AND (r.due_at, r.id) < (o.due_at, o.id) AND r.next_attempt_at > now()
+	))
+	ORDER BY o.due_at, o.id
 	LIMIT $1
-	FOR UPDATE SKIP LOCKED
+	FOR UPDATE OF o SKIP LOCKED
 )
 SELECT o.id, o.topic, o.key, o.value, o.header_keys, o.header_values, o.job_id, o.created_at, o.attempts,
 	o.key IS NOT NULL AND EXISTS (
