@@ -25,6 +25,9 @@
 //	      by pgoutbox.CancelTx, which the worker does not run
 //	0005  shareq_scheduler_state: the last firing of each periodic
 //	      schedule (package scheduler)
+//	0006  spec, next_firing and leader in shareq_scheduler_state: what
+//	      the active scheduler records for operators (shareq jobs
+//	      schedules); last_firing NULL for a schedule not fired yet
 package migrations
 
 import (
