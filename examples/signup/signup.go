@@ -1,13 +1,15 @@
 package main
 
 // This file is the part to copy: a signup that enqueues its welcome email
-// in its own transaction, and the handler that sends it once.
+// in its own transaction and schedules a follow-up email for later, and
+// the handlers that send them once.
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -18,8 +20,11 @@ import (
 	"github.com/shareq/shareq/idempotency/pgstore"
 )
 
-// emailsTopic is the topic of the welcome emails.
-const emailsTopic = "welcome-emails"
+// The topics of the welcome emails and of the follow-ups.
+const (
+	emailsTopic    = "welcome-emails"
+	followUpsTopic = "follow-up-emails"
+)
 
 // Welcome is the job: the JSON that pgoutbox.EnqueueTx writes and
 // handler.JSON decodes.
@@ -28,24 +33,53 @@ type Welcome struct {
 	Email  string `json:"email"`
 }
 
+// FollowUp is the job of the follow-up email, sent a while after the
+// signup ("how is it going?").
+type FollowUp struct {
+	UserID int64  `json:"user_id"`
+	Email  string `json:"email"`
+}
+
 // errBlocked is the signup's last check failing, after the email was
 // enqueued.
 var errBlocked = errors.New("signup: the address's domain is blocked")
 
-// signup creates the user and enqueues the welcome email in one
-// transaction, and returns the user's ID and the job's ID. When any step
-// fails the transaction rolls back, the job with it: no email for a user
-// who does not exist.
-func signup(ctx context.Context, pool *pgxpool.Pool, run, email string) (userID int64, jobID string, err error) {
+// signedUp is what a signup did.
+type signedUp struct {
+	UserID   int64
+	JobID    string          // the welcome email's job
+	FollowUp pgoutbox.Result // the follow-up's job; Duplicate on a double submit
+}
+
+// signup creates the user (or finds it: a form submitted twice signs up
+// once), enqueues the welcome email and schedules the follow-up email
+// followUpIn from now, in one transaction. When any step fails the
+// transaction rolls back, the jobs with it: no email for a user who does
+// not exist.
+func signup(ctx context.Context, pool *pgxpool.Pool, run, email string, followUpIn time.Duration) (res signedUp, err error) {
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, "INSERT INTO signup_users (run, email) VALUES ($1, $2) RETURNING id", run, email).Scan(&userID); err != nil {
+		err := tx.QueryRow(ctx, `INSERT INTO signup_users (run, email) VALUES ($1, $2)
+			ON CONFLICT (run, email) DO UPDATE SET email = excluded.email RETURNING id`, run, email).Scan(&res.UserID)
+		if err != nil {
 			return fmt.Errorf("insert user: %w", err)
 		}
+		userID := res.UserID
 		// The job ID is derived from the user: whoever enqueues this
-		// email again (a retried request) enqueues the same job.
-		var err error
-		jobID, err = pgoutbox.EnqueueTx(ctx, tx, emailsTopic, Welcome{UserID: userID, Email: email},
+		// email again (a retried request) enqueues the same job, and the
+		// worker's claim sends it once.
+		res.JobID, err = pgoutbox.EnqueueTx(ctx, tx, emailsTopic, Welcome{UserID: userID, Email: email},
 			enqueue.ID(fmt.Sprintf("welcome/%s/%d", run, userID)))
+		if err != nil {
+			return err
+		}
+		// The follow-up waits in the outbox until it is due (In: by
+		// Postgres's clock; a real app says 72*time.Hour), and is unique
+		// per user while it waits: a second submit finds it scheduled
+		// (Duplicate, the first job's ID) and adds no second one.
+		key := fmt.Sprintf("follow-up/%s/%d", run, userID)
+		res.FollowUp, err = pgoutbox.EnqueueJobTx(ctx, tx,
+			enqueue.NewJob(followUpsTopic, FollowUp{UserID: userID, Email: email}, enqueue.ID(key)),
+			pgoutbox.In(followUpIn), pgoutbox.Unique(key))
 		if err != nil {
 			return err
 		}
@@ -56,7 +90,13 @@ func signup(ctx context.Context, pool *pgxpool.Pool, run, email string) (userID 
 		}
 		return nil
 	})
-	return userID, jobID, err
+	return res, err
+}
+
+// unsubscribe is the user asking for no more emails: their follow-up, if
+// it still waits in the outbox, is withdrawn and never sent.
+func unsubscribe(ctx context.Context, pool *pgxpool.Pool, followUpID string) (pgoutbox.CancelResult, error) {
+	return pgoutbox.Cancel(ctx, pool, followUpID)
 }
 
 // sendWelcome "sends" the email: it records it in sent_emails through the
@@ -71,4 +111,9 @@ func sendWelcome(ctx context.Context, job *handler.Job, w Welcome) error {
 	}
 	_, err := tx.Exec(ctx, "INSERT INTO signup_emails (job_id, user_id, email) VALUES ($1, $2, $3)", job.ID(), w.UserID, w.Email)
 	return err
+}
+
+// sendFollowUp "sends" the follow-up the same way.
+func sendFollowUp(ctx context.Context, job *handler.Job, f FollowUp) error {
+	return sendWelcome(ctx, job, Welcome(f))
 }
