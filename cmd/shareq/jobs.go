@@ -69,14 +69,14 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 // jobsFlags holds the flags every jobs subcommand has.
 type jobsFlags struct {
-	dlqFlags // its parse: flags and positional arguments in any order
+	fs       *flag.FlagSet
 	database *string
 }
 
 func newJobsFlags(name, usage string, stderr io.Writer) *jobsFlags {
 	fs := flag.NewFlagSet("shareq jobs "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	f := &jobsFlags{dlqFlags: dlqFlags{fs: fs}}
+	f := &jobsFlags{fs: fs}
 	f.database = fs.String("database", os.Getenv(databaseEnv), "Postgres URL; $"+databaseEnv+" sets the default")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usage, "\nflags:\n")
@@ -87,7 +87,7 @@ func newJobsFlags(name, usage string, stderr io.Writer) *jobsFlags {
 
 // parse parses args and checks the positional arguments and -database.
 func (f *jobsFlags) parse(args []string, want int) ([]string, error) {
-	pos, err := f.dlqFlags.parse(args, want)
+	pos, err := parseArgs(f.fs, args, want)
 	if err != nil {
 		return nil, err
 	}
@@ -188,6 +188,12 @@ func (r *outboxRow) attemptsText() string {
 		return "0"
 	}
 	return fmt.Sprintf("%d (next try %s)", r.Attempts, relText(r.NextAttemptIn))
+}
+
+// cell is s for a table's cell: its first line, cut to max runes, without
+// tabs (which would start another column).
+func cell(s string, max int) string {
+	return oneLine(strings.ReplaceAll(s, "\t", " "), max)
 }
 
 func strOr(s *string, none string) string {
@@ -311,15 +317,18 @@ func jobsList(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	notDue := 0
 	for i := range rows {
 		r := &rows[i]
-		if r.DueIn >= time.Second {
+		if r.DueIn > 0 {
 			notDue++
 		}
 		key, _, _ := payload(r.Key, 40)
-		if r.Key == nil {
+		switch {
+		case r.Key == nil:
 			key = "-"
+		case len(r.Key) == 0:
+			key = `""`
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", oneLine(r.JobID, 50), r.Topic, oneLine(key, 40), r.dueText(), r.attemptsText(),
-			oneLine(strOr(r.UniqueKey, "-"), 50), oneLine(strOr(r.LastError, "-"), 80))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(r.JobID, 50), r.Topic, cell(key, 40), r.dueText(), r.attemptsText(),
+			cell(strOr(r.UniqueKey, "-"), 50), cell(strOr(r.LastError, "-"), 80))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

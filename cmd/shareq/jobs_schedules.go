@@ -114,7 +114,7 @@ func jobsSchedules(ctx context.Context, args []string, stdout, stderr io.Writer)
 		if r.Active {
 			act = "yes"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.App, r.Schedule, oneLine(strOr(r.Spec, "-"), 40), last, next, act, strOr(r.Leader, "-"))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(r.App, 40), cell(r.Schedule, 40), cell(strOr(r.Spec, "-"), 40), last, next, act, cell(strOr(r.Leader, "-"), 60))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -371,3 +371,24 @@ func TestJobsShow(t *testing.T) {
 		t.Fatalf("show -json: %v\n%s", err, stdout)
 	}
 }
+
+// A tab in a job ID cannot start a column, and an empty key shows as "".
+func TestJobsListCells(t *testing.T) {
+	t.Parallel()
+	pool, url := jobsDB(t)
+	err := pgx.BeginFunc(t.Context(), pool, func(tx pgx.Tx) error {
+		_, err := pgoutbox.EnqueueJobTx(t.Context(), tx, enqueue.NewJob("jobs", 1, enqueue.ID("a\tb"), enqueue.Key([]byte{})), pgoutbox.In(time.Hour))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, _, err := jobsRun(t, url, "list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed(t, stdout)
+	if !regexp.MustCompile(`\na b +jobs +"" +\S+Z \(in`).MatchString(stdout) {
+		t.Fatalf("list:\n%s", stdout)
+	}
+}
