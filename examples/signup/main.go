@@ -3,7 +3,7 @@
 // welcome email in one Postgres transaction, so a signup that rolls back
 // sends no email and one that commits always does, exactly once; and it
 // schedules a follow-up email for later, unique per user, that an
-// unsubscribe withdraws.
+// unsubscribe withdraws; a periodic cleanup runs through the scheduler.
 //
 // It needs a Postgres database (it creates its tables in it) and nothing
 // else: it starts an in-process Kafka broker.
@@ -34,7 +34,11 @@
 //     claim sends it once. The follow-ups wait in the outbox until they
 //     are due (shareq jobs list shows them); the relay wakes for them by
 //     itself, and the worker sends them, none before its time.
-//  4. One email is put on the topic a second time with the same job ID, as
+//  4. A periodic cleanup (package scheduler, every second here, nightly
+//     in a real app) deletes the example's users and emails older than a
+//     day: the scheduler enqueues each firing through the outbox once,
+//     whichever process of the app leads, and the worker runs it.
+//  5. One email is put on the topic a second time with the same job ID, as
 //     a relay that died between the broker's acknowledgement and its delete
 //     would do; the claim finds the job done and it is not sent again.
 //

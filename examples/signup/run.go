@@ -23,6 +23,7 @@ import (
 	"github.com/shareq/shareq/idempotency"
 	"github.com/shareq/shareq/idempotency/pgstore"
 	"github.com/shareq/shareq/migrations"
+	"github.com/shareq/shareq/scheduler"
 	"github.com/shareq/shareq/worker"
 )
 
@@ -38,7 +39,7 @@ type Summary struct {
 	Run        string // this run's name: its users and job IDs carry it
 	Committed  int    // signups that committed
 	RolledBack int    // signups that rolled back
-	Relayed    uint64 // jobs the relay produced
+	Relayed    uint64 // jobs the relay produced, the cleanup's included
 	OnTopic    int64  // records on the emails topic
 	Sent       int    // welcome emails sent (rows in signup_emails) for this run
 	Duplicates int64  // deliveries the claim found already done
@@ -49,6 +50,7 @@ type Summary struct {
 	FollowUpsCancelled  int  // follow-ups withdrawn (unsubscribed)
 	FollowUpsSent       int  // follow-ups sent
 	FollowUpsEarly      int  // follow-ups sent before they were due: none
+	Cleanups            int  // cleanup firings of this run that ran
 
 	RolledBackUsers int // users of rolled-back signups in signup_users
 	RolledBackSent  int // emails sent for rolled-back signups
@@ -69,6 +71,12 @@ CREATE TABLE IF NOT EXISTS signup_emails (
 	user_id bigint      NOT NULL,
 	email   text        NOT NULL,
 	sent_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS signup_cleanups (
+	job_id         text        PRIMARY KEY,
+	users_deleted  bigint      NOT NULL,
+	emails_deleted bigint      NOT NULL,
+	ran_at         timestamptz NOT NULL DEFAULT now()
 )`
 
 // run is the whole program. It returns the summary, and an error when a
@@ -93,7 +101,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (Summary, er
 	// franz-go's kfake, what shareq dev runs; it sweeps expired locks
 	// every 500 ms (5 s by default) so that an abandoned job comes back
 	// promptly.
-	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, emailsTopic, followUpsTopic),
+	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, emailsTopic, followUpsTopic, cleanupTopic),
 		kfake.BrokerConfigs(map[string]string{"share.record.lock.sweep.interval.ms": "500"}))
 	if err != nil {
 		return sum, err
@@ -133,6 +141,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (Summary, er
 		worker.Group(group),
 		worker.Handle(emailsTopic, handler.JSON(sendWelcome), claims),
 		worker.Handle(followUpsTopic, handler.JSON(sendFollowUp), claims),
+		worker.Handle(cleanupTopic, handler.JSON(cleanUp), claims),
 		worker.AutoOffsetReset("earliest"),
 		worker.Concurrency(4),
 		worker.Logger(log),
@@ -140,6 +149,13 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (Summary, er
 	if err != nil {
 		return sum, err
 	}
+	// The periodic cleanup: every process of the app runs the scheduler.
+	sched, err := scheduler.New(pool, scheduler.App(schedulerApp), scheduler.Add(cleanupSchedule(cleanupEvery)),
+		scheduler.RetryInterval(time.Second), scheduler.Logger(log))
+	if err != nil {
+		return sum, err
+	}
+	started := time.Now()
 	bg, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -153,6 +169,11 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (Summary, er
 	wg.Go(func() {
 		if err := w.Run(bg); err != nil || bg.Err() == nil {
 			failed <- fmt.Errorf("worker stopped: %v", err)
+		}
+	})
+	wg.Go(func() {
+		if err := sched.Run(bg); err != nil || bg.Err() == nil {
+			failed <- fmt.Errorf("scheduler stopped: %v", err)
 		}
 	})
 
@@ -256,16 +277,35 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (Summary, er
 	}
 	fmt.Fprintf(stdout, "job %s delivered a second time: the claim found it done, and it was not sent again\n", committedJobs[0])
 
-	// 7. What is where.
+	// 7. The cleanup fires every second; the first of this run has run.
+	countCleanups := func() (int, error) {
+		var n int
+		err := pool.QueryRow(ctx, "SELECT count(*) FROM signup_cleanups WHERE ran_at >= $1", started).Scan(&n)
+		return n, err
+	}
+	if err := waitFor(ctx, failed, "a cleanup firing to run", func() (bool, error) {
+		n, err := countCleanups()
+		return n >= 1, err
+	}); err != nil {
+		return sum, err
+	}
+	if sum.Cleanups, err = countCleanups(); err != nil {
+		return sum, err
+	}
+	st := sched.Stats()
+	fmt.Fprintf(stdout, "the scheduler (app %s, leading %v) enqueued %d cleanup firings; %d ran so far\n",
+		st.App, st.Leading, st.Schedules[0].Enqueued, sum.Cleanups)
+
+	// 8. What is where.
 	if sum.Sent, err = countSent("welcome"); err != nil {
 		return sum, err
 	}
 	sum.Relayed, sum.Duplicates = relay.Stats().Produced, dups.Load()
-	backlog, err := relay.Backlog(ctx)
-	if err != nil {
+	// The outbox rows left besides the cleanup's next firings, which the
+	// scheduler keeps enqueuing.
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+pgoutbox.Table+" WHERE topic <> $1", cleanupTopic).Scan(&sum.OutboxRows); err != nil {
 		return sum, err
 	}
-	sum.OutboxRows = backlog.Rows
 	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, emailsTopic)
 	if err == nil {
 		err = ends.Error()
@@ -290,6 +330,12 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (Summary, er
 	}
 	return sum, nil
 }
+
+// The scheduler's app, and how often the cleanup fires here.
+const (
+	schedulerApp = "signup"
+	cleanupEvery = time.Second
+)
 
 // openDatabase connects to url and creates shareq's tables (migrations.Up)
 // and the example's.

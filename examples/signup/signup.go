@@ -1,8 +1,8 @@
 package main
 
 // This file is the part to copy: a signup that enqueues its welcome email
-// in its own transaction and schedules a follow-up email for later, and
-// the handlers that send them once.
+// in its own transaction and schedules a follow-up email for later, the
+// handlers that send them once, and a periodic cleanup.
 
 import (
 	"context"
@@ -18,12 +18,15 @@ import (
 	"github.com/shareq/shareq/enqueue/pgoutbox"
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/idempotency/pgstore"
+	"github.com/shareq/shareq/scheduler"
 )
 
-// The topics of the welcome emails and of the follow-ups.
+// The topics of the welcome emails, of the follow-ups and of the
+// cleanups.
 const (
 	emailsTopic    = "welcome-emails"
 	followUpsTopic = "follow-up-emails"
+	cleanupTopic   = "signup-cleanup"
 )
 
 // Welcome is the job: the JSON that pgoutbox.EnqueueTx writes and
@@ -116,4 +119,48 @@ func sendWelcome(ctx context.Context, job *handler.Job, w Welcome) error {
 // sendFollowUp "sends" the follow-up the same way.
 func sendFollowUp(ctx context.Context, job *handler.Job, f FollowUp) error {
 	return sendWelcome(ctx, job, Welcome(f))
+}
+
+// keepFor is how long the example keeps its users and emails.
+const keepFor = 24 * time.Hour
+
+// Cleanup is the periodic job: delete the users and emails older than
+// Before.
+type Cleanup struct {
+	Before time.Time `json:"before"`
+}
+
+// cleanupSchedule fires every "every" (a real app: once a night,
+// scheduler.MustParseCron("0 3 * * *")). The scheduler runs in every
+// process of the app, one of them fires, and each firing is one job (its
+// ID app/name/time), however many processes run. A firing missed while
+// none ran is skipped (the next one deletes as much).
+func cleanupSchedule(every time.Duration) scheduler.Schedule {
+	return scheduler.Schedule{
+		Name: "cleanup",
+		Spec: scheduler.Every(every),
+		Job: func(_ context.Context, at time.Time) (enqueue.Job, error) {
+			return enqueue.NewJob(cleanupTopic, Cleanup{Before: at.Add(-keepFor)}), nil
+		},
+	}
+}
+
+// cleanUp deletes what is older than c.Before, and records the run, in
+// the claim's transaction: one cleanup per firing.
+func cleanUp(ctx context.Context, job *handler.Job, c Cleanup) error {
+	tx := pgstore.Tx(ctx)
+	if tx == nil {
+		return handler.Permanent(errors.New("no claim transaction: wrap the handler in idempotency.Middleware with a pgstore.Store"))
+	}
+	emails, err := tx.Exec(ctx, "DELETE FROM signup_emails WHERE sent_at < $1", c.Before)
+	if err != nil {
+		return err
+	}
+	users, err := tx.Exec(ctx, "DELETE FROM signup_users u WHERE created_at < $1 AND NOT EXISTS (SELECT 1 FROM signup_emails e WHERE e.user_id = u.id)", c.Before)
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, "INSERT INTO signup_cleanups (job_id, users_deleted, emails_deleted) VALUES ($1, $2, $3)",
+		job.ID(), users.RowsAffected(), emails.RowsAffected())
+	return err
 }
