@@ -216,7 +216,8 @@ with backoff). UNIQUE KEY is the key of pgoutbox.Unique or UniqueFor.
 a duration from now (30m, 24h, -1h). Pages: when more jobs match than
 -limit, the last line says which -after to give for the next page; each
 page is one index range scan from there (the index on due time), however
-many jobs wait.
+many jobs wait. With -topic or -failing the scan also passes over the
+rows that do not match until it has a page.
 `
 
 func jobsList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
