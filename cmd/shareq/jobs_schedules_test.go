@@ -67,7 +67,7 @@ func TestJobsSchedules(t *testing.T) {
 	leader := regexp.QuoteMeta(s.Stats().App) // the app, then what the scheduler recorded
 	for _, want := range []*regexp.Regexp{
 		regexp.MustCompile(`^` + leader + ` +nightly +0 3 \* \* \* +never +\d{4}-\d\d-\d\dT03:00:00Z \(in \S+\) +yes +\S+/\d+$`),
-		regexp.MustCompile(`^` + leader + ` +tick +every 100ms +\S+Z \((now|\ds ago)\) +\S+Z \((now|in \ds)\) +yes +\S+/\d+$`),
+		regexp.MustCompile(`^` + leader + ` +tick +every 100ms +\S+Z \((now|\d+s ago)\) +\S+Z \((now|in \d+s)\) +yes +\S+/\d+$`),
 	} {
 		if !want.MatchString(lines[1]) && !want.MatchString(lines[2]) {
 			t.Errorf("no line matches %s:\n%s", want, stdout)
