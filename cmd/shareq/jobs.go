@@ -236,20 +236,13 @@ func jobsList(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *limit < 1 || *limit > jobsListLimitMax {
 		return fmt.Errorf("-limit %d: want 1 to %d", *limit, jobsListLimitMax)
 	}
+	lf := listFilter{topic: *topic, scheduled: *scheduled, failing: *failing, limit: *limit}
 	now := time.Now()
-	var where []string
-	var qargs []any
-	arg := func(v any) string {
-		qargs = append(qargs, v)
-		return "$" + strconv.Itoa(len(qargs))
-	}
-	if *topic != "" {
-		where = append(where, "topic = "+arg(*topic))
-	}
 	for _, b := range []struct {
-		flag, op string
-		v        *string
-	}{{"-due-after", ">=", after}, {"-due-before", "<", before}} {
+		flag string
+		v    *string
+		t    **time.Time
+	}{{"-due-after", after, &lf.dueAfter}, {"-due-before", before, &lf.dueBefore}} {
 		if *b.v == "" {
 			continue
 		}
@@ -257,29 +250,15 @@ func jobsList(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return fmt.Errorf("%s: %w", b.flag, err)
 		}
-		where = append(where, "due_at "+b.op+" "+arg(t))
-	}
-	if *scheduled {
-		where = append(where, "due_at > now()")
-	}
-	if *failing {
-		where = append(where, "attempts > 0")
+		*b.t = &t
 	}
 	if *cursor != "" {
-		due, id, err := parseCursor(*cursor)
-		if err != nil {
+		var err error
+		if lf.cursorDue, lf.cursorRow, err = parseCursor(*cursor); err != nil {
 			return err
 		}
-		where = append(where, "(due_at, id) > ("+arg(due)+"::text::timestamptz, "+arg(id)+")")
 	}
-	q := `SELECT id, job_id, topic, key, header_keys, due_at, created_at, attempts, next_attempt_at, last_error, unique_key, octet_length(value),
-		CASE WHEN isfinite(due_at) THEN extract(epoch FROM due_at - now()) ELSE 0 END::float8,
-		extract(epoch FROM next_attempt_at - now())::float8
-		FROM ` + pgoutbox.Table
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	q += " ORDER BY due_at, id LIMIT " + arg(*limit+1)
+	q, qargs := lf.query()
 
 	pool, err := f.connect(ctx)
 	if err != nil {
@@ -345,6 +324,54 @@ func jobsList(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stderr, "%d jobs (%d not due yet)\n", len(rows), notDue)
 	}
 	return nil
+}
+
+// listFilter is what "jobs list" selects.
+type listFilter struct {
+	topic               string
+	dueAfter, dueBefore *time.Time
+	scheduled, failing  bool
+	cursorDue           string // the -after cursor's due time ("-infinity" or RFC 3339); "" for the first page
+	cursorRow           int64
+	limit               int
+}
+
+// query returns the statement of one page and its arguments: one more row
+// than the limit, to tell whether another page follows. Every page is a
+// range scan of the index (due_at, id) in its order (TestJobsListPlan).
+func (f listFilter) query() (string, []any) {
+	var where []string
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if f.topic != "" {
+		where = append(where, "topic = "+arg(f.topic))
+	}
+	if f.dueAfter != nil {
+		where = append(where, "due_at >= "+arg(*f.dueAfter))
+	}
+	if f.dueBefore != nil {
+		where = append(where, "due_at < "+arg(*f.dueBefore))
+	}
+	if f.scheduled {
+		where = append(where, "due_at > now()")
+	}
+	if f.failing {
+		where = append(where, "attempts > 0")
+	}
+	if f.cursorDue != "" {
+		where = append(where, "(due_at, id) > ("+arg(f.cursorDue)+"::text::timestamptz, "+arg(f.cursorRow)+")")
+	}
+	q := `SELECT id, job_id, topic, key, header_keys, due_at, created_at, attempts, next_attempt_at, last_error, unique_key, octet_length(value),
+		CASE WHEN isfinite(due_at) THEN extract(epoch FROM due_at - now()) ELSE 0 END::float8,
+		extract(epoch FROM next_attempt_at - now())::float8
+		FROM ` + pgoutbox.Table
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	return q + " ORDER BY due_at, id LIMIT " + arg(f.limit+1), args
 }
 
 // queryOutbox runs q, which selects the columns of jobsList (and value and
