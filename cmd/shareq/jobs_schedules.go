@@ -25,8 +25,10 @@ read from Postgres's locks (the scheduler's advisory lock, in pg_locks):
 ACTIVE yes means some process holds it, and NEXT FIRING and LEADER are
 what it recorded. ACTIVE no means no scheduler of the app runs: nothing
 fires, LEADER is the last one, and the next firing is not shown since
-none is coming. A schedule the app no longer runs keeps its row, as last
-recorded.
+none is coming. ACTIVE "not run" is a schedule that the active scheduler
+does not run (removed or renamed: its row was last written by another
+leader than the app's latest rows); it keeps its row, as last recorded,
+until deleted by hand.
 `
 
 // scheduleRow is one row of the scheduler's state table.
@@ -38,7 +40,8 @@ type scheduleRow struct {
 	NextFiring *time.Time `json:"next_firing"`
 	Leader     *string    `json:"leader"`
 	UpdatedAt  time.Time  `json:"updated_at"`
-	Active     bool       `json:"active"`
+	Active     bool       `json:"active"`  // the app has an active scheduler
+	NotRun     bool       `json:"not_run"` // which does not run this schedule (removed, renamed)
 
 	lastAgo, nextIn time.Duration
 }
@@ -74,17 +77,29 @@ func jobsSchedules(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return tableHint(fmt.Errorf("read the schedules: %w", err))
 	}
+	// The app's current leader is the one that wrote its latest row: the
+	// active scheduler writes all of its schedules' rows when it takes
+	// over. A row another leader wrote last is of a schedule the active
+	// one does not run.
 	active := map[string]bool{}
+	current := map[string]*scheduleRow{}
 	for i := range out {
-		a := out[i].App
-		if _, ok := active[a]; !ok {
-			if active[a], err = schedulerActive(ctx, pool, a); err != nil {
+		r := &out[i]
+		if c := current[r.App]; c == nil || r.UpdatedAt.After(c.UpdatedAt) {
+			current[r.App] = r
+		}
+	}
+	for i := range out {
+		r := &out[i]
+		if _, ok := active[r.App]; !ok {
+			if active[r.App], err = schedulerActive(ctx, pool, r.App); err != nil {
 				return err
 			}
 		}
-		out[i].Active = active[a]
-		if !out[i].Active {
-			out[i].NextFiring = nil
+		r.Active = active[r.App]
+		r.NotRun = r.Active && strOr(r.Leader, "") != strOr(current[r.App].Leader, "")
+		if !r.Active || r.NotRun {
+			r.NextFiring = nil
 		}
 	}
 	if *asJSON {
@@ -104,15 +119,14 @@ func jobsSchedules(ctx context.Context, args []string, stdout, stderr io.Writer)
 			last = fmtShortTime(*r.LastFiring) + " (" + relText(-r.lastAgo) + ")"
 		}
 		switch {
+		case r.NotRun:
+			next, act = "- (the active scheduler does not run it)", "not run"
 		case r.Active && r.NextFiring != nil:
-			next = fmtShortTime(*r.NextFiring) + " (" + relText(r.nextIn) + ")"
+			next, act = fmtShortTime(*r.NextFiring)+" ("+relText(r.nextIn)+")", "yes"
 		case r.Active:
-			next = "none (the spec has no more firings)"
+			next, act = "none (the spec has no more firings)", "yes"
 		default:
 			next = "- (no active scheduler)"
-		}
-		if r.Active {
-			act = "yes"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(r.App, 40), cell(r.Schedule, 40), cell(strOr(r.Spec, "-"), 40), last, next, act, cell(strOr(r.Leader, "-"), 60))
 	}

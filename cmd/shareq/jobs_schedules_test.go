@@ -77,6 +77,21 @@ func TestJobsSchedules(t *testing.T) {
 		t.Errorf("columns not aligned:\n%s", stdout)
 	}
 
+	// A schedule an earlier leader recorded and the active one does not
+	// run (removed from the app).
+	if _, err := pool.Exec(t.Context(), `INSERT INTO `+scheduler.StateTable+` (app, schedule, spec, last_firing, next_firing, leader, updated_at)
+		VALUES ($1, 'removed', 'every 1h0m0s', now() - interval '2 hours', now() - interval '1 hour', 'old-host/1', now() - interval '2 hours')`, app); err != nil {
+		t.Fatal(err)
+	}
+	stdout, _, err = jobsRun(t, url, "schedules", "-app", app)
+	if err != nil || !regexp.MustCompile(`(?m)^`+leader+` +removed +every 1h0m0s +\S+Z \(2h0m ago\) +- \(the active scheduler does not run it\) +not run +old-host/1$`).MatchString(stdout) ||
+		strings.Count(stdout, " yes ") != 2 {
+		t.Fatalf("a schedule the active scheduler does not run: %v\n%s", err, stdout)
+	}
+	if _, err := pool.Exec(t.Context(), `DELETE FROM `+scheduler.StateTable+` WHERE app = $1 AND schedule = 'removed'`, app); err != nil {
+		t.Fatal(err)
+	}
+
 	stop()
 	stdout, _, err = jobsRun(t, url, "schedules", "-app", app, "-json")
 	if err != nil {
