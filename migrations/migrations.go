@@ -25,7 +25,10 @@
 //	      by pgoutbox.CancelTx, which the worker does not run
 //	0005  shareq_scheduler_state: the last firing of each periodic
 //	      schedule (package scheduler)
-//	0006  shareq_outbox_retry_idx: the outbox rows whose produce failed,
+//	0006  spec, next_firing and leader in shareq_scheduler_state: what
+//	      the active scheduler records for operators (shareq jobs
+//	      schedules); last_firing NULL for a schedule not fired yet
+//	0007  shareq_outbox_retry_idx: the outbox rows whose produce failed,
 //	      by key, for the relay to pass over the rows they hold back
 package migrations
 

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/shareq/shareq/migrations"
@@ -77,7 +78,7 @@ func TestUp(t *testing.T) {
 		}
 	}
 	got := versions(t, pool)
-	want := []version{{1, "0001_create_processed_jobs"}, {2, "0002_create_outbox"}, {3, "0003_jobs_for_later"}, {4, "0004_cancelled_claims"}, {5, "0005_scheduler"}, {6, "0006_outbox_retry_index"}}
+	want := []version{{1, "0001_create_processed_jobs"}, {2, "0002_create_outbox"}, {3, "0003_jobs_for_later"}, {4, "0004_cancelled_claims"}, {5, "0005_scheduler"}, {6, "0006_scheduler_schedules"}, {7, "0007_outbox_retry_index"}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("recorded versions = %v, want %v", got, want)
 	}
@@ -332,12 +333,47 @@ func TestSchedulerMigration(t *testing.T) {
 	execFile(t, pool, "0005_scheduler.up.sql")
 }
 
-// Migration 0006 adds a partial index of the outbox's failing rows; its
+// Migration 0006 adds what the scheduler records for operators to its
+// state table, and lets a schedule that has not fired yet have a row; its
+// down file drops those rows and columns, and up again works.
+func TestSchedulerSchedulesMigration(t *testing.T) {
+	t.Parallel()
+	pool, _ := newPool(t)
+	ctx := t.Context()
+	execFile(t, pool, "0005_scheduler.up.sql")
+	if _, err := pool.Exec(ctx, "INSERT INTO shareq_scheduler_state (app, schedule, last_firing) VALUES ('a', 'fired', now())"); err != nil {
+		t.Fatal(err)
+	}
+	execFile(t, pool, "0006_scheduler_schedules.up.sql")
+	if _, err := pool.Exec(ctx, `INSERT INTO shareq_scheduler_state (app, schedule, spec, next_firing, leader)
+		VALUES ('a', 'new', 'every 1h0m0s', now(), 'host/1')`); err != nil {
+		t.Fatalf("a schedule without a firing: %v", err)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM shareq_scheduler_state WHERE spec IS NULL AND last_firing IS NOT NULL").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("the row from before 0006: %d, %v; want it kept, without a spec", n, err)
+	}
+	execFile(t, pool, "0006_scheduler_schedules.down.sql")
+	if _, err := pool.Exec(ctx, "SELECT spec FROM shareq_scheduler_state"); err == nil {
+		t.Fatal("after 0006 down: spec is still there")
+	}
+	rows, _ := pool.Query(ctx, "SELECT schedule FROM shareq_scheduler_state")
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(names) != 1 || names[0] != "fired" {
+		t.Fatalf("after 0006 down: schedules %v, %v; want [fired]", names, err)
+	}
+	if _, err := pool.Exec(ctx, "INSERT INTO shareq_scheduler_state (app, schedule) VALUES ('a', 'x')"); err == nil {
+		t.Fatal("after 0006 down: a row without last_firing was accepted")
+	}
+	execFile(t, pool, "0006_scheduler_schedules.up.sql")
+}
+
+// Migration 0007 adds a partial index of the outbox's failing rows; its
 // down file drops it, and up again works.
 func TestOutboxRetryIndexMigration(t *testing.T) {
 	t.Parallel()
 	pool, schema := newPool(t)
-	for _, f := range []string{"0002_create_outbox.up.sql", "0003_jobs_for_later.up.sql", "0006_outbox_retry_index.up.sql"} {
+	for _, f := range []string{"0002_create_outbox.up.sql", "0003_jobs_for_later.up.sql", "0007_outbox_retry_index.up.sql"} {
 		execFile(t, pool, f)
 	}
 	if got := relation(t, pool, schema, "shareq_outbox_retry_idx"); got != "i" {
@@ -350,9 +386,9 @@ func TestOutboxRetryIndexMigration(t *testing.T) {
 	if pred != "(attempts > 0)" {
 		t.Fatalf("index predicate %q, want (attempts > 0)", pred)
 	}
-	execFile(t, pool, "0006_outbox_retry_index.down.sql")
+	execFile(t, pool, "0007_outbox_retry_index.down.sql")
 	if got := relation(t, pool, schema, "shareq_outbox_retry_idx"); got != "" {
-		t.Fatalf("after 0006 down: relation shareq_outbox_retry_idx kind %q, want none", got)
+		t.Fatalf("after 0007 down: relation shareq_outbox_retry_idx kind %q, want none", got)
 	}
-	execFile(t, pool, "0006_outbox_retry_index.up.sql")
+	execFile(t, pool, "0007_outbox_retry_index.up.sql")
 }

@@ -414,7 +414,7 @@ type row struct {
 // the rows it holds back are left out of the claim rather than flagged,
 // so that a batch's worth of them cannot fill every claim and starve the
 // other keys until the retry goes through. The partial index of migration
-// 0006 (rows that failed: attempts > 0) keeps that check one probe of a
+// 0007 (rows that failed: attempts > 0) keeps that check one probe of a
 // small index per row.
 //
 // The index (due_at, id) makes the claim a range scan of the due rows,
