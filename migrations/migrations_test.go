@@ -101,6 +101,34 @@ var migrationCount = func() int {
 	return len(ups)
 }()
 
+// A database whose recorded version carries another name than this
+// build's (migrated by another build, its migration numbered differently)
+// is refused by Up and Down, naming both, and left as it was.
+func TestUpRefusesAVersionRecordedUnderAnotherName(t *testing.T) {
+	t.Parallel()
+	pool, _ := newPool(t)
+	ctx := t.Context()
+	if err := migrations.Up(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "UPDATE "+migrations.VersionTable+" SET name = '0006_from_another_build' WHERE version = 6"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "DELETE FROM "+migrations.VersionTable+" WHERE version = 7"); err != nil {
+		t.Fatal(err)
+	}
+	before := versions(t, pool)
+	for name, f := range map[string]func(context.Context, migrations.DB) error{"Up": migrations.Up, "Down": migrations.Down} {
+		err := f(ctx, pool)
+		if err == nil || !strings.Contains(err.Error(), "0006_from_another_build") || !strings.Contains(err.Error(), "0006_scheduler_schedules") {
+			t.Fatalf("%s = %v, want an error naming the recorded and the embedded migration", name, err)
+		}
+	}
+	if got := versions(t, pool); !slices.Equal(got, before) {
+		t.Fatalf("versions after the refusals = %v, want them unchanged: %v", got, before)
+	}
+}
+
 func TestUpIsIdempotent(t *testing.T) {
 	t.Parallel()
 	pool, _ := newPool(t)
