@@ -1,0 +1,355 @@
+package member
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+type session struct {
+	broker  int32
+	epoch   int32
+	parts   map[tp]bool
+	pending map[Key]bool // held keys with an op not yet sent
+	busy    bool
+	closed  bool
+	backoff time.Time
+	errs    int
+	// drained: the session's last fetch acquired nothing, so the next
+	// one will likely wait out MaxWait: acks go alone rather than wait
+	// on it.
+	drained bool
+	// holdUntil: the session waits for more credit (or a fetch to carry
+	// its acks) until then; see coalesce.
+	holdUntil time.Time
+}
+
+// coalesce is how long a session holds back a fetch for a sliver of the
+// records in hand, or acknowledgements with no credit to fetch with,
+// while jobs in hand are finishing: each one that ends frees credit in a
+// moment, and a request sent at once would take the connection (the
+// broker serves one request of a connection at a time) for a handful of
+// records. Holding fetches large keeps a busy worker's throughput at
+// Concurrency ÷ round trip; an idle worker never waits.
+const coalesce = 2 * time.Millisecond
+
+type reqKind int
+
+const (
+	kindFetch reqKind = iota
+	kindAck
+	kindRenew
+	kindClose
+)
+
+func (k reqKind) String() string {
+	return [...]string{"fetch", "ack", "renew", "close"}[k]
+}
+
+type request struct {
+	s        *session
+	kind     reqKind
+	epoch    int32
+	sent     time.Time
+	ops      map[tp][]int64 // offsets whose ops this request carries
+	reserved int
+	fetched  []tp
+	forgot   []tp
+	req      kmsg.Request
+}
+
+// turn sends the session's next request, if it has one.
+func (r *runner) turn(s *session, fetchers int) {
+	var renews, ackNotWanted bool
+	for k := range s.pending {
+		h := r.held[k]
+		if h.ack == opNone && h.renews > 0 {
+			renews = true
+		}
+		if h.ack != opNone && r.wantSet[tp{k.Topic, k.Partition}] != s.broker+1 {
+			ackNotWanted = true
+		}
+	}
+	free := r.credit - r.reserved
+	share := 0
+	if r.canFetch() && fetchers > 0 && len(r.want[s.broker]) > 0 {
+		share = min(free, (r.credit+fetchers-1)/fetchers)
+	}
+	// Records handed out whose acknowledgements have not been queued:
+	// jobs still in hand, which will free credit as they end.
+	working := r.nHeld - len(s.pending)
+	mayHold := !r.stopped && !r.leaving && working > 0
+	switch {
+	case s.epoch == 0 && share > 0:
+		r.sendFetch(s, share)
+	case s.epoch == 0 && len(s.pending) > 0:
+		r.sendOpen(s)
+	case renews:
+		r.sendAck(s, kindRenew)
+	case ackNotWanted && len(s.pending) > 0:
+		r.sendAck(s, kindAck)
+	case share > 0 && !(s.drained && len(s.pending) > 0):
+		if mayHold && share < working/4 && s.hold() {
+			return
+		}
+		r.sendFetch(s, share)
+	case len(s.pending) > 0:
+		if mayHold && share == 0 && s.hold() {
+			return
+		}
+		r.sendAck(s, kindAck)
+	}
+}
+
+// hold reports whether the session still holds back its next request
+// (for at most coalesce from the first time it did).
+func (s *session) hold() bool {
+	now := time.Now()
+	if s.holdUntil.IsZero() {
+		s.holdUntil = now.Add(coalesce)
+	}
+	return now.Before(s.holdUntil)
+}
+
+// ---- building requests ----
+
+// takeOps moves the session's pending ops (acks always; renews when
+// renew) into a request, per partition sorted ascending; onlyWanted keeps
+// to partitions this session fetches.
+func (r *runner) takeOps(s *session, renew, onlyWanted bool) map[tp][]int64 {
+	byPart := map[tp][]int64{}
+	for k := range s.pending {
+		h := r.held[k]
+		p := tp{k.Topic, k.Partition}
+		if onlyWanted && r.wantSet[p] != s.broker+1 {
+			continue
+		}
+		if h.ack == opNone && !renew {
+			continue
+		}
+		byPart[p] = append(byPart[p], k.Offset)
+	}
+	for p, offs := range byPart {
+		slices.Sort(offs)
+		// A partition whose list failed as a whole sends its acks alone.
+		for _, o := range offs {
+			if r.held[Key{p.topic, p.part, o}].solo {
+				offs = []int64{o}
+				break
+			}
+		}
+		byPart[p] = offs
+		for _, o := range offs {
+			k := Key{p.topic, p.part, o}
+			h := r.held[k]
+			delete(s.pending, k)
+			if h.ack != opNone {
+				h.ackSent = true
+			} else {
+				h.renewing, h.renews = h.renews, 0
+			}
+		}
+	}
+	return byPart
+}
+
+type ackBatch struct {
+	first, last int64
+	types       []int8
+}
+
+func (r *runner) batches(p tp, offs []int64) []ackBatch {
+	var out []ackBatch
+	for _, o := range offs {
+		h := r.held[Key{p.topic, p.part, o}]
+		t := h.ack
+		if t == opNone {
+			t = opRenew
+		}
+		if n := len(out); n > 0 && out[n-1].last+1 == o {
+			out[n-1].last = o
+			out[n-1].types = append(out[n-1].types, t)
+			continue
+		}
+		out = append(out, ackBatch{first: o, last: o, types: []int8{t}})
+	}
+	for i := range out {
+		if same(out[i].types) {
+			out[i].types = out[i].types[:1]
+		}
+	}
+	return out
+}
+
+func same(ts []int8) bool {
+	for _, t := range ts[1:] {
+		if t != ts[0] {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *runner) strp(s string) *string { return &s }
+
+func (r *runner) sendFetch(s *session, share int) {
+	rq := &request{s: s, kind: kindFetch, epoch: s.epoch, reserved: share}
+	req := kmsg.NewPtrShareFetchRequest()
+	req.GroupID = r.strp(r.cfg.Group)
+	req.MemberID = r.strp(r.cfg.MemberID)
+	req.ShareSessionEpoch = s.epoch
+	req.MaxWaitMillis = int32(r.cfg.MaxWait / time.Millisecond)
+	req.MinBytes = 1
+	req.MaxBytes = 50 << 20
+	req.MaxRecords = int32(share)
+	req.BatchSize = int32(share)
+	req.ShareAcquireMode = 1
+	parts := map[tp]*kmsg.ShareFetchRequestTopicPartition{}
+	topics := map[string]int{}
+	add := func(p tp) *kmsg.ShareFetchRequestTopicPartition {
+		if fp := parts[p]; fp != nil {
+			return fp
+		}
+		ti, ok := topics[p.topic]
+		if !ok {
+			ti = len(req.Topics)
+			topics[p.topic] = ti
+			req.Topics = append(req.Topics, kmsg.ShareFetchRequestTopic{TopicID: r.ids[p.topic]})
+		}
+		t := &req.Topics[ti]
+		t.Partitions = append(t.Partitions, kmsg.ShareFetchRequestTopicPartition{Partition: p.part, PartitionMaxBytes: 10 << 20})
+		return &t.Partitions[len(t.Partitions)-1]
+	}
+	for _, p := range r.want[s.broker] {
+		if s.epoch == 0 || !s.parts[p] {
+			add(p)
+		}
+		rq.fetched = append(rq.fetched, p)
+	}
+	if s.epoch > 0 {
+		rq.ops = r.takeOps(s, false, true)
+		for p, offs := range rq.ops {
+			// Re-find after appends may have moved the slices.
+			_ = add(p)
+			for _, b := range r.batches(p, offs) {
+				fp := r.findFetchPart(req, p)
+				fp.AcknowledgementBatches = append(fp.AcknowledgementBatches, kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{
+					FirstOffset: b.first, LastOffset: b.last, AcknowledgeTypes: b.types,
+				})
+			}
+		}
+		for p := range s.parts {
+			if r.wantSet[p] != s.broker+1 && !r.holdsIn(s, p) {
+				rq.forgot = append(rq.forgot, p)
+				req.ForgottenTopicsData = appendForgotten(req.ForgottenTopicsData, r.ids[p.topic], p.part)
+			}
+		}
+	}
+	r.reserved += share
+	rq.req = req
+	r.launch(rq, context.Background())
+}
+
+func (r *runner) findFetchPart(req *kmsg.ShareFetchRequest, p tp) *kmsg.ShareFetchRequestTopicPartition {
+	id := r.ids[p.topic]
+	for i := range req.Topics {
+		if req.Topics[i].TopicID != id {
+			continue
+		}
+		for j := range req.Topics[i].Partitions {
+			if req.Topics[i].Partitions[j].Partition == p.part {
+				return &req.Topics[i].Partitions[j]
+			}
+		}
+	}
+	panic("member: partition missing from its own request")
+}
+
+func appendForgotten(f []kmsg.ShareFetchRequestForgottenTopicsData, id [16]byte, part int32) []kmsg.ShareFetchRequestForgottenTopicsData {
+	for i := range f {
+		if f[i].TopicID == id {
+			f[i].Partitions = append(f[i].Partitions, part)
+			return f
+		}
+	}
+	return append(f, kmsg.ShareFetchRequestForgottenTopicsData{TopicID: id, Partitions: []int32{part}})
+}
+
+func (r *runner) holdsIn(s *session, p tp) bool {
+	for k, h := range r.held {
+		if h.broker == s.broker && k.Topic == p.topic && k.Partition == p.part {
+			return true
+		}
+	}
+	return false
+}
+
+// sendOpen opens a session that has acks to send but may not fetch: a
+// ShareFetch with epoch 0 and no partitions acquires nothing, and acks for
+// partitions outside a session apply (kfake and Kafka; an IsRenewAck
+// ShareFetch with epoch 0 is INVALID_REQUEST on kfake).
+func (r *runner) sendOpen(s *session) {
+	rq := &request{s: s, kind: kindFetch, epoch: 0}
+	req := kmsg.NewPtrShareFetchRequest()
+	req.GroupID = r.strp(r.cfg.Group)
+	req.MemberID = r.strp(r.cfg.MemberID)
+	req.MaxWaitMillis, req.MinBytes, req.MaxRecords, req.BatchSize, req.ShareAcquireMode = 0, 0, 1, 1, 1
+	rq.req = req
+	r.launch(rq, context.Background())
+}
+
+func (r *runner) buildAck(s *session, epoch int32, renew bool, ops map[tp][]int64) *kmsg.ShareAcknowledgeRequest {
+	req := kmsg.NewPtrShareAcknowledgeRequest()
+	req.GroupID = r.strp(r.cfg.Group)
+	req.MemberID = r.strp(r.cfg.MemberID)
+	req.ShareSessionEpoch = epoch
+	req.IsRenewAck = renew
+	parts := slices.SortedFunc(func(yield func(tp) bool) {
+		for p := range ops {
+			if !yield(p) {
+				return
+			}
+		}
+	}, func(a, b tp) int { return cmp.Or(cmp.Compare(a.topic, b.topic), cmp.Compare(a.part, b.part)) })
+	for _, p := range parts {
+		id := r.ids[p.topic]
+		ti := slices.IndexFunc(req.Topics, func(t kmsg.ShareAcknowledgeRequestTopic) bool { return t.TopicID == id })
+		if ti < 0 {
+			ti = len(req.Topics)
+			req.Topics = append(req.Topics, kmsg.ShareAcknowledgeRequestTopic{TopicID: id})
+		}
+		ap := kmsg.ShareAcknowledgeRequestTopicPartition{Partition: p.part}
+		for _, b := range r.batches(p, ops[p]) {
+			ap.AcknowledgementBatches = append(ap.AcknowledgementBatches, kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{
+				FirstOffset: b.first, LastOffset: b.last, AcknowledgeTypes: b.types,
+			})
+		}
+		req.Topics[ti].Partitions = append(req.Topics[ti].Partitions, ap)
+	}
+	return req
+}
+
+func (r *runner) sendAck(s *session, kind reqKind) {
+	rq := &request{s: s, kind: kind, epoch: s.epoch}
+	rq.ops = r.takeOps(s, kind == kindRenew, false)
+	rq.req = r.buildAck(s, s.epoch, kind == kindRenew, rq.ops)
+	r.launch(rq, context.Background())
+}
+
+func (r *runner) launch(rq *request, ctx context.Context) {
+	rq.s.busy = true
+	rq.s.holdUntil = time.Time{}
+	rq.sent = time.Now()
+	r.nIO++
+	cl := r.cfg.Client
+	timeout := r.cfg.MaxWait + 30*time.Second
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		resp, err := cl.Broker(int(rq.s.broker)).Request(ctx, rq.req)
+		r.results <- result{kind: "session", rq: rq, resp: resp, err: err}
+	}()
+}
