@@ -66,8 +66,7 @@ type mailbox struct {
 	grant    int
 	acks     []pendingAck
 	renews   []Key
-	stop     bool
-	leave    bool
+	phase    stopPhase // the furthest stop step asked for: draining or leaving
 	anything bool
 }
 
@@ -155,7 +154,7 @@ func (m *Member) Renew(keys ...Key) {
 
 // StopFetching makes the member send no more ShareFetch that can acquire
 // records; acknowledgements and renewals go on. See [Member.Quiet].
-func (m *Member) StopFetching() { m.post(func(b *mailbox) { b.stop = true }) }
+func (m *Member) StopFetching() { m.post(func(b *mailbox) { b.phase = max(b.phase, draining) }) }
 
 // Leave is the graceful end: the member stops fetching, waits for its
 // requests in flight, then sends per share session one ShareAcknowledge
@@ -163,10 +162,7 @@ func (m *Member) StopFetching() { m.post(func(b *mailbox) { b.stop = true }) }
 // every held record not acknowledged, then the leave heartbeat; then Run
 // returns nil. Acks and renews queued after Leave answer [ErrNotHeld].
 func (m *Member) Leave() {
-	m.post(func(b *mailbox) {
-		b.stop = true
-		b.leave = true
-	})
+	m.post(func(b *mailbox) { b.phase = max(b.phase, leaving) })
 }
 
 func (m *Member) post(f func(*mailbox)) {

@@ -72,10 +72,7 @@ type runner struct {
 
 	credit   int
 	reserved int
-	stopped  bool
-	leaving  bool
-	quiet    bool
-	closing  bool
+	phase    stopPhase
 
 	out      Event
 	outAny   bool
@@ -119,7 +116,7 @@ func (r *runner) run(ctx context.Context) error {
 	for {
 		r.step()
 		r.publish()
-		if r.closing && r.sessionsIdle() {
+		if r.phase == closing && r.sessionsIdle() {
 			return r.finish(ctx)
 		}
 		var out chan<- Event
@@ -154,13 +151,10 @@ func (r *runner) mailbox() {
 		return
 	}
 	r.credit += b.grant
-	if b.stop && !r.stopped {
-		r.stopped = true
-		r.log.Debug("member: stop fetching")
-	}
+	r.advance(b.phase)
 	for _, k := range b.renews {
 		h := r.held[k]
-		if h == nil || h.internal || h.ack != opNone || r.closing {
+		if h == nil || h.internal || h.ack != opNone || r.phase >= closing {
 			r.emitRenewal(Renewal{Key: k, Err: ErrNotHeld})
 			continue
 		}
@@ -169,7 +163,7 @@ func (r *runner) mailbox() {
 	}
 	for _, a := range b.acks {
 		h := r.held[a.k]
-		if h == nil || h.internal || h.ack != opNone || r.closing || a.t < Accept || a.t > Reject {
+		if h == nil || h.internal || h.ack != opNone || r.phase >= closing || a.t < Accept || a.t > Reject {
 			err := ErrNotHeld
 			if h != nil && (a.t < Accept || a.t > Reject) {
 				err = fmt.Errorf("member: ack %v of %v: unknown type", a.t, a.k)
@@ -186,10 +180,6 @@ func (r *runner) mailbox() {
 			h.renews = 0
 		}
 		r.sessions[h.broker].pending[a.k] = true
-	}
-	if b.leave && !r.leaving {
-		r.leaving = true
-		r.log.Debug("member: leave")
 	}
 }
 
@@ -257,7 +247,7 @@ func (r *runner) logEvery(kind string, level slog.Level, msg string, args ...any
 func (r *runner) nextWake() time.Duration {
 	now := time.Now()
 	next := now.Add(time.Minute)
-	if !r.hbBusy && !r.closing && r.hbDue.Before(next) {
+	if !r.hbBusy && r.phase < closing && r.hbDue.Before(next) {
 		next = r.hbDue
 	}
 	if !r.metaBusy && !r.metaDue.IsZero() && r.metaDue.Before(next) {
@@ -281,21 +271,16 @@ func backoff(errs int) time.Duration {
 
 func (r *runner) step() {
 	now := time.Now()
-	if !r.closing && !r.hbBusy && !now.Before(r.hbDue) {
+	if r.phase < closing && !r.hbBusy && !now.Before(r.hbDue) {
 		r.sendHeartbeat()
 	}
-	if !r.metaBusy && !r.metaDue.IsZero() && !now.Before(r.metaDue) && !r.closing {
+	if !r.metaBusy && !r.metaDue.IsZero() && !now.Before(r.metaDue) && r.phase < closing {
 		r.sendMetadata()
 	}
-	if r.leaving && !r.closing && r.sessionsIdle() {
-		r.closing = true
-		for _, s := range r.sessions {
-			if s.epoch > 0 && !s.closed {
-				r.sendClose(s, r.ioCtx)
-			}
-		}
+	if r.phase == leaving && r.sessionsIdle() {
+		r.closeSessions()
 	}
-	if !r.closing {
+	if r.phase < closing {
 		fetchers := 0
 		if r.canFetch() {
 			for b, ps := range r.want {
@@ -311,14 +296,13 @@ func (r *runner) step() {
 			}
 		}
 	}
-	if r.stopped && !r.quiet && !r.fetching() && len(r.out.Deliveries) == 0 {
-		r.quiet = true
-		close(r.m.quiet)
+	if r.phase >= draining && !r.fetching() && len(r.out.Deliveries) == 0 {
+		r.signalQuiet() // the end of step 2 of the stop
 	}
 }
 
 func (r *runner) canFetch() bool {
-	return r.state == Joined && !r.stopped && !r.leaving
+	return r.state == Joined && r.phase == running
 }
 
 func (r *runner) fetching() bool { return r.reserved > 0 || r.anyFetchBusy() }

@@ -81,7 +81,7 @@ func (r *runner) turn(s *session, fetchers int) {
 	// Records handed out whose acknowledgements have not been queued:
 	// jobs still in hand, which will free credit as they end.
 	working := r.nHeld - len(s.pending)
-	mayHold := !r.stopped && !r.leaving && working > 0
+	mayHold := r.phase == running && working > 0
 	switch {
 	case s.epoch == 0 && share > 0:
 		r.sendFetch(s, share)

@@ -10,6 +10,72 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// stopPhase is the member's place in its stop sequence. It only moves
+// forward, and the graceful stop takes its steps in this order:
+//
+//  1. running: the member heartbeats, fetches as its credit allows, and
+//     sends acknowledgements and renewals.
+//  2. draining ([Member.StopFetching]): no ShareFetch that can acquire
+//     records is sent any more; the fetches in flight return (a fetch is
+//     never cancelled) and their records go out on Events. Then Quiet
+//     closes (signalQuiet). Heartbeats, acknowledgements and renewals go
+//     on while the executor's jobs finish.
+//  3. leaving ([Member.Leave]): the member waits until no request of any
+//     share session is in flight.
+//  4. closing: per share session one ShareAcknowledge with epoch −1
+//     carrying the pending acknowledgements plus RELEASE for every held
+//     record not acknowledged (sendClose); no heartbeat or metadata
+//     request is sent any more, and acknowledgements and renewals queued
+//     from now on answer [ErrNotHeld].
+//  5. once every close has returned: the leave heartbeat, the last
+//     events, and Run returns nil (finish).
+//
+// Leave implies StopFetching: a Leave that comes while running or
+// draining moves straight to leaving, and Quiet may then close in any
+// later phase, or never if Run returns first. A hard stop (Run's ctx done,
+// or a fatal heartbeat error) jumps to closing at once (hardStop).
+type stopPhase int8
+
+const (
+	running stopPhase = iota
+	draining
+	leaving
+	closing
+)
+
+func (p stopPhase) String() string {
+	return [...]string{"running", "draining", "leaving", "closing"}[p]
+}
+
+// advance moves the stop sequence forward to p; it never moves back.
+func (r *runner) advance(p stopPhase) {
+	if p <= r.phase {
+		return
+	}
+	r.log.Debug("member: stop", "from", r.phase, "to", p)
+	r.phase = p
+}
+
+// signalQuiet closes the Quiet channel, once.
+func (r *runner) signalQuiet() {
+	select {
+	case <-r.m.quiet: // closed already
+	default:
+		close(r.m.quiet)
+	}
+}
+
+// closeSessions takes step 4 of the stop: with no request in flight, it
+// closes every open share session.
+func (r *runner) closeSessions() {
+	r.advance(closing)
+	for _, s := range r.sessions {
+		if s.epoch > 0 && !s.closed {
+			r.sendClose(s, r.ioCtx)
+		}
+	}
+}
+
 // sendClose closes the session (epoch −1) with its pending acks plus
 // RELEASE for every held record not acknowledged.
 func (r *runner) sendClose(s *session, ctx context.Context) {
@@ -119,7 +185,7 @@ func (r *runner) drainIO() {
 // hardStop: wait for requests in flight (never cancelling a fetch), close
 // every session best-effort, leave.
 func (r *runner) hardStop() {
-	r.stopped, r.leaving, r.closing = true, true, true
+	r.advance(closing)
 	r.ioCancel()
 	for !r.sessionsIdle() {
 		r.handle(<-r.results)
