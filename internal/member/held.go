@@ -20,11 +20,11 @@ type held struct {
 }
 
 // requeue puts the request's ops back as pending.
-func (r *runner) requeue(rq *request) {
+func (m *Member) requeue(rq *request) {
 	for p, offs := range rq.ops {
 		for _, o := range offs {
 			k := Key{p.topic, p.part, o}
-			h := r.held[k]
+			h := m.held[k]
 			if h == nil {
 				continue
 			}
@@ -41,48 +41,48 @@ func (r *runner) requeue(rq *request) {
 
 // lose drops every record held in s, reporting it lost and answering its
 // queued ops.
-func (r *runner) lose(s *session, cause error) {
-	for k, h := range r.held {
+func (m *Member) lose(s *session, cause error) {
+	for k, h := range m.held {
 		if h.broker != s.broker {
 			continue
 		}
-		r.loseOne(k, h, cause)
+		m.loseOne(k, h, cause)
 	}
 }
 
-func (r *runner) loseOne(k Key, h *held, cause error) {
+func (m *Member) loseOne(k Key, h *held, cause error) {
 	err := fmt.Errorf("%w: lock lost: %v", ErrNotHeld, cause)
 	if !h.internal && !h.released {
 		if h.ack != opNone {
-			r.emitAck(AckResult{Key: k, Type: AckType(h.ack), Err: err})
+			m.emitAck(AckResult{Key: k, Type: AckType(h.ack), Err: err})
 		} else {
-			r.emitLost(k)
+			m.emitLost(k)
 		}
 		for range h.renews + h.renewing {
-			r.emitRenewal(Renewal{Key: k, Err: err})
+			m.emitRenewal(Renewal{Key: k, Err: err})
 		}
 	}
-	r.drop(k, h)
+	m.drop(k, h)
 }
 
-func (r *runner) drop(k Key, h *held) {
-	delete(r.held, k)
-	if s := r.sessions[h.broker]; s != nil {
+func (m *Member) drop(k Key, h *held) {
+	delete(m.held, k)
+	if s := m.sessions[h.broker]; s != nil {
 		delete(s.pending, k)
 	}
 	if !h.internal {
-		r.nHeld--
+		m.nHeld--
 	}
 }
 
 // opsDone answers the ops rq carried for partition p.
-func (r *runner) opsDone(rq *request, p tp, err error, lock time.Duration) {
-	r.opsAnswered(rq, p, err, lock, false)
+func (m *Member) opsDone(rq *request, p tp, err error, lock time.Duration) {
+	m.opsAnswered(rq, p, err, lock, false)
 }
 
 // opsAnswered answers the ops rq carried for partition p; final answers
 // them even if they failed as a list (a close is never resent).
-func (r *runner) opsAnswered(rq *request, p tp, err error, lock time.Duration, final bool) {
+func (m *Member) opsAnswered(rq *request, p tp, err error, lock time.Duration, final bool) {
 	offs := rq.ops[p]
 	if len(offs) == 0 {
 		return
@@ -90,19 +90,19 @@ func (r *runner) opsAnswered(rq *request, p tp, err error, lock time.Duration, f
 	if err != nil && len(offs) > 1 && !isLeaderErr(err) && !final {
 		// All-or-nothing (fact 4): resend each op of the partition alone.
 		for _, o := range offs {
-			if h := r.held[Key{p.topic, p.part, o}]; h != nil {
+			if h := m.held[Key{p.topic, p.part, o}]; h != nil {
 				h.solo = true
 			}
 		}
-		r.requeue(&request{s: rq.s, ops: map[tp][]int64{p: offs}})
+		m.requeue(&request{s: rq.s, ops: map[tp][]int64{p: offs}})
 		return
 	}
 	if err != nil && isLeaderErr(err) {
-		r.refreshMetadata()
+		m.refreshMetadata()
 	}
 	for _, o := range offs {
 		k := Key{p.topic, p.part, o}
-		h := r.held[k]
+		h := m.held[k]
 		if h == nil {
 			continue
 		}
@@ -112,9 +112,9 @@ func (r *runner) opsAnswered(rq *request, p tp, err error, lock time.Duration, f
 				if err != nil {
 					aerr = fmt.Errorf("member: ack %v %v: %w", AckType(h.ack), k, err)
 				}
-				r.emitAck(AckResult{Key: k, Type: AckType(h.ack), Err: aerr})
+				m.emitAck(AckResult{Key: k, Type: AckType(h.ack), Err: aerr})
 			}
-			r.drop(k, h)
+			m.drop(k, h)
 			continue
 		}
 		n := h.renewing
@@ -122,18 +122,18 @@ func (r *runner) opsAnswered(rq *request, p tp, err error, lock time.Duration, f
 		h.solo = false
 		for range n {
 			if err != nil {
-				r.emitRenewal(Renewal{Key: k, Err: fmt.Errorf("member: renew %v: %w", k, err)})
+				m.emitRenewal(Renewal{Key: k, Err: fmt.Errorf("member: renew %v: %w", k, err)})
 			} else {
 				if lock <= 0 {
 					lock = h.d.Lock // a broker that does not report it
 				}
 				h.d.Deadline = rq.sent.Add(lock)
 				h.d.Lock = lock
-				r.emitRenewal(Renewal{Key: k, Deadline: h.d.Deadline})
+				m.emitRenewal(Renewal{Key: k, Deadline: h.d.Deadline})
 			}
 		}
 		if err != nil && isLeaderErr(err) {
-			r.loseOne(k, h, err)
+			m.loseOne(k, h, err)
 		}
 	}
 }

@@ -59,6 +59,55 @@ type Member struct {
 
 	statsMu sync.Mutex
 	stats   Stats
+
+	// The rest is Run's state.
+	ioCtx    context.Context // heartbeats and metadata: cancelled on a hard stop
+	ioCancel context.CancelFunc
+	results  chan result
+	nIO      int
+
+	// Membership.
+	state      State
+	epoch      int32
+	interval   time.Duration
+	hbBusy     bool
+	hbDue      time.Time
+	hbErrs     int
+	assigned   map[[16]byte][]int32
+	everJoined bool
+	// resubscribe names topics found re-created under a new ID: the next
+	// heartbeat subscribes without them and the one after with them
+	// again, so a coordinator that assigns by topic ID (kfake does not
+	// notice a re-created topic by itself) assigns the new one.
+	resubscribe []string
+
+	// Metadata.
+	names    map[[16]byte]string
+	ids      map[string][16]byte
+	leaders  map[tp]int32
+	metaBusy bool
+	metaDue  time.Time // zero: not wanted
+	want     map[int32][]tp
+	wantSet  map[tp]int32
+
+	sessions map[int32]*session
+	held     map[Key]*held
+	nHeld    int
+
+	credit   int
+	reserved int
+	phase    stopPhase
+
+	out      Event
+	outAny   bool
+	logged   map[string]time.Time
+	st       Stats
+	dec      *decoder
+	fetchRTT time.Duration
+	// fatal ends Run: the coordinator refused the member for want of an
+	// ACL before it ever joined (a member that joined keeps retrying, so
+	// a revoked and re-granted ACL does not stop a running worker).
+	fatal error
 }
 
 // mailbox is the work the methods queue for Run's goroutine.
@@ -114,6 +163,20 @@ func New(cfg Config) (*Member, error) {
 		wake:   make(chan struct{}, 1),
 		events: make(chan Event),
 		quiet:  make(chan struct{}),
+
+		results:  make(chan result, 16),
+		assigned: map[[16]byte][]int32{},
+		names:    map[[16]byte]string{},
+		ids:      map[string][16]byte{},
+		leaders:  map[tp]int32{},
+		want:     map[int32][]tp{},
+		wantSet:  map[tp]int32{},
+		sessions: map[int32]*session{},
+		held:     map[Key]*held{},
+		logged:   map[string]time.Time{},
+		st:       Stats{MemberID: cfg.MemberID, Acks: map[AckType]int64{}},
+		dec:      newDecoder(),
+		interval: time.Second,
 	}
 	m.stats = Stats{MemberID: cfg.MemberID, Acks: map[AckType]int64{}}
 	return m, nil
@@ -211,6 +274,5 @@ func (m *Member) Run(ctx context.Context) error {
 	m.started = true
 	m.mu.Unlock()
 	defer close(m.events)
-	r := newRunner(m)
-	return r.run(ctx)
+	return m.run(ctx)
 }

@@ -13,15 +13,15 @@ import (
 
 // ---- responses ----
 
-func (r *runner) handle(res result) {
-	r.nIO--
+func (m *Member) handle(res result) {
+	m.nIO--
 	switch res.kind {
 	case "hb":
-		r.handleHeartbeat(res.hb, res.err)
+		m.handleHeartbeat(res.hb, res.err)
 	case "meta":
-		r.handleMetadata(res.meta, res.err)
+		m.handleMetadata(res.meta, res.err)
 	case "session":
-		r.handleSession(res.rq, res.resp, res.err)
+		m.handleSession(res.rq, res.resp, res.err)
 	}
 }
 
@@ -30,11 +30,11 @@ func isLeaderErr(err error) bool {
 		errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.UnknownTopicOrPartition)
 }
 
-func (r *runner) handleSession(rq *request, resp kmsg.Response, err error) {
+func (m *Member) handleSession(rq *request, resp kmsg.Response, err error) {
 	s := rq.s
 	s.busy = false
 	if rq.kind == kindFetch {
-		r.reserved -= rq.reserved
+		m.reserved -= rq.reserved
 	}
 	var lock time.Duration
 	var code int16
@@ -48,11 +48,11 @@ func (r *runner) handleSession(rq *request, resp kmsg.Response, err error) {
 		err = kerr.ErrorForCode(code)
 	}
 	if rq.kind == kindClose {
-		r.handleClose(rq, resp, err)
+		m.handleClose(rq, resp, err)
 		return
 	}
 	if err != nil {
-		r.sessionFailed(rq, err)
+		m.sessionFailed(rq, err)
 		return
 	}
 	s.errs = 0
@@ -65,37 +65,37 @@ func (r *runner) handleSession(rq *request, resp kmsg.Response, err error) {
 			delete(s.parts, p)
 		}
 		if rq.epoch == 0 {
-			r.st.SessionsOpened++
+			m.st.SessionsOpened++
 		}
 	}
 	switch resp := resp.(type) {
 	case *kmsg.ShareFetchResponse:
-		r.st.Fetches++
-		r.handleFetch(rq, resp, lock)
+		m.st.Fetches++
+		m.handleFetch(rq, resp, lock)
 	case *kmsg.ShareAcknowledgeResponse:
 		answered := map[tp]bool{}
 		for _, t := range resp.Topics {
-			name := r.names[t.TopicID]
+			name := m.names[t.TopicID]
 			for _, p := range t.Partitions {
 				k := tp{name, p.Partition}
 				answered[k] = true
-				r.opsDone(rq, k, kerr.ErrorForCode(p.ErrorCode), lock)
+				m.opsDone(rq, k, kerr.ErrorForCode(p.ErrorCode), lock)
 			}
 		}
 		for p := range rq.ops {
 			if !answered[p] {
-				r.opsDone(rq, p, nil, lock)
+				m.opsDone(rq, p, nil, lock)
 			}
 		}
 	}
 }
 
 // sessionFailed handles a request that failed as a whole.
-func (r *runner) sessionFailed(rq *request, err error) {
+func (m *Member) sessionFailed(rq *request, err error) {
 	s := rq.s
 	s.errs++
 	s.backoff = time.Now().Add(backoff(s.errs - 1))
-	r.requeue(rq)
+	m.requeue(rq)
 	var kind string
 	switch {
 	case errors.Is(err, kerr.InvalidShareSessionEpoch):
@@ -103,25 +103,25 @@ func (r *runner) sessionFailed(rq *request, err error) {
 		// reopen it and resend.
 		kind = "epoch"
 		s.backoff = time.Time{}
-		r.reset(s)
+		m.reset(s)
 	case errors.Is(err, kerr.ShareSessionNotFound), !isKerr(err):
 		// The session (or its connection) is gone and its records
 		// with it.
 		kind = "lost"
-		r.lose(s, err)
-		r.reset(s)
+		m.lose(s, err)
+		m.reset(s)
 	default:
 		kind = err.Error()
-		r.reset(s)
+		m.reset(s)
 		if isLeaderErr(err) {
-			r.refreshMetadata()
+			m.refreshMetadata()
 		}
 	}
 	level := slog.LevelWarn
 	if errors.Is(err, kerr.GroupAuthorizationFailed) || errors.Is(err, kerr.TopicAuthorizationFailed) {
 		level = slog.LevelError
 	}
-	r.logEvery("session:"+kind, level, "member: share request failed", "broker", s.broker, "request", rq.kind, "err", err)
+	m.logEvery("session:"+kind, level, "member: share request failed", "broker", s.broker, "request", rq.kind, "err", err)
 }
 
 func isKerr(err error) bool {
@@ -129,20 +129,20 @@ func isKerr(err error) bool {
 	return errors.As(err, &ke)
 }
 
-func (r *runner) reset(s *session) {
+func (m *Member) reset(s *session) {
 	if s.epoch != 0 {
-		r.st.SessionsReset++
+		m.st.SessionsReset++
 	}
 	s.epoch = 0
 	clear(s.parts)
 }
 
-func (r *runner) handleFetch(rq *request, resp *kmsg.ShareFetchResponse, lock time.Duration) {
-	deliveredBefore := len(r.out.Deliveries)
+func (m *Member) handleFetch(rq *request, resp *kmsg.ShareFetchResponse, lock time.Duration) {
+	deliveredBefore := len(m.out.Deliveries)
 	answered := map[tp]bool{}
 	total, failed := 0, 0
 	for _, t := range resp.Topics {
-		name, ok := r.names[t.TopicID]
+		name, ok := m.names[t.TopicID]
 		if !ok {
 			continue
 		}
@@ -151,17 +151,17 @@ func (r *runner) handleFetch(rq *request, resp *kmsg.ShareFetchResponse, lock ti
 			p := tp{name, sp.Partition}
 			if _, carried := rq.ops[p]; carried {
 				answered[p] = true
-				r.opsDone(rq, p, kerr.ErrorForCode(sp.AcknowledgeErrorCode), lock)
+				m.opsDone(rq, p, kerr.ErrorForCode(sp.AcknowledgeErrorCode), lock)
 			}
 			if perr := kerr.ErrorForCode(sp.ErrorCode); perr != nil {
 				if isLeaderErr(perr) {
-					r.refreshMetadata()
+					m.refreshMetadata()
 				}
 				failed++
-				r.logEvery("fetch:"+perr.Error(), slog.LevelWarn, "member: partition fetch failed", "broker", rq.s.broker, "topic", name, "partition", sp.Partition, "err", perr)
+				m.logEvery("fetch:"+perr.Error(), slog.LevelWarn, "member: partition fetch failed", "broker", rq.s.broker, "topic", name, "partition", sp.Partition, "err", perr)
 				continue
 			}
-			total += r.acquire(rq, p, sp, lock)
+			total += m.acquire(rq, p, sp, lock)
 		}
 	}
 	rq.s.drained = total == 0
@@ -174,26 +174,26 @@ func (r *runner) handleFetch(rq *request, resp *kmsg.ShareFetchResponse, lock ti
 	}
 	for p := range rq.ops {
 		if !answered[p] {
-			r.opsDone(rq, p, nil, lock)
+			m.opsDone(rq, p, nil, lock)
 		}
 	}
 	if total > 0 {
 		rtt := time.Since(rq.sent)
-		if r.fetchRTT == 0 {
-			r.fetchRTT = rtt
+		if m.fetchRTT == 0 {
+			m.fetchRTT = rtt
 		} else {
-			r.fetchRTT = (r.fetchRTT*4 + rtt) / 5
+			m.fetchRTT = (m.fetchRTT*4 + rtt) / 5
 		}
 	}
-	if n := len(r.out.Deliveries) - deliveredBefore; n > 0 {
-		r.credit = max(0, r.credit-n)
-		r.outAny = true
+	if n := len(m.out.Deliveries) - deliveredBefore; n > 0 {
+		m.credit = max(0, m.credit-n)
+		m.outAny = true
 	}
 }
 
 // acquire records the partition's acquired records as held and queues
 // their deliveries; it returns the number of offsets acquired.
-func (r *runner) acquire(rq *request, p tp, sp *kmsg.ShareFetchResponseTopicPartition, lock time.Duration) int {
+func (m *Member) acquire(rq *request, p tp, sp *kmsg.ShareFetchResponseTopicPartition, lock time.Duration) int {
 	if len(sp.AcquiredRecords) == 0 {
 		return 0
 	}
@@ -201,7 +201,7 @@ func (r *runner) acquire(rq *request, p tp, sp *kmsg.ShareFetchResponseTopicPart
 	slices.SortFunc(acquired, func(a, b kmsg.ShareFetchResponseTopicPartitionAcquiredRecord) int {
 		return cmp.Compare(a.FirstOffset, b.FirstOffset)
 	})
-	recs := r.dec.records(p, sp.Records, acquired)
+	recs := m.dec.records(p, sp.Records, acquired)
 	n := 0
 	deadline := rq.sent.Add(lock)
 	s := rq.s
@@ -210,21 +210,21 @@ func (r *runner) acquire(rq *request, p tp, sp *kmsg.ShareFetchResponseTopicPart
 			rec := recs[n]
 			n++
 			k := Key{p.topic, p.part, o}
-			h := r.held[k]
+			h := m.held[k]
 			if h != nil && h.broker != s.broker {
 				// Held in another session (a leader move): that one is gone.
-				r.loseOne(k, h, errors.New("partition moved"))
+				m.loseOne(k, h, errors.New("partition moved"))
 				h = nil
 			}
 			if h == nil {
 				h = &held{ack: opNone, broker: s.broker}
-				r.held[k] = h
+				m.held[k] = h
 			} else if !h.internal {
-				r.nHeld--
+				m.nHeld--
 			}
 			h.d = Delivery{Record: rec, Count: int32(a.DeliveryCount), Deadline: deadline, Lock: lock}
 			h.internal = false
-			r.st.Fetched++
+			m.st.Fetched++
 			switch {
 			case rec == nil:
 				// An offset with no record (a control record or a gap).
@@ -235,8 +235,8 @@ func (r *runner) acquire(rq *request, p tp, sp *kmsg.ShareFetchResponseTopicPart
 				// MaxRecords): a release would cost a delivery, and
 				// archive a last one, so deliver it; the credit does not
 				// go below 0.
-				r.nHeld++
-				r.out.Deliveries = append(r.out.Deliveries, h.d)
+				m.nHeld++
+				m.out.Deliveries = append(m.out.Deliveries, h.d)
 			}
 		}
 	}

@@ -62,45 +62,45 @@ type request struct {
 }
 
 // turn sends the session's next request, if it has one.
-func (r *runner) turn(s *session, fetchers int) {
+func (m *Member) turn(s *session, fetchers int) {
 	var renews, ackNotWanted bool
 	for k := range s.pending {
-		h := r.held[k]
+		h := m.held[k]
 		if h.ack == opNone && h.renews > 0 {
 			renews = true
 		}
-		if h.ack != opNone && r.wantSet[tp{k.Topic, k.Partition}] != s.broker+1 {
+		if h.ack != opNone && m.wantSet[tp{k.Topic, k.Partition}] != s.broker+1 {
 			ackNotWanted = true
 		}
 	}
-	free := r.credit - r.reserved
+	free := m.credit - m.reserved
 	share := 0
-	if r.canFetch() && fetchers > 0 && len(r.want[s.broker]) > 0 {
-		share = min(free, (r.credit+fetchers-1)/fetchers)
+	if m.canFetch() && fetchers > 0 && len(m.want[s.broker]) > 0 {
+		share = min(free, (m.credit+fetchers-1)/fetchers)
 	}
 	// Records handed out whose acknowledgements have not been queued:
 	// jobs still in hand, which will free credit as they end.
-	working := r.nHeld - len(s.pending)
-	mayHold := r.phase == running && working > 0
+	working := m.nHeld - len(s.pending)
+	mayHold := m.phase == running && working > 0
 	switch {
 	case s.epoch == 0 && share > 0:
-		r.sendFetch(s, share)
+		m.sendFetch(s, share)
 	case s.epoch == 0 && len(s.pending) > 0:
-		r.sendOpen(s)
+		m.sendOpen(s)
 	case renews:
-		r.sendAck(s, kindRenew)
+		m.sendAck(s, kindRenew)
 	case ackNotWanted && len(s.pending) > 0:
-		r.sendAck(s, kindAck)
+		m.sendAck(s, kindAck)
 	case share > 0 && !(s.drained && len(s.pending) > 0):
 		if mayHold && share < working/4 && s.hold() {
 			return
 		}
-		r.sendFetch(s, share)
+		m.sendFetch(s, share)
 	case len(s.pending) > 0:
 		if mayHold && share == 0 && s.hold() {
 			return
 		}
-		r.sendAck(s, kindAck)
+		m.sendAck(s, kindAck)
 	}
 }
 
@@ -119,12 +119,12 @@ func (s *session) hold() bool {
 // takeOps moves the session's pending ops (acks always; renews when
 // renew) into a request, per partition sorted ascending; onlyWanted keeps
 // to partitions this session fetches.
-func (r *runner) takeOps(s *session, renew, onlyWanted bool) map[tp][]int64 {
+func (m *Member) takeOps(s *session, renew, onlyWanted bool) map[tp][]int64 {
 	byPart := map[tp][]int64{}
 	for k := range s.pending {
-		h := r.held[k]
+		h := m.held[k]
 		p := tp{k.Topic, k.Partition}
-		if onlyWanted && r.wantSet[p] != s.broker+1 {
+		if onlyWanted && m.wantSet[p] != s.broker+1 {
 			continue
 		}
 		if h.ack == opNone && !renew {
@@ -136,7 +136,7 @@ func (r *runner) takeOps(s *session, renew, onlyWanted bool) map[tp][]int64 {
 		slices.Sort(offs)
 		// A partition whose list failed as a whole sends its acks alone.
 		for _, o := range offs {
-			if r.held[Key{p.topic, p.part, o}].solo {
+			if m.held[Key{p.topic, p.part, o}].solo {
 				offs = []int64{o}
 				break
 			}
@@ -144,7 +144,7 @@ func (r *runner) takeOps(s *session, renew, onlyWanted bool) map[tp][]int64 {
 		byPart[p] = offs
 		for _, o := range offs {
 			k := Key{p.topic, p.part, o}
-			h := r.held[k]
+			h := m.held[k]
 			delete(s.pending, k)
 			if h.ack != opNone {
 				h.ackSent = true
@@ -161,10 +161,10 @@ type ackBatch struct {
 	types       []int8
 }
 
-func (r *runner) batches(p tp, offs []int64) []ackBatch {
+func (m *Member) batches(p tp, offs []int64) []ackBatch {
 	var out []ackBatch
 	for _, o := range offs {
-		h := r.held[Key{p.topic, p.part, o}]
+		h := m.held[Key{p.topic, p.part, o}]
 		t := h.ack
 		if t == opNone {
 			t = opRenew
@@ -193,15 +193,15 @@ func same(ts []int8) bool {
 	return true
 }
 
-func (r *runner) strp(s string) *string { return &s }
+func (m *Member) strp(s string) *string { return &s }
 
-func (r *runner) sendFetch(s *session, share int) {
+func (m *Member) sendFetch(s *session, share int) {
 	rq := &request{s: s, kind: kindFetch, epoch: s.epoch, reserved: share}
 	req := kmsg.NewPtrShareFetchRequest()
-	req.GroupID = r.strp(r.cfg.Group)
-	req.MemberID = r.strp(r.cfg.MemberID)
+	req.GroupID = m.strp(m.cfg.Group)
+	req.MemberID = m.strp(m.cfg.MemberID)
 	req.ShareSessionEpoch = s.epoch
-	req.MaxWaitMillis = int32(r.cfg.MaxWait / time.Millisecond)
+	req.MaxWaitMillis = int32(m.cfg.MaxWait / time.Millisecond)
 	req.MinBytes = 1
 	req.MaxBytes = 50 << 20
 	req.MaxRecords = int32(share)
@@ -217,44 +217,44 @@ func (r *runner) sendFetch(s *session, share int) {
 		if !ok {
 			ti = len(req.Topics)
 			topics[p.topic] = ti
-			req.Topics = append(req.Topics, kmsg.ShareFetchRequestTopic{TopicID: r.ids[p.topic]})
+			req.Topics = append(req.Topics, kmsg.ShareFetchRequestTopic{TopicID: m.ids[p.topic]})
 		}
 		t := &req.Topics[ti]
 		t.Partitions = append(t.Partitions, kmsg.ShareFetchRequestTopicPartition{Partition: p.part, PartitionMaxBytes: 10 << 20})
 		return &t.Partitions[len(t.Partitions)-1]
 	}
-	for _, p := range r.want[s.broker] {
+	for _, p := range m.want[s.broker] {
 		if s.epoch == 0 || !s.parts[p] {
 			add(p)
 		}
 		rq.fetched = append(rq.fetched, p)
 	}
 	if s.epoch > 0 {
-		rq.ops = r.takeOps(s, false, true)
+		rq.ops = m.takeOps(s, false, true)
 		for p, offs := range rq.ops {
 			// Re-find after appends may have moved the slices.
 			_ = add(p)
-			for _, b := range r.batches(p, offs) {
-				fp := r.findFetchPart(req, p)
+			for _, b := range m.batches(p, offs) {
+				fp := m.findFetchPart(req, p)
 				fp.AcknowledgementBatches = append(fp.AcknowledgementBatches, kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{
 					FirstOffset: b.first, LastOffset: b.last, AcknowledgeTypes: b.types,
 				})
 			}
 		}
 		for p := range s.parts {
-			if r.wantSet[p] != s.broker+1 && !r.holdsIn(s, p) {
+			if m.wantSet[p] != s.broker+1 && !m.holdsIn(s, p) {
 				rq.forgot = append(rq.forgot, p)
-				req.ForgottenTopicsData = appendForgotten(req.ForgottenTopicsData, r.ids[p.topic], p.part)
+				req.ForgottenTopicsData = appendForgotten(req.ForgottenTopicsData, m.ids[p.topic], p.part)
 			}
 		}
 	}
-	r.reserved += share
+	m.reserved += share
 	rq.req = req
-	r.launch(rq, context.Background())
+	m.launch(rq, context.Background())
 }
 
-func (r *runner) findFetchPart(req *kmsg.ShareFetchRequest, p tp) *kmsg.ShareFetchRequestTopicPartition {
-	id := r.ids[p.topic]
+func (m *Member) findFetchPart(req *kmsg.ShareFetchRequest, p tp) *kmsg.ShareFetchRequestTopicPartition {
+	id := m.ids[p.topic]
 	for i := range req.Topics {
 		if req.Topics[i].TopicID != id {
 			continue
@@ -278,8 +278,8 @@ func appendForgotten(f []kmsg.ShareFetchRequestForgottenTopicsData, id [16]byte,
 	return append(f, kmsg.ShareFetchRequestForgottenTopicsData{TopicID: id, Partitions: []int32{part}})
 }
 
-func (r *runner) holdsIn(s *session, p tp) bool {
-	for k, h := range r.held {
+func (m *Member) holdsIn(s *session, p tp) bool {
+	for k, h := range m.held {
 		if h.broker == s.broker && k.Topic == p.topic && k.Partition == p.part {
 			return true
 		}
@@ -291,20 +291,20 @@ func (r *runner) holdsIn(s *session, p tp) bool {
 // ShareFetch with epoch 0 and no partitions acquires nothing, and acks for
 // partitions outside a session apply (kfake and Kafka; an IsRenewAck
 // ShareFetch with epoch 0 is INVALID_REQUEST on kfake).
-func (r *runner) sendOpen(s *session) {
+func (m *Member) sendOpen(s *session) {
 	rq := &request{s: s, kind: kindFetch, epoch: 0}
 	req := kmsg.NewPtrShareFetchRequest()
-	req.GroupID = r.strp(r.cfg.Group)
-	req.MemberID = r.strp(r.cfg.MemberID)
+	req.GroupID = m.strp(m.cfg.Group)
+	req.MemberID = m.strp(m.cfg.MemberID)
 	req.MaxWaitMillis, req.MinBytes, req.MaxRecords, req.BatchSize, req.ShareAcquireMode = 0, 0, 1, 1, 1
 	rq.req = req
-	r.launch(rq, context.Background())
+	m.launch(rq, context.Background())
 }
 
-func (r *runner) buildAck(s *session, epoch int32, renew bool, ops map[tp][]int64) *kmsg.ShareAcknowledgeRequest {
+func (m *Member) buildAck(s *session, epoch int32, renew bool, ops map[tp][]int64) *kmsg.ShareAcknowledgeRequest {
 	req := kmsg.NewPtrShareAcknowledgeRequest()
-	req.GroupID = r.strp(r.cfg.Group)
-	req.MemberID = r.strp(r.cfg.MemberID)
+	req.GroupID = m.strp(m.cfg.Group)
+	req.MemberID = m.strp(m.cfg.MemberID)
 	req.ShareSessionEpoch = epoch
 	req.IsRenewAck = renew
 	parts := slices.SortedFunc(func(yield func(tp) bool) {
@@ -315,14 +315,14 @@ func (r *runner) buildAck(s *session, epoch int32, renew bool, ops map[tp][]int6
 		}
 	}, func(a, b tp) int { return cmp.Or(cmp.Compare(a.topic, b.topic), cmp.Compare(a.part, b.part)) })
 	for _, p := range parts {
-		id := r.ids[p.topic]
+		id := m.ids[p.topic]
 		ti := slices.IndexFunc(req.Topics, func(t kmsg.ShareAcknowledgeRequestTopic) bool { return t.TopicID == id })
 		if ti < 0 {
 			ti = len(req.Topics)
 			req.Topics = append(req.Topics, kmsg.ShareAcknowledgeRequestTopic{TopicID: id})
 		}
 		ap := kmsg.ShareAcknowledgeRequestTopicPartition{Partition: p.part}
-		for _, b := range r.batches(p, ops[p]) {
+		for _, b := range m.batches(p, ops[p]) {
 			ap.AcknowledgementBatches = append(ap.AcknowledgementBatches, kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{
 				FirstOffset: b.first, LastOffset: b.last, AcknowledgeTypes: b.types,
 			})
@@ -332,24 +332,24 @@ func (r *runner) buildAck(s *session, epoch int32, renew bool, ops map[tp][]int6
 	return req
 }
 
-func (r *runner) sendAck(s *session, kind reqKind) {
+func (m *Member) sendAck(s *session, kind reqKind) {
 	rq := &request{s: s, kind: kind, epoch: s.epoch}
-	rq.ops = r.takeOps(s, kind == kindRenew, false)
-	rq.req = r.buildAck(s, s.epoch, kind == kindRenew, rq.ops)
-	r.launch(rq, context.Background())
+	rq.ops = m.takeOps(s, kind == kindRenew, false)
+	rq.req = m.buildAck(s, s.epoch, kind == kindRenew, rq.ops)
+	m.launch(rq, context.Background())
 }
 
-func (r *runner) launch(rq *request, ctx context.Context) {
+func (m *Member) launch(rq *request, ctx context.Context) {
 	rq.s.busy = true
 	rq.s.holdUntil = time.Time{}
 	rq.sent = time.Now()
-	r.nIO++
-	cl := r.cfg.Client
-	timeout := r.cfg.MaxWait + 30*time.Second
+	m.nIO++
+	cl := m.cfg.Client
+	timeout := m.cfg.MaxWait + 30*time.Second
 	go func() {
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		resp, err := cl.Broker(int(rq.s.broker)).Request(ctx, rq.req)
-		r.results <- result{kind: "session", rq: rq, resp: resp, err: err}
+		m.results <- result{kind: "session", rq: rq, resp: resp, err: err}
 	}()
 }

@@ -48,39 +48,39 @@ func (p stopPhase) String() string {
 }
 
 // advance moves the stop sequence forward to p; it never moves back.
-func (r *runner) advance(p stopPhase) {
-	if p <= r.phase {
+func (m *Member) advance(p stopPhase) {
+	if p <= m.phase {
 		return
 	}
-	r.log.Debug("member: stop", "from", r.phase, "to", p)
-	r.phase = p
+	m.log.Debug("member: stop", "from", m.phase, "to", p)
+	m.phase = p
 }
 
 // signalQuiet closes the Quiet channel, once.
-func (r *runner) signalQuiet() {
+func (m *Member) signalQuiet() {
 	select {
-	case <-r.m.quiet: // closed already
+	case <-m.quiet: // closed already
 	default:
-		close(r.m.quiet)
+		close(m.quiet)
 	}
 }
 
 // closeSessions takes step 4 of the stop: with no request in flight, it
 // closes every open share session.
-func (r *runner) closeSessions() {
-	r.advance(closing)
-	for _, s := range r.sessions {
+func (m *Member) closeSessions() {
+	m.advance(closing)
+	for _, s := range m.sessions {
 		if s.epoch > 0 && !s.closed {
-			r.sendClose(s, r.ioCtx)
+			m.sendClose(s, m.ioCtx)
 		}
 	}
 }
 
 // sendClose closes the session (epoch −1) with its pending acks plus
 // RELEASE for every held record not acknowledged.
-func (r *runner) sendClose(s *session, ctx context.Context) {
+func (m *Member) sendClose(s *session, ctx context.Context) {
 	rq := &request{s: s, kind: kindClose, epoch: -1, ops: map[tp][]int64{}}
-	for k, h := range r.held {
+	for k, h := range m.held {
 		if h.broker != s.broker {
 			continue
 		}
@@ -88,7 +88,7 @@ func (r *runner) sendClose(s *session, ctx context.Context) {
 			h.ack = int8(Release)
 			h.released = true
 			for range h.renews {
-				r.emitRenewal(Renewal{Key: k, Err: ErrNotHeld})
+				m.emitRenewal(Renewal{Key: k, Err: ErrNotHeld})
 			}
 			h.renews = 0
 		}
@@ -103,17 +103,17 @@ func (r *runner) sendClose(s *session, ctx context.Context) {
 	for _, offs := range rq.ops {
 		slices.Sort(offs)
 	}
-	rq.req = r.buildAck(s, -1, false, rq.ops)
+	rq.req = m.buildAck(s, -1, false, rq.ops)
 	s.closed = true
-	r.launch(rq, ctx)
+	m.launch(rq, ctx)
 }
 
-func (r *runner) handleClose(rq *request, resp kmsg.Response, err error) {
+func (m *Member) handleClose(rq *request, resp kmsg.Response, err error) {
 	for p := range rq.ops {
 		perr := err
 		if ar, ok := resp.(*kmsg.ShareAcknowledgeResponse); ok && perr == nil {
 			for _, t := range ar.Topics {
-				if r.names[t.TopicID] != p.topic {
+				if m.names[t.TopicID] != p.topic {
 					continue
 				}
 				for _, pp := range t.Partitions {
@@ -123,15 +123,15 @@ func (r *runner) handleClose(rq *request, resp kmsg.Response, err error) {
 				}
 			}
 		}
-		r.opsAnswered(rq, p, perr, 0, true)
+		m.opsAnswered(rq, p, perr, 0, true)
 	}
 	if err != nil {
-		r.logEvery("close", slog.LevelWarn, "member: closing share session failed", "broker", rq.s.broker, "err", err)
+		m.logEvery("close", slog.LevelWarn, "member: closing share session failed", "broker", rq.s.broker, "err", err)
 	}
 	// Whatever the close did not answer, the closed session released.
-	for k, h := range r.held {
+	for k, h := range m.held {
 		if h.broker == rq.s.broker {
-			r.loseOne(k, h, errors.New("session closed"))
+			m.loseOne(k, h, errors.New("session closed"))
 		}
 	}
 }
@@ -139,65 +139,65 @@ func (r *runner) handleClose(rq *request, resp kmsg.Response, err error) {
 // ---- the end ----
 
 // finish ends a graceful leave: the leave heartbeat, the last events.
-func (r *runner) finish(ctx context.Context) error {
-	r.drainIO()
-	r.leaveGroup()
-	r.publish()
-	if r.outAny {
+func (m *Member) finish(ctx context.Context) error {
+	m.drainIO()
+	m.leaveGroup()
+	m.publish()
+	if m.outAny {
 		select {
-		case r.m.events <- r.out:
+		case m.events <- m.out:
 		case <-ctx.Done():
 		}
 	}
 	return nil
 }
 
-func (r *runner) leaveGroup() {
-	r.state = Left
-	if !r.everJoined && r.epoch == 0 {
+func (m *Member) leaveGroup() {
+	m.state = Left
+	if !m.everJoined && m.epoch == 0 {
 		return
 	}
 	req := kmsg.NewPtrShareGroupHeartbeatRequest()
-	req.GroupID = r.cfg.Group
-	req.MemberID = r.cfg.MemberID
+	req.GroupID = m.cfg.Group
+	req.MemberID = m.cfg.MemberID
 	req.MemberEpoch = -1
 	ctx, cancel := context.WithTimeout(context.Background(), closeTTL)
 	defer cancel()
-	resp, err := req.RequestWith(ctx, r.cfg.Client)
+	resp, err := req.RequestWith(ctx, m.cfg.Client)
 	if err == nil {
 		err = kerr.ErrorForCode(resp.ErrorCode)
 	}
 	if err != nil {
-		r.log.Warn("member: leave heartbeat failed", "err", err)
+		m.log.Warn("member: leave heartbeat failed", "err", err)
 	}
-	r.epoch = -1
+	m.epoch = -1
 }
 
 // drainIO cancels heartbeats and metadata and waits for every I/O
 // goroutine.
-func (r *runner) drainIO() {
-	r.ioCancel()
-	for r.nIO > 0 {
-		r.handle(<-r.results)
+func (m *Member) drainIO() {
+	m.ioCancel()
+	for m.nIO > 0 {
+		m.handle(<-m.results)
 	}
 }
 
 // hardStop: wait for requests in flight (never cancelling a fetch), close
 // every session best-effort, leave.
-func (r *runner) hardStop() {
-	r.advance(closing)
-	r.ioCancel()
-	for !r.sessionsIdle() {
-		r.handle(<-r.results)
+func (m *Member) hardStop() {
+	m.advance(closing)
+	m.ioCancel()
+	for !m.sessionsIdle() {
+		m.handle(<-m.results)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), closeTTL)
 	defer cancel()
-	for _, s := range r.sessions {
+	for _, s := range m.sessions {
 		if s.epoch > 0 && !s.closed {
-			r.sendClose(s, ctx)
+			m.sendClose(s, ctx)
 		}
 	}
-	r.drainIO()
-	r.leaveGroup()
-	r.publish()
+	m.drainIO()
+	m.leaveGroup()
+	m.publish()
 }
