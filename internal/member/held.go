@@ -6,17 +6,31 @@ import (
 )
 
 // held is one acquired offset: a delivery, or an offset the member acks
-// itself (internal: a gap with no record).
+// itself (internal: a gap with no record). Owned by Run's goroutine, like
+// the map that holds it ([Member].held, by Key): an entry lives from the
+// fetch that acquired it until its terminal acknowledgement is answered
+// or its lock is lost (drop).
+//
+// Its operations: at most one terminal acknowledgement (ack), queued,
+// then sent (ackSent); and renewals, counted as asked (renews) and in
+// flight (renewing). An entry with an operation not yet sent is in its
+// session's pending set.
 type held struct {
-	d        Delivery
-	broker   int32
+	d      Delivery // the newest delivery of the offset (Deadline moved by renewals)
+	broker int32    // the broker whose share session acquired it: the only one that may ack it
+	// internal: an offset with no record (a control record or a gap),
+	// which the member acknowledges itself (opGap) and never reports.
 	internal bool
-	released bool // a RELEASE the member sends itself on close: no result
-	ack      int8 // terminal ack queued or sent, opNone if none
-	ackSent  bool
+	// released: the member queued a RELEASE itself, in the close of the
+	// session (sendClose); its result is not reported.
+	released bool
+	ack      int8 // the terminal ack queued or sent (an AckType, or opGap); opNone: none yet
+	ackSent  bool // the ack is in a request in flight
+	// solo: the partition's list of ops failed as a whole (fact 4), so
+	// this offset's next op goes in a list of its own.
 	solo     bool
 	renews   int // renewals asked and not yet sent
-	renewing int // renewals in flight
+	renewing int // renewals in the request in flight
 }
 
 // requeue puts the request's ops back as pending.

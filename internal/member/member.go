@@ -46,64 +46,55 @@ type Config struct {
 // Member is one share-group member. Make it with [New], run it with
 // [Member.Run]; every other method is safe for concurrent use and never
 // blocks.
+//
+// Its fields fall in three groups by owner: set by New and read-only
+// after; shared, under a mutex; and the rest, which only the goroutine
+// running Run reads or writes. The methods other goroutines call touch
+// only the first two groups: they queue work in the mailbox and wake Run.
 type Member struct {
-	cfg Config
-	log *slog.Logger
+	// Set by New; read-only after.
+	cfg    Config
+	log    *slog.Logger
+	wake   chan struct{} // post → Run: the mailbox has work (buffer 1)
+	events chan Event    // Run → the executor; Run closes it when it returns
+	quiet  chan struct{} // closed once by Run (signalQuiet); see [Member.Quiet]
 
+	// Guarded by mu: what the methods queue for Run.
 	mu      sync.Mutex
 	mbox    mailbox
-	wake    chan struct{}
-	events  chan Event
-	quiet   chan struct{}
-	started bool
+	started bool // Run was called
 
+	// Guarded by statsMu: the snapshot Stats returns; Run writes it
+	// (publish) after each step.
 	statsMu sync.Mutex
 	stats   Stats
 
-	// The rest is Run's state.
-	ioCtx    context.Context // heartbeats and metadata: cancelled on a hard stop
+	// Everything below is owned by Run's goroutine.
+
+	// Requests in flight each run in a goroutine of their own that only
+	// does the I/O and sends its result on results (run.go, launch).
+	ioCtx    context.Context // parent of heartbeats, metadata and graceful closes; cancelled by drainIO
 	ioCancel context.CancelFunc
-	results  chan result
-	nIO      int
+	results  chan result // I/O goroutines → Run
+	nIO      int         // I/O goroutines started whose result Run has not taken
 
-	// Membership.
-	state      State
-	epoch      int32
-	interval   time.Duration
-	hbBusy     bool
-	hbDue      time.Time
-	hbErrs     int
-	assigned   map[[16]byte][]int32
-	everJoined bool
-	// resubscribe names topics found re-created under a new ID: the next
-	// heartbeat subscribes without them and the one after with them
-	// again, so a coordinator that assigns by topic ID (kfake does not
-	// notice a re-created topic by itself) assigns the new one.
-	resubscribe []string
+	group membership // the heartbeats and the assignment (membership.go)
+	meta  routing    // topic IDs, partition leaders, which session fetches what (membership.go)
 
-	// Metadata.
-	names    map[[16]byte]string
-	ids      map[string][16]byte
-	leaders  map[tp]int32
-	metaBusy bool
-	metaDue  time.Time // zero: not wanted
-	want     map[int32][]tp
-	wantSet  map[tp]int32
+	sessions map[int32]*session // a share session per broker id, made when first wanted, never removed (session.go)
+	held     map[Key]*held      // every offset acquired and not yet acknowledged or lost (held.go)
+	nHeld    int                // the entries of held that are deliveries, not internal
 
-	sessions map[int32]*session
-	held     map[Key]*held
-	nHeld    int
+	credit   int // records the executor granted that no delivery has used yet
+	reserved int // credit promised to the fetches in flight (their request.reserved)
 
-	credit   int
-	reserved int
-	phase    stopPhase
+	phase stopPhase // the stop sequence (stop.go)
 
-	out      Event
-	outAny   bool
-	logged   map[string]time.Time
-	st       Stats
-	dec      *decoder
-	fetchRTT time.Duration
+	out      Event                // reports not yet taken from events; Run sends it whole
+	st       Stats                // counters and state; publish copies them into stats
+	fetchRTT time.Duration        // moving average of the round trips of fetches that brought records
+	dec      *decoder             // decoded record batches, reused across fetches (decode.go)
+	logged   map[string]time.Time // logEvery: when each kind of message was last logged at its level
 	// fatal ends Run: the coordinator refused the member for want of an
 	// ACL before it ever joined (a member that joined keeps retrying, so
 	// a revoked and re-granted ACL does not stop a running worker).
@@ -164,19 +155,17 @@ func New(cfg Config) (*Member, error) {
 		events: make(chan Event),
 		quiet:  make(chan struct{}),
 
-		results:  make(chan result, 16),
-		assigned: map[[16]byte][]int32{},
-		names:    map[[16]byte]string{},
-		ids:      map[string][16]byte{},
-		leaders:  map[tp]int32{},
-		want:     map[int32][]tp{},
-		wantSet:  map[tp]int32{},
+		results: make(chan result, 16),
+		group:   membership{interval: time.Second, assigned: map[[16]byte][]int32{}},
+		meta: routing{
+			names: map[[16]byte]string{}, ids: map[string][16]byte{}, leaders: map[tp]int32{},
+			want: map[int32][]tp{}, wantSet: map[tp]int32{},
+		},
 		sessions: map[int32]*session{},
 		held:     map[Key]*held{},
-		logged:   map[string]time.Time{},
 		st:       Stats{MemberID: cfg.MemberID, Acks: map[AckType]int64{}},
 		dec:      newDecoder(),
-		interval: time.Second,
+		logged:   map[string]time.Time{},
 	}
 	m.stats = Stats{MemberID: cfg.MemberID, Acks: map[AckType]int64{}}
 	return m, nil

@@ -75,7 +75,7 @@ func (m *Member) handleSession(rq *request, resp kmsg.Response, err error) {
 	case *kmsg.ShareAcknowledgeResponse:
 		answered := map[tp]bool{}
 		for _, t := range resp.Topics {
-			name := m.names[t.TopicID]
+			name := m.meta.names[t.TopicID]
 			for _, p := range t.Partitions {
 				k := tp{name, p.Partition}
 				answered[k] = true
@@ -142,7 +142,7 @@ func (m *Member) handleFetch(rq *request, resp *kmsg.ShareFetchResponse, lock ti
 	answered := map[tp]bool{}
 	total, failed := 0, 0
 	for _, t := range resp.Topics {
-		name, ok := m.names[t.TopicID]
+		name, ok := m.meta.names[t.TopicID]
 		if !ok {
 			continue
 		}
@@ -187,7 +187,6 @@ func (m *Member) handleFetch(rq *request, resp *kmsg.ShareFetchResponse, lock ti
 	}
 	if n := len(m.out.Deliveries) - deliveredBefore; n > 0 {
 		m.credit = max(0, m.credit-n)
-		m.outAny = true
 	}
 }
 

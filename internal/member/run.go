@@ -17,17 +17,19 @@ const (
 	closeTTL      = 3 * time.Second
 )
 
+// tp names a partition.
 type tp struct {
 	topic string
 	part  int32
 }
 
-// result is what an I/O goroutine hands back to Run's goroutine.
+// result is what an I/O goroutine hands back to Run's goroutine: one
+// answered request (or its error), by kind.
 type result struct {
-	rq   *request // a session request
-	hb   *kmsg.ShareGroupHeartbeatResponse
-	meta *kmsg.MetadataResponse
-	kind string // "hb", "meta", "session"
+	kind string                            // "hb", "meta", "session"
+	hb   *kmsg.ShareGroupHeartbeatResponse // kind "hb"
+	meta *kmsg.MetadataResponse            // kind "meta"
+	rq   *request                          // kind "session": the request, and its response in resp
 	resp kmsg.Response
 	err  error
 }
@@ -35,7 +37,7 @@ type result struct {
 func (m *Member) run(ctx context.Context) error {
 	m.ioCtx, m.ioCancel = context.WithCancel(context.Background())
 	defer m.ioCancel()
-	m.metaDue = time.Now()
+	m.meta.due = time.Now()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -45,7 +47,7 @@ func (m *Member) run(ctx context.Context) error {
 			return m.finish(ctx)
 		}
 		var out chan<- Event
-		if m.outAny {
+		if !m.out.empty() {
 			out = m.events
 		}
 		timer.Reset(m.nextWake())
@@ -62,7 +64,7 @@ func (m *Member) run(ctx context.Context) error {
 				return m.fatal
 			}
 		case out <- m.out:
-			m.out, m.outAny = Event{}, false
+			m.out = Event{}
 		case <-timer.C:
 		}
 	}
@@ -110,9 +112,13 @@ func (m *Member) mailbox() {
 
 // ---- events ----
 
+// empty reports whether the event has nothing to report.
+func (e *Event) empty() bool {
+	return len(e.Deliveries) == 0 && len(e.Renewals) == 0 && len(e.Acked) == 0 && len(e.Lost) == 0
+}
+
 func (m *Member) emitAck(a AckResult) {
 	m.out.Acked = append(m.out.Acked, a)
-	m.outAny = true
 	if a.Err == nil {
 		m.st.Acks[a.Type]++
 	} else {
@@ -122,7 +128,6 @@ func (m *Member) emitAck(a AckResult) {
 
 func (m *Member) emitRenewal(rn Renewal) {
 	m.out.Renewals = append(m.out.Renewals, rn)
-	m.outAny = true
 	m.st.Renewals++
 	if rn.Err != nil {
 		m.st.RenewErrors++
@@ -131,15 +136,14 @@ func (m *Member) emitRenewal(rn Renewal) {
 
 func (m *Member) emitLost(k Key) {
 	m.out.Lost = append(m.out.Lost, k)
-	m.outAny = true
 	m.st.LostRecords++
 }
 
 func (m *Member) publish() {
-	m.st.State = m.state
-	m.st.Epoch = m.epoch
+	m.st.State = m.group.state
+	m.st.Epoch = m.group.epoch
 	n := 0
-	for _, ps := range m.assigned {
+	for _, ps := range m.group.assigned {
 		n += len(ps)
 	}
 	m.st.Partitions = n
@@ -172,11 +176,11 @@ func (m *Member) logEvery(kind string, level slog.Level, msg string, args ...any
 func (m *Member) nextWake() time.Duration {
 	now := time.Now()
 	next := now.Add(time.Minute)
-	if !m.hbBusy && m.phase < closing && m.hbDue.Before(next) {
-		next = m.hbDue
+	if !m.group.busy && m.phase < closing && m.group.due.Before(next) {
+		next = m.group.due
 	}
-	if !m.metaBusy && !m.metaDue.IsZero() && m.metaDue.Before(next) {
-		next = m.metaDue
+	if !m.meta.busy && !m.meta.due.IsZero() && m.meta.due.Before(next) {
+		next = m.meta.due
 	}
 	for _, s := range m.sessions {
 		if !s.busy && s.backoff.After(now) && s.backoff.Before(next) {
@@ -196,10 +200,10 @@ func backoff(errs int) time.Duration {
 
 func (m *Member) step() {
 	now := time.Now()
-	if m.phase < closing && !m.hbBusy && !now.Before(m.hbDue) {
+	if m.phase < closing && !m.group.busy && !now.Before(m.group.due) {
 		m.sendHeartbeat()
 	}
-	if !m.metaBusy && !m.metaDue.IsZero() && !now.Before(m.metaDue) && m.phase < closing {
+	if !m.meta.busy && !m.meta.due.IsZero() && !now.Before(m.meta.due) && m.phase < closing {
 		m.sendMetadata()
 	}
 	if m.phase == leaving && m.sessionsIdle() {
@@ -208,7 +212,7 @@ func (m *Member) step() {
 	if m.phase < closing {
 		fetchers := 0
 		if m.canFetch() {
-			for b, ps := range m.want {
+			for b, ps := range m.meta.want {
 				if len(ps) > 0 {
 					fetchers++
 					m.session(b)
@@ -227,7 +231,7 @@ func (m *Member) step() {
 }
 
 func (m *Member) canFetch() bool {
-	return m.state == Joined && m.phase == running
+	return m.group.state == Joined && m.phase == running
 }
 
 func (m *Member) fetching() bool { return m.reserved > 0 || m.anyFetchBusy() }

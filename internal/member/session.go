@@ -9,21 +9,31 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// session is the member's share session with one broker: the one that
+// leads some assigned partitions, or that acquired records the member
+// still holds. At most one request of a session is in flight. Owned by
+// Run's goroutine.
 type session struct {
-	broker  int32
-	epoch   int32
+	broker int32
+	// epoch is the share session epoch of the next request: 0 opens the
+	// session (again), each answered request adds one, −1 closes it.
+	epoch int32
+	// parts are the partitions in the broker's view of the session: the
+	// ones answered fetches named. A fetch names the wanted ones not in
+	// it yet, and forgets those no longer wanted once the member holds
+	// none of their records here.
 	parts   map[tp]bool
-	pending map[Key]bool // held keys with an op not yet sent
-	busy    bool
-	closed  bool
-	backoff time.Time
-	errs    int
+	pending map[Key]bool // held keys with an op (ack or renewal) not yet sent
+	busy    bool         // a request is in flight
+	closed  bool         // the epoch −1 close was sent: the session sends nothing more
+	backoff time.Time    // after a failure, no request before then
+	errs    int          // requests failed in a row, for the backoff
 	// drained: the session's last fetch acquired nothing, so the next
 	// one will likely wait out MaxWait: acks go alone rather than wait
 	// on it.
 	drained bool
 	// holdUntil: the session waits for more credit (or a fetch to carry
-	// its acks) until then; see coalesce.
+	// its acks) until then; see coalesce. Zero: not holding.
 	holdUntil time.Time
 }
 
@@ -49,15 +59,17 @@ func (k reqKind) String() string {
 	return [...]string{"fetch", "ack", "renew", "close"}[k]
 }
 
+// request is one request of a session in flight. Run's goroutine makes
+// it and reads it back from the result; the I/O goroutine reads only req.
 type request struct {
 	s        *session
 	kind     reqKind
-	epoch    int32
-	sent     time.Time
-	ops      map[tp][]int64 // offsets whose ops this request carries
-	reserved int
-	fetched  []tp
-	forgot   []tp
+	epoch    int32          // the session epoch it was sent with
+	sent     time.Time      // when it was sent: a lock acquired or renewed by it runs from then
+	ops      map[tp][]int64 // offsets whose ops it carries, per partition in ascending order
+	reserved int            // a fetch: the credit it may use (MaxRecords)
+	fetched  []tp           // a fetch: the partitions in the session once it is answered
+	forgot   []tp           // a fetch: the partitions it forgets
 	req      kmsg.Request
 }
 
@@ -69,13 +81,13 @@ func (m *Member) turn(s *session, fetchers int) {
 		if h.ack == opNone && h.renews > 0 {
 			renews = true
 		}
-		if h.ack != opNone && m.wantSet[tp{k.Topic, k.Partition}] != s.broker+1 {
+		if h.ack != opNone && m.meta.wantSet[tp{k.Topic, k.Partition}] != s.broker+1 {
 			ackNotWanted = true
 		}
 	}
 	free := m.credit - m.reserved
 	share := 0
-	if m.canFetch() && fetchers > 0 && len(m.want[s.broker]) > 0 {
+	if m.canFetch() && fetchers > 0 && len(m.meta.want[s.broker]) > 0 {
 		share = min(free, (m.credit+fetchers-1)/fetchers)
 	}
 	// Records handed out whose acknowledgements have not been queued:
@@ -124,7 +136,7 @@ func (m *Member) takeOps(s *session, renew, onlyWanted bool) map[tp][]int64 {
 	for k := range s.pending {
 		h := m.held[k]
 		p := tp{k.Topic, k.Partition}
-		if onlyWanted && m.wantSet[p] != s.broker+1 {
+		if onlyWanted && m.meta.wantSet[p] != s.broker+1 {
 			continue
 		}
 		if h.ack == opNone && !renew {
@@ -217,13 +229,13 @@ func (m *Member) sendFetch(s *session, share int) {
 		if !ok {
 			ti = len(req.Topics)
 			topics[p.topic] = ti
-			req.Topics = append(req.Topics, kmsg.ShareFetchRequestTopic{TopicID: m.ids[p.topic]})
+			req.Topics = append(req.Topics, kmsg.ShareFetchRequestTopic{TopicID: m.meta.ids[p.topic]})
 		}
 		t := &req.Topics[ti]
 		t.Partitions = append(t.Partitions, kmsg.ShareFetchRequestTopicPartition{Partition: p.part, PartitionMaxBytes: 10 << 20})
 		return &t.Partitions[len(t.Partitions)-1]
 	}
-	for _, p := range m.want[s.broker] {
+	for _, p := range m.meta.want[s.broker] {
 		if s.epoch == 0 || !s.parts[p] {
 			add(p)
 		}
@@ -242,9 +254,9 @@ func (m *Member) sendFetch(s *session, share int) {
 			}
 		}
 		for p := range s.parts {
-			if m.wantSet[p] != s.broker+1 && !m.holdsIn(s, p) {
+			if m.meta.wantSet[p] != s.broker+1 && !m.holdsIn(s, p) {
 				rq.forgot = append(rq.forgot, p)
-				req.ForgottenTopicsData = appendForgotten(req.ForgottenTopicsData, m.ids[p.topic], p.part)
+				req.ForgottenTopicsData = appendForgotten(req.ForgottenTopicsData, m.meta.ids[p.topic], p.part)
 			}
 		}
 	}
@@ -254,7 +266,7 @@ func (m *Member) sendFetch(s *session, share int) {
 }
 
 func (m *Member) findFetchPart(req *kmsg.ShareFetchRequest, p tp) *kmsg.ShareFetchRequestTopicPartition {
-	id := m.ids[p.topic]
+	id := m.meta.ids[p.topic]
 	for i := range req.Topics {
 		if req.Topics[i].TopicID != id {
 			continue
@@ -315,7 +327,7 @@ func (m *Member) buildAck(s *session, epoch int32, renew bool, ops map[tp][]int6
 		}
 	}, func(a, b tp) int { return cmp.Or(cmp.Compare(a.topic, b.topic), cmp.Compare(a.part, b.part)) })
 	for _, p := range parts {
-		id := m.ids[p.topic]
+		id := m.meta.ids[p.topic]
 		ti := slices.IndexFunc(req.Topics, func(t kmsg.ShareAcknowledgeRequestTopic) bool { return t.TopicID == id })
 		if ti < 0 {
 			ti = len(req.Topics)

@@ -113,7 +113,7 @@ func (m *Member) handleClose(rq *request, resp kmsg.Response, err error) {
 		perr := err
 		if ar, ok := resp.(*kmsg.ShareAcknowledgeResponse); ok && perr == nil {
 			for _, t := range ar.Topics {
-				if m.names[t.TopicID] != p.topic {
+				if m.meta.names[t.TopicID] != p.topic {
 					continue
 				}
 				for _, pp := range t.Partitions {
@@ -143,7 +143,7 @@ func (m *Member) finish(ctx context.Context) error {
 	m.drainIO()
 	m.leaveGroup()
 	m.publish()
-	if m.outAny {
+	if !m.out.empty() {
 		select {
 		case m.events <- m.out:
 		case <-ctx.Done():
@@ -153,8 +153,8 @@ func (m *Member) finish(ctx context.Context) error {
 }
 
 func (m *Member) leaveGroup() {
-	m.state = Left
-	if !m.everJoined && m.epoch == 0 {
+	m.group.state = Left
+	if !m.group.everJoined && m.group.epoch == 0 {
 		return
 	}
 	req := kmsg.NewPtrShareGroupHeartbeatRequest()
@@ -170,7 +170,7 @@ func (m *Member) leaveGroup() {
 	if err != nil {
 		m.log.Warn("member: leave heartbeat failed", "err", err)
 	}
-	m.epoch = -1
+	m.group.epoch = -1
 }
 
 // drainIO cancels heartbeats and metadata and waits for every I/O
