@@ -198,18 +198,30 @@ func backoff(errs int) time.Duration {
 	return min(d, 2*time.Second)
 }
 
+// step sends what is due, in this order:
+//
+//  1. the heartbeat, when due and none is in flight, until the sessions
+//     close;
+//  2. Metadata, when wanted and due and none is in flight, likewise;
+//  3. the sessions' closes, when leaving and no request of a session is
+//     in flight (step 4 of the stop, see [stopPhase]);
+//  4. until then, each idle session's next request (turn); while the
+//     member may fetch, a session is made first for each broker that
+//     leads a wanted partition;
+//  5. Quiet, once draining with no fetch in flight and every delivery
+//     taken from out (the end of step 2 of the stop).
 func (m *Member) step() {
 	now := time.Now()
-	if m.phase < closing && !m.group.busy && !now.Before(m.group.due) {
+	if m.phase < closing && !m.group.busy && !now.Before(m.group.due) { // 1
 		m.sendHeartbeat()
 	}
-	if !m.meta.busy && !m.meta.due.IsZero() && !now.Before(m.meta.due) && m.phase < closing {
+	if m.phase < closing && !m.meta.busy && !m.meta.due.IsZero() && !now.Before(m.meta.due) { // 2
 		m.sendMetadata()
 	}
-	if m.phase == leaving && m.sessionsIdle() {
+	if m.phase == leaving && m.sessionsIdle() { // 3
 		m.closeSessions()
 	}
-	if m.phase < closing {
+	if m.phase < closing { // 4
 		fetchers := 0
 		if m.canFetch() {
 			for b, ps := range m.meta.want {
@@ -225,8 +237,8 @@ func (m *Member) step() {
 			}
 		}
 	}
-	if m.phase >= draining && !m.fetching() && len(m.out.Deliveries) == 0 {
-		m.signalQuiet() // the end of step 2 of the stop
+	if m.phase >= draining && !m.fetching() && len(m.out.Deliveries) == 0 { // 5
+		m.signalQuiet()
 	}
 }
 

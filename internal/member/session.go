@@ -73,47 +73,79 @@ type request struct {
 	req      kmsg.Request
 }
 
-// turn sends the session's next request, if it has one.
+// turn sends the idle session's next request, if it has one; fetchers is
+// the number of sessions that fetch. The first rule that applies chooses:
+//
+//  1. A session not open (epoch 0) that may fetch opens with a fetch.
+//  2. A session not open with ops to send opens with a fetch that
+//     acquires nothing (sendOpen): a ShareAcknowledge cannot open one.
+//  3. Renewals asked go at once, in a ShareAcknowledge (a renewal cannot
+//     ride on a fetch that fetches, fact 6), with the acks pending.
+//  4. Acks for partitions this session no longer fetches go in a
+//     ShareAcknowledge: a fetch carries acks only for what it fetches.
+//  5. A fetch, the acks pending piggybacked, when the member may fetch
+//     and not both the last fetch came back empty and acks wait (the next
+//     would likely wait out MaxWait, and the acks with it). While jobs are
+//     in hand, a fetch for less than a quarter of them is held back for up
+//     to coalesce, for the credit they are about to free.
+//  6. The acks pending, in a ShareAcknowledge; with no credit and jobs in
+//     hand, held back for up to coalesce for credit to fetch them with.
 func (m *Member) turn(s *session, fetchers int) {
-	var renews, ackNotWanted bool
+	renews, acksElsewhere := m.pendingKinds(s)
+	share := m.share(s, fetchers) // 0: the session may not fetch now
+	open, ops := s.epoch > 0, len(s.pending) > 0
+	// Records handed out whose acknowledgements have not been queued:
+	// jobs still in hand, which will free credit as they end.
+	working := m.nHeld - len(s.pending)
+	mayHold := m.phase == running && working > 0
+	switch {
+	case !open && share > 0: // 1
+		m.sendFetch(s, share)
+	case !open && ops: // 2
+		m.sendOpen(s)
+	case renews: // 3
+		m.sendAck(s, kindRenew)
+	case acksElsewhere: // 4
+		m.sendAck(s, kindAck)
+	case share > 0 && !(s.drained && ops): // 5
+		if mayHold && share < working/4 && s.hold() {
+			return
+		}
+		m.sendFetch(s, share)
+	case ops: // 6
+		if mayHold && share == 0 && s.hold() {
+			return
+		}
+		m.sendAck(s, kindAck)
+	}
+}
+
+// pendingKinds reports what the session's pending ops hold: renewals
+// (of records with no ack queued), and acks for partitions the session
+// does not fetch.
+func (m *Member) pendingKinds(s *session) (renews, acksElsewhere bool) {
 	for k := range s.pending {
 		h := m.held[k]
 		if h.ack == opNone && h.renews > 0 {
 			renews = true
 		}
 		if h.ack != opNone && m.meta.wantSet[tp{k.Topic, k.Partition}] != s.broker+1 {
-			ackNotWanted = true
+			acksElsewhere = true
 		}
+	}
+	return renews, acksElsewhere
+}
+
+// share is how many records the session's next fetch may ask for: its
+// share of the credit (split evenly between the sessions that fetch),
+// within the credit no fetch in flight has reserved; 0 when the member
+// may not fetch or the session leads no wanted partition.
+func (m *Member) share(s *session, fetchers int) int {
+	if !m.canFetch() || fetchers == 0 || len(m.meta.want[s.broker]) == 0 {
+		return 0
 	}
 	free := m.credit - m.reserved
-	share := 0
-	if m.canFetch() && fetchers > 0 && len(m.meta.want[s.broker]) > 0 {
-		share = min(free, (m.credit+fetchers-1)/fetchers)
-	}
-	// Records handed out whose acknowledgements have not been queued:
-	// jobs still in hand, which will free credit as they end.
-	working := m.nHeld - len(s.pending)
-	mayHold := m.phase == running && working > 0
-	switch {
-	case s.epoch == 0 && share > 0:
-		m.sendFetch(s, share)
-	case s.epoch == 0 && len(s.pending) > 0:
-		m.sendOpen(s)
-	case renews:
-		m.sendAck(s, kindRenew)
-	case ackNotWanted && len(s.pending) > 0:
-		m.sendAck(s, kindAck)
-	case share > 0 && !(s.drained && len(s.pending) > 0):
-		if mayHold && share < working/4 && s.hold() {
-			return
-		}
-		m.sendFetch(s, share)
-	case len(s.pending) > 0:
-		if mayHold && share == 0 && s.hold() {
-			return
-		}
-		m.sendAck(s, kindAck)
-	}
+	return min(free, (m.credit+fetchers-1)/fetchers)
 }
 
 // hold reports whether the session still holds back its next request
