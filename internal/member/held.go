@@ -5,6 +5,13 @@ import (
 	"time"
 )
 
+// Ack operation codes on the wire, beside the AckType ones, plus "none".
+const (
+	opNone  int8 = -1
+	opGap   int8 = 0
+	opRenew int8 = 4
+)
+
 // held is one acquired offset: a delivery, or an offset the member acks
 // itself (internal: a gap with no record). Owned by Run's goroutine, like
 // the map that holds it ([Member].held, by Key): an entry lives from the

@@ -9,14 +9,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Ack operation codes on the wire, plus "none".
-const (
-	opNone   int8 = -1
-	opGap    int8 = 0
-	opRenew  int8 = 4
-	closeTTL      = 3 * time.Second
-)
-
 // tp names a partition.
 type tp struct {
 	topic string
@@ -34,6 +26,11 @@ type result struct {
 	err  error
 }
 
+// run is Run's loop. Each turn it sends what is due (step), publishes the
+// stats, and ends once the sessions' closes have returned; then it waits
+// for one of: ctx done (the hard stop), the mailbox, a request's result,
+// the executor taking the events gathered in out, or the next timer
+// (nextWake).
 func (m *Member) run(ctx context.Context) error {
 	m.ioCtx, m.ioCancel = context.WithCancel(context.Background())
 	defer m.ioCancel()

@@ -5,10 +5,14 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
+
+// closeTTL bounds the hard stop's closes and the leave heartbeat.
+const closeTTL = 3 * time.Second
 
 // stopPhase is the member's place in its stop sequence. It only moves
 // forward, and the graceful stop takes its steps in this order:
@@ -20,8 +24,9 @@ import (
 //     never cancelled) and their records go out on Events. Then Quiet
 //     closes (signalQuiet). Heartbeats, acknowledgements and renewals go
 //     on while the executor's jobs finish.
-//  3. leaving ([Member.Leave]): the member waits until no request of any
-//     share session is in flight.
+//  3. leaving ([Member.Leave]): acknowledgements and renewals still go
+//     out (none held back), and the member waits for a step at which no
+//     request of any share session is in flight.
 //  4. closing: per share session one ShareAcknowledge with epoch −1
 //     carrying the pending acknowledgements plus RELEASE for every held
 //     record not acknowledged (sendClose); no heartbeat or metadata
