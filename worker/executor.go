@@ -555,16 +555,15 @@ func (x *executor) result(r xresult) {
 		x.pauseJob(j, r, ue, probe)
 		return
 	}
+	// While stopping there is no backoff, but no release either until
+	// the member is quiet (releaseHeld) or the shutdown deadline passes
+	// (expire).
+	untilQuiet := x.stopping && !x.quiet
 	var d time.Duration
-	if x.stopping {
-		// No backoff, but no release either until the member is quiet.
-		if !x.quiet {
-			d = time.Duration(math.MaxInt64)
-		}
-	} else {
+	if !x.stopping {
 		d = x.backoff(j, r.err)
 	}
-	if d <= 0 {
+	if d <= 0 && !untilQuiet {
 		x.finish(j, AckRelease, OutcomeRetried, r.err, r.took)
 		return
 	}
@@ -573,7 +572,7 @@ func (x *executor) result(r xresult) {
 	// the delivery limit in moments.
 	j.state, j.err, j.took = jobHeld, r.err, r.took
 	j.cancel(nil)
-	if d != time.Duration(math.MaxInt64) {
+	if !untilQuiet {
 		j.releaseAt = time.Now().Add(d)
 		heap.Push(&x.holds, j)
 		x.arm(j.releaseAt)
