@@ -27,7 +27,7 @@ const closeTTL = 3 * time.Second
 //  3. leaving ([Member.Leave]): acknowledgements and renewals still go
 //     out (none held back), and the member waits for a step at which no
 //     request of any share session is in flight.
-//  4. closing: per share session one ShareAcknowledge with epoch −1
+//  4. closing: per open share session one ShareAcknowledge with epoch −1
 //     carrying the pending acknowledgements plus RELEASE for every held
 //     record not acknowledged (sendClose); no heartbeat or metadata
 //     request is sent any more, and acknowledgements and renewals queued
