@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
 	"strconv"
 	"text/tabwriter"
@@ -74,37 +73,7 @@ func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 
-	g, err := sharegroup.Describe(ctx, adm, group)
-	var notFound *sharegroup.NotFoundError
-	isNew := errors.As(err, &notFound)
-	switch {
-	case isNew && *topic == "":
-		return fmt.Errorf("%w (to give a new share group start offsets, name the topic with -topic)", err)
-	case err != nil && !isNew:
-		return err
-	case len(g.Members) > 0:
-		return fmt.Errorf("group %s has %s; stop its workers first", group, plural(len(g.Members), "active member"))
-	}
-
-	current := kadm.ShareOffsets{}
-	if !isNew {
-		d, ok, err := sharegroup.DescribeOffsets(ctx, adm, group)
-		if err != nil {
-			return err
-		}
-		if ok {
-			current = d.Offsets
-		}
-	}
-	topics := []string{*topic}
-	if *topic == "" {
-		topics = slices.Sorted(maps.Keys(current))
-		if len(topics) == 0 {
-			return fmt.Errorf("share group %s has no start offsets yet (it has never fetched); name the topic with -topic", group)
-		}
-	}
-
-	rows, err := sharegroup.Plan(ctx, adm, topics, current, target)
+	rows, err := sharegroup.PlanReset(ctx, adm, group, *topic, target)
 	if err != nil {
 		return err
 	}

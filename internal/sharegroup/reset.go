@@ -147,3 +147,49 @@ func Apply(ctx context.Context, adm *kadm.Client, group string, rows []Row) erro
 	}
 	return nil
 }
+
+// PlanReset plans moving the start offsets of group to target: in topic,
+// or (topic "") in every topic the group has start offsets for. The group
+// must be empty (its workers stopped); a new group, one that has never
+// fetched, can be planned for with topic named.
+func PlanReset(ctx context.Context, adm *kadm.Client, group, topic string, target Target) ([]Row, error) {
+	g, err := Describe(ctx, adm, group)
+	var notFound *NotFoundError
+	isNew := errors.As(err, &notFound)
+	switch {
+	case isNew && topic == "":
+		return nil, fmt.Errorf("%w (to give a new share group start offsets, name the topic with -topic)", err)
+	case err != nil && !isNew:
+		return nil, err
+	case len(g.Members) > 0:
+		return nil, fmt.Errorf("group %s has %s; stop its workers first", group, members(len(g.Members)))
+	}
+
+	current := kadm.ShareOffsets{}
+	if !isNew {
+		d, ok, err := DescribeOffsets(ctx, adm, group)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			current = d.Offsets
+		}
+	}
+	topics := []string{topic}
+	if topic == "" {
+		topics = slices.Sorted(maps.Keys(current))
+		if len(topics) == 0 {
+			return nil, fmt.Errorf("share group %s has no start offsets yet (it has never fetched); name the topic with -topic", group)
+		}
+	}
+
+	return Plan(ctx, adm, topics, current, target)
+}
+
+// members says "1 active member" or "n active members".
+func members(n int) string {
+	if n == 1 {
+		return "1 active member"
+	}
+	return strconv.Itoa(n) + " active members"
+}
