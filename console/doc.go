@@ -7,10 +7,15 @@
 //
 // It is an http.Handler, for an application to mount behind its own auth:
 //
-//	h, err := console.New(console.Client(cl), console.Prefix("/console"), console.Actions())
-//	mux.Handle("/console/", auth(h))
+//	ops, err := console.New(console.Client(cl), console.Prefix("/console"), console.Actions())
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	mux := http.NewServeMux()
+//	mux.Handle("/console/", requireOperator(ops))
 //
-// and "shareq console" serves it standalone. It lives in a module of its
+// (requireOperator being the application's auth middleware), and
+// "shareq console" serves it standalone. It lives in a module of its
 // own, so a worker that does not import it does not build it. The pages
 // are server-rendered with html/template, which escapes every payload,
 // header and error; the stylesheet is embedded; there is no script, and
