@@ -48,7 +48,7 @@ func New(opts ...Option) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &server{cfg: c, pages: map[string]*template.Template{}, rates: map[string]rateSample{}}
+	s := &server{cfg: c, pages: map[string]*template.Template{}, rates: map[string]rateSample{}, now: time.Now}
 	if err := s.parseTemplates(); err != nil {
 		return nil, err
 	}
@@ -82,6 +82,8 @@ func New(opts ...Option) (http.Handler, error) {
 type server struct {
 	cfg   *config
 	pages map[string]*template.Template
+
+	now func() time.Time // time.Now; tests set another
 
 	mu    sync.Mutex
 	rates map[string]rateSample // group → last lag sample, for jobs/s

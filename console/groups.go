@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/shareq/shareq/internal/groupcfg"
@@ -62,12 +63,7 @@ func (s *server) overview(w http.ResponseWriter, r *http.Request) {
 		}
 		rows = append(rows, row)
 	}
-	slices.SortFunc(rows, func(a, b groupRow) int {
-		if a.Name < b.Name {
-			return -1
-		}
-		return 1
-	})
+	slices.SortFunc(rows, func(a, b groupRow) int { return strings.Compare(a.Name, b.Name) })
 	s.render(w, r, http.StatusOK, "overview", "Share groups", "groups", rows)
 }
 
@@ -81,7 +77,7 @@ func (s *server) rate(group string, st *sharegroup.Status) string {
 		}
 		done += *p.HighWatermark - *p.Lag
 	}
-	now := time.Now()
+	now := s.now()
 	s.mu.Lock()
 	prev, ok := s.rates[group]
 	s.rates[group] = rateSample{at: now, done: done}
