@@ -240,7 +240,7 @@ func TestPages(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("group: %d\n%s", code, body)
 	}
-	mustContain(t, "group page", body, b.topic, "share.auto.offset.reset", "earliest", "Total lag")
+	mustContain(t, "group page", body, b.topic, "share.auto.offset.reset", "earliest", "Total lag", `href="/dlq/`+b.dlq+`"`)
 	mustNotContain(t, "read-only group page", body, "Reset start offsets")
 
 	if code, body = b.get(t, "/groups/no-such-group"); code != http.StatusNotFound {

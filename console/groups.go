@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shareq/shareq/dlq"
 	"github.com/shareq/shareq/internal/groupcfg"
 	"github.com/shareq/shareq/internal/sharegroup"
 )
@@ -99,7 +100,8 @@ type groupPage struct {
 	Status     *sharegroup.Status
 	Configs    []kv
 	ConfigsErr string
-	BrokerDLQ  string // the group's broker dead-letter topic, "" when none is set
+	BrokerDLQ  string   // the group's broker dead-letter topic, "" when none is set
+	DLQs       []string // the DLQ topics (<topic>.dlq) of the group's topics that exist
 }
 
 type kv struct{ Key, Value string }
@@ -129,6 +131,21 @@ func (s *server) group(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := groupPage{Status: st}
+	var dlqs []string
+	for _, ps := range st.Partitions {
+		if d := ps.Topic + dlq.TopicSuffix; !slices.Contains(dlqs, d) {
+			dlqs = append(dlqs, d)
+		}
+	}
+	if len(dlqs) > 0 {
+		if md, err := adm.ListTopics(ctx, dlqs...); err == nil {
+			for _, d := range dlqs {
+				if t, ok := md[d]; ok && t.Err == nil {
+					p.DLQs = append(p.DLQs, d)
+				}
+			}
+		}
+	}
 	vals, err := groupcfg.Describe(ctx, cl, name, groupConfigs...)
 	if err != nil {
 		p.ConfigsErr = err.Error()
