@@ -48,10 +48,16 @@ type bundle struct {
 // with opts (Client and Logger added).
 func setup(t *testing.T, opts ...console.Option) *bundle {
 	t.Helper()
+	return setupDLQ(t, 1, opts...)
+}
+
+// setupDLQ is setup with a DLQ topic of partitions partitions.
+func setupDLQ(t *testing.T, partitions int32, opts ...console.Option) *bundle {
+	t.Helper()
 	c := kafkatest.New(t)
 	b := &bundle{c: c, cl: c.Client(t), topic: c.Topic(t, 1)}
 	b.dlq = b.topic + dlq.TopicSuffix
-	c.CreateTopic(t, b.dlq, 1)
+	c.CreateTopic(t, b.dlq, partitions)
 	b.group = c.Group(t)
 	b.serve(t, opts...)
 	return b
@@ -112,7 +118,7 @@ func (b *bundle) park(t *testing.T, from, n int) {
 		if i == 0 {
 			value, msg = []byte(evilPayload), evilError
 		}
-		job := &handler.Job{Topic: b.topic, Partition: 0, Offset: int64(1000 + i), Value: value, Timestamp: time.Now(),
+		job := &handler.Job{Topic: b.topic, Partition: 0, Offset: int64(1000 + i), Key: fmt.Appendf(nil, "user-%d", i), Value: value, Timestamp: time.Now(),
 			DeliveryCount: 1, DeliveryLimit: 5, Headers: []handler.Header{{Key: handler.JobIDHeader, Value: fmt.Appendf(nil, "job-%d", i)}}}
 		fail := handler.Func(func(context.Context, *handler.Job) error {
 			return &handler.PermanentError{Reason: reason, Err: errors.New(msg)}
@@ -343,6 +349,38 @@ func TestPagingNewestFirst(t *testing.T) {
 
 	if code, _ := b.get(t, "/dlq/"+b.dlq+"?before=x"); code != http.StatusBadRequest {
 		t.Errorf("bad cursor: %d", code)
+	}
+}
+
+// A DLQ topic of several partitions pages newest first across them.
+func TestPagingAcrossPartitions(t *testing.T) {
+	t.Parallel()
+	b := setupDLQ(t, 3, console.PageSize(2))
+	b.park(t, 1, 6) // job-1 … job-6, spread over the partitions by key
+	parts := map[int32]bool{}
+	recs := b.c.Consume(t, b.dlq, 6)
+	for _, r := range recs {
+		parts[r.Partition] = true
+	}
+	if len(parts) < 2 {
+		t.Fatalf("the jobs all went to one partition of %s; the test needs several", b.dlq)
+	}
+	next := regexp.MustCompile(`href="([^"]+)" rel="next"`)
+	path := "/dlq/" + b.dlq
+	var order []string
+	for range 4 {
+		_, body := b.get(t, path)
+		for _, id := range regexp.MustCompile(`<code class="id">(job-\d)</code>`).FindAllStringSubmatch(body, -1) {
+			order = append(order, id[1])
+		}
+		m := next.FindStringSubmatch(body)
+		if m == nil {
+			break
+		}
+		path = strings.ReplaceAll(m[1], "&amp;", "&")
+	}
+	if got := strings.Join(order, ","); got != "job-6,job-5,job-4,job-3,job-2,job-1" {
+		t.Errorf("pages of a DLQ of 3 partitions: %s, want job-6 to job-1, each once", got)
 	}
 }
 

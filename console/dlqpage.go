@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -184,39 +185,33 @@ func readPage(ctx context.Context, cl *kgo.Client, adm *kadm.Client, topic strin
 			window = min(window*2, 8192)
 		}
 	}
-	type item struct {
-		p int32
-		i int
-	}
-	var all []item
-	for p, pt := range parts {
-		for i := range pt.found {
-			all = append(all, item{p, i})
-		}
-	}
-	at := func(it item) time.Time {
-		j := &parts[it.p].found[it.i]
+	// Merge the partitions newest first, taking from each a prefix of
+	// its jobs (in offset order, newest first), so that its cursor can
+	// stop at the last one taken whatever the parked times say.
+	at := func(j *dlq.Parked) time.Time {
 		if !j.ParkedAt.IsZero() {
 			return j.ParkedAt
 		}
 		return j.Timestamp
 	}
-	slices.SortStableFunc(all, func(a, b item) int {
-		if c := at(b).Compare(at(a)); c != 0 {
-			return c
-		}
-		if a.p != b.p {
-			return int(a.p - b.p)
-		}
-		return a.i - b.i
-	})
-	if len(all) > n {
-		all = all[:n]
-	}
+	ps := slices.Sorted(maps.Keys(parts))
 	taken := map[int32]int{}
-	for _, it := range all {
-		res.Jobs = append(res.Jobs, parts[it.p].found[it.i])
-		taken[it.p]++
+	for len(res.Jobs) < n {
+		best := int32(-1)
+		for _, p := range ps {
+			k := taken[p]
+			if k == len(parts[p].found) {
+				continue
+			}
+			if best < 0 || at(&parts[p].found[k]).After(at(&parts[best].found[taken[best]])) {
+				best = p
+			}
+		}
+		if best < 0 {
+			break
+		}
+		res.Jobs = append(res.Jobs, parts[best].found[taken[best]])
+		taken[best]++
 	}
 	res.Next = cursor{}
 	for p, pt := range parts {
