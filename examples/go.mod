@@ -11,6 +11,7 @@ require (
 	github.com/shareq/shareq/idempotency/pgstore v0.0.0-00010101000000-000000000000
 	github.com/shareq/shareq/metrics v0.0.0-00010101000000-000000000000
 	github.com/shareq/shareq/migrations v0.0.0-00010101000000-000000000000
+	github.com/shareq/shareq/scheduler v0.0.0-00010101000000-000000000000
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.20.0
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
@@ -47,4 +48,5 @@ replace (
 	github.com/shareq/shareq/idempotency/pgstore => ../idempotency/pgstore
 	github.com/shareq/shareq/metrics => ../metrics
 	github.com/shareq/shareq/migrations => ../migrations
+	github.com/shareq/shareq/scheduler => ../scheduler
 )

@@ -107,12 +107,18 @@ func newDLQFlags(name, usage string, stderr io.Writer, filter bool) *dlqFlags {
 // parse parses args, flags and positional arguments in any order, and
 // checks that there are want positional arguments.
 func (f *dlqFlags) parse(args []string, want int) ([]string, error) {
+	return parseArgs(f.fs, args, want)
+}
+
+// parseArgs parses args into fs, flags and positional arguments in any
+// order, and checks that there are want positional arguments.
+func parseArgs(fs *flag.FlagSet, args []string, want int) ([]string, error) {
 	var pos []string
 	for {
-		if err := f.fs.Parse(args); err != nil {
+		if err := fs.Parse(args); err != nil {
 			return nil, err
 		}
-		rest := f.fs.Args()
+		rest := fs.Args()
 		if len(rest) == 0 {
 			break
 		}
@@ -123,8 +129,8 @@ func (f *dlqFlags) parse(args []string, want int) ([]string, error) {
 		pos, args = append(pos, rest[0]), rest[1:]
 	}
 	if len(pos) != want {
-		fmt.Fprintf(f.fs.Output(), "%s: want %d argument(s), got %d %q\n\n", f.fs.Name(), want, len(pos), pos)
-		f.fs.Usage()
+		fmt.Fprintf(fs.Output(), "%s: want %d argument(s), got %d %q\n\n", fs.Name(), want, len(pos), pos)
+		fs.Usage()
 		return nil, errUsage
 	}
 	return pos, nil
