@@ -6,6 +6,7 @@ require (
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/shareq/shareq v0.0.0-00010101000000-000000000000
+	github.com/shareq/shareq/console v0.0.0-00010101000000-000000000000
 	github.com/shareq/shareq/enqueue/pgoutbox v0.0.0-00010101000000-000000000000
 	github.com/shareq/shareq/idempotency/pgstore v0.0.0-00010101000000-000000000000
 	github.com/shareq/shareq/metrics v0.0.0-00010101000000-000000000000
@@ -42,6 +43,7 @@ require (
 // module builds from a clone, also without go.work (GOWORK=off, go mod tidy).
 replace (
 	github.com/shareq/shareq => ..
+	github.com/shareq/shareq/console => ../console
 	github.com/shareq/shareq/enqueue/pgoutbox => ../enqueue/pgoutbox
 	github.com/shareq/shareq/idempotency/pgstore => ../idempotency/pgstore
 	github.com/shareq/shareq/metrics => ../metrics

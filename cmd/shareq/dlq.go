@@ -76,6 +76,9 @@ type dlqFlags struct {
 	from      *string
 	to        *string
 	offsets   *string
+	since     *string
+	until     *string
+	text      *string
 }
 
 func newDLQFlags(name, usage string, stderr io.Writer, filter bool) *dlqFlags {
@@ -90,6 +93,9 @@ func newDLQFlags(name, usage string, stderr io.Writer, filter bool) *dlqFlags {
 		f.from = fs.String("from", "", "first DLQ offset, inclusive")
 		f.to = fs.String("to", "", "last DLQ offset, inclusive")
 		f.offsets = fs.String("offsets", "", "DLQ offset range A-B, A-, -B or A (instead of -from/-to)")
+		f.since = fs.String("parked-from", "", "only jobs parked at or after this time (RFC 3339, or 2006-01-02T15:04 in UTC)")
+		f.until = fs.String("parked-to", "", "only jobs parked before this time (RFC 3339, or 2006-01-02T15:04 in UTC)")
+		f.text = fs.String("text", "", "only jobs whose error or payload contains this text, ignoring case")
 	}
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usage, "\nflags:\n")
@@ -136,7 +142,22 @@ func (f *dlqFlags) filter() (dlq.Filter, error) {
 	if f.reason == nil {
 		return out, nil
 	}
-	out.Reason, out.SourceTopic = *f.reason, *f.source
+	out.Reason, out.SourceTopic, out.Text = *f.reason, *f.source, *f.text
+	for _, t := range []struct {
+		flag, v string
+		into    *time.Time
+	}{{"-parked-from", *f.since, &out.ParkedFrom}, {"-parked-to", *f.until, &out.ParkedTo}} {
+		if t.v == "" {
+			continue
+		}
+		v, err := time.Parse(time.RFC3339, t.v)
+		if err != nil {
+			if v, err = time.Parse("2006-01-02T15:04", t.v); err != nil {
+				return out, fmt.Errorf("%s %q: want a time such as 2026-05-01T12:00:00Z (RFC 3339) or 2026-05-01T12:00 (UTC)", t.flag, t.v)
+			}
+		}
+		*t.into = v.UTC()
+	}
 	if *f.partition < -1 || *f.partition > math.MaxInt32 {
 		return out, fmt.Errorf("-partition %d: not a partition number", *f.partition)
 	}

@@ -166,6 +166,17 @@ func TestFailingRowDoesNotBlockOtherKeys(t *testing.T) {
 	if bl.Rows != 1 || bl.Failing != 1 || bl.OldestAge <= 0 {
 		t.Fatalf("backlog = %+v, want the one failing row", bl)
 	}
+	if again, err := ReadBacklog(t.Context(), b.pool); err != nil || again.Rows != 1 || again.Failing != 1 {
+		t.Fatalf("ReadBacklog = %+v, %v; want the one failing row", again, err)
+	}
+	failing, err := Failing(t.Context(), b.pool, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(failing) != 1 || failing[0].JobID != "job-lost" || failing[0].Topic != missing || failing[0].Attempts < 1 ||
+		!strings.Contains(failing[0].LastError, "the topic does not exist") || failing[0].CreatedAt.IsZero() {
+		t.Fatalf("Failing = %+v, want the row of job-lost with its error", failing)
+	}
 }
 
 // Rows of a key held back by an earlier row waiting for a retry are not

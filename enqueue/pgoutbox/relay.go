@@ -237,16 +237,7 @@ type Backlog struct {
 
 // Backlog reads the outbox table's backlog (one aggregate query).
 func (r *Relay) Backlog(ctx context.Context) (Backlog, error) {
-	var b Backlog
-	var age float64
-	err := r.pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE due_at > now()), count(*) FILTER (WHERE attempts > 0),
-		coalesce(extract(epoch FROM now() - min(greatest(due_at, created_at)) FILTER (WHERE due_at <= now())), 0)::float8
-		FROM `+Table).Scan(&b.Rows, &b.Scheduled, &b.Failing, &age)
-	if err != nil {
-		return Backlog{}, fmt.Errorf("pgoutbox: backlog: %w", err)
-	}
-	b.OldestAge = max(0, time.Duration(age*float64(time.Second)))
-	return b, nil
+	return ReadBacklog(ctx, r.pool)
 }
 
 // Run relays until ctx is cancelled, then finishes the round in progress
