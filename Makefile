@@ -69,3 +69,25 @@ bench-all:
 .PHONY: soak
 soak:
 	go run ./cmd/shareq-soak $(SOAK_FLAGS)
+
+# make scheduler-soak  the periodic scheduler over minutes: three scheduler
+#                      processes (the scheduler's test binary re-executed),
+#                      the active one SIGKILLed every 15 s and restarted,
+#                      then every firing checked to be in the outbox once,
+#                      and the missed ones to be what each policy says
+#                      (TestKilledSchedulerProcesses; RELIABILITY.md).
+#                      SCHEDULER_SOAK=3m by default (SCHEDULER_SOAK_TIMEOUT
+#                      30m bounds the run); make test runs a 12 s version.
+#                      Starts Postgres if it is not running, and stops it
+#                      then.
+SCHEDULER_SOAK ?= 3m
+SCHEDULER_SOAK_TIMEOUT ?= 30m
+.PHONY: scheduler-soak
+scheduler-soak:
+	@pg_started=; \
+	trap 'if [ -n "$$pg_started" ]; then scripts/postgres.sh down; fi' EXIT; \
+	if ! scripts/postgres.sh status 2>/dev/null; then \
+	  pg_started=1; scripts/postgres.sh up >/dev/null || exit 1; \
+	fi; \
+	SHAREQ_SCHEDULER_SOAK=$(SCHEDULER_SOAK) SHAREQ_TEST_DATABASE_URL="$$(scripts/postgres.sh url)" \
+	  go test -race -count=1 -timeout $(SCHEDULER_SOAK_TIMEOUT) -run '^TestKilledSchedulerProcesses$$' -v ./scheduler/

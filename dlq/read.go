@@ -73,13 +73,34 @@ type Filter struct {
 	// Offsets keeps the DLQ records in this range, in every partition
 	// read.
 	Offsets OffsetRange
+	// ParkedFrom keeps jobs parked at or after it, ParkedTo jobs parked
+	// before it (Envelope.ParkedAt; the zero time: no bound).
+	ParkedFrom, ParkedTo time.Time
+	// Text keeps jobs whose error text or value contains it, ignoring
+	// case ("" for any). A job parked without its value
+	// ([HeaderValueOmitted]) matches on its error only.
+	Text string
 }
 
 // matches reports whether the envelope of a parsed record passes f. The
 // offset and partition parts are applied while reading.
 func (f *Filter) matches(p *Parked) bool {
 	return (f.Reason == "" || p.Reason == f.Reason) &&
-		(f.SourceTopic == "" || p.SourceTopic == f.SourceTopic)
+		(f.SourceTopic == "" || p.SourceTopic == f.SourceTopic) &&
+		(f.ParkedFrom.IsZero() || !p.ParkedAt.Before(f.ParkedFrom)) &&
+		(f.ParkedTo.IsZero() || p.ParkedAt.Before(f.ParkedTo)) &&
+		(f.Text == "" || containsFold(p.Error, f.Text) || containsFold(string(p.Value), f.Text))
+}
+
+// byEnvelope reports whether f selects by anything an envelope holds, so
+// that records without one never match.
+func (f *Filter) byEnvelope() bool {
+	return f.Reason != "" || f.SourceTopic != "" || !f.ParkedFrom.IsZero() || !f.ParkedTo.IsZero() || f.Text != ""
+}
+
+// containsFold reports whether sub is in s, ignoring case.
+func containsFold(s, sub string) bool {
+	return strings.Contains(strings.ToLower(s), strings.ToLower(sub))
 }
 
 // String describes f, for logs and replay progress metadata; "all" for
@@ -104,6 +125,15 @@ func (f *Filter) String() string {
 	}
 	if r := f.Offsets.String(); r != "" {
 		parts = append(parts, "offsets="+r)
+	}
+	if !f.ParkedFrom.IsZero() {
+		parts = append(parts, "parked-from="+f.ParkedFrom.UTC().Format(time.RFC3339Nano))
+	}
+	if !f.ParkedTo.IsZero() {
+		parts = append(parts, "parked-to="+f.ParkedTo.UTC().Format(time.RFC3339Nano))
+	}
+	if f.Text != "" {
+		parts = append(parts, "text="+strconv.Quote(f.Text))
 	}
 	if len(parts) == 0 {
 		return "all"
@@ -324,7 +354,8 @@ var ErrNotDLQ = errors.New("dlq: not a dead-letter topic")
 // up to each partition's high-water mark at the call, so it returns even
 // while jobs are being parked. Each entry's Value is cut to
 // [PreviewBytes]. Records that are not DLQ envelopes are listed, with
-// Parked.Err set, when f selects by neither reason nor source topic;
+// Parked.Err set, when f selects by nothing an envelope holds (reason,
+// source topic, parked time, text);
 // replay markers are never listed. When the records read hold no DLQ
 // envelope at all, List returns an error wrapping [ErrNotDLQ].
 //
@@ -370,7 +401,7 @@ func List(ctx context.Context, cl *kgo.Client, topic string, f Filter, limit int
 		p, err := Parse(r)
 		if err != nil {
 			malformed++
-			if f.Reason != "" || f.SourceTopic != "" {
+			if f.byEnvelope() {
 				return nil
 			}
 			p.Err = err

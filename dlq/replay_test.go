@@ -434,6 +434,39 @@ func TestReplayGroupNames(t *testing.T) {
 	}
 }
 
+func TestFilterParkedTimeAndText(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	p := &Parked{Envelope: Envelope{Reason: "permanent", SourceTopic: "jobs", ParkedAt: at, Error: "image: Bad Header"}}
+	p.Value = []byte(`{"url":"https://example.com/cat.PNG"}`)
+	for _, tc := range []struct {
+		f    Filter
+		want bool
+	}{
+		{Filter{}, true},
+		{Filter{ParkedFrom: at}, true},
+		{Filter{ParkedFrom: at.Add(time.Nanosecond)}, false},
+		{Filter{ParkedTo: at}, false},
+		{Filter{ParkedTo: at.Add(time.Nanosecond)}, true},
+		{Filter{ParkedFrom: at.Add(-time.Hour), ParkedTo: at.Add(time.Hour)}, true},
+		{Filter{Text: "bad header"}, true},
+		{Filter{Text: "cat.png"}, true},
+		{Filter{Text: "dog"}, false},
+		{Filter{Text: "bad", Reason: "decode"}, false},
+	} {
+		if got := tc.f.matches(p); got != tc.want {
+			t.Errorf("%s: matches %v, want %v", tc.f.String(), got, tc.want)
+		}
+		if tc.f.String() != "all" && !tc.f.byEnvelope() {
+			t.Errorf("%s: byEnvelope false", tc.f.String())
+		}
+	}
+	g := ReplayGroup("a.dlq", Filter{Text: "x"})
+	if g == ReplayGroup("a.dlq", Filter{Text: "y"}) || g == ReplayGroup("a.dlq", Filter{ParkedFrom: at}) || g == ReplayGroup("a.dlq", Filter{}) {
+		t.Errorf("filters by text and time share a progress group: %q", g)
+	}
+}
+
 func TestList(t *testing.T) {
 	t.Parallel()
 	b := setupReplay(t, 9)

@@ -6,11 +6,13 @@ require (
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/shareq/shareq v0.0.0-00010101000000-000000000000
+	github.com/shareq/shareq/console v0.0.0-00010101000000-000000000000
 	github.com/shareq/shareq/enqueue/pgoutbox v0.0.0-00010101000000-000000000000
 	github.com/shareq/shareq/idempotency/pgstore v0.0.0-00010101000000-000000000000
 	github.com/shareq/shareq/metrics v0.0.0-00010101000000-000000000000
 	github.com/shareq/shareq/migrations v0.0.0-00010101000000-000000000000
 	github.com/shareq/shareq/otel v0.0.0-00010101000000-000000000000
+	github.com/shareq/shareq/scheduler v0.0.0-00010101000000-000000000000
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.20.0
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
@@ -60,9 +62,11 @@ require (
 // module builds from a clone, also without go.work (GOWORK=off, go mod tidy).
 replace (
 	github.com/shareq/shareq => ..
+	github.com/shareq/shareq/console => ../console
 	github.com/shareq/shareq/enqueue/pgoutbox => ../enqueue/pgoutbox
 	github.com/shareq/shareq/idempotency/pgstore => ../idempotency/pgstore
 	github.com/shareq/shareq/metrics => ../metrics
 	github.com/shareq/shareq/migrations => ../migrations
 	github.com/shareq/shareq/otel => ../otel
+	github.com/shareq/shareq/scheduler => ../scheduler
 )

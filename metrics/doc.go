@@ -237,6 +237,54 @@
 // counters and take the max of the gauges. This collector is the one
 // place the metrics package imports pgoutbox (and so pgx).
 //
+// # Periodic scheduler
+//
+// outboxmetrics.NewSchedulerCollector exports a scheduler of package
+// scheduler (which itself imports no Prometheus): it reads the
+// scheduler's Stats on every scrape and queries nothing.
+//
+//	reg.MustRegister(outboxmetrics.NewSchedulerCollector(sched))
+//
+// Its metrics, labelled by app (scheduler.App) and, per schedule, by the
+// schedule's name:
+//
+//	shareq_scheduler_leading{app}
+//	    Gauge. 1 while this process is its app's active scheduler (it
+//	    holds the app's advisory lock), else 0. max by (app) is 1 while
+//	    the app has one; alert on it being 0 for longer than a failover
+//	    (scheduler.RetryInterval) takes.
+//	shareq_scheduler_elections_total{app}
+//	    Counter. Times this process became the active scheduler: more
+//	    than one per process start means leadership moved (lost
+//	    connections, restarts elsewhere).
+//	shareq_scheduler_errors_total{app}
+//	    Counter. Database errors that ended a term of leading or of
+//	    trying for the lock (a lost connection, a failed check or firing
+//	    transaction); the scheduler tries again by itself.
+//	shareq_scheduler_firings_total{app,schedule,result}
+//	    Counter. Firings whose transaction committed, by result: enqueued;
+//	    duplicate (already enqueued, refused by its unique key: another
+//	    scheduler led alongside for a moment, or one died after its
+//	    commit); skipped (the schedule's job could not be built or
+//	    encoded, logged at Error, not retried: alert on it).
+//	shareq_scheduler_enqueue_delay_seconds{app,schedule}
+//	    Summary (sum and count, no quantiles). For each enqueued firing,
+//	    the time from the firing's time to its commit in the outbox, on
+//	    the scheduler's clock: how late the scheduler enqueues. A missed
+//	    firing run by scheduler.RunLast counts its whole lateness. The
+//	    rest of the way to Kafka is shareq_relay_due_delay_seconds.
+//	shareq_scheduler_last_firing_timestamp_seconds{app,schedule}
+//	    Gauge. Unix time of the latest firing this process enqueued or
+//	    found enqueued; absent before its first. time() minus it, over
+//	    the processes' max, says how long a schedule has not fired.
+//	shareq_scheduler_next_firing_timestamp_seconds{app,schedule}
+//	    Gauge. Unix time of the schedule's next firing; only from the
+//	    active scheduler.
+//
+// The counters are each process's; every process of an app runs the
+// scheduler and only the active one fires: sum them over the processes.
+// The CLI shows the same from the database: shareq jobs schedules.
+//
 // # Autoscaling with KEDA
 //
 // KEDA's Prometheus scaler can size a worker Deployment by the backlog:

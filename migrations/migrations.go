@@ -25,6 +25,11 @@
 //	      by pgoutbox.CancelTx, which the worker does not run
 //	0005  shareq_scheduler_state: the last firing of each periodic
 //	      schedule (package scheduler)
+//	0006  spec, next_firing and leader in shareq_scheduler_state: what
+//	      the active scheduler records for operators (shareq jobs
+//	      schedules); last_firing NULL for a schedule not fired yet
+//	0007  shareq_outbox_retry_idx: the outbox rows whose produce failed,
+//	      by key, for the relay to pass over the rows they hold back
 package migrations
 
 import (
@@ -123,7 +128,7 @@ func Up(ctx context.Context, db DB) error {
 	if err != nil {
 		return err
 	}
-	return inLockedTx(ctx, db, func(tx pgx.Tx, applied map[int64]bool) error {
+	return inLockedTx(ctx, db, ms, func(tx pgx.Tx, applied map[int64]bool) error {
 		for _, m := range ms {
 			if applied[m.version] {
 				continue
@@ -148,7 +153,7 @@ func Down(ctx context.Context, db DB) error {
 	if err != nil {
 		return err
 	}
-	return inLockedTx(ctx, db, func(tx pgx.Tx, applied map[int64]bool) error {
+	return inLockedTx(ctx, db, ms, func(tx pgx.Tx, applied map[int64]bool) error {
 		for _, m := range slices.Backward(ms) {
 			if !applied[m.version] {
 				continue
@@ -166,7 +171,10 @@ func Down(ctx context.Context, db DB) error {
 
 // inLockedTx runs fn in a transaction that holds the migrations advisory
 // lock, with the versions recorded so far, and commits when fn succeeds.
-func inLockedTx(ctx context.Context, db DB, fn func(tx pgx.Tx, applied map[int64]bool) error) (err error) {
+// A version recorded under another name than ms give it fails before fn
+// runs: the database was migrated by another build, and applying or
+// reverting by number alone would skip or undo the wrong migration.
+func inLockedTx(ctx context.Context, db DB, ms []migration, fn func(tx pgx.Tx, applied map[int64]bool) error) (err error) {
 	if db == nil {
 		return errors.New("migrations: nil DB")
 	}
@@ -189,17 +197,29 @@ func inLockedTx(ctx context.Context, db DB, fn func(tx pgx.Tx, applied map[int64
 	)`); err != nil {
 		return fmt.Errorf("migrations: create %s: %w", VersionTable, err)
 	}
-	rows, err := tx.Query(ctx, "SELECT version FROM "+VersionTable)
+	rows, err := tx.Query(ctx, "SELECT version, name FROM "+VersionTable)
 	if err != nil {
 		return fmt.Errorf("migrations: read %s: %w", VersionTable, err)
 	}
-	versions, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	type record struct {
+		Version int64
+		Name    string
+	}
+	recorded, err := pgx.CollectRows(rows, pgx.RowToStructByPos[record])
 	if err != nil {
 		return fmt.Errorf("migrations: read %s: %w", VersionTable, err)
 	}
-	applied := make(map[int64]bool, len(versions))
-	for _, v := range versions {
-		applied[v] = true
+	names := make(map[int64]string, len(ms))
+	for _, m := range ms {
+		names[m.version] = m.name
+	}
+	applied := make(map[int64]bool, len(recorded))
+	for _, r := range recorded {
+		if name, ok := names[r.Version]; ok && name != r.Name {
+			return fmt.Errorf("migrations: %s records version %d as %s, but this build's version %d is %s: the database was migrated by another build of shareq; migrate it with that build's migrations, or fix %s by hand",
+				VersionTable, r.Version, r.Name, r.Version, name, VersionTable)
+		}
+		applied[r.Version] = true
 	}
 	if err := fn(tx, applied); err != nil {
 		return err

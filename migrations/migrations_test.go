@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/shareq/shareq/migrations"
@@ -77,7 +78,7 @@ func TestUp(t *testing.T) {
 		}
 	}
 	got := versions(t, pool)
-	want := []version{{1, "0001_create_processed_jobs"}, {2, "0002_create_outbox"}, {3, "0003_jobs_for_later"}, {4, "0004_cancelled_claims"}, {5, "0005_scheduler"}}
+	want := []version{{1, "0001_create_processed_jobs"}, {2, "0002_create_outbox"}, {3, "0003_jobs_for_later"}, {4, "0004_cancelled_claims"}, {5, "0005_scheduler"}, {6, "0006_scheduler_schedules"}, {7, "0007_outbox_retry_index"}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("recorded versions = %v, want %v", got, want)
 	}
@@ -99,6 +100,34 @@ var migrationCount = func() int {
 	}
 	return len(ups)
 }()
+
+// A database whose recorded version carries another name than this
+// build's (migrated by another build, its migration numbered differently)
+// is refused by Up and Down, naming both, and left as it was.
+func TestUpRefusesAVersionRecordedUnderAnotherName(t *testing.T) {
+	t.Parallel()
+	pool, _ := newPool(t)
+	ctx := t.Context()
+	if err := migrations.Up(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "UPDATE "+migrations.VersionTable+" SET name = '0006_from_another_build' WHERE version = 6"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "DELETE FROM "+migrations.VersionTable+" WHERE version = 7"); err != nil {
+		t.Fatal(err)
+	}
+	before := versions(t, pool)
+	for name, f := range map[string]func(context.Context, migrations.DB) error{"Up": migrations.Up, "Down": migrations.Down} {
+		err := f(ctx, pool)
+		if err == nil || !strings.Contains(err.Error(), "0006_from_another_build") || !strings.Contains(err.Error(), "0006_scheduler_schedules") {
+			t.Fatalf("%s = %v, want an error naming the recorded and the embedded migration", name, err)
+		}
+	}
+	if got := versions(t, pool); !slices.Equal(got, before) {
+		t.Fatalf("versions after the refusals = %v, want them unchanged: %v", got, before)
+	}
+}
 
 func TestUpIsIdempotent(t *testing.T) {
 	t.Parallel()
@@ -330,4 +359,64 @@ func TestSchedulerMigration(t *testing.T) {
 		t.Fatalf("after 0005 down: relation shareq_scheduler_state kind %q, want none", got)
 	}
 	execFile(t, pool, "0005_scheduler.up.sql")
+}
+
+// Migration 0006 adds what the scheduler records for operators to its
+// state table, and lets a schedule that has not fired yet have a row; its
+// down file drops those rows and columns, and up again works.
+func TestSchedulerSchedulesMigration(t *testing.T) {
+	t.Parallel()
+	pool, _ := newPool(t)
+	ctx := t.Context()
+	execFile(t, pool, "0005_scheduler.up.sql")
+	if _, err := pool.Exec(ctx, "INSERT INTO shareq_scheduler_state (app, schedule, last_firing) VALUES ('a', 'fired', now())"); err != nil {
+		t.Fatal(err)
+	}
+	execFile(t, pool, "0006_scheduler_schedules.up.sql")
+	if _, err := pool.Exec(ctx, `INSERT INTO shareq_scheduler_state (app, schedule, spec, next_firing, leader)
+		VALUES ('a', 'new', 'every 1h0m0s', now(), 'host/1')`); err != nil {
+		t.Fatalf("a schedule without a firing: %v", err)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM shareq_scheduler_state WHERE spec IS NULL AND last_firing IS NOT NULL").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("the row from before 0006: %d, %v; want it kept, without a spec", n, err)
+	}
+	execFile(t, pool, "0006_scheduler_schedules.down.sql")
+	if _, err := pool.Exec(ctx, "SELECT spec FROM shareq_scheduler_state"); err == nil {
+		t.Fatal("after 0006 down: spec is still there")
+	}
+	rows, _ := pool.Query(ctx, "SELECT schedule FROM shareq_scheduler_state")
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(names) != 1 || names[0] != "fired" {
+		t.Fatalf("after 0006 down: schedules %v, %v; want [fired]", names, err)
+	}
+	if _, err := pool.Exec(ctx, "INSERT INTO shareq_scheduler_state (app, schedule) VALUES ('a', 'x')"); err == nil {
+		t.Fatal("after 0006 down: a row without last_firing was accepted")
+	}
+	execFile(t, pool, "0006_scheduler_schedules.up.sql")
+}
+
+// Migration 0007 adds a partial index of the outbox's failing rows; its
+// down file drops it, and up again works.
+func TestOutboxRetryIndexMigration(t *testing.T) {
+	t.Parallel()
+	pool, schema := newPool(t)
+	for _, f := range []string{"0002_create_outbox.up.sql", "0003_jobs_for_later.up.sql", "0007_outbox_retry_index.up.sql"} {
+		execFile(t, pool, f)
+	}
+	if got := relation(t, pool, schema, "shareq_outbox_retry_idx"); got != "i" {
+		t.Fatalf("relation shareq_outbox_retry_idx: kind %q, want i", got)
+	}
+	var pred string
+	if err := pool.QueryRow(t.Context(), "SELECT pg_get_expr(indpred, indrelid) FROM pg_index WHERE indexrelid = $1::regclass", schema+".shareq_outbox_retry_idx").Scan(&pred); err != nil {
+		t.Fatal(err)
+	}
+	if pred != "(attempts > 0)" {
+		t.Fatalf("index predicate %q, want (attempts > 0)", pred)
+	}
+	execFile(t, pool, "0007_outbox_retry_index.down.sql")
+	if got := relation(t, pool, schema, "shareq_outbox_retry_idx"); got != "" {
+		t.Fatalf("after 0007 down: relation shareq_outbox_retry_idx kind %q, want none", got)
+	}
+	execFile(t, pool, "0007_outbox_retry_index.up.sql")
 }

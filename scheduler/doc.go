@@ -71,13 +71,29 @@
 // expire one period after their job was produced, while a schedule may
 // have been down for days.
 //
-// # Listing
+// # Listing and metrics
 //
 // [Scheduler.Upcoming] lists the next firings of every schedule after a
 // time; it reads no state.
 //
+// For operators, the active scheduler also records in [StateTable]
+// (migration 0006) each schedule's spec ([SpecText]), its next firing and
+// itself as leader (host/pid): every schedule's row when it takes over
+// (a schedule that has not fired yet has no last firing there) and again
+// in the transaction of each firing. shareq jobs schedules lists them,
+// and tells from pg_locks whether a session holds the app's lock
+// ([LockKey]) now: the recorded next firing and leader are current only
+// while one does. A schedule the app no longer runs keeps its row.
+//
+// [Scheduler.Stats] counts what this process did: whether it leads, its
+// elections and database errors, and per schedule the firings enqueued,
+// found enqueued already (duplicates) and skipped, how late it enqueued
+// them (firing time to commit), and the last and next firing. Package
+// metrics/outboxmetrics exports them to Prometheus
+// (NewSchedulerCollector), so that this package imports none of it.
+//
 // A [Scheduler] is safe for concurrent use; Run it once. It needs
-// migrations.Up (0002, 0003 and 0005) and a relay running somewhere.
+// migrations.Up (0002, 0003, 0005 and 0006) and a relay running somewhere.
 // While it runs, active or not, it holds one connection of its own,
 // taken out of the pool (the pool may open another in its place), and
 // otherwise uses the pool only for its check at start.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/shareq/shareq/enqueue/pgoutbox"
@@ -91,8 +92,11 @@ type Scheduler struct {
 	lockKey int64
 	now     func() time.Time // time.Now
 
-	started atomic.Bool
-	leading atomic.Bool // written by Run's loop
+	leader string // instance(): this process in the state table
+
+	started  atomic.Bool
+	leading  atomic.Bool // written by Run's loop
+	counters *counters
 }
 
 // New returns a scheduler that takes its dedicated connection from pool
@@ -130,9 +134,18 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Scheduler, error) {
 		seen[s.Name] = true
 	}
 	c.log = c.log.With(slog.String("app", c.app))
+	return &Scheduler{pool: pool, cfg: c, lockKey: LockKey(c.app), now: time.Now, leader: instance(), counters: newCounters(c.schedules)}, nil
+}
+
+// LockKey returns the key of the session-level advisory lock that the
+// active scheduler of app holds (pg_try_advisory_lock(key)): in pg_locks
+// it is the advisory lock with classid key>>32, objid key&0xffffffff and
+// objsubid 1. shareq jobs schedules reads it there to tell whether an app
+// has an active scheduler.
+func LockKey(app string) int64 {
 	h := fnv.New64a()
-	h.Write([]byte("shareq/scheduler/" + c.app))
-	return &Scheduler{pool: pool, cfg: c, lockKey: int64(h.Sum64()), now: time.Now}, nil
+	h.Write([]byte("shareq/scheduler/" + app))
+	return int64(h.Sum64())
 }
 
 // Leading reports whether the scheduler is the active one of its app now:
@@ -168,12 +181,15 @@ func (s *Scheduler) Upcoming(t time.Time, n int) []Firing {
 }
 
 // Check returns an error, saying to run the migrations, when the state
-// table or the outbox is missing.
+// table (with the columns of migration 0006) or the outbox is missing.
 func (s *Scheduler) Check(ctx context.Context) error {
 	for _, t := range []string{StateTable, pgoutbox.Table, pgoutbox.UniqueTable} {
 		if _, err := s.pool.Exec(ctx, "SELECT 1 FROM "+t+" LIMIT 0"); err != nil {
 			return fmt.Errorf("scheduler: table %s: %w (run the migrations: migrations.Up)", t, err)
 		}
+	}
+	if _, err := s.pool.Exec(ctx, "SELECT spec, next_firing, leader FROM "+StateTable+" LIMIT 0"); err != nil {
+		return fmt.Errorf("scheduler: table %s: %w (run the migrations: migrations.Up, which applies 0006)", StateTable, err)
 	}
 	return nil
 }
@@ -207,6 +223,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			return nil
 		}
 		if err != nil {
+			s.counters.failed()
 			s.cfg.log.WarnContext(ctx, "scheduler: database error; trying again for the lock", slog.Any("err", err))
 		}
 		if !sleep(ctx, s.cfg.retryInterval) {
@@ -226,6 +243,7 @@ func (s *Scheduler) term(ctx context.Context) error {
 	conn := pc.Hijack() // never back in the pool: it may hold the lock
 	defer func() {
 		s.leading.Store(false)
+		s.counters.unlead()
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		defer cancel()
 		conn.Close(cctx) // ends the session, and so frees the lock
@@ -259,8 +277,9 @@ type state struct {
 // or ctx is done.
 func (s *Scheduler) lead(ctx context.Context, conn *pgx.Conn) error {
 	s.leading.Store(true)
+	s.counters.elected()
 	now := s.now()
-	s.cfg.log.InfoContext(ctx, "scheduler: active")
+	s.cfg.log.InfoContext(ctx, "scheduler: active", slog.String("leader", s.leader))
 	last, err := s.lastFirings(ctx, conn)
 	if err != nil {
 		return err
@@ -286,6 +305,9 @@ func (s *Scheduler) lead(ctx context.Context, conn *pgx.Conn) error {
 			s.cfg.log.InfoContext(ctx, "scheduler: skipping missed firings", slog.String("schedule", sc.Name), slog.Time("after", l), slog.Time("through", missed))
 		}
 	}
+	if err := s.announce(ctx, conn, states); err != nil {
+		return err
+	}
 	if len(catchUp) > 0 {
 		if err := s.fire(ctx, conn, catchUp); err != nil {
 			return err
@@ -298,7 +320,7 @@ func (s *Scheduler) lead(ctx context.Context, conn *pgx.Conn) error {
 		now := s.now()
 		var due []Firing
 		wake := now.Add(s.cfg.checkInterval)
-		for _, st := range states {
+		for i, st := range states {
 			var n, dropped int
 			for !st.next.IsZero() && !st.next.After(now) {
 				if n == maxDue {
@@ -309,6 +331,9 @@ func (s *Scheduler) lead(ctx context.Context, conn *pgx.Conn) error {
 				}
 				due = append(due, Firing{Schedule: st.sched.Name, At: st.next})
 				st.next = st.sched.Spec.Next(st.next)
+			}
+			if n > 0 {
+				s.counters.setNext(i, st.next)
 			}
 			if dropped > 0 {
 				s.cfg.log.WarnContext(ctx, "scheduler: stalled for more than its firings allow; dropped the oldest",
@@ -358,7 +383,7 @@ func lastBefore(spec Spec, l, now time.Time) time.Time {
 }
 
 func (s *Scheduler) lastFirings(ctx context.Context, conn *pgx.Conn) (map[string]time.Time, error) {
-	rows, err := conn.Query(ctx, "SELECT schedule, last_firing FROM "+StateTable+" WHERE app = $1", s.cfg.app)
+	rows, err := conn.Query(ctx, "SELECT schedule, last_firing FROM "+StateTable+" WHERE app = $1 AND last_firing IS NOT NULL", s.cfg.app)
 	if err != nil {
 		return nil, err
 	}
@@ -385,8 +410,36 @@ func UniqueKey(app, name string, at time.Time) string {
 	return "shareq/scheduler/" + app + "/" + name + "/" + at.UTC().Format(time.RFC3339Nano)
 }
 
-const recordSQL = `INSERT INTO ` + StateTable + ` AS s (app, schedule, last_firing) VALUES ($1, $2, $3)
-	ON CONFLICT (app, schedule) DO UPDATE SET last_firing = greatest(s.last_firing, excluded.last_firing), updated_at = now()`
+// recordSQL records a firing as its schedule's last (unless a later one
+// is recorded), with the next firing after it, the spec and the leader.
+const recordSQL = `INSERT INTO ` + StateTable + ` AS s (app, schedule, last_firing, next_firing, spec, leader) VALUES ($1, $2, $3, $4, $5, $6)
+	ON CONFLICT (app, schedule) DO UPDATE SET
+		next_firing = CASE WHEN s.last_firing IS NULL OR excluded.last_firing >= s.last_firing THEN excluded.next_firing ELSE s.next_firing END,
+		last_firing = greatest(s.last_firing, excluded.last_firing),
+		spec = excluded.spec, leader = excluded.leader, updated_at = now()`
+
+// announceSQL records every schedule's spec, next firing and leader when a
+// scheduler becomes the active one; a schedule's row without a firing has
+// last_firing NULL.
+const announceSQL = `INSERT INTO ` + StateTable + ` AS s (app, schedule, spec, next_firing, leader)
+	SELECT $1, u.name, u.spec, u.next, $5 FROM unnest($2::text[], $3::text[], $4::timestamptz[]) AS u(name, spec, next)
+	ON CONFLICT (app, schedule) DO UPDATE SET spec = excluded.spec, next_firing = excluded.next_firing, leader = excluded.leader, updated_at = now()`
+
+// announce writes every schedule's row for operators (migration 0006).
+func (s *Scheduler) announce(ctx context.Context, conn *pgx.Conn, states []*state) error {
+	names, specs, next := make([]string, len(states)), make([]string, len(states)), make([]pgtype.Timestamptz, len(states))
+	for i, st := range states {
+		names[i], specs[i], next[i] = st.sched.Name, SpecText(st.sched.Spec), timestamptz(st.next)
+		s.counters.setNext(i, st.next)
+	}
+	_, err := conn.Exec(ctx, announceSQL, s.cfg.app, names, specs, next, s.leader)
+	return err
+}
+
+// timestamptz is t, or NULL for the zero time.
+func timestamptz(t time.Time) pgtype.Timestamptz {
+	return pgtype.Timestamptz{Time: t, Valid: !t.IsZero()}
+}
 
 // fire enqueues firings in one transaction on conn, each with the unique
 // key of its schedule and time for the schedule's period, due at its
@@ -399,7 +452,9 @@ func (s *Scheduler) fire(ctx context.Context, conn *pgx.Conn, firings []Firing) 
 	for _, sc := range s.cfg.schedules {
 		byName[sc.Name] = sc
 	}
-	return pgx.BeginFunc(fctx, conn, func(tx pgx.Tx) error {
+	outs := make([]outcome, 0, len(firings))
+	err := pgx.BeginFunc(fctx, conn, func(tx pgx.Tx) error {
+		outs = outs[:0]
 		for _, f := range firings {
 			sc := byName[f.Schedule]
 			log := s.cfg.log.With(slog.String("schedule", f.Schedule), slog.Time("firing", f.At))
@@ -409,19 +464,28 @@ func (s *Scheduler) fire(ctx context.Context, conn *pgx.Conn, firings []Firing) 
 				// This firing is skipped, not retried: its job cannot be
 				// built or encoded, which another try would not change.
 				log.ErrorContext(fctx, "scheduler: firing skipped", slog.Any("err", err))
+				outs = append(outs, outcome{f, resultSkipped})
 			case err != nil:
 				return err
 			case res.Duplicate:
 				log.DebugContext(fctx, "scheduler: firing already enqueued", slog.String("job_id", res.ID))
+				outs = append(outs, outcome{f, resultDuplicate})
 			default:
 				log.DebugContext(fctx, "scheduler: fired", slog.String("job_id", res.ID))
+				outs = append(outs, outcome{f, resultEnqueued})
 			}
-			if _, err := tx.Exec(fctx, recordSQL, s.cfg.app, f.Schedule, f.At); err != nil {
+			next := timestamptz(sc.Spec.Next(f.At))
+			if _, err := tx.Exec(fctx, recordSQL, s.cfg.app, f.Schedule, f.At, next, SpecText(sc.Spec), s.leader); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	s.counters.committed(outs, s.now())
+	return nil
 }
 
 // errSkip marks the errors of a firing whose job cannot be enqueued.

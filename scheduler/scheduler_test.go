@@ -404,14 +404,17 @@ func failover(t *testing.T, b *bundle, topic string) (killed int, cutAt, takenAt
 		return who
 	}
 	// lastFiring is the latest firing committed, from the state row
-	// (zero before the first).
+	// (zero before the first: no row, or a row without a firing).
 	lastFiring := func() time.Time {
-		var at time.Time
+		var at *time.Time
 		err := b.pool.QueryRow(t.Context(), "SELECT last_firing FROM "+StateTable+" WHERE app = $1 AND schedule = 'tick'", b.app).Scan(&at)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			t.Fatal(err)
 		}
-		return at
+		if at == nil {
+			return time.Time{}
+		}
+		return *at
 	}
 	waitFor(t, "a leader", func() bool { return leader(-1) >= 0 })
 	waitFor(t, "a firing", func() bool { return !lastFiring().IsZero() })

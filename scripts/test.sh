@@ -43,6 +43,18 @@ if [[ $real == 1 ]]; then
   ensure kafka
 fi
 
+# The console's test in a real browser (internal/consolebrowser) runs in both
+# passes below, with Debian's chromium.
+say "chromium, for the console's browser test"
+(
+  log() { echo "test.sh: $*" >&2; }
+  die() { echo "test.sh: $*" >&2; exit 1; }
+  # shellcheck source=tools.sh source-path=SCRIPTDIR
+  . scripts/tools.sh
+  ensure_chromium
+)
+export SHAREQ_TEST_BROWSER=1
+
 say "all tests, Kafka suite on kfake"
 # The tests that need the secure broker run in its own step below.
 secure_only='^TestSecure(CLI|RelayCommand|Clients|ConnectErrors)$'

@@ -13,13 +13,13 @@ import (
 	"github.com/shareq/shareq/internal/member"
 )
 
-var _ engine = (*fakeEngine)(nil)
+var _ groupMember = (*fakeMember)(nil)
 
-// fakeEngine is a share-group member played by the test: it records what
+// fakeMember is a share-group member played by the test: it records what
 // the executor asks for (Grant, Ack, Renew, StopFetching, Leave, in order)
 // and the test pushes Events. Quiet closes on StopFetching unless
 // manualQuiet; Events closes on Leave.
-type fakeEngine struct {
+type fakeMember struct {
 	events chan member.Event
 	quiet  chan struct{}
 
@@ -40,18 +40,18 @@ type fakeEngine struct {
 	stats       member.Stats
 }
 
-func newFakeEngine() *fakeEngine {
-	return &fakeEngine{
+func newFakeMember() *fakeMember {
+	return &fakeMember{
 		events: make(chan member.Event),
 		quiet:  make(chan struct{}),
 		acks:   make(map[member.Key][]member.AckType),
 	}
 }
 
-func (f *fakeEngine) Events() <-chan member.Event { return f.events }
-func (f *fakeEngine) Quiet() <-chan struct{}      { return f.quiet }
+func (f *fakeMember) Events() <-chan member.Event { return f.events }
+func (f *fakeMember) Quiet() <-chan struct{}      { return f.quiet }
 
-func (f *fakeEngine) Grant(n int) {
+func (f *fakeMember) Grant(n int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if n <= 0 {
@@ -61,7 +61,7 @@ func (f *fakeEngine) Grant(n int) {
 	f.grants = append(f.grants, n)
 }
 
-func (f *fakeEngine) Ack(k member.Key, t member.AckType) {
+func (f *fakeMember) Ack(k member.Key, t member.AckType) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.acks[k] = append(f.acks[k], t)
@@ -69,14 +69,14 @@ func (f *fakeEngine) Ack(k member.Key, t member.AckType) {
 	f.calls = append(f.calls, fmt.Sprintf("ack %v %v", t, k))
 }
 
-func (f *fakeEngine) Renew(keys ...member.Key) {
+func (f *fakeMember) Renew(keys ...member.Key) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.renewsAsked = append(f.renewsAsked, keys...)
 	f.renewed = append(f.renewed, keys...)
 }
 
-func (f *fakeEngine) StopFetching() {
+func (f *fakeMember) StopFetching() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.stopped = true
@@ -86,7 +86,7 @@ func (f *fakeEngine) StopFetching() {
 	}
 }
 
-func (f *fakeEngine) Leave() {
+func (f *fakeMember) Leave() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.left = true
@@ -97,13 +97,13 @@ func (f *fakeEngine) Leave() {
 	}
 }
 
-func (f *fakeEngine) Stats() member.Stats {
+func (f *fakeMember) Stats() member.Stats {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.stats
 }
 
-func (f *fakeEngine) closeQuietLocked() {
+func (f *fakeMember) closeQuietLocked() {
 	if !f.quietClosed {
 		f.quietClosed = true
 		f.calls = append(f.calls, "quiet")
@@ -112,7 +112,7 @@ func (f *fakeEngine) closeQuietLocked() {
 }
 
 // closeQuiet closes Quiet (with manualQuiet) and lets the executor settle.
-func (f *fakeEngine) closeQuiet() {
+func (f *fakeMember) closeQuiet() {
 	f.mu.Lock()
 	f.closeQuietLocked()
 	f.mu.Unlock()
@@ -120,7 +120,7 @@ func (f *fakeEngine) closeQuiet() {
 }
 
 // push hands ev to the executor and lets it settle.
-func (f *fakeEngine) push(ev member.Event) {
+func (f *fakeMember) push(ev member.Event) {
 	f.mu.Lock()
 	f.delivered += len(ev.Deliveries)
 	f.mu.Unlock()
@@ -129,10 +129,10 @@ func (f *fakeEngine) push(ev member.Event) {
 }
 
 // deliver pushes deliveries in one event.
-func (f *fakeEngine) deliver(ds ...member.Delivery) { f.push(member.Event{Deliveries: ds}) }
+func (f *fakeMember) deliver(ds ...member.Delivery) { f.push(member.Event{Deliveries: ds}) }
 
 // fail closes Events as a member that stopped on its own would.
-func (f *fakeEngine) fail() {
+func (f *fakeMember) fail() {
 	f.mu.Lock()
 	f.closed = true
 	close(f.events)
@@ -141,7 +141,7 @@ func (f *fakeEngine) fail() {
 }
 
 // credit is what the executor granted and no delivery used yet.
-func (f *fakeEngine) credit() int {
+func (f *fakeMember) credit() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.granted - f.delivered
@@ -149,50 +149,50 @@ func (f *fakeEngine) credit() int {
 
 // inHand is what the executor granted and has not acknowledged: records
 // it holds plus credit not yet used.
-func (f *fakeEngine) inHand() int {
+func (f *fakeMember) inHand() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.granted - f.acked
 }
 
-func (f *fakeEngine) grantList() []int {
+func (f *fakeMember) grantList() []int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]int(nil), f.grants...)
 }
 
 // acksOf returns the acknowledgements sent for offset off of topic t.
-func (f *fakeEngine) acksOf(off int64) []member.AckType {
+func (f *fakeMember) acksOf(off int64) []member.AckType {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]member.AckType(nil), f.acks[key(off)]...)
 }
 
-func (f *fakeEngine) callList() []string {
+func (f *fakeMember) callList() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]string(nil), f.calls...)
 }
 
-func (f *fakeEngine) renewedKeys() []member.Key {
+func (f *fakeMember) renewedKeys() []member.Key {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]member.Key(nil), f.renewed...)
 }
 
-func (f *fakeEngine) setStats(s member.Stats) {
+func (f *fakeMember) setStats(s member.Stats) {
 	f.mu.Lock()
 	f.stats = s
 	f.mu.Unlock()
 }
 
-func (f *fakeEngine) hasLeft() bool {
+func (f *fakeMember) hasLeft() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.left
 }
 
-func (f *fakeEngine) hasStopped() bool {
+func (f *fakeMember) hasStopped() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.stopped
@@ -200,7 +200,7 @@ func (f *fakeEngine) hasStopped() bool {
 
 // answerRenewals answers every renewal asked for and not answered yet:
 // with err, or (err nil) with a deadline of now plus lock.
-func (f *fakeEngine) answerRenewals(lock time.Duration, err error) int {
+func (f *fakeMember) answerRenewals(lock time.Duration, err error) int {
 	f.mu.Lock()
 	keys := f.renewsAsked
 	f.renewsAsked = nil
@@ -234,10 +234,10 @@ func delivery(off int64, count int32, lock time.Duration) member.Delivery {
 	}
 }
 
-// benchEngine is a member that delivers batches of records as fast as the
+// benchMember is a member that delivers batches of records as fast as the
 // executor grants credit, for benchmarks. Its pump goroutine is the only
 // sender on events and closes it after Leave.
-type benchEngine struct {
+type benchMember struct {
 	events chan member.Event
 	quiet  chan struct{}
 	kick   chan struct{} // capacity 1: credit or a stop arrived
@@ -255,10 +255,10 @@ type benchEngine struct {
 	stopped bool
 }
 
-var _ engine = (*benchEngine)(nil)
+var _ groupMember = (*benchMember)(nil)
 
-func newBenchEngine(want, batch int) *benchEngine {
-	return &benchEngine{
+func newBenchMember(want, batch int) *benchMember {
+	return &benchMember{
 		events: make(chan member.Event, 4),
 		quiet:  make(chan struct{}),
 		kick:   make(chan struct{}, 1),
@@ -269,26 +269,26 @@ func newBenchEngine(want, batch int) *benchEngine {
 	}
 }
 
-func (b *benchEngine) Events() <-chan member.Event { return b.events }
-func (b *benchEngine) Quiet() <-chan struct{}      { return b.quiet }
-func (b *benchEngine) Renew(...member.Key)         {}
-func (b *benchEngine) Stats() member.Stats         { return member.Stats{FetchRTT: b.rtt} }
+func (b *benchMember) Events() <-chan member.Event { return b.events }
+func (b *benchMember) Quiet() <-chan struct{}      { return b.quiet }
+func (b *benchMember) Renew(...member.Key)         {}
+func (b *benchMember) Stats() member.Stats         { return member.Stats{FetchRTT: b.rtt} }
 
-func (b *benchEngine) signal() {
+func (b *benchMember) signal() {
 	select {
 	case b.kick <- struct{}{}:
 	default:
 	}
 }
 
-func (b *benchEngine) Grant(n int) {
+func (b *benchMember) Grant(n int) {
 	b.mu.Lock()
 	b.credit += n
 	b.mu.Unlock()
 	b.signal()
 }
 
-func (b *benchEngine) Ack(member.Key, member.AckType) {
+func (b *benchMember) Ack(member.Key, member.AckType) {
 	b.mu.Lock()
 	b.acks++
 	if b.acks == b.want {
@@ -297,14 +297,14 @@ func (b *benchEngine) Ack(member.Key, member.AckType) {
 	b.mu.Unlock()
 }
 
-func (b *benchEngine) StopFetching() {
+func (b *benchMember) StopFetching() {
 	b.mu.Lock()
 	b.stop = true
 	b.mu.Unlock()
 	b.signal()
 }
 
-func (b *benchEngine) Leave() {
+func (b *benchMember) Leave() {
 	b.mu.Lock()
 	b.leave = true
 	b.mu.Unlock()
@@ -313,7 +313,7 @@ func (b *benchEngine) Leave() {
 
 // pump delivers records while there is credit and records left, closes
 // quiet once stopped, and closes events after Leave.
-func (b *benchEngine) pump() {
+func (b *benchMember) pump() {
 	for range b.kick {
 		for {
 			b.mu.Lock()
@@ -350,9 +350,9 @@ func (b *benchEngine) pump() {
 	}
 }
 
-// runBench runs an executor on a benchEngine until every record is
+// runBench runs an executor on a benchMember until every record is
 // acknowledged.
-func runBench(tb testing.TB, x *executor, b *benchEngine) {
+func runBench(tb testing.TB, x *executor, b *benchMember) {
 	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

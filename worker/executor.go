@@ -18,8 +18,9 @@ import (
 	"github.com/shareq/shareq/renew"
 )
 
-// engine is the share-group member as the executor uses it; *member.Member implements it.
-type engine interface {
+// groupMember is the share-group member as the executor uses it: *member.Member,
+// or a fake in tests.
+type groupMember interface {
 	Events() <-chan member.Event        // deliveries, renewal results, ack results, lost locks; closed when the member stops
 	Grant(n int)                        // n more records may be fetched (credits; each delivered record uses one)
 	Ack(k member.Key, t member.AckType) // terminal ack; never blocks; result in a later Event.Acked
@@ -111,7 +112,7 @@ type xresult struct {
 // hand their outcomes back on done.
 type executor struct {
 	w    *Worker
-	e    engine
+	e    groupMember
 	log  *slog.Logger
 	obs  Observer
 	conc int
@@ -153,7 +154,7 @@ type executor struct {
 	trackerSet bool
 
 	stopping bool // ctx is done
-	quiet    bool // the engine's Quiet closed
+	quiet    bool // the member's Quiet closed
 	expired  bool // the shutdown deadline passed
 	left     bool // Leave was called
 
@@ -170,7 +171,7 @@ type executor struct {
 	pubRunning, pubQueued atomic.Int64
 }
 
-func newExecutor(w *Worker, e engine) *executor {
+func newExecutor(w *Worker, e groupMember) *executor {
 	conc := w.cfg.concurrency
 	return &executor{
 		w:        w,
@@ -193,7 +194,7 @@ func newExecutor(w *Worker, e engine) *executor {
 // The stop keeps the order the soak showed necessary: stop fetching; run what is delivered
 // (the records the fetch in flight brings too: they are held by this
 // member, and releasing them would cost a delivery); release jobs held for
-// retry only once the engine is quiet, so no fetch of this member can take
+// retry only once the member is quiet, so no fetch of this member can take
 // a released record on its last delivery and have it archived unhandled;
 // at the shutdown deadline cancel and release the rest; then Leave.
 func (x *executor) run(ctx context.Context) {
@@ -341,7 +342,7 @@ func (x *executor) waitHandlers() {
 	x.wg.Wait()
 }
 
-// event applies one report of the engine: lost locks first, as the member
+// event applies one report of the member: lost locks first, as the member
 // does, then deliveries, renewals and acknowledgement results.
 func (x *executor) event(ev member.Event) {
 	for _, k := range ev.Lost {
@@ -555,16 +556,15 @@ func (x *executor) result(r xresult) {
 		x.pauseJob(j, r, ue, probe)
 		return
 	}
+	// While stopping there is no backoff, but no release either until
+	// the member is quiet (releaseHeld) or the shutdown deadline passes
+	// (expire).
+	untilQuiet := x.stopping && !x.quiet
 	var d time.Duration
-	if x.stopping {
-		// No backoff, but no release either until the member is quiet.
-		if !x.quiet {
-			d = time.Duration(math.MaxInt64)
-		}
-	} else {
+	if !x.stopping {
 		d = x.backoff(j, r.err)
 	}
-	if d <= 0 {
+	if d <= 0 && !untilQuiet {
 		x.finish(j, AckRelease, OutcomeRetried, r.err, r.took)
 		return
 	}
@@ -573,7 +573,7 @@ func (x *executor) result(r xresult) {
 	// the delivery limit in moments.
 	j.state, j.err, j.took = jobHeld, r.err, r.took
 	j.cancel(nil)
-	if d != time.Duration(math.MaxInt64) {
+	if !untilQuiet {
 		j.releaseAt = time.Now().Add(d)
 		heap.Push(&x.holds, j)
 		x.arm(j.releaseAt)
@@ -981,7 +981,7 @@ func (h *holdHeap) Pop() any {
 	return j
 }
 
-var _ engine = (*member.Member)(nil)
+var _ groupMember = (*member.Member)(nil)
 
 // startMargin is the least time left on a record's lock for its job to be
 // started (or a quarter of the lock, if less).

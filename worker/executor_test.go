@@ -17,7 +17,7 @@ import (
 	"github.com/shareq/shareq/internal/member"
 )
 
-// The executor's tests run inside synctest bubbles against a fakeEngine:
+// The executor's tests run inside synctest bubbles against a fakeMember:
 // the test plays the share-group member, a ctl handler lets it end each
 // job when it wants, and time (locks, backoffs, MaxHold, the shutdown
 // timeout) is the bubble's fake clock.
@@ -172,7 +172,7 @@ func (r *recorder) renewals() []error {
 // observer.
 type xbundle struct {
 	x      *executor
-	f      *fakeEngine
+	f      *fakeMember
 	h      *ctl
 	obs    *recorder
 	cancel context.CancelFunc
@@ -182,11 +182,11 @@ type xbundle struct {
 // startExecutor runs an executor for topic "t" (delivery limit 5) inside
 // the current bubble; the test must stop it (stop, or the member failing)
 // before the bubble ends.
-func startExecutor(t *testing.T, h handler.Handler, f *fakeEngine, opts ...Option) *xbundle {
+func startExecutor(t *testing.T, h handler.Handler, f *fakeMember, opts ...Option) *xbundle {
 	t.Helper()
 	obs := newRecorder()
 	if f == nil {
-		f = newFakeEngine()
+		f = newFakeMember()
 	}
 	c, _ := h.(*ctl)
 	base := []Option{Brokers("fake:9092"), Group("g"), Handle("t", h), WithObserver(obs),
@@ -267,7 +267,7 @@ func (b *xbundle) only(t *testing.T, off int64) Result {
 	return rs[0]
 }
 
-func wantAcks(t *testing.T, f *fakeEngine, off int64, want ...member.AckType) {
+func wantAcks(t *testing.T, f *fakeMember, off int64, want ...member.AckType) {
 	t.Helper()
 	if got := f.acksOf(off); !slices.Equal(got, want) {
 		t.Fatalf("offset %d acks %v, want %v", off, got, want)
@@ -697,7 +697,7 @@ func TestExecutorAbandonsAtMaxHold(t *testing.T) {
 func TestExecutorReleasesHeldJobAtMaxHold(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newCtl()
-		f := newFakeEngine()
+		f := newFakeMember()
 		f.manualQuiet = true
 		b := startExecutor(t, h, f, MaxHold(time.Minute), ShutdownTimeout(time.Hour))
 		start := time.Now()
@@ -1024,7 +1024,7 @@ func TestExecutorPrefetchFor(t *testing.T) {
 
 // feed plays a member that delivers as much as the executor grants, and
 // renews every lock asked for, for d; jobs run for work(offset).
-func feed(f *fakeEngine, next *int64, lock, d time.Duration) {
+func feed(f *fakeMember, next *int64, lock, d time.Duration) {
 	for end := time.Now().Add(d); time.Now().Before(end); {
 		if n := f.credit(); n > 0 {
 			ds := make([]member.Delivery, n)
@@ -1062,7 +1062,7 @@ func TestExecutorPrefetchFollowsRateAndLock(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				slow.Store(1)
-				f := newFakeEngine()
+				f := newFakeMember()
 				f.setStats(member.Stats{FetchRTT: tc.rtt})
 				b := startExecutor(t, work, f, Concurrency(conc))
 				var next int64
@@ -1096,7 +1096,7 @@ func TestExecutorPrefetchFollowsRateAndLock(t *testing.T) {
 func TestExecutorGracefulStopOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newCtl()
-		f := newFakeEngine()
+		f := newFakeMember()
 		f.manualQuiet = true
 		b := startExecutor(t, h, f, Concurrency(3), ShutdownTimeout(10*time.Minute),
 			RetryBackoff(func(int32) time.Duration { return time.Minute }))
@@ -1297,7 +1297,7 @@ func BenchmarkExecutorNoop(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			e := newBenchEngine(b.N, 500)
+			e := newBenchMember(b.N, 500)
 			x := newExecutor(w, e)
 			b.ReportAllocs()
 			b.ResetTimer()

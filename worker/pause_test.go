@@ -290,7 +290,7 @@ func TestExecutorShutdownWhilePausedReleasesHeld(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newOutage()
 		h.down.Store(true)
-		f := newFakeEngine()
+		f := newFakeMember()
 		f.manualQuiet = true
 		var logs logbuf.Buffer
 		po := &pauses{}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"strings"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/shareq/shareq/dlq"
 	"github.com/shareq/shareq/internal/devbroker"
 )
@@ -17,6 +19,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	port := fs.Int("port", 9092, "port to listen on at 127.0.0.1")
 	topics := fs.String("topics", "", "comma-separated topics to create at start")
 	partitions := fs.Int("partitions", 6, "partitions of each topic created with -topics")
+	consoleAddr := fs.String("console", "127.0.0.1:8080", "serve the web console, actions enabled, at this address (\"\" for none)")
 	withDLQ := fs.Bool("dlq", true, "with -topics, also create each topic's dead-letter topic, NAME"+dlq.TopicSuffix+" (1 partition); -dlq=false to skip")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: shareq dev [flags]\n\nRuns an in-process Kafka broker (kfake) with share groups on 127.0.0.1,\nin memory, until interrupted. For development only: use Apache Kafka 4.2+\nin production.\n\nflags:")
@@ -59,7 +62,20 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	defer c.Close()
 	names = append(names, dlqs...)
 	fmt.Fprintf(stdout, "shareq dev broker listening on %s (topics: %v); Ctrl-C to stop\n", strings.Join(c.ListenAddrs(), ","), names)
-	<-ctx.Done()
+	if *consoleAddr == "" {
+		<-ctx.Done()
+		fmt.Fprintln(stdout, "stopping")
+		return nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ClientID("shareq-console"))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	err = serveConsole(ctx, cl, consoleConfig{listen: *consoleAddr, actions: true}, stdout, stderr)
 	fmt.Fprintln(stdout, "stopping")
+	if err != nil {
+		return fmt.Errorf("%w (-console \"\" runs the broker without it)", err)
+	}
 	return nil
 }

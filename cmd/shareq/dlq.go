@@ -76,6 +76,9 @@ type dlqFlags struct {
 	from      *string
 	to        *string
 	offsets   *string
+	since     *string
+	until     *string
+	text      *string
 }
 
 func newDLQFlags(name, usage string, stderr io.Writer, filter bool) *dlqFlags {
@@ -90,6 +93,9 @@ func newDLQFlags(name, usage string, stderr io.Writer, filter bool) *dlqFlags {
 		f.from = fs.String("from", "", "first DLQ offset, inclusive")
 		f.to = fs.String("to", "", "last DLQ offset, inclusive")
 		f.offsets = fs.String("offsets", "", "DLQ offset range A-B, A-, -B or A (instead of -from/-to)")
+		f.since = fs.String("parked-from", "", "only jobs parked at or after this time (RFC 3339, or 2006-01-02T15:04 in UTC)")
+		f.until = fs.String("parked-to", "", "only jobs parked before this time (RFC 3339, or 2006-01-02T15:04 in UTC)")
+		f.text = fs.String("text", "", "only jobs whose error or payload contains this text, ignoring case")
 	}
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usage, "\nflags:\n")
@@ -101,12 +107,18 @@ func newDLQFlags(name, usage string, stderr io.Writer, filter bool) *dlqFlags {
 // parse parses args, flags and positional arguments in any order, and
 // checks that there are want positional arguments.
 func (f *dlqFlags) parse(args []string, want int) ([]string, error) {
+	return parseArgs(f.fs, args, want)
+}
+
+// parseArgs parses args into fs, flags and positional arguments in any
+// order, and checks that there are want positional arguments.
+func parseArgs(fs *flag.FlagSet, args []string, want int) ([]string, error) {
 	var pos []string
 	for {
-		if err := f.fs.Parse(args); err != nil {
+		if err := fs.Parse(args); err != nil {
 			return nil, err
 		}
-		rest := f.fs.Args()
+		rest := fs.Args()
 		if len(rest) == 0 {
 			break
 		}
@@ -117,8 +129,8 @@ func (f *dlqFlags) parse(args []string, want int) ([]string, error) {
 		pos, args = append(pos, rest[0]), rest[1:]
 	}
 	if len(pos) != want {
-		fmt.Fprintf(f.fs.Output(), "%s: want %d argument(s), got %d %q\n\n", f.fs.Name(), want, len(pos), pos)
-		f.fs.Usage()
+		fmt.Fprintf(fs.Output(), "%s: want %d argument(s), got %d %q\n\n", fs.Name(), want, len(pos), pos)
+		fs.Usage()
 		return nil, errUsage
 	}
 	return pos, nil
@@ -130,7 +142,22 @@ func (f *dlqFlags) filter() (dlq.Filter, error) {
 	if f.reason == nil {
 		return out, nil
 	}
-	out.Reason, out.SourceTopic = *f.reason, *f.source
+	out.Reason, out.SourceTopic, out.Text = *f.reason, *f.source, *f.text
+	for _, t := range []struct {
+		flag, v string
+		into    *time.Time
+	}{{"-parked-from", *f.since, &out.ParkedFrom}, {"-parked-to", *f.until, &out.ParkedTo}} {
+		if t.v == "" {
+			continue
+		}
+		v, err := time.Parse(time.RFC3339, t.v)
+		if err != nil {
+			if v, err = time.Parse("2006-01-02T15:04", t.v); err != nil {
+				return out, fmt.Errorf("%s %q: want a time such as 2026-05-01T12:00:00Z (RFC 3339) or 2026-05-01T12:00 (UTC)", t.flag, t.v)
+			}
+		}
+		*t.into = v.UTC()
+	}
 	if *f.partition < -1 || *f.partition > math.MaxInt32 {
 		return out, fmt.Errorf("-partition %d: not a partition number", *f.partition)
 	}

@@ -117,6 +117,37 @@ func TestDLQList(t *testing.T) {
 	}
 }
 
+// The parked-time and text filters, the console's, in list and replay.
+func TestDLQTimeAndTextFilters(t *testing.T) {
+	t.Parallel()
+	before := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
+	_, brokers := dlqCluster(t, 4)
+	after := time.Now().Add(time.Minute).UTC().Format("2006-01-02T15:04")
+	out, errOut, err := dlqRun(t, "list", "jobs.dlq", "-brokers", brokers, "-text", "FAILURE 3")
+	if err != nil || !strings.Contains(out, "job-3") || strings.Contains(out, "job-1") {
+		t.Errorf("list -text: %v\n%s%s", err, out, errOut)
+	}
+	out, _, err = dlqRun(t, "list", "jobs.dlq", "-brokers", brokers, "-text", "payload 2")
+	if err != nil || !strings.Contains(out, "job-2") || strings.Contains(out, "job-3") {
+		t.Errorf("list -text on the payload: %v\n%s", err, out)
+	}
+	out, errOut, err = dlqRun(t, "list", "jobs.dlq", "-brokers", brokers, "-parked-from", before, "-parked-to", after)
+	if err != nil || strings.Count(out, "job-") != 4 {
+		t.Errorf("list within the parked times: %v\n%s%s", err, out, errOut)
+	}
+	_, errOut, err = dlqRun(t, "list", "jobs.dlq", "-brokers", brokers, "-parked-from", after)
+	if err != nil || !strings.Contains(errOut, "no parked jobs match") {
+		t.Errorf("list after the parked times: %v\n%s", err, errOut)
+	}
+	if _, _, err := dlqRun(t, "list", "jobs.dlq", "-brokers", brokers, "-parked-to", "yesterday"); err == nil || !strings.Contains(err.Error(), "-parked-to") {
+		t.Errorf("list -parked-to yesterday: %v", err)
+	}
+	out, errOut, err = dlqRun(t, "replay", "jobs.dlq", "-brokers", brokers, "-rate", "0", "-text", "failure 1")
+	if err != nil || !strings.Contains(out, "replayed 1 of 4 read") || !strings.Contains(out, "job job-1 ") {
+		t.Errorf("replay -text: %v\n%s%s", err, out, errOut)
+	}
+}
+
 func TestDLQListJSON(t *testing.T) {
 	t.Parallel()
 	_, brokers := dlqCluster(t, 3)

@@ -13,6 +13,11 @@
 //	    enqueue one job (payload from the argument or stdin), print its ID
 //	shareq relay -database URL
 //	    move jobs from the Postgres outbox (enqueue/pgoutbox) to Kafka
+//	shareq jobs list|show|schedules|cancel -database URL ...
+//	    list jobs for later in the outbox and periodic schedules, cancel
+//	    a job by ID
+//	shareq console [-database URL] [-listen 127.0.0.1:8080] [-actions]
+//	    serve the operator's web console (docs/console.md)
 //
 // Commands that talk to a cluster take -brokers (default $SHAREQ_BROKERS,
 // else 127.0.0.1:9092) and, for a secured cluster, TLS and SASL flags,
@@ -57,11 +62,13 @@ var commands = map[string]command{
 	"reset":   {"move an empty share group's start offsets", runReset},
 	"enqueue": {"enqueue one job (a JSON payload) and print its job ID", runEnqueue},
 	"relay":   {"move jobs from the Postgres outbox to Kafka", runRelay},
+	"jobs":    {"list jobs for later and periodic schedules, cancel a job", runJobs},
 	"topics":  {"create job topics and their dead-letter topics", runTopics},
+	"console": {"serve the operator's web console", runConsole},
 }
 
 // commandOrder lists commands in the order usage shows them.
-var commandOrder = []string{"dev", "topics", "dlq", "status", "reset", "enqueue", "relay"}
+var commandOrder = []string{"dev", "topics", "dlq", "status", "reset", "enqueue", "relay", "jobs", "console"}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -38,12 +40,18 @@ func TestDevServesShareGroups(t *testing.T) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
+	cl2, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	consoleAddr := cl2.Addr().String()
+	cl2.Close()
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errOut bytes.Buffer
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"dev", "-port", strconv.Itoa(port), "-topics", "jobs", "-partitions", "2"}, &out, &errOut)
+		done <- run(ctx, []string{"dev", "-port", strconv.Itoa(port), "-topics", "jobs", "-partitions", "2", "-console", consoleAddr}, &out, &errOut)
 	}()
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
@@ -72,11 +80,27 @@ func TestDevServesShareGroups(t *testing.T) {
 	if err := checkWorker(t, []string{addr}, "jobs"); err != nil {
 		t.Errorf("a worker requiring jobs.dlq on the dev broker: %v", err)
 	}
+	// The console is served too, with actions, once the broker is up.
+	var page string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get("http://" + consoleAddr + "/topics")
+		if err != nil {
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		page = string(b)
+		break
+	}
+	if !strings.Contains(page, `href="/dlq/jobs.dlq"`) || !strings.Contains(page, `href="/enqueue"`) {
+		t.Errorf("dev console's topics page: want jobs.dlq and the enqueue action\n%s", page)
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("dev: %v (%s)", err, errOut.String())
 	}
-	if !strings.Contains(out.String(), "listening on "+addr) || !strings.Contains(out.String(), "jobs.dlq") {
+	if !strings.Contains(out.String(), "listening on "+addr) || !strings.Contains(out.String(), "jobs.dlq") ||
+		!strings.Contains(out.String(), "shareq console on http://"+consoleAddr+"/ (actions enabled)") {
 		t.Fatalf("output: %s", out.String())
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,77 +14,6 @@ import (
 
 	"github.com/shareq/shareq/internal/kafkatest"
 )
-
-func TestParseResetTarget(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		in   string
-		want resetTarget
-		err  string
-	}{
-		{in: "earliest", want: resetTarget{where: "earliest"}},
-		{in: "latest", want: resetTarget{where: "latest"}},
-		{in: "0", want: resetTarget{where: "offset", offset: 0}},
-		{in: "42", want: resetTarget{where: "offset", offset: 42}},
-		{in: "007", want: resetTarget{where: "offset", offset: 7}},
-		{in: "9223372036854775806", want: resetTarget{where: "offset", offset: 9223372036854775806}},
-		{in: "", err: "-to is required"},
-		{in: "-1", err: "want earliest, latest or an offset"},
-		{in: "+1", err: "want earliest, latest or an offset"},
-		{in: " 1", err: "want earliest, latest or an offset"},
-		{in: "1 ", err: "want earliest, latest or an offset"},
-		{in: "1e3", err: "want earliest, latest or an offset"},
-		{in: "0x10", err: "want earliest, latest or an offset"},
-		{in: "1_000", err: "want earliest, latest or an offset"},
-		{in: "Earliest", err: "want earliest, latest or an offset"},
-		{in: "start", err: "want earliest, latest or an offset"},
-		{in: "٣", err: "want earliest, latest or an offset"}, // a non-ASCII digit
-		{in: "9223372036854775807", err: "offset too large"},
-		{in: "99999999999999999999", err: "offset too large"},
-	} {
-		got, err := parseResetTarget(tc.in)
-		switch {
-		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
-			t.Errorf("parseResetTarget(%q) = %v, %v; want error containing %q", tc.in, got, err, tc.err)
-		case tc.err == "" && (err != nil || got != tc.want):
-			t.Errorf("parseResetTarget(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
-		}
-	}
-}
-
-func FuzzParseResetTarget(f *testing.F) {
-	for _, s := range []string{"earliest", "latest", "0", "42", "-1", "", "9223372036854775807", "1e3", " 7"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		got, err := parseResetTarget(s)
-		if err != nil {
-			if got != (resetTarget{}) {
-				t.Fatalf("%q: error %v with a target %v", s, err, got)
-			}
-			return
-		}
-		switch got.where {
-		case "earliest", "latest":
-			if s != got.where || got.offset != 0 {
-				t.Fatalf("%q parsed as %v", s, got)
-			}
-		case "offset":
-			if got.offset < 0 || got.offset == 1<<63-1 {
-				t.Fatalf("%q: offset %d out of range", s, got.offset)
-			}
-			if strings.TrimLeft(s, "0123456789") != "" {
-				t.Fatalf("%q accepted but is not all ASCII digits", s)
-			}
-			// The offset is the number written, leading zeros aside.
-			if want := strings.TrimLeft(s, "0"); strconv.FormatInt(got.offset, 10) != want && !(want == "" && got.offset == 0) {
-				t.Fatalf("%q parsed as offset %d", s, got.offset)
-			}
-		default:
-			t.Fatalf("%q parsed as %v", s, got)
-		}
-	})
-}
 
 // consume joins group as a new member, accepts records until it has want
 // of them, checks that no more come within a short wait, leaves, and

@@ -330,3 +330,4 @@ func consumerGroup(t *testing.T, c *kafkatest.Cluster) string {
 	})
 	return name
 }
+func ptr[T any](v T) *T { return &v }

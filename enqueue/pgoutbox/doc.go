@@ -69,7 +69,9 @@
 // produces begin to fail, once when a failed row goes through), counted in [Stats.Failures],
 // recorded in the row (attempts, last_error) and retried with exponential
 // backoff from [RetryBackoffDefault] up to [RetryBackoffMaxDefault], so
-// the rows behind it, of other keys, go on. Rows of its key wait for it.
+// the rows behind it, of other keys, go on. Rows of its key wait for it,
+// left out of the relay's claims however many there are (migration 0007
+// indexes the failing rows for that check).
 // A lost Postgres is logged and counted in [Stats.DBErrors]; the relay
 // retries by itself.
 //

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,6 +72,56 @@ func waitLocked(t *testing.T, pool *pgxpool.Pool, pid uint32, what string) {
 		err := pool.QueryRow(t.Context(), "SELECT coalesce(bool_or(wait_event_type = 'Lock'), false) FROM pg_stat_activity WHERE pid = $1", pid).Scan(&waiting)
 		return err == nil && waiting
 	})
+}
+
+// A job that falls due while a round is producing others was not in that
+// round's claim; the relay runs the next round at once for it, rather
+// than at its next poll (an hour here).
+func TestJobDueDuringARoundIsRelayedAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	r := b.relay(t, PollInterval(time.Hour))
+	soonID := enqueue.NewID()
+	var held atomic.Bool
+	r.afterProduce = func() error {
+		if held.Swap(true) {
+			return nil
+		}
+		// Hold the first round that produced until the second job is due.
+		deadline := time.Now().Add(waitTimeout)
+		for time.Now().Before(deadline) {
+			var due bool
+			if err := b.pool.QueryRow(context.Background(), "SELECT now() >= due_at FROM "+Table+" WHERE job_id = $1", soonID).Scan(&due); err == nil && due {
+				return nil
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		return nil
+	}
+	run(t, r)
+	waitFor(t, "the relay to listen", r.listening.Load)
+	// The first round and the one the listening connection wakes; after
+	// them nothing wakes the relay but a commit's notification or a due
+	// time.
+	waitFor(t, "the relay's first rounds", func() bool { return r.Stats().Rounds >= 2 })
+
+	inTx(t, b.pool, func(tx pgx.Tx) {
+		for _, j := range []struct {
+			job  enqueue.Job
+			opts []Option
+		}{
+			{enqueue.NewJob(b.topic, welcome{User: "now"}), nil},
+			{enqueue.NewJob(b.topic, welcome{User: "soon"}, enqueue.ID(soonID)), []Option{In(500 * time.Millisecond)}},
+		} {
+			if _, err := EnqueueJobTx(t.Context(), tx, j.job, j.opts...); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	waitFor(t, "both jobs to be relayed", func() bool { return r.Stats().Produced == 2 })
+	if !held.Load() {
+		t.Fatal("no round was held")
+	}
 }
 
 // A job for later stays in the outbox while it is not due, through the

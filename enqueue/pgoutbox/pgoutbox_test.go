@@ -166,6 +166,48 @@ func TestFailingRowDoesNotBlockOtherKeys(t *testing.T) {
 	if bl.Rows != 1 || bl.Failing != 1 || bl.OldestAge <= 0 {
 		t.Fatalf("backlog = %+v, want the one failing row", bl)
 	}
+	if again, err := ReadBacklog(t.Context(), b.pool); err != nil || again.Rows != 1 || again.Failing != 1 {
+		t.Fatalf("ReadBacklog = %+v, %v; want the one failing row", again, err)
+	}
+	failing, err := Failing(t.Context(), b.pool, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(failing) != 1 || failing[0].JobID != "job-lost" || failing[0].Topic != missing || failing[0].Attempts < 1 ||
+		!strings.Contains(failing[0].LastError, "the topic does not exist") || failing[0].CreatedAt.IsZero() {
+		t.Fatalf("Failing = %+v, want the row of job-lost with its error", failing)
+	}
+}
+
+// Rows of a key held back by an earlier row waiting for a retry are not
+// claimed at all: a full batch of them would otherwise fill every claim
+// and starve the rows of every other key until the retry goes through.
+func TestRowsBehindARetryDoNotStarveOtherKeys(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	missing := kafkatest.Name(t, "missing")
+	inTx(t, b.pool, func(tx pgx.Tx) {
+		if _, err := EnqueueTx(t.Context(), tx, missing, welcome{User: "a"}, enqueue.ID("job-lost"), enqueue.Key([]byte("a"))); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// The failing row's retry does not come within the test.
+	r := b.relay(t, BatchSize(10), RetryBackoff(time.Hour, time.Hour))
+	run(t, r)
+	waitFor(t, "the failure to be recorded", func() bool { return r.Stats().Failures > 0 })
+
+	// Three batches of rows behind it, then the jobs of another topic.
+	behind := enqueueN(t, b.pool, missing, 25, 1)
+	ids := enqueueN(t, b.pool, b.topic, 5, 5)
+	waitFor(t, "the jobs of the other topic to be relayed", func() bool { return r.Stats().Produced == uint64(len(ids)) })
+
+	var waiting, tried int
+	if err := b.pool.QueryRow(t.Context(), "SELECT count(*), count(*) FILTER (WHERE attempts > 0) FROM "+Table+" WHERE topic = $1", missing).Scan(&waiting, &tried); err != nil {
+		t.Fatal(err)
+	}
+	if waiting != len(behind)+1 || tried != 1 {
+		t.Fatalf("rows of the failing key: %d in the table, %d tried; want all %d, and only the failing one tried", waiting, tried, len(behind)+1)
+	}
 }
 
 func TestRelayKilledBetweenProduceAndDeleteEffectsOnce(t *testing.T) {

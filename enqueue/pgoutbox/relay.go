@@ -237,16 +237,7 @@ type Backlog struct {
 
 // Backlog reads the outbox table's backlog (one aggregate query).
 func (r *Relay) Backlog(ctx context.Context) (Backlog, error) {
-	var b Backlog
-	var age float64
-	err := r.pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE due_at > now()), count(*) FILTER (WHERE attempts > 0),
-		coalesce(extract(epoch FROM now() - min(greatest(due_at, created_at)) FILTER (WHERE due_at <= now())), 0)::float8
-		FROM `+Table).Scan(&b.Rows, &b.Scheduled, &b.Failing, &age)
-	if err != nil {
-		return Backlog{}, fmt.Errorf("pgoutbox: backlog: %w", err)
-	}
-	b.OldestAge = max(0, time.Duration(age*float64(time.Second)))
-	return b, nil
+	return ReadBacklog(ctx, r.pool)
 }
 
 // Run relays until ctx is cancelled, then finishes the round in progress
@@ -282,7 +273,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	defer poll.Stop()
 	dbBackoff := time.Duration(0)
 	for {
-		full, err := r.round(ctx)
+		full, claimed, err := r.round(ctx)
 		if err != nil && !errors.Is(err, errKilled) {
 			r.dbErrors.Add(1)
 			dbBackoff = min(max(2*dbBackoff, r.cfg.backoff), r.cfg.backoffMax)
@@ -306,7 +297,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		wait := r.cfg.pollInterval
 		if dbBackoff > 0 {
 			wait = dbBackoff
-		} else if d, ok := r.nextDue(ctx); ok && d < wait {
+		} else if d, ok := r.nextDue(ctx, claimed); ok && d < wait {
 			wait = d // the next scheduled row is due before the next poll
 		}
 		poll.Reset(wait)
@@ -405,11 +396,17 @@ type row struct {
 }
 
 // claimSQL locks the next due rows, in due order, that no other relay
-// holds and that do not wait for a retry, and flags those that a row of
-// their topic and key due before them, outside the batch, must precede.
-// Due order is (due_at, id): rows due at the same time go in insertion
-// order. A row not due yet precedes no due row, so it holds back no
-// other row of its key; a row waiting for a retry does.
+// holds, that do not wait for a retry and that no row of their topic and
+// key waiting for a retry precedes, and flags those that a row of their
+// topic and key due before them, outside the batch (another relay holds
+// it), must precede. Due order is (due_at, id): rows due at the same time
+// go in insertion order. A row not due yet precedes no due row, so it
+// holds back no other row of its key; a row waiting for a retry does, and
+// the rows it holds back are left out of the claim rather than flagged,
+// so that a batch's worth of them cannot fill every claim and starve the
+// other keys until the retry goes through. The partial index of migration
+// 0007 (rows that failed: attempts > 0) keeps that check one probe of a
+// small index per row.
 //
 // The index (due_at, id) makes the claim a range scan of the due rows,
 // however many wait for later. TestClaimIgnoresRowsForLater with
@@ -420,11 +417,16 @@ type row struct {
 // the wake-up timer reads one index entry, in 0.1 ms.
 const claimSQL = `
 WITH c AS (
-	SELECT id FROM ` + Table + `
-	WHERE due_at <= now() AND next_attempt_at <= now()
-	ORDER BY due_at, id
+	SELECT o.id FROM ` + Table + ` o
+	WHERE o.due_at <= now() AND o.next_attempt_at <= now()
+	AND NOT (o.key IS NOT NULL AND EXISTS (
+		SELECT 1 FROM ` + Table + ` r
+		WHERE r.attempts > 0 AND r.topic = o.topic AND r.key = o.key
+		AND (r.due_at, r.id) < (o.due_at, o.id) AND r.next_attempt_at > now()
+	))
+	ORDER BY o.due_at, o.id
 	LIMIT $1
-	FOR UPDATE SKIP LOCKED
+	FOR UPDATE OF o SKIP LOCKED
 )
 SELECT o.id, o.topic, o.key, o.value, o.header_keys, o.header_values, o.job_id, o.created_at, o.attempts,
 	o.key IS NOT NULL AND EXISTS (
@@ -455,8 +457,9 @@ WITH d AS (
 SELECT coalesce(sum(delay), 0)::float8, count(delay) FROM d`
 
 // round relays one batch in one transaction and reports whether the
-// batch was full (more rows may be due).
-func (r *Relay) round(ctx context.Context) (full bool, err error) {
+// batch was full (more rows may be due), and the time of its claim by
+// Postgres's clock (the transaction's now()).
+func (r *Relay) round(ctx context.Context) (full bool, claimed time.Time, err error) {
 	// A stop does not interrupt a round: its rows are produced within
 	// ProduceTimeout, and deleted or marked for a retry within
 	// dbTimeout.
@@ -464,24 +467,28 @@ func (r *Relay) round(ctx context.Context) (full bool, err error) {
 	defer cancel()
 	tx, err := r.pool.Begin(rctx)
 	if err != nil {
-		return false, fmt.Errorf("pgoutbox: begin: %w", err)
+		return false, time.Time{}, fmt.Errorf("pgoutbox: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(rctx)) }()
-	rows, err := tx.Query(rctx, claimSQL, r.cfg.batchSize)
-	if err != nil {
-		return false, fmt.Errorf("pgoutbox: claim rows: %w", err)
-	}
-	batch, err := pgx.CollectRows(rows, func(rs pgx.CollectableRow) (row, error) {
-		var w row
-		err := rs.Scan(&w.id, &w.topic, &w.key, &w.value, &w.hkeys, &w.hvals, &w.jobID, &w.created, &w.attempts, &w.blocked)
-		return w, err
+	// The claim and its time in one round trip.
+	var batch []row
+	var b pgx.Batch
+	b.Queue("SELECT now()").QueryRow(func(rs pgx.Row) error { return rs.Scan(&claimed) })
+	b.Queue(claimSQL, r.cfg.batchSize).Query(func(rows pgx.Rows) error {
+		var err error
+		batch, err = pgx.CollectRows(rows, func(rs pgx.CollectableRow) (row, error) {
+			var w row
+			err := rs.Scan(&w.id, &w.topic, &w.key, &w.value, &w.hkeys, &w.hvals, &w.jobID, &w.created, &w.attempts, &w.blocked)
+			return w, err
+		})
+		return err
 	})
-	if err != nil {
-		return false, fmt.Errorf("pgoutbox: claim rows: %w", err)
+	if err := tx.SendBatch(rctx, &b).Close(); err != nil {
+		return false, claimed, fmt.Errorf("pgoutbox: claim rows: %w", err)
 	}
 	if len(batch) == 0 {
 		r.rounds.Add(1)
-		return false, nil
+		return false, claimed, nil
 	}
 	full = len(batch) == r.cfg.batchSize
 
@@ -507,7 +514,7 @@ func (r *Relay) round(ctx context.Context) (full bool, err error) {
 	}
 	if len(recs) == 0 {
 		r.rounds.Add(1)
-		return false, nil // every row waits for an earlier one: no progress to repeat
+		return false, claimed, nil // every row waits for an earlier one: no progress to repeat
 	}
 	pctx, pcancel := context.WithTimeout(rctx, r.cfg.produceTimeout)
 	res := r.p.ProduceSync(pctx, recs...)
@@ -541,14 +548,14 @@ func (r *Relay) round(ctx context.Context) (full bool, err error) {
 
 	if r.afterProduce != nil {
 		if err := r.afterProduce(); err != nil {
-			return false, errKilled
+			return false, claimed, errKilled
 		}
 	}
 	var delaySum float64
 	var delayN int64
 	if len(done) > 0 {
 		if err := tx.QueryRow(rctx, deleteSQL, done, r.cfg.retention.Microseconds()).Scan(&delaySum, &delayN); err != nil {
-			return false, fmt.Errorf("pgoutbox: delete %d relayed rows: %w", len(done), err)
+			return false, claimed, fmt.Errorf("pgoutbox: delete %d relayed rows: %w", len(done), err)
 		}
 	}
 	if len(failed) > 0 {
@@ -562,11 +569,11 @@ func (r *Relay) round(ctx context.Context) (full bool, err error) {
 			next_attempt_at = now() + f.delay * interval '1 second', last_error = f.err
 			FROM unnest($1::bigint[], $2::float8[], $3::text[]) AS f(id, delay, err) WHERE o.id = f.id`,
 			ids, delays, failErrs); err != nil {
-			return false, fmt.Errorf("pgoutbox: record %d failed rows: %w", len(failed), err)
+			return false, claimed, fmt.Errorf("pgoutbox: record %d failed rows: %w", len(failed), err)
 		}
 	}
 	if err := tx.Commit(rctx); err != nil {
-		return false, fmt.Errorf("pgoutbox: commit: %w", err)
+		return false, claimed, fmt.Errorf("pgoutbox: commit: %w", err)
 	}
 	r.produced.Add(uint64(len(done)))
 	r.failures.Add(uint64(len(failed)))
@@ -580,17 +587,23 @@ func (r *Relay) round(ctx context.Context) (full bool, err error) {
 	case retried:
 		r.produce.recover(ctx, r.cfg.logger, "pgoutbox: relay produces again: a job that had failed went through")
 	}
-	return full, nil
+	return full, claimed, nil
 }
 
-// nextDue returns how long until the earliest row due after now is due
-// (by Postgres's clock), and false when there is none or Postgres cannot
-// say (the next round reports that).
-func (r *Relay) nextDue(ctx context.Context) (time.Duration, bool) {
+// nextDue returns how long until the earliest row due after claimed (the
+// last round's claim, by Postgres's clock) is due, 0 for a row that fell
+// due since then, and false when there is none or Postgres cannot say
+// (the next round reports that). A row that fell due during the round
+// was not in its claim and is not due after now: counting from the claim
+// gets it a round at once rather than at the next poll. That round claims
+// it, or finds it held back (a row of its key waits for a retry, another
+// relay holds it); then its due time is before that round's claim and it
+// no longer counts, so the relay does not spin on it.
+func (r *Relay) nextDue(ctx context.Context, claimed time.Time) (time.Duration, bool) {
 	qctx, cancel := context.WithTimeout(ctx, dbTimeout)
 	defer cancel()
 	var secs *float64
-	err := r.pool.QueryRow(qctx, `SELECT extract(epoch FROM min(due_at) - now())::float8 FROM `+Table+` WHERE due_at > now()`).Scan(&secs)
+	err := r.pool.QueryRow(qctx, `SELECT extract(epoch FROM min(due_at) - now())::float8 FROM `+Table+` WHERE due_at > $1`, claimed).Scan(&secs)
 	if err != nil || secs == nil {
 		return 0, false
 	}

@@ -28,6 +28,7 @@
 //	progress.go   a worker.Observer that follows every job to its outcome, and the progress line
 //	console.go    stderr: the progress line on a terminal, with log lines above it
 //	observe.go    Prometheus metrics (-metrics-addr)
+//	webconsole.go shareq's web console (-console-addr)
 //	summary.go    the summary printed at the end
 package main
 
@@ -72,6 +73,7 @@ type config struct {
 	DatabaseURL string        // Postgres for claims and results; "": in memory
 	MetricsAddr string        // serve Prometheus metrics there; "": none
 	OTLP        string        // export traces over OTLP/HTTP to this URL; "": none
+	ConsoleAddr string        // serve the web console there; "": none
 	Jobs        int           // jobs to produce (and, with WorkOnly, to wait for)
 	ImageSize   int           // longest side of the generated images
 	JobsSet     bool          // -jobs was given
@@ -111,6 +113,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.DatabaseURL, "database", os.Getenv("SHAREQ_DATABASE_URL"), "Postgres `URL` for the idempotency claims and a thumbnails table (env SHAREQ_DATABASE_URL); empty: in memory")
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", os.Getenv("SHAREQ_METRICS_ADDR"), "serve Prometheus metrics at http://`addr`/metrics, e.g. :2112 (env SHAREQ_METRICS_ADDR)")
 	fs.StringVar(&cfg.OTLP, "otlp", os.Getenv("SHAREQ_OTLP_ENDPOINT"), "trace the jobs with OpenTelemetry and export the spans over OTLP/HTTP to `URL`, e.g. http://localhost:4318 (env SHAREQ_OTLP_ENDPOINT)")
+	fs.StringVar(&cfg.ConsoleAddr, "console-addr", envOr("SHAREQ_CONSOLE_ADDR", "127.0.0.1:8080"), "serve shareq's web console (read-only) at http://`addr`/ while the demo runs (env SHAREQ_CONSOLE_ADDR); empty: none")
 	fs.IntVar(&cfg.Jobs, "jobs", 300, "jobs to produce; with -work-only, stop after this many have finished")
 	fs.IntVar(&cfg.ImageSize, "image-size", 1024, "longest side in `pixels` of the images produced (each is between a quarter of it and it)")
 	fs.IntVar(&cfg.Concurrency, "concurrency", worker.ConcurrencyDefault, "handlers running at once")
@@ -171,4 +174,12 @@ func (c config) validate() error {
 		return errors.New("-slow must not be negative")
 	}
 	return nil
+}
+
+// envOr returns the environment variable name, or def when it is unset.
+func envOr(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return def
 }

@@ -134,6 +134,17 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		con.printf("serving metrics at http://%s/metrics", ms.ln.Addr())
 	}
 
+	// The web console, if its address is free: a demo that cannot
+	// serve it runs all the same.
+	var wc *webConsole
+	if cfg.ConsoleAddr != "" {
+		if wc, err = startWebConsole(cfg.ConsoleAddr, cl, log); err != nil {
+			log.Warn("not serving the web console", "error", err)
+		} else {
+			con.printf("web console at http://%s/ (the group, its lag, the parked jobs)", wc.ln.Addr())
+		}
+	}
+
 	// 6. The worker.
 	w, err := newWorker(cfg, brokers, cl, thumbs, out.store, log, hooks)
 	if err != nil {
@@ -154,6 +165,14 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		wg.Go(func() {
 			if err := ms.serve(); err != nil {
 				log.Error("metrics server", "error", err)
+			}
+		})
+	}
+	if wc != nil {
+		defer wc.stop()
+		wg.Go(func() {
+			if err := wc.serve(); err != nil {
+				log.Error("web console", "error", err)
 			}
 		})
 	}

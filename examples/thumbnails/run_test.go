@@ -120,6 +120,7 @@ func TestRunText(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t, 10)
 	cfg.Out = ""
+	cfg.ConsoleAddr = "127.0.0.1:0"
 	var stdout, stderr logbuf.Buffer
 	if err := run(t.Context(), cfg, &stdout, &stderr); err != nil {
 		t.Fatalf("run: %v\n%s", err, stderr.String())
@@ -139,6 +140,9 @@ func TestRunText(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "started an in-process Kafka broker") {
 		t.Errorf("stderr lacks the broker line:\n%s", stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "web console at http://127.0.0.1:") {
+		t.Errorf("stderr lacks the console's address:\n%s", stderr.String())
 	}
 }
 

@@ -1,10 +1,10 @@
 package kafkatest_test
 
 // Share-protocol conformance: each test pins one protocol fact the
-// share-fetch engine (internal/member) relies on, with raw ShareFetch,
+// share-group member (internal/member) relies on, with raw ShareFetch,
 // ShareAcknowledge and ShareGroupHeartbeat requests (sharewire_test.go),
 // on whichever cluster kafkatest.New gives. The facts are numbered as in
-// the engine's design notes (ENGINE.md); where kfake and Apache Kafka
+// the member's design notes (ENGINE.md); where kfake and Apache Kafka
 // differ the test branches on a kafkatest.Cluster field and asserts each
 // broker's exact answer (docs/kafka-differences.md lists them).
 

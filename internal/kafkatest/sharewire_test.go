@@ -7,7 +7,7 @@ package kafkatest_test
 // test chooses, to the leader of its topic's partitions. It decodes only
 // the records the broker says it acquired and returns every error code, so
 // a test can assert exactly what the broker answered. It is test-only and
-// deliberately small: the share-fetch engine in internal/member has its own
+// deliberately small: the share-group member in internal/member has its own
 // code.
 
 import (

@@ -153,6 +153,13 @@ func (r *run) leave() {
 	case <-time.After(wait):
 		r.t.Fatalf("not quiet within %v", wait)
 	}
+	r.leaveNow()
+}
+
+// leaveNow calls Leave, with no StopFetching first, and waits for Run to
+// return nil and the events to close.
+func (r *run) leaveNow() {
+	r.t.Helper()
 	r.m.Leave()
 	select {
 	case err := <-r.done:

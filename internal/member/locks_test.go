@@ -231,3 +231,42 @@ func TestLeaveReleasesHeldRecords(t *testing.T) {
 	}
 	waitLag(t, c, group, topic, 2)
 }
+
+// Leave while the member still fetches (no StopFetching and no Quiet
+// first, as the executor leaves once its shutdown deadline passed): Leave
+// stops fetching itself (waiting for a long poll in flight), sends the ack
+// queued with it, and releases the rest, which another member gets with
+// count 2 before their locks run out.
+func TestLeaveWithoutStopFetching(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.New(t)
+	topic, group := c.Topic(t, 1), c.Group(t)
+	produce(t, c, topic, 1, 3)
+	r := start(t, c, group, []string{topic})
+	r.m.Grant(3)
+	ds := r.deliveriesN(3)
+	r.m.Grant(10) // nothing more to fetch: a fetch long-polls until Leave
+	r.waitFor("the grant taken", func() bool { return r.m.Stats().Credit == 10 })
+	r.m.Ack(ds[0].Key(), member.Accept)
+	r.leaveNow()
+	if a := r.ackedN(1); len(a) != 1 || a[0].Key != ds[0].Key() || a[0].Type != member.Accept {
+		t.Errorf("ack results %+v, want one accept of %v", a, ds[0].Key())
+	}
+	if s := r.m.Stats(); s.State != member.Left || s.Held != 0 || s.Acks[member.Accept] != 1 || s.Fetched != 3 {
+		t.Errorf("stats %+v", s)
+	}
+
+	o := newOther(t, c, group, topic)
+	got := o.takeUntil("the 2 released records", func(rs []*kgo.Record) bool { return len(rs) >= 2 })
+	if time.Now().After(ds[1].Deadline) {
+		t.Errorf("the other member got them only after their locks ran out (%v): the close released nothing", ds[1].Deadline)
+	}
+	want := map[member.Key]bool{ds[1].Key(): true, ds[2].Key(): true}
+	for _, rec := range got {
+		k := member.Key{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset}
+		if !want[k] || rec.DeliveryCount() != 2 {
+			t.Errorf("other member got %v, want %v with count 2", recKeys(got), want)
+		}
+	}
+	waitLag(t, c, group, topic, 1)
+}

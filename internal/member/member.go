@@ -46,19 +46,59 @@ type Config struct {
 // Member is one share-group member. Make it with [New], run it with
 // [Member.Run]; every other method is safe for concurrent use and never
 // blocks.
+//
+// Its fields fall in three groups by owner: set by New and read-only
+// after; shared, under a mutex; and the rest, which only the goroutine
+// running Run reads or writes. The methods other goroutines call touch
+// only the first two groups: they queue work in the mailbox and wake Run.
 type Member struct {
-	cfg Config
-	log *slog.Logger
+	// Set by New; read-only after.
+	cfg    Config
+	log    *slog.Logger
+	wake   chan struct{} // post → Run: the mailbox has work (buffer 1)
+	events chan Event    // Run → the executor; Run closes it when it returns
+	quiet  chan struct{} // closed once by Run (signalQuiet); see [Member.Quiet]
 
+	// Guarded by mu: what the methods queue for Run.
 	mu      sync.Mutex
 	mbox    mailbox
-	wake    chan struct{}
-	events  chan Event
-	quiet   chan struct{}
-	started bool
+	started bool // Run was called
 
+	// Guarded by statsMu: the snapshot Stats returns; Run writes it
+	// (publish) after each step.
 	statsMu sync.Mutex
 	stats   Stats
+
+	// Everything below is owned by Run's goroutine.
+
+	// Requests in flight each run in a goroutine of their own that only
+	// does the I/O and sends its result on results (run.go, launch).
+	ioCtx    context.Context // parent of heartbeats, metadata and graceful closes; cancelled by drainIO
+	ioCancel context.CancelFunc
+	results  chan result // I/O goroutines → Run
+	nIO      int         // I/O goroutines started whose result Run has not taken
+
+	group membership // the heartbeats and the assignment (membership.go)
+	meta  routing    // topic IDs, partition leaders, which session fetches what (membership.go)
+
+	sessions map[int32]*session // a share session per broker id, made when first wanted, never removed (session.go)
+	held     map[Key]*held      // every offset acquired and not yet acknowledged or lost (held.go)
+	nHeld    int                // the entries of held that are deliveries, not internal
+
+	credit   int // records the executor granted that no delivery has used yet
+	reserved int // credit promised to the fetches in flight (their request.reserved)
+
+	phase stopPhase // the stop sequence (stop.go)
+
+	out      Event                // reports not yet taken from events; Run sends it whole
+	st       Stats                // counters and state; publish copies them into stats
+	fetchRTT time.Duration        // moving average of the round trips of fetches that brought records
+	dec      *decoder             // decoded record batches, reused across fetches (decode.go)
+	logged   map[string]time.Time // logEvery: when each kind of message was last logged at its level
+	// fatal ends Run: the coordinator refused the member for want of an
+	// ACL before it ever joined (a member that joined keeps retrying, so
+	// a revoked and re-granted ACL does not stop a running worker).
+	fatal error
 }
 
 // mailbox is the work the methods queue for Run's goroutine.
@@ -66,8 +106,7 @@ type mailbox struct {
 	grant    int
 	acks     []pendingAck
 	renews   []Key
-	stop     bool
-	leave    bool
+	phase    stopPhase // the furthest stop step asked for: draining or leaving
 	anything bool
 }
 
@@ -115,6 +154,18 @@ func New(cfg Config) (*Member, error) {
 		wake:   make(chan struct{}, 1),
 		events: make(chan Event),
 		quiet:  make(chan struct{}),
+
+		results: make(chan result, 16),
+		group:   membership{interval: time.Second, assigned: map[[16]byte][]int32{}},
+		meta: routing{
+			names: map[[16]byte]string{}, ids: map[string][16]byte{}, leaders: map[tp]int32{},
+			want: map[int32][]tp{}, wantSet: map[tp]int32{},
+		},
+		sessions: map[int32]*session{},
+		held:     map[Key]*held{},
+		st:       Stats{MemberID: cfg.MemberID, Acks: map[AckType]int64{}},
+		dec:      newDecoder(),
+		logged:   map[string]time.Time{},
 	}
 	m.stats = Stats{MemberID: cfg.MemberID, Acks: map[AckType]int64{}}
 	return m, nil
@@ -155,7 +206,7 @@ func (m *Member) Renew(keys ...Key) {
 
 // StopFetching makes the member send no more ShareFetch that can acquire
 // records; acknowledgements and renewals go on. See [Member.Quiet].
-func (m *Member) StopFetching() { m.post(func(b *mailbox) { b.stop = true }) }
+func (m *Member) StopFetching() { m.post(func(b *mailbox) { b.phase = max(b.phase, draining) }) }
 
 // Leave is the graceful end: the member stops fetching, waits for its
 // requests in flight, then sends per share session one ShareAcknowledge
@@ -163,10 +214,7 @@ func (m *Member) StopFetching() { m.post(func(b *mailbox) { b.stop = true }) }
 // every held record not acknowledged, then the leave heartbeat; then Run
 // returns nil. Acks and renews queued after Leave answer [ErrNotHeld].
 func (m *Member) Leave() {
-	m.post(func(b *mailbox) {
-		b.stop = true
-		b.leave = true
-	})
+	m.post(func(b *mailbox) { b.phase = max(b.phase, leaving) })
 }
 
 func (m *Member) post(f func(*mailbox)) {
@@ -215,6 +263,5 @@ func (m *Member) Run(ctx context.Context) error {
 	m.started = true
 	m.mu.Unlock()
 	defer close(m.events)
-	r := newRunner(m)
-	return r.run(ctx)
+	return m.run(ctx)
 }

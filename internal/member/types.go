@@ -25,6 +25,24 @@
 // The protocol facts this follows are measured on kfake and Apache Kafka
 // and pinned by the conformance tests (see ENGINE.md in the design notes
 // and docs/kafka-differences.md).
+//
+// # Where things are
+//
+//   - member.go: [Member], its fields by owner, [New] and the methods
+//     other goroutines call, which only queue work in the mailbox.
+//   - run.go: Run's loop: one step sends what is due, then it waits for a
+//     result, the mailbox, the executor taking events, or a timer.
+//   - membership.go: heartbeats and the assignment; Metadata, and which
+//     broker's share session fetches which partition.
+//   - session.go: a share session per broker; which request it sends next
+//     (turn, a short ordered list of rules) and how fetches and
+//     acknowledgements are built.
+//   - responses.go: what each answer does to the sessions and the held
+//     records; session errors.
+//   - held.go: the held records, their acknowledgements' and renewals'
+//     results, lost locks.
+//   - decode.go: record batches to deliveries.
+//   - stop.go: the stop sequence (stopPhase, in order), the hard stop.
 package member
 
 import (

@@ -11,6 +11,7 @@ import (
 	"github.com/shareq/shareq/enqueue"
 	"github.com/shareq/shareq/enqueue/pgoutbox"
 	"github.com/shareq/shareq/metrics/outboxmetrics"
+	"github.com/shareq/shareq/scheduler"
 )
 
 // Export a relay's counters and the outbox table's backlog.
@@ -34,4 +35,24 @@ func ExampleNewCollector() {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(outboxmetrics.NewCollector(relay))
 	// Serve reg on /metrics, and run the relay: relay.Run(ctx).
+}
+
+// Export a periodic scheduler's counters.
+func ExampleNewSchedulerCollector() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, "postgres://localhost/app")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	sched, err := scheduler.New(pool, scheduler.App("billing"), scheduler.Add(scheduler.Schedule{
+		Name: "invoices", Spec: scheduler.MustParseCron("0 3 * * *"), Topic: "invoices", Value: struct{}{},
+	}))
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(outboxmetrics.NewSchedulerCollector(sched))
+	// Serve reg on /metrics, and run the scheduler: sched.Run(ctx).
 }

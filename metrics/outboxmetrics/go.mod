@@ -10,6 +10,7 @@ require (
 	github.com/shareq/shareq/enqueue/pgoutbox v0.0.0-00010101000000-000000000000
 	github.com/shareq/shareq/metrics v0.0.0-00010101000000-000000000000
 	github.com/shareq/shareq/migrations v0.0.0-00010101000000-000000000000
+	github.com/shareq/shareq/scheduler v0.0.0-00010101000000-000000000000
 	github.com/twmb/franz-go v1.22.3
 	go.uber.org/goleak v1.3.0
 )
@@ -45,4 +46,5 @@ replace (
 	github.com/shareq/shareq/idempotency/pgstore => ../../idempotency/pgstore
 	github.com/shareq/shareq/metrics => ../../metrics
 	github.com/shareq/shareq/migrations => ../../migrations
+	github.com/shareq/shareq/scheduler => ../../scheduler
 )

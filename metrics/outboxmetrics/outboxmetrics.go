@@ -1,13 +1,19 @@
 // Package outboxmetrics exports a transactional outbox relay
-// (enqueue/pgoutbox) as Prometheus metrics. It is a package of its own so
-// that the metrics package, which every worker may import, does not pull
-// in pgx.
+// (enqueue/pgoutbox) and a periodic scheduler (package scheduler) as
+// Prometheus metrics. It is a package of its own so that the metrics
+// package, which every worker may import, does not pull in pgx.
 //
 // [NewCollector] returns a prometheus.Collector for a relay (any
 // [Source]): it reads the relay's counters on every scrape, and the outbox
 // table's backlog (one aggregate query) at most once per [MinInterval]:
 //
 //	reg.MustRegister(outboxmetrics.NewCollector(relay))
+//
+// [NewSchedulerCollector] does the same for a periodic scheduler (package
+// scheduler), from its Stats, so that the scheduler module imports no
+// Prometheus:
+//
+//	reg.MustRegister(outboxmetrics.NewSchedulerCollector(sched))
 //
 // See the metrics package documentation for the metric list.
 package outboxmetrics

@@ -29,6 +29,7 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/shareq/shareq/idempotency/pgstore v0.0.0-00010101000000-000000000000 // indirect
 	github.com/shareq/shareq/metrics v0.0.0-00010101000000-000000000000 // indirect
+	github.com/shareq/shareq/scheduler v0.0.0-00010101000000-000000000000 // indirect
 	github.com/sourcegraph/conc v0.3.0 // indirect
 	github.com/twmb/franz-go/pkg/kadm v1.20.0 // indirect
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c // indirect
@@ -51,5 +52,6 @@ replace (
 	github.com/shareq/shareq/metrics => ../../metrics
 	github.com/shareq/shareq/metrics/outboxmetrics => ../../metrics/outboxmetrics
 	github.com/shareq/shareq/migrations => ../../migrations
+	github.com/shareq/shareq/scheduler => ../../scheduler
 	github.com/shareq/shareq/workerfx => ..
 )

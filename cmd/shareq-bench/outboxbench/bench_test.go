@@ -57,6 +57,28 @@ func benchDB(b *testing.B) *pgxpool.Pool {
 	return pool
 }
 
+// riverClient returns an insert-only River client on pool (no queues, no
+// workers: River's InsertTx and nothing else runs) and its schema, a new
+// one migrated by River's own migrator, so that both sides of a
+// comparison share one Postgres and one pool.
+func riverClient(b *testing.B, pool *pgxpool.Pool) (*river.Client[pgx.Tx], string) {
+	b.Helper()
+	schema := pgtest.Schema(b)
+	driver := riverpgxv5.New(pool)
+	migrator, err := rivermigrate.New(driver, &rivermigrate.Config{Schema: schema})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := migrator.Migrate(b.Context(), rivermigrate.DirectionUp, nil); err != nil {
+		b.Fatal(err)
+	}
+	rc, err := river.NewClient(driver, &river.Config{Schema: schema})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return rc, schema
+}
+
 // signupTx is one transaction of the benchmark: the business row, then
 // the job through enqueueJob.
 func signupTx(ctx context.Context, pool *pgxpool.Pool, n int, enqueueJob func(tx pgx.Tx, v signupArgs) error) error {
@@ -72,19 +94,7 @@ func BenchmarkTransactionalEnqueue(b *testing.B) {
 	pool := benchDB(b)
 	topic := "welcome" // no relay runs: the topic need not exist
 
-	riverSchema := pgtest.Schema(b)
-	driver := riverpgxv5.New(pool)
-	migrator, err := rivermigrate.New(driver, &rivermigrate.Config{Schema: riverSchema})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := migrator.Migrate(b.Context(), rivermigrate.DirectionUp, nil); err != nil {
-		b.Fatal(err)
-	}
-	rc, err := river.NewClient(driver, &river.Config{Schema: riverSchema}) // insert-only
-	if err != nil {
-		b.Fatal(err)
-	}
+	rc, riverSchema := riverClient(b, pool)
 	ctx := b.Context()
 	var n, shareqN, riverN atomic.Int64
 	shareq := func() error {
@@ -106,7 +116,7 @@ func BenchmarkTransactionalEnqueue(b *testing.B) {
 	}
 	// Both sides committed what they were timed for.
 	var outbox, jobs, users int64
-	err = pool.QueryRow(ctx, "SELECT (SELECT count(*) FROM "+pgoutbox.Table+"), (SELECT count(*) FROM "+
+	err := pool.QueryRow(ctx, "SELECT (SELECT count(*) FROM "+pgoutbox.Table+"), (SELECT count(*) FROM "+
 		pgx.Identifier{riverSchema, "river_job"}.Sanitize()+"), (SELECT count(*) FROM bench_users)").Scan(&outbox, &jobs, &users)
 	if err != nil {
 		b.Fatal(err)

@@ -1,4 +1,4 @@
-package main
+package sharegroup
 
 import (
 	"context"
@@ -20,7 +20,7 @@ func TestUntilCoordinatorReady(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			tries := 0
 			start := time.Now()
-			err := untilCoordinatorReady(t.Context(), func() error {
+			err := UntilCoordinatorReady(t.Context(), func() error {
 				tries++
 				switch tries {
 				case 1:
@@ -32,24 +32,24 @@ func TestUntilCoordinatorReady(t *testing.T) {
 				}
 				return nil
 			})
-			if err != nil || tries != 4 || time.Since(start) != 3*coordinatorRetryEvery {
-				t.Errorf("err %v after %d tries in %v; want nil after 4 tries in %v", err, tries, time.Since(start), 3*coordinatorRetryEvery)
+			if err != nil || tries != 4 || time.Since(start) != 3*CoordinatorRetryEvery {
+				t.Errorf("err %v after %d tries in %v; want nil after 4 tries in %v", err, tries, time.Since(start), 3*CoordinatorRetryEvery)
 			}
 		})
 	})
 	t.Run("other errors are returned at once", func(t *testing.T) {
 		tries := 0
-		err := untilCoordinatorReady(t.Context(), func() error { tries++; return kerr.GroupIDNotFound })
+		err := UntilCoordinatorReady(t.Context(), func() error { tries++; return kerr.GroupIDNotFound })
 		if !errors.Is(err, kerr.GroupIDNotFound) || tries != 1 {
 			t.Errorf("err %v after %d tries; want GROUP_ID_NOT_FOUND after 1", err, tries)
 		}
 	})
-	t.Run("gives up after coordinatorWait", func(t *testing.T) {
+	t.Run("gives up after CoordinatorWait", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			start := time.Now()
-			err := untilCoordinatorReady(t.Context(), func() error { return loading })
-			if err != loading || time.Since(start) > coordinatorWait || time.Since(start) < coordinatorWait-coordinatorRetryEvery {
-				t.Errorf("err %v after %v; want the last error after about %v", err, time.Since(start), coordinatorWait)
+			err := UntilCoordinatorReady(t.Context(), func() error { return loading })
+			if err != loading || time.Since(start) > CoordinatorWait || time.Since(start) < CoordinatorWait-CoordinatorRetryEvery {
+				t.Errorf("err %v after %v; want the last error after about %v", err, time.Since(start), CoordinatorWait)
 			}
 		})
 	})
@@ -58,7 +58,7 @@ func TestUntilCoordinatorReady(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 			defer cancel()
 			start := time.Now()
-			err := untilCoordinatorReady(ctx, func() error { return loading })
+			err := UntilCoordinatorReady(ctx, func() error { return loading })
 			if err != loading || time.Since(start) != time.Second {
 				t.Errorf("err %v after %v; want the last error after 1s", err, time.Since(start))
 			}

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shareq/shareq/console"
+)
+
+// The environment variables of the console's basic-auth password: never
+// a flag, so it does not show in ps or a shell history.
+const (
+	consolePasswordEnv  = "SHAREQ_CONSOLE_PASSWORD"
+	consolePasswordFile = "SHAREQ_CONSOLE_PASSWORD_FILE"
+)
+
+const consoleUsage = `usage: shareq console [flags]
+
+Serves the operator's web console (docs/console.md): share groups, their
+members, offsets and lag, topics and their DLQ topics, parked jobs, and
+the outbox with -database. Read-only unless started with -actions, which
+enables replaying parked jobs, enqueueing a job and resetting a group's
+start offsets from the pages.
+
+With -auth-user, every request needs HTTP basic auth as that user, with
+the password from $SHAREQ_CONSOLE_PASSWORD or the first line of the file
+$SHAREQ_CONSOLE_PASSWORD_FILE (there is no flag for it). Without it the
+console has no auth: keep -listen on 127.0.0.1, or put a proxy that
+authenticates in front of it. Basic auth sends the password in every
+request: serve the console over TLS (a proxy) beyond localhost.
+`
+
+func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("console", consoleUsage, stderr)
+	cluster := addClusterFlags(fs)
+	listen := fs.String("listen", "127.0.0.1:8080", "address to serve the console at")
+	database := fs.String("database", os.Getenv(databaseEnv), "Postgres URL, for the outbox page; $"+databaseEnv+" sets the default")
+	actions := fs.Bool("actions", false, "enable the actions: replay, enqueue, reset")
+	prefix := fs.String("prefix", "", "serve under this path, such as /console (for a proxy that forwards it)")
+	user := fs.String("auth-user", "", "require HTTP basic auth as this user (password from $"+consolePasswordEnv+" or the file $"+consolePasswordFile+")")
+	if _, err := parseInterspersed(fs, args, 0); err != nil {
+		return err
+	}
+	var auth func(http.Handler) http.Handler
+	if *user != "" {
+		pass, err := consolePassword()
+		if err != nil {
+			return err
+		}
+		auth = basicAuth(*user, pass)
+	}
+	cl, err := connect(ctx, cluster)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	return serveConsole(ctx, cl, consoleConfig{listen: *listen, database: *database, actions: *actions, prefix: *prefix, auth: auth}, stdout, stderr)
+}
+
+type consoleConfig struct {
+	listen, database, prefix string
+	actions                  bool
+	auth                     func(http.Handler) http.Handler
+}
+
+// serveConsole serves the console for cl at c.listen until ctx ends,
+// after printing its address.
+func serveConsole(ctx context.Context, cl *kgo.Client, c consoleConfig, stdout, stderr io.Writer) error {
+	opts := []console.Option{console.Client(cl), console.Logger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))}
+	if c.actions {
+		opts = append(opts, console.Actions())
+	}
+	if c.prefix != "" {
+		opts = append(opts, console.Prefix(c.prefix))
+	}
+	if c.database != "" {
+		pool, err := pgxpool.New(ctx, c.database)
+		if err != nil {
+			return fmt.Errorf("-database: %w", err)
+		}
+		defer pool.Close()
+		opts = append(opts, console.Outbox(pool))
+	}
+	h, err := console.New(opts...)
+	if err != nil {
+		return err
+	}
+	if c.auth != nil {
+		h = c.auth(h)
+	}
+	ln, err := net.Listen("tcp", c.listen)
+	if err != nil {
+		return fmt.Errorf("console: %w", err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	mode := "read-only; -actions enables replay, enqueue and reset"
+	if c.actions {
+		mode = "actions enabled"
+	}
+	fmt.Fprintf(stdout, "shareq console on http://%s%s/ (%s)\n", ln.Addr(), strings.TrimRight(c.prefix, "/"), mode)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return fmt.Errorf("console: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	if serr := <-done; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	return err
+}
+
+// consolePassword reads the basic-auth password from the environment or
+// the file it names.
+func consolePassword() (string, error) {
+	pass := os.Getenv(consolePasswordEnv)
+	if f := os.Getenv(consolePasswordFile); pass == "" && f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			// The error names the file, never its content.
+			return "", fmt.Errorf("$%s: %w", consolePasswordFile, err)
+		}
+		pass, _, _ = strings.Cut(string(b), "\n")
+	}
+	if pass == "" {
+		return "", errors.New("-auth-user needs a password: set $" + consolePasswordEnv + " or $" + consolePasswordFile + " (there is no flag for it)")
+	}
+	return pass, nil
+}
+
+// basicAuth requires HTTP basic auth as user with pass; the comparison
+// takes the same time whatever the guess.
+func basicAuth(user, pass string) func(http.Handler) http.Handler {
+	wantU, wantP := sha256.Sum256([]byte(user)), sha256.Sum256([]byte(pass))
+	return func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			u, p, ok := r.BasicAuth()
+			gotU, gotP := sha256.Sum256([]byte(u)), sha256.Sum256([]byte(p))
+			if !ok || subtle.ConstantTimeCompare(gotU[:], wantU[:])&subtle.ConstantTimeCompare(gotP[:], wantP[:]) != 1 {
+				w.Header().Set("WWW-Authenticate", `Basic realm="shareq console", charset="UTF-8"`)
+				http.Error(w, "authentication required", http.StatusUnauthorized)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+}

@@ -1,0 +1,34 @@
+// Package console is shareq's operator console: web pages that show the
+// share groups, their members, offsets and lag, the topics with their
+// dead-letter topics, the jobs parked there (filtered, paged, newest
+// first) and, given a database, the Postgres outbox; and, with [Actions],
+// that replay parked jobs, enqueue a job and reset a group's start
+// offsets.
+//
+// It is an http.Handler, for an application to mount behind its own auth:
+//
+//	ops, err := console.New(console.Client(cl), console.Prefix("/console"), console.Actions())
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	mux := http.NewServeMux()
+//	mux.Handle("/console/", requireOperator(ops))
+//
+// (requireOperator being the application's auth middleware), and
+// "shareq console" serves it standalone. It lives in a module of its
+// own, so a worker that does not import it does not build it. The pages
+// are server-rendered with html/template, which escapes every payload,
+// header and error; the stylesheet is embedded; there is no script, and
+// the Content-Security-Policy header allows none.
+//
+// It acts through the code the shareq command uses: [dlq.List], [dlq.Get]
+// and [dlq.Replay] for dead-letter topics (a replay started here keeps the
+// same replay-once bookkeeping as "shareq dlq replay": a marker per
+// replayed job, progress in a consumer group), enqueue for a new job, and
+// the share-group status and reset of "shareq status" and "shareq reset".
+//
+// Every action is a POST with a CSRF token (a cookie, matched by a hidden
+// field of the form) and is refused without it, or from another origin
+// (http.CrossOriginProtection); a read-only console refuses every POST.
+// docs/console.md says what each action does to the broker.
+package console

@@ -1,0 +1,160 @@
+package member
+
+import (
+	"fmt"
+	"time"
+)
+
+// Ack operation codes on the wire, beside the AckType ones, plus "none".
+const (
+	opNone  int8 = -1
+	opGap   int8 = 0
+	opRenew int8 = 4
+)
+
+// held is one acquired offset: a delivery, or an offset the member acks
+// itself (internal: a gap with no record). Owned by Run's goroutine, like
+// the map that holds it ([Member].held, by Key): an entry lives from the
+// fetch that acquired it until its terminal acknowledgement is answered
+// or its lock is lost (drop).
+//
+// Its operations: at most one terminal acknowledgement (ack), queued,
+// then sent (ackSent); and renewals, counted as asked (renews) and in
+// flight (renewing). An entry with an operation not yet sent is in its
+// session's pending set.
+type held struct {
+	d      Delivery // the newest delivery of the offset (Deadline moved by renewals)
+	broker int32    // the broker whose share session acquired it: the only one that may ack it
+	// internal: an offset with no record (a control record or a gap),
+	// which the member acknowledges itself (opGap) and never reports.
+	internal bool
+	// released: the member queued a RELEASE itself, in the close of the
+	// session (sendClose); its result is not reported.
+	released bool
+	ack      int8 // the terminal ack queued or sent (an AckType, or opGap); opNone: none yet
+	ackSent  bool // the ack is in a request in flight
+	// solo: the partition's list of ops failed as a whole (fact 4), so
+	// this offset's next op goes in a list of its own.
+	solo     bool
+	renews   int // renewals asked and not yet sent
+	renewing int // renewals in the request in flight
+}
+
+// requeue puts the request's ops back as pending.
+func (m *Member) requeue(rq *request) {
+	for p, offs := range rq.ops {
+		for _, o := range offs {
+			k := Key{p.topic, p.part, o}
+			h := m.held[k]
+			if h == nil {
+				continue
+			}
+			if h.ackSent {
+				h.ackSent = false
+			} else {
+				h.renews += h.renewing
+				h.renewing = 0
+			}
+			rq.s.pending[k] = true
+		}
+	}
+}
+
+// lose drops every record held in s, reporting it lost and answering its
+// queued ops.
+func (m *Member) lose(s *session, cause error) {
+	for k, h := range m.held {
+		if h.broker != s.broker {
+			continue
+		}
+		m.loseOne(k, h, cause)
+	}
+}
+
+func (m *Member) loseOne(k Key, h *held, cause error) {
+	err := fmt.Errorf("%w: lock lost: %v", ErrNotHeld, cause)
+	if !h.internal && !h.released {
+		if h.ack != opNone {
+			m.emitAck(AckResult{Key: k, Type: AckType(h.ack), Err: err})
+		} else {
+			m.emitLost(k)
+		}
+		for range h.renews + h.renewing {
+			m.emitRenewal(Renewal{Key: k, Err: err})
+		}
+	}
+	m.drop(k, h)
+}
+
+func (m *Member) drop(k Key, h *held) {
+	delete(m.held, k)
+	if s := m.sessions[h.broker]; s != nil {
+		delete(s.pending, k)
+	}
+	if !h.internal {
+		m.nHeld--
+	}
+}
+
+// opsDone answers the ops rq carried for partition p.
+func (m *Member) opsDone(rq *request, p tp, err error, lock time.Duration) {
+	m.opsAnswered(rq, p, err, lock, false)
+}
+
+// opsAnswered answers the ops rq carried for partition p; final answers
+// them even if they failed as a list (a close is never resent).
+func (m *Member) opsAnswered(rq *request, p tp, err error, lock time.Duration, final bool) {
+	offs := rq.ops[p]
+	if len(offs) == 0 {
+		return
+	}
+	if err != nil && len(offs) > 1 && !isLeaderErr(err) && !final {
+		// All-or-nothing (fact 4): resend each op of the partition alone.
+		for _, o := range offs {
+			if h := m.held[Key{p.topic, p.part, o}]; h != nil {
+				h.solo = true
+			}
+		}
+		m.requeue(&request{s: rq.s, ops: map[tp][]int64{p: offs}})
+		return
+	}
+	if err != nil && isLeaderErr(err) {
+		m.refreshMetadata()
+	}
+	for _, o := range offs {
+		k := Key{p.topic, p.part, o}
+		h := m.held[k]
+		if h == nil {
+			continue
+		}
+		if h.ackSent {
+			if !h.internal && !h.released {
+				var aerr error
+				if err != nil {
+					aerr = fmt.Errorf("member: ack %v %v: %w", AckType(h.ack), k, err)
+				}
+				m.emitAck(AckResult{Key: k, Type: AckType(h.ack), Err: aerr})
+			}
+			m.drop(k, h)
+			continue
+		}
+		n := h.renewing
+		h.renewing = 0
+		h.solo = false
+		for range n {
+			if err != nil {
+				m.emitRenewal(Renewal{Key: k, Err: fmt.Errorf("member: renew %v: %w", k, err)})
+			} else {
+				if lock <= 0 {
+					lock = h.d.Lock // a broker that does not report it
+				}
+				h.d.Deadline = rq.sent.Add(lock)
+				h.d.Lock = lock
+				m.emitRenewal(Renewal{Key: k, Deadline: h.d.Deadline})
+			}
+		}
+		if err != nil && isLeaderErr(err) {
+			m.loseOne(k, h, err)
+		}
+	}
+}

@@ -1,0 +1,240 @@
+package member
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// membership is the member's place in the group, as its heartbeats learn
+// it. Owned by Run's goroutine.
+type membership struct {
+	state    State
+	epoch    int32                // the member epoch: 0 to join, then the coordinator's; −1 once left
+	interval time.Duration        // the heartbeat interval the coordinator asks for (1 s until it says)
+	busy     bool                 // a heartbeat is in flight
+	due      time.Time            // when the next heartbeat goes (zero: at once)
+	errs     int                  // heartbeats failed in a row, for the backoff
+	assigned map[[16]byte][]int32 // the assignment: partitions by topic ID
+	// everJoined: the coordinator accepted the member once. From then on
+	// an ACL error is retried rather than fatal, and Run's end sends the
+	// leave heartbeat even while the member is fenced.
+	everJoined bool
+	// resubscribe names topics found re-created under a new ID: the next
+	// heartbeat subscribes without them and the one after with them
+	// again, so a coordinator that assigns by topic ID (kfake does not
+	// notice a re-created topic by itself) assigns the new one.
+	resubscribe []string
+}
+
+// routing maps the assignment onto brokers: topic IDs and partition
+// leaders from Metadata, and from them which broker's share session
+// fetches which assigned partition (replan). Owned by Run's goroutine.
+type routing struct {
+	names   map[[16]byte]string // topic ID → name, of every subscribed topic Metadata described
+	ids     map[string][16]byte // topic name → ID
+	leaders map[tp]int32        // partition → leader broker id (−1: none)
+	busy    bool                // a Metadata request is in flight
+	due     time.Time           // when the next Metadata request goes; zero: none wanted
+	want    map[int32][]tp      // broker id → the assigned partitions it leads: what its session fetches
+	wantSet map[tp]int32        // partition → its broker id + 1 in want; absent (0): no session fetches it
+}
+
+// ---- membership ----
+
+func (m *Member) sendHeartbeat() {
+	m.group.busy = true
+	m.nIO++
+	req := kmsg.NewPtrShareGroupHeartbeatRequest()
+	req.GroupID = m.cfg.Group
+	req.MemberID = m.cfg.MemberID
+	req.MemberEpoch = m.group.epoch
+	req.SubscribedTopicNames = m.cfg.Topics
+	if len(m.group.resubscribe) > 0 && m.group.epoch > 0 {
+		req.SubscribedTopicNames = slices.DeleteFunc(slices.Clone(m.cfg.Topics), func(t string) bool { return slices.Contains(m.group.resubscribe, t) })
+		m.group.resubscribe = nil
+		m.group.due = time.Now() // and the full subscription right after
+	}
+	cl, ctx := m.cfg.Client, m.ioCtx
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		resp, err := req.RequestWith(ctx, cl)
+		m.results <- result{kind: "hb", hb: resp, err: err}
+	}()
+}
+
+func (m *Member) handleHeartbeat(resp *kmsg.ShareGroupHeartbeatResponse, err error) {
+	m.group.busy = false
+	now := time.Now()
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	switch {
+	case err == nil:
+		m.group.errs = 0
+		if resp.HeartbeatIntervalMillis > 0 {
+			m.group.interval = time.Duration(resp.HeartbeatIntervalMillis) * time.Millisecond
+		}
+		m.group.due = now.Add(m.group.interval)
+		if m.group.epoch != resp.MemberEpoch {
+			m.log.Debug("member: heartbeat", "epoch", resp.MemberEpoch)
+		}
+		m.group.epoch = resp.MemberEpoch
+		if resp.Assignment != nil {
+			as := map[[16]byte][]int32{}
+			for _, t := range resp.Assignment.TopicPartitions {
+				as[t.TopicID] = append(as[t.TopicID], t.Partitions...)
+			}
+			m.group.assigned = as
+			m.replan()
+		}
+		if m.group.state != Joined && m.group.epoch > 0 {
+			m.group.state = Joined
+			m.group.everJoined = true
+			m.log.Debug("member: joined", "epoch", m.group.epoch)
+		}
+		return
+	case errors.Is(err, kerr.UnknownMemberID) || errors.Is(err, kerr.FencedMemberEpoch):
+		m.logEvery("fenced", slog.LevelWarn, "member: fenced by the coordinator; rejoining", "err", err)
+		m.group.state = Fenced
+		m.group.epoch = 0
+		m.group.assigned = map[[16]byte][]int32{}
+		m.replan()
+		m.st.Rejoins++
+		m.group.due = now
+		return
+	}
+	if !m.group.everJoined && (errors.Is(err, kerr.GroupAuthorizationFailed) || errors.Is(err, kerr.TopicAuthorizationFailed)) {
+		m.fatal = fmt.Errorf("member: first heartbeat: %w", err)
+		return
+	}
+	m.st.HeartbeatErrors++
+	m.group.errs++
+	m.group.due = now.Add(backoff(m.group.errs))
+	level := slog.LevelWarn
+	switch {
+	case errors.Is(err, kerr.CoordinatorNotAvailable), errors.Is(err, kerr.NotCoordinator), errors.Is(err, kerr.CoordinatorLoadInProgress):
+		level = slog.LevelDebug
+	case errors.Is(err, kerr.GroupMaxSizeReached), errors.Is(err, kerr.GroupAuthorizationFailed), errors.Is(err, kerr.TopicAuthorizationFailed):
+		level = slog.LevelError
+	}
+	var msg string
+	if resp != nil && resp.ErrorMessage != nil {
+		msg = *resp.ErrorMessage
+	}
+	m.logEvery("hb:"+err.Error(), level, "member: heartbeat failed; retrying", "err", err, "message", msg)
+}
+
+// replan recomputes which partitions each broker's session fetches.
+func (m *Member) replan() {
+	m.meta.want = map[int32][]tp{}
+	m.meta.wantSet = map[tp]int32{}
+	missing := false
+	for id, ps := range m.group.assigned {
+		name, ok := m.meta.names[id]
+		if !ok {
+			missing = true
+			continue
+		}
+		for _, p := range ps {
+			k := tp{name, p}
+			b, ok := m.meta.leaders[k]
+			if !ok || b < 0 {
+				missing = true
+				continue
+			}
+			m.meta.want[b] = append(m.meta.want[b], k)
+			m.meta.wantSet[k] = b + 1 // 0 means not wanted
+		}
+	}
+	if missing && m.meta.due.IsZero() {
+		m.meta.due = time.Now()
+	}
+}
+
+func (m *Member) sendMetadata() {
+	m.meta.busy = true
+	m.meta.due = time.Time{}
+	m.nIO++
+	req := kmsg.NewPtrMetadataRequest()
+	for _, t := range m.cfg.Topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+	}
+	cl, ctx := m.cfg.Client, m.ioCtx
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		resp, err := req.RequestWith(ctx, cl)
+		m.results <- result{kind: "meta", meta: resp, err: err}
+	}()
+}
+
+func (m *Member) handleMetadata(resp *kmsg.MetadataResponse, err error) {
+	m.meta.busy = false
+	if err != nil {
+		m.logEvery("meta", slog.LevelWarn, "member: metadata failed; retrying", "err", err)
+		m.meta.due = time.Now().Add(500 * time.Millisecond)
+		return
+	}
+	for _, t := range resp.Topics {
+		if t.Topic == nil || t.ErrorCode != 0 {
+			continue
+		}
+		if old, ok := m.meta.ids[*t.Topic]; ok && old != t.TopicID {
+			m.topicRecreated(*t.Topic, old)
+		}
+		m.meta.names[t.TopicID] = *t.Topic
+		m.meta.ids[*t.Topic] = t.TopicID
+		for _, p := range t.Partitions {
+			m.meta.leaders[tp{*t.Topic, p.Partition}] = p.Leader
+		}
+	}
+	m.replan()
+	if m.meta.due.IsZero() {
+		// Leaders move without telling us when nothing fails: look again now and then.
+		m.meta.due = time.Now().Add(30 * time.Second)
+	} else {
+		m.meta.due = time.Now().Add(250 * time.Millisecond)
+	}
+}
+
+// topicRecreated forgets a topic that was deleted and re-created under a
+// new ID: its records held are gone with it (and the new topic's offsets
+// start again, so their keys would clash), the sessions that fetch it
+// reopen with the new ID, and the member subscribes again.
+func (m *Member) topicRecreated(name string, old [16]byte) {
+	m.log.Info("member: topic re-created under a new ID; fetching the new one", "topic", name)
+	for k, h := range m.held {
+		if k.Topic == name {
+			m.loseOne(k, h, errors.New("topic deleted and re-created"))
+		}
+	}
+	for _, s := range m.sessions {
+		for p := range s.parts {
+			if p.topic == name {
+				m.reset(s)
+				break
+			}
+		}
+	}
+	delete(m.meta.names, old)
+	delete(m.group.assigned, old)
+	m.dec.forget(name)
+	m.group.resubscribe = append(m.group.resubscribe, name)
+	m.group.due = time.Now()
+}
+
+func (m *Member) refreshMetadata() {
+	if m.meta.due.IsZero() || time.Until(m.meta.due) > 100*time.Millisecond {
+		m.meta.due = time.Now().Add(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,243 @@
+package member
+
+import (
+	"cmp"
+	"errors"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ---- responses ----
+
+func (m *Member) handle(res result) {
+	m.nIO--
+	switch res.kind {
+	case "hb":
+		m.handleHeartbeat(res.hb, res.err)
+	case "meta":
+		m.handleMetadata(res.meta, res.err)
+	case "session":
+		m.handleSession(res.rq, res.resp, res.err)
+	}
+}
+
+func isLeaderErr(err error) bool {
+	return errors.Is(err, kerr.NotLeaderForPartition) || errors.Is(err, kerr.FencedLeaderEpoch) ||
+		errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.UnknownTopicOrPartition)
+}
+
+func (m *Member) handleSession(rq *request, resp kmsg.Response, err error) {
+	s := rq.s
+	s.busy = false
+	if rq.kind == kindFetch {
+		m.reserved -= rq.reserved
+	}
+	var lock time.Duration
+	var code int16
+	switch resp := resp.(type) {
+	case *kmsg.ShareFetchResponse:
+		code, lock = resp.ErrorCode, time.Duration(resp.AcquisitionLockTimeoutMillis)*time.Millisecond
+	case *kmsg.ShareAcknowledgeResponse:
+		code, lock = resp.ErrorCode, time.Duration(resp.AcquisitionLockTimeoutMillis)*time.Millisecond
+	}
+	if err == nil {
+		err = kerr.ErrorForCode(code)
+	}
+	if rq.kind == kindClose {
+		m.handleClose(rq, resp, err)
+		return
+	}
+	if err != nil {
+		m.sessionFailed(rq, err)
+		return
+	}
+	s.errs = 0
+	s.epoch = max(1, rq.epoch+1)
+	if rq.kind == kindFetch {
+		for _, p := range rq.fetched {
+			s.parts[p] = true
+		}
+		for _, p := range rq.forgot {
+			delete(s.parts, p)
+		}
+		if rq.epoch == 0 {
+			m.st.SessionsOpened++
+		}
+	}
+	switch resp := resp.(type) {
+	case *kmsg.ShareFetchResponse:
+		m.st.Fetches++
+		m.handleFetch(rq, resp, lock)
+	case *kmsg.ShareAcknowledgeResponse:
+		answered := map[tp]bool{}
+		for _, t := range resp.Topics {
+			name := m.meta.names[t.TopicID]
+			for _, p := range t.Partitions {
+				k := tp{name, p.Partition}
+				answered[k] = true
+				m.opsDone(rq, k, kerr.ErrorForCode(p.ErrorCode), lock)
+			}
+		}
+		for p := range rq.ops {
+			if !answered[p] {
+				m.opsDone(rq, p, nil, lock)
+			}
+		}
+	}
+}
+
+// sessionFailed handles a request that failed as a whole.
+func (m *Member) sessionFailed(rq *request, err error) {
+	s := rq.s
+	s.errs++
+	s.backoff = time.Now().Add(backoff(s.errs - 1))
+	m.requeue(rq)
+	var kind string
+	switch {
+	case errors.Is(err, kerr.InvalidShareSessionEpoch):
+		// The session survives with its records held (facts 8, 9):
+		// reopen it and resend.
+		kind = "epoch"
+		s.backoff = time.Time{}
+		m.reset(s)
+	case errors.Is(err, kerr.ShareSessionNotFound), !isKerr(err):
+		// The session (or its connection) is gone and its records
+		// with it.
+		kind = "lost"
+		m.lose(s, err)
+		m.reset(s)
+	default:
+		kind = err.Error()
+		m.reset(s)
+		if isLeaderErr(err) {
+			m.refreshMetadata()
+		}
+	}
+	level := slog.LevelWarn
+	if errors.Is(err, kerr.GroupAuthorizationFailed) || errors.Is(err, kerr.TopicAuthorizationFailed) {
+		level = slog.LevelError
+	}
+	m.logEvery("session:"+kind, level, "member: share request failed", "broker", s.broker, "request", rq.kind, "err", err)
+}
+
+func isKerr(err error) bool {
+	var ke *kerr.Error
+	return errors.As(err, &ke)
+}
+
+func (m *Member) reset(s *session) {
+	if s.epoch != 0 {
+		m.st.SessionsReset++
+	}
+	s.epoch = 0
+	clear(s.parts)
+}
+
+func (m *Member) handleFetch(rq *request, resp *kmsg.ShareFetchResponse, lock time.Duration) {
+	deliveredBefore := len(m.out.Deliveries)
+	answered := map[tp]bool{}
+	total, failed := 0, 0
+	for _, t := range resp.Topics {
+		name, ok := m.meta.names[t.TopicID]
+		if !ok {
+			continue
+		}
+		for i := range t.Partitions {
+			sp := &t.Partitions[i]
+			p := tp{name, sp.Partition}
+			if _, carried := rq.ops[p]; carried {
+				answered[p] = true
+				m.opsDone(rq, p, kerr.ErrorForCode(sp.AcknowledgeErrorCode), lock)
+			}
+			if perr := kerr.ErrorForCode(sp.ErrorCode); perr != nil {
+				if isLeaderErr(perr) {
+					m.refreshMetadata()
+				}
+				failed++
+				m.logEvery("fetch:"+perr.Error(), slog.LevelWarn, "member: partition fetch failed", "broker", rq.s.broker, "topic", name, "partition", sp.Partition, "err", perr)
+				continue
+			}
+			total += m.acquire(rq, p, sp, lock)
+		}
+	}
+	rq.s.drained = total == 0
+	if failed > 0 && total == 0 {
+		// A partition error answers at once: without a pause the
+		// session would ask again in a tight loop until the metadata
+		// says where the partition went.
+		rq.s.errs++
+		rq.s.backoff = time.Now().Add(backoff(rq.s.errs - 1))
+	}
+	for p := range rq.ops {
+		if !answered[p] {
+			m.opsDone(rq, p, nil, lock)
+		}
+	}
+	if total > 0 {
+		rtt := time.Since(rq.sent)
+		if m.fetchRTT == 0 {
+			m.fetchRTT = rtt
+		} else {
+			m.fetchRTT = (m.fetchRTT*4 + rtt) / 5
+		}
+	}
+	if n := len(m.out.Deliveries) - deliveredBefore; n > 0 {
+		m.credit = max(0, m.credit-n)
+	}
+}
+
+// acquire records the partition's acquired records as held and queues
+// their deliveries; it returns the number of offsets acquired.
+func (m *Member) acquire(rq *request, p tp, sp *kmsg.ShareFetchResponseTopicPartition, lock time.Duration) int {
+	if len(sp.AcquiredRecords) == 0 {
+		return 0
+	}
+	acquired := slices.Clone(sp.AcquiredRecords)
+	slices.SortFunc(acquired, func(a, b kmsg.ShareFetchResponseTopicPartitionAcquiredRecord) int {
+		return cmp.Compare(a.FirstOffset, b.FirstOffset)
+	})
+	recs := m.dec.records(p, sp.Records, acquired)
+	n := 0
+	deadline := rq.sent.Add(lock)
+	s := rq.s
+	for _, a := range acquired {
+		for o := a.FirstOffset; o <= a.LastOffset; o++ {
+			rec := recs[n]
+			n++
+			k := Key{p.topic, p.part, o}
+			h := m.held[k]
+			if h != nil && h.broker != s.broker {
+				// Held in another session (a leader move): that one is gone.
+				m.loseOne(k, h, errors.New("partition moved"))
+				h = nil
+			}
+			if h == nil {
+				h = &held{ack: opNone, broker: s.broker}
+				m.held[k] = h
+			} else if !h.internal {
+				m.nHeld--
+			}
+			h.d = Delivery{Record: rec, Count: int32(a.DeliveryCount), Deadline: deadline, Lock: lock}
+			h.internal = false
+			m.st.Fetched++
+			switch {
+			case rec == nil:
+				// An offset with no record (a control record or a gap).
+				h.internal, h.ack, h.ackSent = true, opGap, false
+				s.pending[k] = true
+			default:
+				// Even past the credit (a broker that gave more than
+				// MaxRecords): a release would cost a delivery, and
+				// archive a last one, so deliver it; the credit does not
+				// go below 0.
+				m.nHeld++
+				m.out.Deliveries = append(m.out.Deliveries, h.d)
+			}
+		}
+	}
+	return n
+}

@@ -1,0 +1,274 @@
+package member
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// tp names a partition.
+type tp struct {
+	topic string
+	part  int32
+}
+
+// result is what an I/O goroutine hands back to Run's goroutine: one
+// answered request (or its error), by kind.
+type result struct {
+	kind string                            // "hb", "meta", "session"
+	hb   *kmsg.ShareGroupHeartbeatResponse // kind "hb"
+	meta *kmsg.MetadataResponse            // kind "meta"
+	rq   *request                          // kind "session": the request, and its response in resp
+	resp kmsg.Response
+	err  error
+}
+
+// run is Run's loop. Each turn it sends what is due (step), publishes the
+// stats, and ends once the sessions' closes have returned; then it waits
+// for one of: ctx done (the hard stop), the mailbox, a request's result,
+// the executor taking the events gathered in out, or the next timer
+// (nextWake).
+func (m *Member) run(ctx context.Context) error {
+	m.ioCtx, m.ioCancel = context.WithCancel(context.Background())
+	defer m.ioCancel()
+	m.meta.due = time.Now()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		m.step()
+		m.publish()
+		if m.phase == closing && m.sessionsIdle() {
+			return m.finish(ctx)
+		}
+		var out chan<- Event
+		if !m.out.empty() {
+			out = m.events
+		}
+		timer.Reset(m.nextWake())
+		select {
+		case <-ctx.Done():
+			m.hardStop()
+			return ctx.Err()
+		case <-m.wake:
+			m.mailbox()
+		case res := <-m.results:
+			m.handle(res)
+			if m.fatal != nil {
+				m.hardStop()
+				return m.fatal
+			}
+		case out <- m.out:
+			m.out = Event{}
+		case <-timer.C:
+		}
+	}
+}
+
+// ---- the mailbox ----
+
+func (m *Member) mailbox() {
+	b := m.take()
+	if !b.anything {
+		return
+	}
+	m.credit += b.grant
+	m.advance(b.phase)
+	for _, k := range b.renews {
+		h := m.held[k]
+		if h == nil || h.internal || h.ack != opNone || m.phase >= closing {
+			m.emitRenewal(Renewal{Key: k, Err: ErrNotHeld})
+			continue
+		}
+		h.renews++
+		m.sessions[h.broker].pending[k] = true
+	}
+	for _, a := range b.acks {
+		h := m.held[a.k]
+		if h == nil || h.internal || h.ack != opNone || m.phase >= closing || a.t < Accept || a.t > Reject {
+			err := ErrNotHeld
+			if h != nil && (a.t < Accept || a.t > Reject) {
+				err = fmt.Errorf("member: ack %v of %v: unknown type", a.t, a.k)
+			}
+			m.emitAck(AckResult{Key: a.k, Type: a.t, Err: err})
+			continue
+		}
+		h.ack = int8(a.t)
+		if h.renews > 0 {
+			// The job ended: renewals not yet sent are moot.
+			for range h.renews {
+				m.emitRenewal(Renewal{Key: a.k, Err: ErrNotHeld})
+			}
+			h.renews = 0
+		}
+		m.sessions[h.broker].pending[a.k] = true
+	}
+}
+
+// ---- events ----
+
+// empty reports whether the event has nothing to report.
+func (e *Event) empty() bool {
+	return len(e.Deliveries) == 0 && len(e.Renewals) == 0 && len(e.Acked) == 0 && len(e.Lost) == 0
+}
+
+func (m *Member) emitAck(a AckResult) {
+	m.out.Acked = append(m.out.Acked, a)
+	if a.Err == nil {
+		m.st.Acks[a.Type]++
+	} else {
+		m.st.AckErrors++
+	}
+}
+
+func (m *Member) emitRenewal(rn Renewal) {
+	m.out.Renewals = append(m.out.Renewals, rn)
+	m.st.Renewals++
+	if rn.Err != nil {
+		m.st.RenewErrors++
+	}
+}
+
+func (m *Member) emitLost(k Key) {
+	m.out.Lost = append(m.out.Lost, k)
+	m.st.LostRecords++
+}
+
+func (m *Member) publish() {
+	m.st.State = m.group.state
+	m.st.Epoch = m.group.epoch
+	n := 0
+	for _, ps := range m.group.assigned {
+		n += len(ps)
+	}
+	m.st.Partitions = n
+	m.st.Held = m.nHeld
+	m.st.Credit = m.credit
+	m.st.FetchRTT = m.fetchRTT
+	m.statsMu.Lock()
+	acks := m.stats.Acks
+	m.stats = m.st
+	for t, v := range m.st.Acks {
+		acks[t] = v
+	}
+	m.stats.Acks = acks
+	m.statsMu.Unlock()
+}
+
+// logEvery logs msg at level at most once a minute per kind.
+func (m *Member) logEvery(kind string, level slog.Level, msg string, args ...any) {
+	now := time.Now()
+	if t, ok := m.logged[kind]; ok && now.Sub(t) < time.Minute {
+		m.log.Debug(msg, args...)
+		return
+	}
+	m.logged[kind] = now
+	m.log.Log(context.Background(), level, msg, args...)
+}
+
+// ---- scheduling ----
+
+func (m *Member) nextWake() time.Duration {
+	now := time.Now()
+	next := now.Add(time.Minute)
+	if !m.group.busy && m.phase < closing && m.group.due.Before(next) {
+		next = m.group.due
+	}
+	if !m.meta.busy && !m.meta.due.IsZero() && m.meta.due.Before(next) {
+		next = m.meta.due
+	}
+	for _, s := range m.sessions {
+		if !s.busy && s.backoff.After(now) && s.backoff.Before(next) {
+			next = s.backoff
+		}
+		if !s.busy && s.holdUntil.After(now) && s.holdUntil.Before(next) {
+			next = s.holdUntil
+		}
+	}
+	return max(100*time.Microsecond, next.Sub(now))
+}
+
+func backoff(errs int) time.Duration {
+	d := 100 * time.Millisecond << min(errs, 5)
+	return min(d, 2*time.Second)
+}
+
+// step sends what is due, in this order:
+//
+//  1. the heartbeat, when due and none is in flight, until the sessions
+//     close;
+//  2. Metadata, when wanted and due and none is in flight, likewise;
+//  3. the sessions' closes, when leaving and no request of a session is
+//     in flight (step 4 of the stop, see [stopPhase]);
+//  4. until then, each idle session's next request (turn); while the
+//     member may fetch, a session is made first for each broker that
+//     leads a wanted partition;
+//  5. Quiet, once draining with no fetch in flight and every delivery
+//     taken from out (the end of step 2 of the stop).
+func (m *Member) step() {
+	now := time.Now()
+	if m.phase < closing && !m.group.busy && !now.Before(m.group.due) { // 1
+		m.sendHeartbeat()
+	}
+	if m.phase < closing && !m.meta.busy && !m.meta.due.IsZero() && !now.Before(m.meta.due) { // 2
+		m.sendMetadata()
+	}
+	if m.phase == leaving && m.sessionsIdle() { // 3
+		m.closeSessions()
+	}
+	if m.phase < closing { // 4
+		fetchers := 0
+		if m.canFetch() {
+			for b, ps := range m.meta.want {
+				if len(ps) > 0 {
+					fetchers++
+					m.session(b)
+				}
+			}
+		}
+		for _, s := range m.sessions {
+			if !s.busy && !now.Before(s.backoff) {
+				m.turn(s, fetchers)
+			}
+		}
+	}
+	if m.phase >= draining && !m.fetching() && len(m.out.Deliveries) == 0 { // 5
+		m.signalQuiet()
+	}
+}
+
+func (m *Member) canFetch() bool {
+	return m.group.state == Joined && m.phase == running
+}
+
+func (m *Member) fetching() bool { return m.reserved > 0 || m.anyFetchBusy() }
+
+func (m *Member) anyFetchBusy() bool {
+	for _, s := range m.sessions {
+		if s.busy && s.epoch == 0 && !s.closed {
+			// An opening request may acquire records.
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Member) sessionsIdle() bool {
+	for _, s := range m.sessions {
+		if s.busy {
+			return false
+		}
+	}
+	return true
+}
+
+func (m *Member) session(b int32) *session {
+	s := m.sessions[b]
+	if s == nil {
+		s = &session{broker: b, parts: map[tp]bool{}, pending: map[Key]bool{}}
+		m.sessions[b] = s
+	}
+	return s
+}

@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS shareq_outbox_retry_idx;
