@@ -203,6 +203,10 @@ func TestReplayInBrowser(t *testing.T) {
 	do(chromedp.SendKeys(chromedp.CSS(`input[name=reason]`), handler.ReasonPermanent),
 		chromedp.Submit(chromedp.CSS(`input[name=reason]`)),
 		chromedp.WaitVisible(chromedp.CSS(`input[name=reason][value=`+handler.ReasonPermanent+`]`)),
+		// A submit does not wait for the new page to load, as Navigate
+		// does: the filter's input shows the new page has begun, its
+		// pager (the last element) that all of it is in.
+		chromedp.WaitVisible(chromedp.CSS(`p.pager`)),
 		shot("dlq-filtered"))
 	listText := text("table.jobs tbody")
 	if n := count(jobRows); n != bad || strings.Contains(listText, handler.ReasonDecode) {
