@@ -55,7 +55,7 @@ func (m *Member) requeue(rq *request) {
 				h.renews += h.renewing
 				h.renewing = 0
 			}
-			rq.s.pending[k] = true
+			rq.s.queue(k, h)
 		}
 	}
 }
@@ -89,7 +89,11 @@ func (m *Member) loseOne(k Key, h *held, cause error) {
 func (m *Member) drop(k Key, h *held) {
 	delete(m.held, k)
 	if s := m.sessions[h.broker]; s != nil {
-		delete(s.pending, k)
+		s.unqueue(k)
+		p := tp{k.Topic, k.Partition}
+		if s.held[p]--; s.held[p] == 0 {
+			delete(s.held, p)
+		}
 	}
 	if !h.internal {
 		m.nHeld--

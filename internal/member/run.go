@@ -83,7 +83,7 @@ func (m *Member) mailbox() {
 			continue
 		}
 		h.renews++
-		m.sessions[h.broker].pending[k] = true
+		m.sessions[h.broker].queue(k, h)
 	}
 	for _, a := range b.acks {
 		h := m.held[a.k]
@@ -103,7 +103,7 @@ func (m *Member) mailbox() {
 			}
 			h.renews = 0
 		}
-		m.sessions[h.broker].pending[a.k] = true
+		m.sessions[h.broker].queue(a.k, h)
 	}
 }
 
@@ -117,7 +117,7 @@ func (e *Event) empty() bool {
 func (m *Member) emitAck(a AckResult) {
 	m.out.Acked = append(m.out.Acked, a)
 	if a.Err == nil {
-		m.st.Acks[a.Type]++
+		m.acks[a.Type]++
 	} else {
 		m.st.AckErrors++
 	}
@@ -136,6 +136,9 @@ func (m *Member) emitLost(k Key) {
 	m.st.LostRecords++
 }
 
+// publish copies the state into the snapshot Stats reads. It runs after
+// every step, so it copies a struct and an array and builds no map
+// (Stats does, for its caller).
 func (m *Member) publish() {
 	m.st.State = m.group.state
 	m.st.Epoch = m.group.epoch
@@ -148,12 +151,7 @@ func (m *Member) publish() {
 	m.st.Credit = m.credit
 	m.st.FetchRTT = m.fetchRTT
 	m.statsMu.Lock()
-	acks := m.stats.Acks
-	m.stats = m.st
-	for t, v := range m.st.Acks {
-		acks[t] = v
-	}
-	m.stats.Acks = acks
+	m.stats, m.statsAcks = m.st, m.acks
 	m.statsMu.Unlock()
 }
 
@@ -267,7 +265,7 @@ func (m *Member) sessionsIdle() bool {
 func (m *Member) session(b int32) *session {
 	s := m.sessions[b]
 	if s == nil {
-		s = &session{broker: b, parts: map[tp]bool{}, pending: map[Key]bool{}}
+		s = &session{broker: b, parts: map[tp]bool{}, pending: map[Key]pendingOp{}, acksIn: map[tp]int{}, held: map[tp]int{}}
 		m.sessions[b] = s
 	}
 	return s

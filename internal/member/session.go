@@ -22,12 +22,24 @@ type session struct {
 	// ones answered fetches named. A fetch names the wanted ones not in
 	// it yet, and forgets those no longer wanted once the member holds
 	// none of their records here.
-	parts   map[tp]bool
-	pending map[Key]bool // held keys with an op (ack or renewal) not yet sent
-	busy    bool         // a request is in flight
-	closed  bool         // the epoch −1 close was sent: the session sends nothing more
-	backoff time.Time    // after a failure, no request before then
-	errs    int          // requests failed in a row, for the backoff
+	parts map[tp]bool
+	// pending holds the keys held here with an op not yet sent: a
+	// terminal ack (opAck), or only renewals (opRenewal). Changed only
+	// through queue and unqueue, which keep the counts beside it, so
+	// that turn, which runs at every step, reads them without a scan of
+	// the set (it holds up to the credit: thousands of keys).
+	pending  map[Key]pendingOp
+	nRenewal int        // keys in pending for renewals only
+	acksIn   map[tp]int // keys in pending with a terminal ack, per partition (no zero entries)
+	// held counts the records acquired in this session and held, per
+	// partition (no zero entries): a fetch forgets a partition no longer
+	// wanted only once none is held (sendFetch), and a session reset to
+	// epoch 0 that holds some is reopened (turn), so the stop can close it.
+	held    map[tp]int
+	busy    bool      // a request is in flight
+	closed  bool      // the epoch −1 close was sent: the session sends nothing more
+	backoff time.Time // after a failure, no request before then
+	errs    int       // requests failed in a row, for the backoff
 	// drained: the session's last fetch acquired nothing, so the next
 	// one will likely wait out MaxWait: acks go alone rather than wait
 	// on it.
@@ -35,6 +47,58 @@ type session struct {
 	// holdUntil: the session waits for more credit (or a fetch to carry
 	// its acks) until then; see coalesce. Zero: not holding.
 	holdUntil time.Time
+}
+
+// pendingOp is what a key in a session's pending set waits to send.
+type pendingOp int8
+
+const (
+	opRenewal pendingOp = iota + 1 // renewals only (no terminal ack queued)
+	opAck                          // a terminal ack (or the member's own GAP)
+)
+
+// queue puts k in the pending set of its session s, or moves it to the
+// op h now waits for; a key with nothing to send leaves the set.
+func (s *session) queue(k Key, h *held) {
+	var op pendingOp
+	switch {
+	case h.ack != opNone:
+		op = opAck
+	case h.renews > 0:
+		op = opRenewal
+	default:
+		s.unqueue(k)
+		return
+	}
+	if old, ok := s.pending[k]; ok {
+		if old == op {
+			return
+		}
+		s.unqueue(k)
+	}
+	s.pending[k] = op
+	if op == opAck {
+		s.acksIn[tp{k.Topic, k.Partition}]++
+	} else {
+		s.nRenewal++
+	}
+}
+
+// unqueue takes k out of the session's pending set, if it is there.
+func (s *session) unqueue(k Key) {
+	op, ok := s.pending[k]
+	if !ok {
+		return
+	}
+	delete(s.pending, k)
+	if op == opRenewal {
+		s.nRenewal--
+		return
+	}
+	p := tp{k.Topic, k.Partition}
+	if s.acksIn[p]--; s.acksIn[p] == 0 {
+		delete(s.acksIn, p)
+	}
 }
 
 // coalesce is how long a session holds back a fetch for a sliver of the
@@ -122,18 +186,16 @@ func (m *Member) turn(s *session, fetchers int) {
 
 // pendingKinds reports what the session's pending ops hold: renewals
 // (of records with no ack queued), and acks for partitions the session
-// does not fetch.
+// does not fetch. It reads the counts queue keeps: a loop over the
+// partitions with acks pending, not over the keys.
 func (m *Member) pendingKinds(s *session) (renews, acksElsewhere bool) {
-	for k := range s.pending {
-		h := m.held[k]
-		if h.ack == opNone && h.renews > 0 {
-			renews = true
-		}
-		if h.ack != opNone && m.meta.wantSet[tp{k.Topic, k.Partition}] != s.broker+1 {
+	for p := range s.acksIn {
+		if m.meta.wantSet[p] != s.broker+1 {
 			acksElsewhere = true
+			break
 		}
 	}
-	return renews, acksElsewhere
+	return s.nRenewal > 0, acksElsewhere
 }
 
 // share is how many records the session's next fetch may ask for: its
@@ -189,7 +251,7 @@ func (m *Member) takeOps(s *session, renew, onlyWanted bool) map[tp][]int64 {
 		for _, o := range offs {
 			k := Key{p.topic, p.part, o}
 			h := m.held[k]
-			delete(s.pending, k)
+			s.unqueue(k)
 			if h.ack != opNone {
 				h.ackSent = true
 			} else {
@@ -286,7 +348,7 @@ func (m *Member) sendFetch(s *session, share int) {
 			}
 		}
 		for p := range s.parts {
-			if m.meta.wantSet[p] != s.broker+1 && !m.holdsIn(s, p) {
+			if m.meta.wantSet[p] != s.broker+1 && s.held[p] == 0 {
 				rq.forgot = append(rq.forgot, p)
 				req.ForgottenTopicsData = appendForgotten(req.ForgottenTopicsData, m.meta.ids[p.topic], p.part)
 			}
@@ -320,15 +382,6 @@ func appendForgotten(f []kmsg.ShareFetchRequestForgottenTopicsData, id [16]byte,
 		}
 	}
 	return append(f, kmsg.ShareFetchRequestForgottenTopicsData{TopicID: id, Partitions: []int32{part}})
-}
-
-func (m *Member) holdsIn(s *session, p tp) bool {
-	for k, h := range m.held {
-		if h.broker == s.broker && k.Topic == p.topic && k.Partition == p.part {
-			return true
-		}
-	}
-	return false
 }
 
 // sendOpen opens a session that has acks to send but may not fetch: a

@@ -101,7 +101,7 @@ func (m *Member) sendClose(s *session, ctx context.Context) {
 			continue // answered by the request in flight
 		}
 		h.ackSent = true
-		delete(s.pending, k)
+		s.unqueue(k)
 		p := tp{k.Topic, k.Partition}
 		rq.ops[p] = append(rq.ops[p], k.Offset)
 	}
@@ -114,19 +114,21 @@ func (m *Member) sendClose(s *session, ctx context.Context) {
 }
 
 func (m *Member) handleClose(rq *request, resp kmsg.Response, err error) {
+	// The partitions' answers, read once: a close carries every held
+	// partition of the session.
+	codes := map[tp]int16{}
+	if ar, ok := resp.(*kmsg.ShareAcknowledgeResponse); ok && err == nil {
+		for _, t := range ar.Topics {
+			name := m.meta.names[t.TopicID]
+			for _, pp := range t.Partitions {
+				codes[tp{name, pp.Partition}] = pp.ErrorCode
+			}
+		}
+	}
 	for p := range rq.ops {
 		perr := err
-		if ar, ok := resp.(*kmsg.ShareAcknowledgeResponse); ok && perr == nil {
-			for _, t := range ar.Topics {
-				if m.meta.names[t.TopicID] != p.topic {
-					continue
-				}
-				for _, pp := range t.Partitions {
-					if pp.Partition == p.part {
-						perr = kerr.ErrorForCode(pp.ErrorCode)
-					}
-				}
-			}
+		if perr == nil {
+			perr = kerr.ErrorForCode(codes[p])
 		}
 		m.opsAnswered(rq, p, perr, 0, true)
 	}
