@@ -198,8 +198,9 @@ func backoff(errs int) time.Duration {
 //  1. the heartbeat, when due and none is in flight, until the sessions
 //     close;
 //  2. Metadata, when wanted and due and none is in flight, likewise;
-//  3. the sessions' closes, when leaving and no request of a session is
-//     in flight (step 4 of the stop, see [stopPhase]);
+//  3. the sessions' closes, when leaving, no request of a session is in
+//     flight and none holds records unopened (step 4 of the stop, see
+//     [stopPhase]; turn opens such a session first);
 //  4. until then, each idle session's next request (turn); while the
 //     member may fetch, a session is made first for each broker that
 //     leads a wanted partition;
@@ -213,7 +214,7 @@ func (m *Member) step() {
 	if m.phase < closing && !m.meta.busy && !m.meta.due.IsZero() && !now.Before(m.meta.due) { // 2
 		m.sendMetadata()
 	}
-	if m.phase == leaving && m.sessionsIdle() { // 3
+	if m.phase == leaving && m.sessionsIdle() && !m.anyToReopen() { // 3
 		m.closeSessions()
 	}
 	if m.phase < closing { // 4
@@ -260,6 +261,17 @@ func (m *Member) sessionsIdle() bool {
 		}
 	}
 	return true
+}
+
+// anyToReopen reports whether a session not open holds records: reset to
+// epoch 0, it must be opened before the stop can close it.
+func (m *Member) anyToReopen() bool {
+	for _, s := range m.sessions {
+		if s.epoch == 0 && !s.closed && len(s.held) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *Member) session(b int32) *session {

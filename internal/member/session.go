@@ -141,8 +141,10 @@ type request struct {
 // the number of sessions that fetch. The first rule that applies chooses:
 //
 //  1. A session not open (epoch 0) that may fetch opens with a fetch.
-//  2. A session not open with ops to send opens with a fetch that
-//     acquires nothing (sendOpen): a ShareAcknowledge cannot open one.
+//  2. A session not open with ops to send, or holding records (it was
+//     reset, facts 8 and 9), opens with a fetch that acquires nothing
+//     (sendOpen): a ShareAcknowledge cannot open one, and only an open
+//     session can be closed to release its records at the stop.
 //  3. Renewals asked go at once, in a ShareAcknowledge (a renewal cannot
 //     ride on a fetch that fetches, fact 6), with the acks pending.
 //  4. Acks for partitions this session no longer fetches go in a
@@ -165,7 +167,7 @@ func (m *Member) turn(s *session, fetchers int) {
 	switch {
 	case !open && share > 0: // 1
 		m.sendFetch(s, share)
-	case !open && ops: // 2
+	case !open && (ops || len(s.held) > 0): // 2
 		m.sendOpen(s)
 	case renews: // 3
 		m.sendAck(s, kindRenew)

@@ -26,7 +26,9 @@ const closeTTL = 3 * time.Second
 //     on while the executor's jobs finish.
 //  3. leaving ([Member.Leave]): acknowledgements and renewals still go
 //     out (none held back), and the member waits for a step at which no
-//     request of any share session is in flight.
+//     request of any share session is in flight and every session that
+//     holds records is open (a session reset to epoch 0 is opened again
+//     first, turn's rule 2).
 //  4. closing: per open share session one ShareAcknowledge with epoch −1
 //     carrying the pending acknowledgements plus RELEASE for every held
 //     record not acknowledged (sendClose); no heartbeat or metadata
@@ -190,7 +192,8 @@ func (m *Member) drainIO() {
 }
 
 // hardStop: wait for requests in flight (never cancelling a fetch), close
-// every session best-effort, leave.
+// every open session best-effort, count the records of a session reset
+// and not reopened as lost (no close can release them), leave.
 func (m *Member) hardStop() {
 	m.advance(closing)
 	m.ioCancel()
@@ -200,8 +203,17 @@ func (m *Member) hardStop() {
 	ctx, cancel := context.WithTimeout(context.Background(), closeTTL)
 	defer cancel()
 	for _, s := range m.sessions {
-		if s.epoch > 0 && !s.closed {
+		switch {
+		case s.epoch > 0 && !s.closed:
 			m.sendClose(s, ctx)
+		case s.epoch == 0 && len(s.held) > 0:
+			// Reset and not reopened: no close can release its
+			// records; the connection's end or their locks will.
+			for k, h := range m.held {
+				if h.broker == s.broker {
+					m.loseOne(k, h, errors.New("share session not open at the stop"))
+				}
+			}
 		}
 	}
 	m.drainIO()
