@@ -95,8 +95,18 @@ func (m *Member) drop(k Key, h *held) {
 			delete(s.held, p)
 		}
 	}
-	if !h.internal {
-		m.nHeld--
+	m.count(h, -1)
+}
+
+// count adds d (1 or −1) for h to nHeld and nAcked: called with −1
+// before h's entry or its ack changes and with 1 after.
+func (m *Member) count(h *held, d int) {
+	if h.internal {
+		return
+	}
+	m.nHeld += d
+	if h.ack != opNone {
+		m.nAcked += d
 	}
 }
 

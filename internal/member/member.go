@@ -84,6 +84,7 @@ type Member struct {
 	sessions map[int32]*session // a share session per broker id, made when first wanted, never removed (session.go)
 	held     map[Key]*held      // every offset acquired and not yet acknowledged or lost (held.go)
 	nHeld    int                // the entries of held that are deliveries, not internal
+	nAcked   int                // of those, the ones with a terminal ack queued or sent (count keeps both)
 
 	credit   int // records the executor granted that no delivery has used yet
 	reserved int // credit promised to the fetches in flight (their request.reserved)

@@ -228,8 +228,8 @@ func (m *Member) acquire(rq *request, p tp, sp *kmsg.ShareFetchResponseTopicPart
 				*h = held{ack: opNone, broker: s.broker}
 				m.held[k] = h
 				s.held[p]++
-			} else if !h.internal {
-				m.nHeld--
+			} else {
+				m.count(h, -1)
 			}
 			h.d = Delivery{Record: rec, Count: int32(a.DeliveryCount), Deadline: deadline, Lock: lock}
 			h.internal = false
@@ -244,7 +244,7 @@ func (m *Member) acquire(rq *request, p tp, sp *kmsg.ShareFetchResponseTopicPart
 				// MaxRecords): a release would cost a delivery, and
 				// archive a last one, so deliver it; the credit does not
 				// go below 0.
-				m.nHeld++
+				m.count(h, 1)
 				m.out.Deliveries = append(m.out.Deliveries, h.d)
 			}
 		}

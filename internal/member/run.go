@@ -95,7 +95,9 @@ func (m *Member) mailbox() {
 			m.emitAck(AckResult{Key: a.k, Type: a.t, Err: err})
 			continue
 		}
+		m.count(h, -1)
 		h.ack = int8(a.t)
+		m.count(h, 1)
 		if h.renews > 0 {
 			// The job ended: renewals not yet sent are moot.
 			for range h.renews {

@@ -161,8 +161,10 @@ func (m *Member) turn(s *session, fetchers int) {
 	share := m.share(s, fetchers) // 0: the session may not fetch now
 	open, ops := s.epoch > 0, len(s.pending) > 0
 	// Records handed out whose acknowledgements have not been queued:
-	// jobs still in hand, which will free credit as they end.
-	working := m.nHeld - len(s.pending)
+	// jobs still in hand, in every session, which will free credit as
+	// they end. (Not nHeld less this session's pending set: that set
+	// holds renewals and gaps too, and not the other sessions' acks.)
+	working := m.nHeld - m.nAcked
 	mayHold := m.phase == running && working > 0
 	switch {
 	case !open && share > 0: // 1

@@ -92,7 +92,9 @@ func (m *Member) sendClose(s *session, ctx context.Context) {
 			continue
 		}
 		if h.ack == opNone {
+			m.count(h, -1)
 			h.ack = int8(Release)
+			m.count(h, 1)
 			h.released = true
 			for range h.renews {
 				m.emitRenewal(Renewal{Key: k, Err: ErrNotHeld})
