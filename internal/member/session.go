@@ -230,38 +230,40 @@ func (s *session) hold() bool {
 // renew) into a request, per partition sorted ascending; onlyWanted keeps
 // to partitions this session fetches.
 func (m *Member) takeOps(s *session, renew, onlyWanted bool) map[tp][]int64 {
-	byPart := map[tp][]int64{}
-	for k := range s.pending {
-		h := m.held[k]
+	// Gathered with their entries, so each key is looked up once.
+	type ref struct {
+		off int64
+		h   *held
+	}
+	refs := map[tp][]ref{}
+	for k, op := range s.pending {
+		if op == opRenewal && !renew {
+			continue
+		}
 		p := tp{k.Topic, k.Partition}
 		if onlyWanted && m.meta.wantSet[p] != s.broker+1 {
 			continue
 		}
-		if h.ack == opNone && !renew {
-			continue
-		}
-		byPart[p] = append(byPart[p], k.Offset)
+		refs[p] = append(refs[p], ref{k.Offset, m.held[k]})
 	}
-	for p, offs := range byPart {
-		slices.Sort(offs)
-		// A partition whose list failed as a whole sends its acks alone.
-		for _, o := range offs {
-			if m.held[Key{p.topic, p.part, o}].solo {
-				offs = []int64{o}
-				break
+	byPart := make(map[tp][]int64, len(refs))
+	for p, rs := range refs {
+		slices.SortFunc(rs, func(a, b ref) int { return cmp.Compare(a.off, b.off) })
+		// A partition whose list failed as a whole sends its ops alone.
+		if i := slices.IndexFunc(rs, func(r ref) bool { return r.h.solo }); i >= 0 {
+			rs = rs[i : i+1]
+		}
+		offs := make([]int64, len(rs))
+		for i, r := range rs {
+			offs[i] = r.off
+			s.unqueue(Key{p.topic, p.part, r.off})
+			if r.h.ack != opNone {
+				r.h.ackSent = true
+			} else {
+				r.h.renewing, r.h.renews = r.h.renews, 0
 			}
 		}
 		byPart[p] = offs
-		for _, o := range offs {
-			k := Key{p.topic, p.part, o}
-			h := m.held[k]
-			s.unqueue(k)
-			if h.ack != opNone {
-				h.ackSent = true
-			} else {
-				h.renewing, h.renews = h.renews, 0
-			}
-		}
 	}
 	return byPart
 }
