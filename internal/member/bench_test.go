@@ -2,6 +2,8 @@ package member_test
 
 import (
 	"context"
+	"fmt"
+	"syscall"
 	"testing"
 	"time"
 
@@ -80,4 +82,60 @@ func benchRaw(b *testing.B, c *kafkatest.Cluster, group, topic string, n int) fl
 	rate := float64(n) / time.Since(began).Seconds()
 	cl.Close()
 	return rate
+}
+
+// BenchmarkMemberNoop measures the member alone: b.N small records over 6
+// partitions, each accepted and its credit granted back as soon as it is
+// delivered, at a credit of 24 (the worker's default Concurrency), 1,000,
+// 2,000 (BenchmarkNoopAccept's) and 10,000 (where a scan of the held or
+// pending records per step would show). The clock and the allocation count
+// start after the join's first delivery, so ns/op and allocs/op are per
+// record, the broker's share included (kfake runs in this process);
+// cpu-ns/record is the process's CPU time (user and system) per record:
+// the member's and the client's alone on a real broker, whatever else
+// the machine runs.
+//
+//	go test -run '^$' -bench MemberNoop -benchtime 100000x ./internal/member
+func BenchmarkMemberNoop(b *testing.B) {
+	for _, credit := range []int{24, 1000, 2000, 10000} {
+		b.Run(fmt.Sprintf("credit=%d", credit), func(b *testing.B) {
+			c := kafkatest.New(b)
+			const partitions = 6
+			topic, group := c.Topic(b, partitions), c.Group(b)
+			n := b.N + 1 // one to join with, outside the clock
+			produce(b, c, topic, partitions, n)
+			r := start(b, c, group, []string{topic})
+			r.mu.Lock()
+			r.onDelivery = func(d member.Delivery) {
+				r.m.Ack(d.Key(), member.Accept)
+				r.m.Grant(1)
+			}
+			r.mu.Unlock()
+			r.m.Grant(1)
+			r.waitFor("the first delivery", func() bool { return len(r.deliveries) > 0 })
+			b.ReportAllocs()
+			b.ResetTimer()
+			began, cpu := time.Now(), cpuTime(b)
+			r.m.Grant(credit - 1)
+			r.waitFor("every record accepted", func() bool { return r.m.Stats().Acks[member.Accept] >= int64(n) })
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/time.Since(began).Seconds(), "records/s")
+			b.ReportMetric(float64(cpuTime(b)-cpu)/float64(b.N), "cpu-ns/record")
+			s := r.m.Stats()
+			b.ReportMetric(float64(s.Fetches), "fetches")
+			r.leave()
+			if s.AckErrors != 0 || s.Fetched != int64(n) {
+				b.Errorf("member stats %+v", s)
+			}
+		})
+	}
+}
+
+// cpuTime is the process's CPU time so far (user and system), in ns.
+func cpuTime(b *testing.B) int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }

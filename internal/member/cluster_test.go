@@ -155,6 +155,104 @@ func TestInvalidSessionEpochReopensAndResendsAcks(t *testing.T) {
 	}
 }
 
+// A session reset to epoch 0 while the member drains, with records held
+// and nothing to send, is opened again so that Leave can close it and
+// release them (on Kafka only the close does, fact 12). kfake: the
+// fetch in flight at StopFetching is answered INVALID_SHARE_SESSION_EPOCH.
+func TestSessionResetWhileDrainingIsClosedAtLeave(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.New(t)
+	f := c.Fake()
+	if f == nil {
+		t.Skip("needs kfake to answer a fetch INVALID_SHARE_SESSION_EPOCH")
+	}
+	topic, group := c.Topic(t, 1), c.Group(t)
+	produce(t, c, topic, 1, 3)
+	r := start(t, c, group, []string{topic})
+	r.m.Grant(3)
+	ds := r.deliveriesN(3)
+
+	// The next fetch waits in kfake until the member has taken
+	// StopFetching, then fails with the session's epoch.
+	entered, release := make(chan struct{}), make(chan struct{})
+	f.ControlKey(int16(kmsg.ShareFetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		close(entered)
+		<-release
+		resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
+		resp.ErrorCode = kerr.InvalidShareSessionEpoch.Code
+		return resp, nil, true
+	})
+	r.m.Grant(1)
+	<-entered
+	r.m.StopFetching()
+	r.m.Grant(5) // taken with StopFetching or after it: the sign it was taken
+	r.waitFor("StopFetching taken", func() bool { return r.m.Stats().Credit == 6 })
+	close(release)
+	<-r.m.Quiet()
+	r.leave()
+	s := r.m.Stats()
+	if s.SessionsReset != 1 || s.Held != 0 {
+		t.Errorf("stats %+v: want one reset and nothing held after Leave", s)
+	}
+	o := newOther(t, c, group, topic)
+	got := o.takeUntil("the 3 released records", func(rs []*kgo.Record) bool { return len(rs) >= 3 })
+	for _, rec := range got {
+		if rec.DeliveryCount() != 2 {
+			t.Errorf("other member got %v, want %v with count 2", recKeys(got), keys(ds))
+		}
+	}
+}
+
+// A hard stop while a session reset to epoch 0 holds records and cannot
+// be opened again counts them lost: no close can release them (the
+// connection's end or their locks will). kfake: the fetch in flight at
+// StopFetching is answered INVALID_SHARE_SESSION_EPOCH, every reopen
+// UNKNOWN_SERVER_ERROR.
+func TestSessionNotReopenedIsLostAtHardStop(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.New(t)
+	f := c.Fake()
+	if f == nil {
+		t.Skip("needs kfake to fail the session's requests")
+	}
+	topic, group := c.Topic(t, 1), c.Group(t)
+	produce(t, c, topic, 1, 3)
+	r := start(t, c, group, []string{topic})
+	r.m.Grant(3)
+	ds := r.deliveriesN(3)
+
+	entered, release := make(chan struct{}), make(chan struct{})
+	f.ControlKey(int16(kmsg.ShareFetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		close(entered)
+		<-release
+		resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
+		resp.ErrorCode = kerr.InvalidShareSessionEpoch.Code
+		return resp, nil, true
+	})
+	r.m.Grant(1)
+	<-entered
+	f.ControlKey(int16(kmsg.ShareFetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.KeepControl()
+		resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
+		resp.ErrorCode = kerr.UnknownServerError.Code
+		return resp, nil, true
+	})
+	r.m.StopFetching()
+	r.m.Grant(5)
+	r.waitFor("StopFetching taken", func() bool { return r.m.Stats().Credit == 6 })
+	close(release)
+	r.waitFor("a failed reopen", func() bool { return r.m.Stats().SessionsReset == 1 && r.m.Stats().SessionsOpened == 1 })
+	r.stop()
+	if err := <-r.done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run after its context ended: %v, want context.Canceled", err)
+	}
+	r.done <- nil
+	// A hard stop sends no more events: the loss shows in the stats.
+	if s := r.m.Stats(); s.Held != 0 || s.LostRecords != 3 {
+		t.Errorf("stats %+v: want the 3 held records %v lost", s, keys(ds))
+	}
+}
+
 // A hard stop (Run's context ends) closes the session, which releases
 // the held records: another member gets them with count 2.
 func TestHardStopReleasesHeldRecords(t *testing.T) {

@@ -55,7 +55,7 @@ func (m *Member) requeue(rq *request) {
 				h.renews += h.renewing
 				h.renewing = 0
 			}
-			rq.s.pending[k] = true
+			rq.s.queue(k, h)
 		}
 	}
 }
@@ -89,10 +89,24 @@ func (m *Member) loseOne(k Key, h *held, cause error) {
 func (m *Member) drop(k Key, h *held) {
 	delete(m.held, k)
 	if s := m.sessions[h.broker]; s != nil {
-		delete(s.pending, k)
+		s.unqueue(k)
+		p := tp{k.Topic, k.Partition}
+		if s.held[p]--; s.held[p] == 0 {
+			delete(s.held, p)
+		}
 	}
-	if !h.internal {
-		m.nHeld--
+	m.count(h, -1)
+}
+
+// count adds d (1 or −1) for h to nHeld and nAcked: called with −1
+// before h's entry or its ack changes and with 1 after.
+func (m *Member) count(h *held, d int) {
+	if h.internal {
+		return
+	}
+	m.nHeld += d
+	if h.ack != opNone {
+		m.nAcked += d
 	}
 }
 

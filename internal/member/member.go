@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"sync"
 	"time"
 
@@ -64,10 +63,11 @@ type Member struct {
 	mbox    mailbox
 	started bool // Run was called
 
-	// Guarded by statsMu: the snapshot Stats returns; Run writes it
-	// (publish) after each step.
-	statsMu sync.Mutex
-	stats   Stats
+	// Guarded by statsMu: the snapshot Stats returns (stats, its Acks
+	// nil, and statsAcks); Run writes it (publish) after each step.
+	statsMu   sync.Mutex
+	stats     Stats
+	statsAcks ackCounts
 
 	// Everything below is owned by Run's goroutine.
 
@@ -84,6 +84,7 @@ type Member struct {
 	sessions map[int32]*session // a share session per broker id, made when first wanted, never removed (session.go)
 	held     map[Key]*held      // every offset acquired and not yet acknowledged or lost (held.go)
 	nHeld    int                // the entries of held that are deliveries, not internal
+	nAcked   int                // of those, the ones with a terminal ack queued or sent (count keeps both)
 
 	credit   int // records the executor granted that no delivery has used yet
 	reserved int // credit promised to the fetches in flight (their request.reserved)
@@ -91,7 +92,8 @@ type Member struct {
 	phase stopPhase // the stop sequence (stop.go)
 
 	out      Event                // reports not yet taken from events; Run sends it whole
-	st       Stats                // counters and state; publish copies them into stats
+	st       Stats                // counters and state, Acks nil; publish copies them into stats
+	acks     ackCounts            // Stats.Acks, by type
 	fetchRTT time.Duration        // moving average of the round trips of fetches that brought records
 	dec      *decoder             // decoded record batches, reused across fetches (decode.go)
 	logged   map[string]time.Time // logEvery: when each kind of message was last logged at its level
@@ -109,6 +111,9 @@ type mailbox struct {
 	phase    stopPhase // the furthest stop step asked for: draining or leaving
 	anything bool
 }
+
+// ackCounts counts the acknowledgements the broker applied, by type.
+type ackCounts [Reject + 1]int64
 
 type pendingAck struct {
 	k Key
@@ -163,11 +168,11 @@ func New(cfg Config) (*Member, error) {
 		},
 		sessions: map[int32]*session{},
 		held:     map[Key]*held{},
-		st:       Stats{MemberID: cfg.MemberID, Acks: map[AckType]int64{}},
+		st:       Stats{MemberID: cfg.MemberID},
 		dec:      newDecoder(),
 		logged:   map[string]time.Time{},
 	}
-	m.stats = Stats{MemberID: cfg.MemberID, Acks: map[AckType]int64{}}
+	m.stats = m.st
 	return m, nil
 }
 
@@ -240,9 +245,14 @@ func (m *Member) take() mailbox {
 // and cheap.
 func (m *Member) Stats() Stats {
 	m.statsMu.Lock()
-	defer m.statsMu.Unlock()
-	s := m.stats
-	s.Acks = maps.Clone(m.stats.Acks)
+	s, acks := m.stats, m.statsAcks
+	m.statsMu.Unlock()
+	s.Acks = map[AckType]int64{}
+	for t, n := range acks {
+		if n > 0 {
+			s.Acks[AckType(t)] = n
+		}
+	}
 	return s
 }
 

@@ -201,7 +201,11 @@ func (m *Member) acquire(rq *request, p tp, sp *kmsg.ShareFetchResponseTopicPart
 		return cmp.Compare(a.FirstOffset, b.FirstOffset)
 	})
 	recs := m.dec.records(p, sp.Records, acquired)
-	n := 0
+	n, total := 0, len(recs)
+	// The new entries of held come from one slab per fetch rather than
+	// one allocation each: a slab lives while any of its entries is
+	// held, which the credit bounds.
+	var slab []held
 	deadline := rq.sent.Add(lock)
 	s := rq.s
 	for _, a := range acquired {
@@ -216,10 +220,16 @@ func (m *Member) acquire(rq *request, p tp, sp *kmsg.ShareFetchResponseTopicPart
 				h = nil
 			}
 			if h == nil {
-				h = &held{ack: opNone, broker: s.broker}
+				if len(slab) == 0 {
+					slab = make([]held, total-n+1)
+				}
+				h = &slab[0]
+				slab = slab[1:]
+				*h = held{ack: opNone, broker: s.broker}
 				m.held[k] = h
-			} else if !h.internal {
-				m.nHeld--
+				s.held[p]++
+			} else {
+				m.count(h, -1)
 			}
 			h.d = Delivery{Record: rec, Count: int32(a.DeliveryCount), Deadline: deadline, Lock: lock}
 			h.internal = false
@@ -228,13 +238,13 @@ func (m *Member) acquire(rq *request, p tp, sp *kmsg.ShareFetchResponseTopicPart
 			case rec == nil:
 				// An offset with no record (a control record or a gap).
 				h.internal, h.ack, h.ackSent = true, opGap, false
-				s.pending[k] = true
+				s.queue(k, h)
 			default:
 				// Even past the credit (a broker that gave more than
 				// MaxRecords): a release would cost a delivery, and
 				// archive a last one, so deliver it; the credit does not
 				// go below 0.
-				m.nHeld++
+				m.count(h, 1)
 				m.out.Deliveries = append(m.out.Deliveries, h.d)
 			}
 		}

@@ -83,7 +83,7 @@ func (m *Member) mailbox() {
 			continue
 		}
 		h.renews++
-		m.sessions[h.broker].pending[k] = true
+		m.sessions[h.broker].queue(k, h)
 	}
 	for _, a := range b.acks {
 		h := m.held[a.k]
@@ -95,7 +95,9 @@ func (m *Member) mailbox() {
 			m.emitAck(AckResult{Key: a.k, Type: a.t, Err: err})
 			continue
 		}
+		m.count(h, -1)
 		h.ack = int8(a.t)
+		m.count(h, 1)
 		if h.renews > 0 {
 			// The job ended: renewals not yet sent are moot.
 			for range h.renews {
@@ -103,7 +105,7 @@ func (m *Member) mailbox() {
 			}
 			h.renews = 0
 		}
-		m.sessions[h.broker].pending[a.k] = true
+		m.sessions[h.broker].queue(a.k, h)
 	}
 }
 
@@ -117,7 +119,7 @@ func (e *Event) empty() bool {
 func (m *Member) emitAck(a AckResult) {
 	m.out.Acked = append(m.out.Acked, a)
 	if a.Err == nil {
-		m.st.Acks[a.Type]++
+		m.acks[a.Type]++
 	} else {
 		m.st.AckErrors++
 	}
@@ -136,6 +138,9 @@ func (m *Member) emitLost(k Key) {
 	m.st.LostRecords++
 }
 
+// publish copies the state into the snapshot Stats reads. It runs after
+// every step, so it copies a struct and an array and builds no map
+// (Stats does, for its caller).
 func (m *Member) publish() {
 	m.st.State = m.group.state
 	m.st.Epoch = m.group.epoch
@@ -148,12 +153,7 @@ func (m *Member) publish() {
 	m.st.Credit = m.credit
 	m.st.FetchRTT = m.fetchRTT
 	m.statsMu.Lock()
-	acks := m.stats.Acks
-	m.stats = m.st
-	for t, v := range m.st.Acks {
-		acks[t] = v
-	}
-	m.stats.Acks = acks
+	m.stats, m.statsAcks = m.st, m.acks
 	m.statsMu.Unlock()
 }
 
@@ -200,8 +200,9 @@ func backoff(errs int) time.Duration {
 //  1. the heartbeat, when due and none is in flight, until the sessions
 //     close;
 //  2. Metadata, when wanted and due and none is in flight, likewise;
-//  3. the sessions' closes, when leaving and no request of a session is
-//     in flight (step 4 of the stop, see [stopPhase]);
+//  3. the sessions' closes, when leaving, no request of a session is in
+//     flight and none holds records unopened (step 4 of the stop, see
+//     [stopPhase]; turn opens such a session first);
 //  4. until then, each idle session's next request (turn); while the
 //     member may fetch, a session is made first for each broker that
 //     leads a wanted partition;
@@ -215,7 +216,7 @@ func (m *Member) step() {
 	if m.phase < closing && !m.meta.busy && !m.meta.due.IsZero() && !now.Before(m.meta.due) { // 2
 		m.sendMetadata()
 	}
-	if m.phase == leaving && m.sessionsIdle() { // 3
+	if m.phase == leaving && m.sessionsIdle() && !m.anyToReopen() { // 3
 		m.closeSessions()
 	}
 	if m.phase < closing { // 4
@@ -264,10 +265,21 @@ func (m *Member) sessionsIdle() bool {
 	return true
 }
 
+// anyToReopen reports whether a session not open holds records: reset to
+// epoch 0, it must be opened before the stop can close it.
+func (m *Member) anyToReopen() bool {
+	for _, s := range m.sessions {
+		if s.epoch == 0 && !s.closed && len(s.held) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 func (m *Member) session(b int32) *session {
 	s := m.sessions[b]
 	if s == nil {
-		s = &session{broker: b, parts: map[tp]bool{}, pending: map[Key]bool{}}
+		s = &session{broker: b, parts: map[tp]bool{}, pending: map[Key]pendingOp{}, acksIn: map[tp]int{}, held: map[tp]int{}}
 		m.sessions[b] = s
 	}
 	return s

@@ -22,12 +22,24 @@ type session struct {
 	// ones answered fetches named. A fetch names the wanted ones not in
 	// it yet, and forgets those no longer wanted once the member holds
 	// none of their records here.
-	parts   map[tp]bool
-	pending map[Key]bool // held keys with an op (ack or renewal) not yet sent
-	busy    bool         // a request is in flight
-	closed  bool         // the epoch −1 close was sent: the session sends nothing more
-	backoff time.Time    // after a failure, no request before then
-	errs    int          // requests failed in a row, for the backoff
+	parts map[tp]bool
+	// pending holds the keys held here with an op not yet sent: a
+	// terminal ack (opAck), or only renewals (opRenewal). Changed only
+	// through queue and unqueue, which keep the counts beside it, so
+	// that turn, which runs at every step, reads them without a scan of
+	// the set (it holds up to the credit: thousands of keys).
+	pending  map[Key]pendingOp
+	nRenewal int        // keys in pending for renewals only
+	acksIn   map[tp]int // keys in pending with a terminal ack, per partition (no zero entries)
+	// held counts the records acquired in this session and held, per
+	// partition (no zero entries): a fetch forgets a partition no longer
+	// wanted only once none is held (sendFetch), and a session reset to
+	// epoch 0 that holds some is reopened (turn), so the stop can close it.
+	held    map[tp]int
+	busy    bool      // a request is in flight
+	closed  bool      // the epoch −1 close was sent: the session sends nothing more
+	backoff time.Time // after a failure, no request before then
+	errs    int       // requests failed in a row, for the backoff
 	// drained: the session's last fetch acquired nothing, so the next
 	// one will likely wait out MaxWait: acks go alone rather than wait
 	// on it.
@@ -35,6 +47,58 @@ type session struct {
 	// holdUntil: the session waits for more credit (or a fetch to carry
 	// its acks) until then; see coalesce. Zero: not holding.
 	holdUntil time.Time
+}
+
+// pendingOp is what a key in a session's pending set waits to send.
+type pendingOp int8
+
+const (
+	opRenewal pendingOp = iota + 1 // renewals only (no terminal ack queued)
+	opAck                          // a terminal ack (or the member's own GAP)
+)
+
+// queue puts k in the pending set of its session s, or moves it to the
+// op h now waits for; a key with nothing to send leaves the set.
+func (s *session) queue(k Key, h *held) {
+	var op pendingOp
+	switch {
+	case h.ack != opNone:
+		op = opAck
+	case h.renews > 0:
+		op = opRenewal
+	default:
+		s.unqueue(k)
+		return
+	}
+	if old, ok := s.pending[k]; ok {
+		if old == op {
+			return
+		}
+		s.unqueue(k)
+	}
+	s.pending[k] = op
+	if op == opAck {
+		s.acksIn[tp{k.Topic, k.Partition}]++
+	} else {
+		s.nRenewal++
+	}
+}
+
+// unqueue takes k out of the session's pending set, if it is there.
+func (s *session) unqueue(k Key) {
+	op, ok := s.pending[k]
+	if !ok {
+		return
+	}
+	delete(s.pending, k)
+	if op == opRenewal {
+		s.nRenewal--
+		return
+	}
+	p := tp{k.Topic, k.Partition}
+	if s.acksIn[p]--; s.acksIn[p] == 0 {
+		delete(s.acksIn, p)
+	}
 }
 
 // coalesce is how long a session holds back a fetch for a sliver of the
@@ -77,8 +141,10 @@ type request struct {
 // the number of sessions that fetch. The first rule that applies chooses:
 //
 //  1. A session not open (epoch 0) that may fetch opens with a fetch.
-//  2. A session not open with ops to send opens with a fetch that
-//     acquires nothing (sendOpen): a ShareAcknowledge cannot open one.
+//  2. A session not open with ops to send, or holding records (it was
+//     reset, facts 8 and 9), opens with a fetch that acquires nothing
+//     (sendOpen): a ShareAcknowledge cannot open one, and only an open
+//     session can be closed to release its records at the stop.
 //  3. Renewals asked go at once, in a ShareAcknowledge (a renewal cannot
 //     ride on a fetch that fetches, fact 6), with the acks pending.
 //  4. Acks for partitions this session no longer fetches go in a
@@ -95,13 +161,15 @@ func (m *Member) turn(s *session, fetchers int) {
 	share := m.share(s, fetchers) // 0: the session may not fetch now
 	open, ops := s.epoch > 0, len(s.pending) > 0
 	// Records handed out whose acknowledgements have not been queued:
-	// jobs still in hand, which will free credit as they end.
-	working := m.nHeld - len(s.pending)
+	// jobs still in hand, in every session, which will free credit as
+	// they end. (Not nHeld less this session's pending set: that set
+	// holds renewals and gaps too, and not the other sessions' acks.)
+	working := m.nHeld - m.nAcked
 	mayHold := m.phase == running && working > 0
 	switch {
 	case !open && share > 0: // 1
 		m.sendFetch(s, share)
-	case !open && ops: // 2
+	case !open && (ops || len(s.held) > 0): // 2
 		m.sendOpen(s)
 	case renews: // 3
 		m.sendAck(s, kindRenew)
@@ -122,18 +190,16 @@ func (m *Member) turn(s *session, fetchers int) {
 
 // pendingKinds reports what the session's pending ops hold: renewals
 // (of records with no ack queued), and acks for partitions the session
-// does not fetch.
+// does not fetch. It reads the counts queue keeps: a loop over the
+// partitions with acks pending, not over the keys.
 func (m *Member) pendingKinds(s *session) (renews, acksElsewhere bool) {
-	for k := range s.pending {
-		h := m.held[k]
-		if h.ack == opNone && h.renews > 0 {
-			renews = true
-		}
-		if h.ack != opNone && m.meta.wantSet[tp{k.Topic, k.Partition}] != s.broker+1 {
+	for p := range s.acksIn {
+		if m.meta.wantSet[p] != s.broker+1 {
 			acksElsewhere = true
+			break
 		}
 	}
-	return renews, acksElsewhere
+	return s.nRenewal > 0, acksElsewhere
 }
 
 // share is how many records the session's next fetch may ask for: its
@@ -164,38 +230,40 @@ func (s *session) hold() bool {
 // renew) into a request, per partition sorted ascending; onlyWanted keeps
 // to partitions this session fetches.
 func (m *Member) takeOps(s *session, renew, onlyWanted bool) map[tp][]int64 {
-	byPart := map[tp][]int64{}
-	for k := range s.pending {
-		h := m.held[k]
+	// Gathered with their entries, so each key is looked up once.
+	type ref struct {
+		off int64
+		h   *held
+	}
+	refs := map[tp][]ref{}
+	for k, op := range s.pending {
+		if op == opRenewal && !renew {
+			continue
+		}
 		p := tp{k.Topic, k.Partition}
 		if onlyWanted && m.meta.wantSet[p] != s.broker+1 {
 			continue
 		}
-		if h.ack == opNone && !renew {
-			continue
-		}
-		byPart[p] = append(byPart[p], k.Offset)
+		refs[p] = append(refs[p], ref{k.Offset, m.held[k]})
 	}
-	for p, offs := range byPart {
-		slices.Sort(offs)
-		// A partition whose list failed as a whole sends its acks alone.
-		for _, o := range offs {
-			if m.held[Key{p.topic, p.part, o}].solo {
-				offs = []int64{o}
-				break
+	byPart := make(map[tp][]int64, len(refs))
+	for p, rs := range refs {
+		slices.SortFunc(rs, func(a, b ref) int { return cmp.Compare(a.off, b.off) })
+		// A partition whose list failed as a whole sends its ops alone.
+		if i := slices.IndexFunc(rs, func(r ref) bool { return r.h.solo }); i >= 0 {
+			rs = rs[i : i+1]
+		}
+		offs := make([]int64, len(rs))
+		for i, r := range rs {
+			offs[i] = r.off
+			s.unqueue(Key{p.topic, p.part, r.off})
+			if r.h.ack != opNone {
+				r.h.ackSent = true
+			} else {
+				r.h.renewing, r.h.renews = r.h.renews, 0
 			}
 		}
 		byPart[p] = offs
-		for _, o := range offs {
-			k := Key{p.topic, p.part, o}
-			h := m.held[k]
-			delete(s.pending, k)
-			if h.ack != opNone {
-				h.ackSent = true
-			} else {
-				h.renewing, h.renews = h.renews, 0
-			}
-		}
 	}
 	return byPart
 }
@@ -286,7 +354,7 @@ func (m *Member) sendFetch(s *session, share int) {
 			}
 		}
 		for p := range s.parts {
-			if m.meta.wantSet[p] != s.broker+1 && !m.holdsIn(s, p) {
+			if m.meta.wantSet[p] != s.broker+1 && s.held[p] == 0 {
 				rq.forgot = append(rq.forgot, p)
 				req.ForgottenTopicsData = appendForgotten(req.ForgottenTopicsData, m.meta.ids[p.topic], p.part)
 			}
@@ -320,15 +388,6 @@ func appendForgotten(f []kmsg.ShareFetchRequestForgottenTopicsData, id [16]byte,
 		}
 	}
 	return append(f, kmsg.ShareFetchRequestForgottenTopicsData{TopicID: id, Partitions: []int32{part}})
-}
-
-func (m *Member) holdsIn(s *session, p tp) bool {
-	for k, h := range m.held {
-		if h.broker == s.broker && k.Topic == p.topic && k.Partition == p.part {
-			return true
-		}
-	}
-	return false
 }
 
 // sendOpen opens a session that has acks to send but may not fetch: a

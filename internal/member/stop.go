@@ -26,7 +26,9 @@ const closeTTL = 3 * time.Second
 //     on while the executor's jobs finish.
 //  3. leaving ([Member.Leave]): acknowledgements and renewals still go
 //     out (none held back), and the member waits for a step at which no
-//     request of any share session is in flight.
+//     request of any share session is in flight and every session that
+//     holds records is open (a session reset to epoch 0 is opened again
+//     first, turn's rule 2).
 //  4. closing: per open share session one ShareAcknowledge with epoch −1
 //     carrying the pending acknowledgements plus RELEASE for every held
 //     record not acknowledged (sendClose); no heartbeat or metadata
@@ -90,7 +92,9 @@ func (m *Member) sendClose(s *session, ctx context.Context) {
 			continue
 		}
 		if h.ack == opNone {
+			m.count(h, -1)
 			h.ack = int8(Release)
+			m.count(h, 1)
 			h.released = true
 			for range h.renews {
 				m.emitRenewal(Renewal{Key: k, Err: ErrNotHeld})
@@ -101,7 +105,7 @@ func (m *Member) sendClose(s *session, ctx context.Context) {
 			continue // answered by the request in flight
 		}
 		h.ackSent = true
-		delete(s.pending, k)
+		s.unqueue(k)
 		p := tp{k.Topic, k.Partition}
 		rq.ops[p] = append(rq.ops[p], k.Offset)
 	}
@@ -114,19 +118,21 @@ func (m *Member) sendClose(s *session, ctx context.Context) {
 }
 
 func (m *Member) handleClose(rq *request, resp kmsg.Response, err error) {
+	// The partitions' answers, read once: a close carries every held
+	// partition of the session.
+	codes := map[tp]int16{}
+	if ar, ok := resp.(*kmsg.ShareAcknowledgeResponse); ok && err == nil {
+		for _, t := range ar.Topics {
+			name := m.meta.names[t.TopicID]
+			for _, pp := range t.Partitions {
+				codes[tp{name, pp.Partition}] = pp.ErrorCode
+			}
+		}
+	}
 	for p := range rq.ops {
 		perr := err
-		if ar, ok := resp.(*kmsg.ShareAcknowledgeResponse); ok && perr == nil {
-			for _, t := range ar.Topics {
-				if m.meta.names[t.TopicID] != p.topic {
-					continue
-				}
-				for _, pp := range t.Partitions {
-					if pp.Partition == p.part {
-						perr = kerr.ErrorForCode(pp.ErrorCode)
-					}
-				}
-			}
+		if perr == nil {
+			perr = kerr.ErrorForCode(codes[p])
 		}
 		m.opsAnswered(rq, p, perr, 0, true)
 	}
@@ -188,7 +194,8 @@ func (m *Member) drainIO() {
 }
 
 // hardStop: wait for requests in flight (never cancelling a fetch), close
-// every session best-effort, leave.
+// every open session best-effort, count the records of a session reset
+// and not reopened as lost (no close can release them), leave.
 func (m *Member) hardStop() {
 	m.advance(closing)
 	m.ioCancel()
@@ -198,8 +205,17 @@ func (m *Member) hardStop() {
 	ctx, cancel := context.WithTimeout(context.Background(), closeTTL)
 	defer cancel()
 	for _, s := range m.sessions {
-		if s.epoch > 0 && !s.closed {
+		switch {
+		case s.epoch > 0 && !s.closed:
 			m.sendClose(s, ctx)
+		case s.epoch == 0 && len(s.held) > 0:
+			// Reset and not reopened: no close can release its
+			// records; the connection's end or their locks will.
+			for k, h := range m.held {
+				if h.broker == s.broker {
+					m.loseOne(k, h, errors.New("share session not open at the stop"))
+				}
+			}
 		}
 	}
 	m.drainIO()
