@@ -10,10 +10,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/shareq/shareq/dlq"
+	"github.com/shareq/shareq/internal/printable"
 )
 
 // payloadView is a payload as the job page shows it: JSON pretty-printed,
@@ -40,28 +40,12 @@ func renderPayload(b []byte, limit int) payloadView {
 		}
 	}
 	shown := b[:v.Shown]
-	if printable(shown, v.Cut) {
+	if printable.Is(shown, v.Cut) {
 		v.Text, v.Encoding = string(shown), "text"
 		return v
 	}
 	v.Text, v.Encoding = hex.Dump(shown), "hex"
 	return v
-}
-
-// printable reports whether b is UTF-8 text without control characters
-// other than tab and newlines. A cut b may end inside a rune.
-func printable(b []byte, cut bool) bool {
-	for len(b) > 0 {
-		r, n := utf8.DecodeRune(b)
-		if r == utf8.RuneError && n <= 1 {
-			return cut && !utf8.FullRune(b)
-		}
-		if !unicode.IsPrint(r) && r != '\n' && r != '\t' && r != '\r' {
-			return false
-		}
-		b = b[n:]
-	}
-	return true
 }
 
 // firstLine returns the first line of s, cut to max runes.

@@ -14,10 +14,10 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/shareq/shareq/dlq"
+	"github.com/shareq/shareq/internal/printable"
 )
 
 // Defaults of the dlq subcommands.
@@ -619,26 +619,10 @@ func payload(b []byte, max int) (s, encoding string, cut bool) {
 	if max > 0 && len(b) > max {
 		b, cut = b[:max], true
 	}
-	if printable(b, cut) {
+	if printable.Is(b, cut) {
 		return string(b), "text", cut
 	}
 	return hex.EncodeToString(b), "hex", cut
-}
-
-// printable reports whether b is UTF-8 text without control characters
-// other than tab and newlines. A cut b may end inside a rune.
-func printable(b []byte, cut bool) bool {
-	for len(b) > 0 {
-		r, n := utf8.DecodeRune(b)
-		if r == utf8.RuneError && n <= 1 {
-			return cut && !utf8.FullRune(b)
-		}
-		if !unicode.IsPrint(r) && r != '\n' && r != '\t' && r != '\r' {
-			return false
-		}
-		b = b[n:]
-	}
-	return true
 }
 
 func encNote(enc string) string {
