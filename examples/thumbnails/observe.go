@@ -1,13 +1,10 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -54,9 +51,8 @@ func (obs observers) AckFailed(topic string, partition int32, err error) {
 // worker's (shareq_jobs_total and the rest, see the metrics package), the
 // share group's lag, and the Go runtime's.
 type metricsServer struct {
-	m   *metrics.Metrics
-	srv *http.Server
-	ln  net.Listener
+	httpServer
+	m *metrics.Metrics
 }
 
 func startMetrics(addr string, adm *kadm.Client, log *slog.Logger) (*metricsServer, error) {
@@ -73,20 +69,6 @@ func startMetrics(addr string, adm *kadm.Client, log *slog.Logger) (*metricsServ
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	s := &metricsServer{m: m, ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
+	s := &metricsServer{httpServer: newHTTPServer(ln, mux), m: m}
 	return s, nil
-}
-
-// serve serves until stop is called.
-func (s *metricsServer) serve() error {
-	if err := s.srv.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
-}
-
-func (s *metricsServer) stop() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	s.srv.Shutdown(ctx)
 }

@@ -17,10 +17,7 @@ import (
 // webConsole serves shareq's web console (read-only) while the demo
 // runs: the share group, its lag, and the corrupt image parked in
 // thumbnails.dlq.
-type webConsole struct {
-	srv *http.Server
-	ln  net.Listener
-}
+type webConsole struct{ httpServer }
 
 // startWebConsole listens at addr with a console reading through cl, a
 // client that consumes nothing.
@@ -33,19 +30,30 @@ func startWebConsole(addr string, cl *kgo.Client, log *slog.Logger) (*webConsole
 	if err != nil {
 		return nil, fmt.Errorf("-console-addr: %w", err)
 	}
-	return &webConsole{ln: ln, srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}}, nil
+	return &webConsole{newHTTPServer(ln, h)}, nil
+}
+
+// httpServer serves a handler on a listener of its own, until stop: the
+// demo's metrics and its web console.
+type httpServer struct {
+	srv *http.Server
+	ln  net.Listener
+}
+
+func newHTTPServer(ln net.Listener, h http.Handler) httpServer {
+	return httpServer{ln: ln, srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}}
 }
 
 // serve serves until stop is called.
-func (c *webConsole) serve() error {
-	if err := c.srv.Serve(c.ln); !errors.Is(err, http.ErrServerClosed) {
+func (s *httpServer) serve() error {
+	if err := s.srv.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
 }
 
-func (c *webConsole) stop() {
+func (s *httpServer) stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c.srv.Shutdown(ctx)
+	s.srv.Shutdown(ctx)
 }
