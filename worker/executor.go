@@ -112,7 +112,7 @@ type xresult struct {
 // hand their outcomes back on done.
 type executor struct {
 	w    *Worker
-	e    groupMember
+	m    groupMember // the share-group member whose deliveries it runs
 	log  *slog.Logger
 	obs  Observer
 	conc int
@@ -171,11 +171,11 @@ type executor struct {
 	pubRunning, pubQueued atomic.Int64
 }
 
-func newExecutor(w *Worker, e groupMember) *executor {
+func newExecutor(w *Worker, m groupMember) *executor {
 	conc := w.cfg.concurrency
 	return &executor{
 		w:        w,
-		e:        e,
+		m:        m,
 		log:      w.cfg.logger.With("group", w.cfg.group),
 		obs:      w.cfg.observer,
 		conc:     conc,
@@ -187,7 +187,7 @@ func newExecutor(w *Worker, e groupMember) *executor {
 	}
 }
 
-// run runs jobs until ctx is done, then stops gracefully, calls e.Leave(), reads Events until it closes,
+// run runs jobs until ctx is done, then stops gracefully, calls m.Leave(), reads Events until it closes,
 // and returns once every handler goroutine it started has returned (logging a Warn every 5 s while
 // handlers ignore their cancelled context).
 //
@@ -211,7 +211,7 @@ func (x *executor) run(ctx context.Context) {
 	x.lastReading = time.Now()
 	x.topUp()
 
-	events := x.e.Events()
+	events := x.m.Events()
 	stopping := ctx.Done()
 	tick := reading.C
 	var quiet <-chan struct{}
@@ -258,8 +258,8 @@ func (x *executor) run(ctx context.Context) {
 			x.logStopping()
 			x.stopping = true
 			x.prefetch = 0
-			x.e.StopFetching()
-			quiet = x.e.Quiet()
+			x.m.StopFetching()
+			quiet = x.m.Quiet()
 			shutdown = time.NewTimer(x.w.cfg.shutdownTimeout)
 			deadline = shutdown.C
 		case <-quiet:
@@ -284,7 +284,7 @@ func (x *executor) run(ctx context.Context) {
 		x.topUp()
 		if x.stopping && !x.left && (x.quiet || x.expired) && len(x.jobs) == 0 {
 			x.left = true
-			x.e.Leave()
+			x.m.Leave()
 		}
 	}
 	if x.pause != nil {
@@ -402,7 +402,7 @@ func (x *executor) deliver(d member.Delivery) {
 	if x.left || x.expired {
 		x.log.Warn("a record arrived after the shutdown deadline; releasing it", "record", k)
 		if !x.left {
-			x.e.Ack(k, member.Release)
+			x.m.Ack(k, member.Release)
 		}
 		x.report(j, AckRelease, OutcomeInterrupted, ErrShutdown, 0, nil)
 		return
@@ -535,7 +535,7 @@ func (x *executor) result(r xresult) {
 	}
 	switch {
 	case r.err == nil && r.parked != nil:
-		x.e.Ack(j.key, member.Accept)
+		x.m.Ack(j.key, member.Accept)
 		x.end(j, nil)
 		x.report(j, AckAccept, OutcomeParked, r.parked.Err, r.took, r.parked)
 		return
@@ -628,7 +628,7 @@ func (x *executor) wakeUp() {
 			x.abandon(j, ErrMaxHold)
 		}
 		if len(due) > 0 {
-			x.e.Renew(due...)
+			x.m.Renew(due...)
 		}
 		if at, ok := x.tracker.Next(); ok {
 			x.trackerAt, x.trackerSet = at, true
@@ -736,11 +736,11 @@ func (x *executor) abandon(j *xjob, cause error) {
 func (x *executor) finish(j *xjob, ack Ack, outcome Outcome, err error, took time.Duration) {
 	switch ack {
 	case AckAccept:
-		x.e.Ack(j.key, member.Accept)
+		x.m.Ack(j.key, member.Accept)
 	case AckReject:
-		x.e.Ack(j.key, member.Reject)
+		x.m.Ack(j.key, member.Reject)
 	default:
-		x.e.Ack(j.key, member.Release)
+		x.m.Ack(j.key, member.Release)
 	}
 	x.end(j, err)
 	x.report(j, ack, outcome, err, took, nil)
@@ -906,7 +906,7 @@ func (x *executor) reading() {
 	} else if x.rate += rateWeight * (r - x.rate); x.rate < 0.01 {
 		x.rate = 0 // idle: known no longer
 	}
-	x.prefetch = prefetchFor(x.rate, x.e.Stats().FetchRTT, x.lockSeen, x.conc)
+	x.prefetch = prefetchFor(x.rate, x.m.Stats().FetchRTT, x.lockSeen, x.conc)
 	x.pubRunning.Store(int64(x.running))
 	x.pubQueued.Store(int64(x.queued))
 }
@@ -938,7 +938,7 @@ func (x *executor) topUp() {
 	}
 	if n := x.conc + x.prefetch - x.running - x.queued - len(x.reruns) - x.outstanding; n > 0 {
 		x.outstanding += n
-		x.e.Grant(n)
+		x.m.Grant(n)
 	}
 }
 

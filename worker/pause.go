@@ -138,7 +138,7 @@ func (x *executor) maybeProbe() {
 	}
 	if x.outstanding == 0 {
 		x.outstanding++
-		x.e.Grant(1)
+		x.m.Grant(1)
 	}
 }
 
