@@ -56,12 +56,88 @@ func (w *Worker) Check(ctx context.Context) error {
 	return nil
 }
 
+// check runs the start-up checks, in this order; the first that fails
+// ends it with its error. Each step is a method below, in the same order.
 func (w *Worker) check(ctx context.Context, admin *kgo.Client) error {
+	// 1. A seed broker answers (ApiVersions): else ErrBrokersUnreachable,
+	// with a hint about TLS or SASL.
+	if err := w.checkReachable(ctx, admin); err != nil {
+		return err
+	}
+	// 2. Every broker serves the share-group requests at the versions
+	// the worker needs (ApiVersions of each): else
+	// ErrShareGroupsUnsupported naming the broker and the request.
+	if err := w.checkShareAPIs(ctx, admin); err != nil {
+		return err
+	}
+	// 3. Each handled topic exists and may be read, each RequireTopics
+	// topic exists and may be written (one Metadata request): else
+	// ErrNotAuthorized naming the right, or ErrTopicMissing with the
+	// commands that create the topics. Keeps the topics' IDs for the
+	// topic watch.
+	if err := w.checkTopics(ctx, admin); err != nil {
+		return err
+	}
+	// 4. The worker may read its group (ShareGroupDescribe): else
+	// ErrNotAuthorized. A group that does not exist yet passes.
+	if err := w.checkGroupRead(ctx, admin); err != nil {
+		return err
+	}
+	// 5. The group's name is not taken by a group of another type
+	// (ListGroups; best effort): else ErrGroupNotShare.
+	if err := w.checkGroupType(ctx, admin); err != nil {
+		return err
+	}
+	// 6. The group's configs (one DescribeConfigs of the group): else
+	// ErrNotAuthorized for DescribeConfigs. A broker without group
+	// configs passes with none.
+	gc, err := w.describeGroupConfigs(ctx, admin)
+	if err != nil {
+		return err
+	}
+	// 7. The group configs set as asked, each written only when it
+	// differs (AlterConfigs): AutoOffsetReset, GroupDeliveryLimit
+	// (checked against the brokers' bounds first), renewals enabled,
+	// the session timeout. A refused write is ErrNotAuthorized for
+	// AlterConfigs, another failure an error naming the option and the
+	// kafka-configs.sh command that sets it; a session timeout the
+	// brokers do not allow is only logged.
+	if err := w.setOffsetReset(ctx, admin, gc.current); err != nil {
+		return err
+	}
+	if err := w.setGroupDeliveryLimit(ctx, admin, gc.current); err != nil {
+		return err
+	}
+	if err := w.enableRenewals(ctx, admin, gc.current); err != nil {
+		return err
+	}
+	if err := w.ensureSessionTimeout(ctx, admin, gc.current, gc.own); err != nil {
+		return err
+	}
+	// 8. The group's dead-letter topic on the broker (Kafka 4.4+): a
+	// topic that cannot be used fails only with BrokerDLQ
+	// (ErrBrokerDLQ); else it is logged at Warn level.
+	if err := w.setupBrokerDLQ(ctx, admin, gc.current, gc.described); err != nil {
+		return err
+	}
+	// 9. The delivery limit the executor parks jobs at: DeliveryLimit,
+	// else GroupDeliveryLimit, else the group's, else the brokers',
+	// else Kafka's default of 5. Never fails.
+	w.deliveryLimit.Store(w.deliveryLimitFor(ctx, admin, gc.current))
+	return nil
+}
+
+// checkReachable is step 1 of check.
+func (w *Worker) checkReachable(ctx context.Context, admin *kgo.Client) error {
 	if err := admin.Ping(ctx); err != nil {
 		return fmt.Errorf("%w %v: %v (%s)", ErrBrokersUnreachable, w.seeds(admin), err, kafkaerr.ConnHint(err))
 	}
-	adm := kadm.NewClient(admin)
-	versions, err := adm.ApiVersions(ctx)
+	return nil
+}
+
+// checkShareAPIs is step 2 of check.
+func (w *Worker) checkShareAPIs(ctx context.Context, admin *kgo.Client) error {
+	versions, err := kadm.NewClient(admin).ApiVersions(ctx)
 	if err != nil {
 		return fmt.Errorf("%w %v: api versions: %v", ErrBrokersUnreachable, w.cfg.brokers, err)
 	}
@@ -80,6 +156,12 @@ func (w *Worker) check(ctx context.Context, admin *kgo.Client) error {
 			}
 		}
 	}
+	return nil
+}
+
+// checkTopics is step 3 of check. A missing right is reported before a
+// missing topic, a handled topic before a required one.
+func (w *Worker) checkTopics(ctx context.Context, admin *kgo.Client) error {
 	topics, err := w.describeTopics(ctx, admin)
 	if err != nil {
 		return err
@@ -122,32 +204,6 @@ func (w *Worker) check(ctx context.Context, admin *kgo.Client) error {
 		return fmt.Errorf("%w: %s, named in RequireTopics (without it, parking a job or producing to it fails; shareq workers never create topics; %s)",
 			ErrTopicMissing, strings.Join(missingRequired, ", "), w.createHint(missingRequired, false))
 	}
-	if err := w.checkGroupRead(ctx, admin); err != nil {
-		return err
-	}
-
-	// A name taken by a consumer group would make every share-group
-	// heartbeat fail; say so now. Best effort: a broker that cannot list
-	// groups is not a reason to refuse to start.
-	if groups, err := adm.ListGroups(ctx); err == nil {
-		if g, ok := groups[w.cfg.group]; ok && g.GroupType != "" && g.GroupType != "share" {
-			return fmt.Errorf("%w: %q is a %s group (protocol %q); pick another Group name for the share group",
-				ErrGroupNotShare, w.cfg.group, g.GroupType, g.ProtocolType)
-		}
-	}
-	groupConfigs, err := w.ensureGroupConfig(ctx, admin)
-	if err != nil {
-		return err
-	}
-
-	limit := int32(w.cfg.deliveryLimit)
-	if limit == 0 {
-		limit = int32(w.cfg.groupLimit) // just set: the broker may still describe the old value
-	}
-	if limit == 0 {
-		limit = readLimit(ctx, admin, groupConfigs)
-	}
-	w.deliveryLimit.Store(limit)
 	return nil
 }
 
@@ -184,71 +240,125 @@ func (w *Worker) createHint(topics []string, withDLQ bool) string {
 	return b.String()
 }
 
-// ensureGroupConfig sets the group configs the worker needs, writing only
-// those that differ, so a worker without ALTER_CONFIGS permission runs on
-// a group an operator configured. It returns the configs it found.
-func (w *Worker) ensureGroupConfig(ctx context.Context, admin *kgo.Client) (map[string]string, error) {
+// checkGroupType is step 5 of check: a name taken by a consumer group
+// would make every share-group heartbeat fail, so it says so now. A
+// broker that cannot list groups is not a reason to refuse to start.
+func (w *Worker) checkGroupType(ctx context.Context, admin *kgo.Client) error {
+	groups, err := kadm.NewClient(admin).ListGroups(ctx)
+	if err != nil {
+		return nil
+	}
+	if g, ok := groups[w.cfg.group]; ok && g.GroupType != "" && g.GroupType != "share" {
+		return fmt.Errorf("%w: %q is a %s group (protocol %q); pick another Group name for the share group",
+			ErrGroupNotShare, w.cfg.group, g.GroupType, g.ProtocolType)
+	}
+	return nil
+}
+
+// groupConfigs are the group's configs as step 6 of check found them.
+type groupConfigs struct {
+	current   map[string]string // the configs the broker describes, by name
+	own       map[string]bool   // which of them are set on the group itself (the others are broker defaults)
+	described bool              // false when the broker could not describe them (then current is empty)
+}
+
+// describeGroupConfigs is step 6 of check. Without the group's configs
+// the worker would guess the delivery limit (and park jobs on the wrong
+// delivery) and miss a disabled renewal, so a refused describe fails;
+// any other failure (a broker without group configs) leaves them empty,
+// and the worker tries to set what it needs.
+func (w *Worker) describeGroupConfigs(ctx context.Context, admin *kgo.Client) (groupConfigs, error) {
 	current, own, err := groupcfg.DescribeOwn(ctx, admin, w.cfg.group, groupcfg.AutoOffsetReset, groupcfg.RenewAckEnable, groupcfg.DeliveryCountLimit,
 		groupcfg.DLQTopicName, groupcfg.DLQCopyRecord, groupcfg.SessionTimeoutMs, groupcfg.HeartbeatIntervalMs)
 	if acl.Denied(err) {
-		// Without them the worker would guess the delivery limit (and
-		// park jobs on the wrong delivery) and miss a disabled renewal.
-		return nil, w.notAuthorized(admin, acl.Right{Op: "DescribeConfigs", Resource: acl.Group, Name: w.cfg.group}, err)
+		return groupConfigs{}, w.notAuthorized(admin, acl.Right{Op: "DescribeConfigs", Resource: acl.Group, Name: w.cfg.group}, err)
 	}
-	described := err == nil
 	if err != nil {
-		current, own = map[string]string{}, map[string]bool{} // a broker without group configs: try to set them
+		return groupConfigs{current: map[string]string{}, own: map[string]bool{}}, nil
 	}
-	alter := func(what string, err error) error {
-		if acl.Denied(err) {
-			return w.notAuthorized(admin, acl.Right{Op: "AlterConfigs", Resource: acl.Group, Name: w.cfg.group}, fmt.Errorf("%s: %w", what, err))
-		}
+	return groupConfigs{current: current, own: own, described: true}, nil
+}
+
+// alterRefused is the error of step 7 for a group config the worker may
+// not set (what says which), or nil when err is not a refusal.
+func (w *Worker) alterRefused(admin *kgo.Client, what string, err error) error {
+	if acl.Denied(err) {
+		return w.notAuthorized(admin, acl.Right{Op: "AlterConfigs", Resource: acl.Group, Name: w.cfg.group}, fmt.Errorf("%s: %w", what, err))
+	}
+	return nil
+}
+
+// setOffsetReset is step 7 of check for [AutoOffsetReset].
+func (w *Worker) setOffsetReset(ctx context.Context, admin *kgo.Client, current map[string]string) error {
+	if w.cfg.offsetReset == "" || current[groupcfg.AutoOffsetReset] == w.cfg.offsetReset {
 		return nil
 	}
-	if w.cfg.offsetReset != "" && current[groupcfg.AutoOffsetReset] != w.cfg.offsetReset {
-		if err := groupcfg.Set(ctx, admin, w.cfg.group, map[string]string{groupcfg.AutoOffsetReset: w.cfg.offsetReset}); err != nil {
-			if err := alter(fmt.Sprintf("AutoOffsetReset(%q)", w.cfg.offsetReset), err); err != nil {
-				return nil, err
-			}
-			return nil, fmt.Errorf("worker: AutoOffsetReset(%q): %w (set it with kafka-configs.sh --entity-type groups --entity-name %s --alter --add-config %s=%s, or grant ALTER_CONFIGS on the group)",
-				w.cfg.offsetReset, err, w.cfg.group, groupcfg.AutoOffsetReset, w.cfg.offsetReset)
-		}
+	err := groupcfg.Set(ctx, admin, w.cfg.group, map[string]string{groupcfg.AutoOffsetReset: w.cfg.offsetReset})
+	if err == nil {
+		return nil
 	}
-	if n := w.cfg.groupLimit; n > 0 && current[groupcfg.DeliveryCountLimit] != strconv.Itoa(n) {
-		if err := checkDeliveryBound(ctx, admin, n); err != nil {
-			return nil, err
-		}
-		if err := groupcfg.Set(ctx, admin, w.cfg.group, map[string]string{groupcfg.DeliveryCountLimit: strconv.Itoa(n)}); err != nil {
-			if err := alter(fmt.Sprintf("GroupDeliveryLimit(%d)", n), err); err != nil {
-				return nil, err
-			}
-			if errors.Is(err, kerr.InvalidConfig) && strings.Contains(err.Error(), "Unknown group config") {
-				return nil, fmt.Errorf("worker: GroupDeliveryLimit(%d): the brokers do not know the group config %s (Apache Kafka 4.3+); on older brokers set the broker config %s instead, and pass worker.DeliveryLimit(%d) if it differs from the broker's",
-					n, groupcfg.DeliveryCountLimit, groupcfg.BrokerDeliveryCountLimit, n)
-			}
-			return nil, fmt.Errorf("worker: GroupDeliveryLimit(%d): %w (the broker allows group.share.min.delivery.count.limit to group.share.max.delivery.count.limit, 2 to 10 by default; or set it with kafka-configs.sh --entity-type groups --entity-name %s --alter --add-config %s=%d, or grant ALTER_CONFIGS on the group)",
-				n, err, w.cfg.group, groupcfg.DeliveryCountLimit, n)
-		}
+	if err := w.alterRefused(admin, fmt.Sprintf("AutoOffsetReset(%q)", w.cfg.offsetReset), err); err != nil {
+		return err
 	}
-	// Kafka 4.3 added share.renew.acknowledge.enable (default true);
-	// renewals fail while it is false. Older brokers and kfake do not know
-	// it and renew anyway.
-	if v, ok := current[groupcfg.RenewAckEnable]; ok && v != "true" {
-		if err := groupcfg.Set(ctx, admin, w.cfg.group, map[string]string{groupcfg.RenewAckEnable: "true"}); err != nil {
-			if err := alter(fmt.Sprintf("group %q has %s=%s, so long jobs cannot renew their locks, and setting it to true failed", w.cfg.group, groupcfg.RenewAckEnable, v), err); err != nil {
-				return nil, err
-			}
-			return nil, fmt.Errorf("worker: group %q has %s=%s, so long jobs cannot renew their locks, and setting it failed: %w (set it to true with kafka-configs.sh --entity-type groups --entity-name %s --alter --add-config %s=true)",
-				w.cfg.group, groupcfg.RenewAckEnable, v, err, w.cfg.group, groupcfg.RenewAckEnable)
-		}
+	return fmt.Errorf("worker: AutoOffsetReset(%q): %w (set it with kafka-configs.sh --entity-type groups --entity-name %s --alter --add-config %s=%s, or grant ALTER_CONFIGS on the group)",
+		w.cfg.offsetReset, err, w.cfg.group, groupcfg.AutoOffsetReset, w.cfg.offsetReset)
+}
+
+// setGroupDeliveryLimit is step 7 of check for [GroupDeliveryLimit]: the
+// limit is checked against the brokers' bounds, then set.
+func (w *Worker) setGroupDeliveryLimit(ctx context.Context, admin *kgo.Client, current map[string]string) error {
+	n := w.cfg.groupLimit
+	if n <= 0 || current[groupcfg.DeliveryCountLimit] == strconv.Itoa(n) {
+		return nil
 	}
-	if err := w.ensureSessionTimeout(ctx, admin, current, own); err != nil {
-		return nil, err
+	if err := checkDeliveryBound(ctx, admin, n); err != nil {
+		return err
 	}
-	if err := w.setupBrokerDLQ(ctx, admin, current, described); err != nil {
-		return nil, err
+	err := groupcfg.Set(ctx, admin, w.cfg.group, map[string]string{groupcfg.DeliveryCountLimit: strconv.Itoa(n)})
+	if err == nil {
+		return nil
 	}
-	return current, nil
+	if err := w.alterRefused(admin, fmt.Sprintf("GroupDeliveryLimit(%d)", n), err); err != nil {
+		return err
+	}
+	if errors.Is(err, kerr.InvalidConfig) && strings.Contains(err.Error(), "Unknown group config") {
+		return fmt.Errorf("worker: GroupDeliveryLimit(%d): the brokers do not know the group config %s (Apache Kafka 4.3+); on older brokers set the broker config %s instead, and pass worker.DeliveryLimit(%d) if it differs from the broker's",
+			n, groupcfg.DeliveryCountLimit, groupcfg.BrokerDeliveryCountLimit, n)
+	}
+	return fmt.Errorf("worker: GroupDeliveryLimit(%d): %w (the broker allows group.share.min.delivery.count.limit to group.share.max.delivery.count.limit, 2 to 10 by default; or set it with kafka-configs.sh --entity-type groups --entity-name %s --alter --add-config %s=%d, or grant ALTER_CONFIGS on the group)",
+		n, err, w.cfg.group, groupcfg.DeliveryCountLimit, n)
+}
+
+// enableRenewals is step 7 of check for lock renewal: Kafka 4.3 added
+// share.renew.acknowledge.enable (default true), and renewals fail while
+// it is false. Older brokers and kfake do not know it and renew anyway.
+func (w *Worker) enableRenewals(ctx context.Context, admin *kgo.Client, current map[string]string) error {
+	v, ok := current[groupcfg.RenewAckEnable]
+	if !ok || v == "true" {
+		return nil
+	}
+	err := groupcfg.Set(ctx, admin, w.cfg.group, map[string]string{groupcfg.RenewAckEnable: "true"})
+	if err == nil {
+		return nil
+	}
+	if err := w.alterRefused(admin, fmt.Sprintf("group %q has %s=%s, so long jobs cannot renew their locks, and setting it to true failed", w.cfg.group, groupcfg.RenewAckEnable, v), err); err != nil {
+		return err
+	}
+	return fmt.Errorf("worker: group %q has %s=%s, so long jobs cannot renew their locks, and setting it failed: %w (set it to true with kafka-configs.sh --entity-type groups --entity-name %s --alter --add-config %s=true)",
+		w.cfg.group, groupcfg.RenewAckEnable, v, err, w.cfg.group, groupcfg.RenewAckEnable)
+}
+
+// deliveryLimitFor is step 9 of check. A limit just set with
+// GroupDeliveryLimit wins over the one described: the broker may still
+// describe the old value.
+func (w *Worker) deliveryLimitFor(ctx context.Context, admin *kgo.Client, current map[string]string) int32 {
+	if n := int32(w.cfg.deliveryLimit); n != 0 {
+		return n
+	}
+	if n := int32(w.cfg.groupLimit); n != 0 {
+		return n
+	}
+	return readLimit(ctx, admin, current)
 }
 
 // checkDeliveryBound fails a GroupDeliveryLimit(n) outside the brokers'
@@ -281,7 +391,7 @@ func checkDeliveryBound(ctx context.Context, admin *kgo.Client, n int) error {
 }
 
 // readLimit returns the group's delivery count limit: the group config
-// (among groupConfigs, as ensureGroupConfig found them), else the broker
+// (among those describeGroupConfigs found), else the broker
 // default, else Kafka's default of 5.
 func readLimit(ctx context.Context, cl *kgo.Client, groupConfigs map[string]string) int32 {
 	parse := func(m map[string]string, k string) int32 {
