@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/member"
+	"github.com/shareq/shareq/internal/safehandle"
 	"github.com/shareq/shareq/renew"
 )
 
@@ -990,28 +990,18 @@ const startMargin = 500 * time.Millisecond
 // runJob runs j's handler within its job timeout, if it has one: at the
 // timeout its context is cancelled with cause ErrJobTimeout, and an error
 // the handler returns then (unless permanent) becomes a retry with reason
-// "timeout" that wraps ErrJobTimeout and the handler's error.
+// "timeout" that wraps ErrJobTimeout and the handler's error. A panic that
+// escaped every middleware (one in a middleware outside the handler's own
+// recovery) becomes a permanent failure that keeps the panic's stack.
 func runJob(j *xjob) error {
 	if j.timeout <= 0 {
-		return safeHandle(j.ctx, j.h, &j.job)
+		return safehandle.Handle(j.ctx, j.h, &j.job)
 	}
 	ctx, cancel := context.WithTimeoutCause(j.ctx, j.timeout, ErrJobTimeout)
 	defer cancel()
-	err := safeHandle(ctx, j.h, &j.job)
+	err := safehandle.Handle(ctx, j.h, &j.job)
 	if err != nil && errors.Is(context.Cause(ctx), ErrJobTimeout) && !handler.IsPermanent(err) {
 		err = &handler.RetryError{Reason: handler.ReasonTimeout, Err: fmt.Errorf("%w after %v: %w", ErrJobTimeout, j.timeout, err)}
 	}
 	return err
-}
-
-// safeHandle runs h, turning a panic that escaped every middleware (one in
-// a middleware outside the handler's own recovery) into a permanent
-// failure that keeps the panic's stack.
-func safeHandle(ctx context.Context, h handler.Handler, job *handler.Job) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = &handler.PermanentError{Reason: handler.ReasonPanic, Err: &handler.PanicError{Value: v, Stack: debug.Stack()}}
-		}
-	}()
-	return h.Handle(ctx, job)
 }
