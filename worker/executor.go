@@ -111,7 +111,7 @@ type xresult struct {
 // of its state; handlers run on goroutines it starts and waits for, and
 // hand their outcomes back on done.
 type executor struct {
-	w    *Worker
+	cfg  executorConfig
 	m    groupMember // the share-group member whose deliveries it runs
 	log  *slog.Logger
 	obs  Observer
@@ -171,17 +171,58 @@ type executor struct {
 	pubRunning, pubQueued atomic.Int64
 }
 
-func newExecutor(w *Worker, m groupMember) *executor {
-	conc := w.cfg.concurrency
+// executorConfig is everything the executor takes from outside: the
+// worker's settings, its handlers, and the callbacks by which it fills in
+// jobs and publishes its pause.
+type executorConfig struct {
+	Group           string
+	Concurrency     int
+	ShutdownTimeout time.Duration // how long handlers may finish after ctx is done
+	RenewMargin     time.Duration // renew a running job's lock this long before it runs out; 0 or more than half the lock: at half
+	MaxHold         time.Duration // the longest a job holds its record
+	// RetryBackoff is how long a failed job is held before its release,
+	// by delivery count; nil: released at once.
+	RetryBackoff  func(delivery int32) time.Duration
+	DeliveryLimit func() int32 // the group's delivery limit as the start-up check found it; 0: unknown
+
+	Handlers map[string]handler.Handler // by topic, middleware applied
+	Timeouts map[string]time.Duration   // job timeout by topic; absent or 0: none
+
+	Logger   *slog.Logger // the worker's logger, carried on every job's context
+	Observer Observer     // nil: none
+	// DependenciesDown is called with the dependencies down whenever the
+	// pause changes, with nil when it ends.
+	DependenciesDown func(deps []string)
+}
+
+// executorConfig is the executor's config for this worker.
+func (w *Worker) executorConfig() executorConfig {
+	return executorConfig{
+		Group: w.cfg.group, Concurrency: w.cfg.concurrency, ShutdownTimeout: w.cfg.shutdownTimeout,
+		RenewMargin: w.cfg.renewMargin, MaxHold: w.cfg.maxHold, RetryBackoff: w.cfg.retryBackoff,
+		DeliveryLimit: w.deliveryLimit.Load, Handlers: w.handlers, Timeouts: w.timeouts,
+		Logger: w.cfg.logger, Observer: w.cfg.observer,
+		DependenciesDown: func(deps []string) {
+			if deps == nil {
+				w.down.Store(nil)
+				return
+			}
+			w.down.Store(&deps)
+		},
+	}
+}
+
+func newExecutor(cfg executorConfig, m groupMember) *executor {
+	conc := cfg.Concurrency
 	return &executor{
-		w:        w,
+		cfg:      cfg,
 		m:        m,
-		log:      w.cfg.logger.With("group", w.cfg.group),
-		obs:      w.cfg.observer,
+		log:      cfg.Logger.With("group", cfg.Group),
+		obs:      cfg.Observer,
 		conc:     conc,
 		jobs:     make(map[member.Key]*xjob, 2*conc),
 		outcomes: make(map[Outcome]int64),
-		tracker:  renew.NewTracker[member.Key](renew.Policy{Margin: w.cfg.renewMargin, MaxHold: w.cfg.maxHold}),
+		tracker:  renew.NewTracker[member.Key](renew.Policy{Margin: cfg.RenewMargin, MaxHold: cfg.MaxHold}),
 		work:     make(chan *xjob, conc),
 		done:     make(chan xresult, conc),
 	}
@@ -200,7 +241,7 @@ func newExecutor(w *Worker, m groupMember) *executor {
 func (x *executor) run(ctx context.Context) {
 	// Every job's context carries the worker's logger, for middleware
 	// built without one (handler.Logger).
-	x.base = handler.WithLogger(context.WithoutCancel(ctx), x.w.cfg.logger)
+	x.base = handler.WithLogger(context.WithoutCancel(ctx), x.cfg.Logger)
 	x.wake = time.NewTimer(time.Hour)
 	x.wake.Stop()
 	defer x.wake.Stop()
@@ -260,7 +301,7 @@ func (x *executor) run(ctx context.Context) {
 			x.prefetch = 0
 			x.m.StopFetching()
 			quiet = x.m.Quiet()
-			shutdown = time.NewTimer(x.w.cfg.shutdownTimeout)
+			shutdown = time.NewTimer(x.cfg.ShutdownTimeout)
 			deadline = shutdown.C
 		case <-quiet:
 			quiet = nil
@@ -306,7 +347,7 @@ func (x *executor) logStopping() {
 			paused++
 		}
 	}
-	args := []any{"running", x.running, "queued", x.queued, "held_for_retry", held, "shutdown_timeout", x.w.cfg.shutdownTimeout}
+	args := []any{"running", x.running, "queued", x.queued, "held_for_retry", held, "shutdown_timeout", x.cfg.ShutdownTimeout}
 	if x.pause != nil {
 		args = append(args, "held_for_pause", paused, "dependencies_down", strings.Join(x.pause.deps, ","))
 	}
@@ -398,7 +439,7 @@ func (x *executor) deliver(d member.Delivery) {
 		return
 	}
 	j := &xjob{key: k, state: jobQueued, count: d.Count, deadline: d.Deadline, lock: d.Lock}
-	x.w.fillJob(&j.job, d)
+	fillJob(&j.job, d, x.cfg.Group, x.cfg.DeliveryLimit())
 	if x.left || x.expired {
 		x.log.Warn("a record arrived after the shutdown deadline; releasing it", "record", k)
 		if !x.left {
@@ -465,7 +506,7 @@ func (x *executor) start(j *xjob) {
 		x.finish(j, AckRelease, OutcomeInterrupted, ErrLockExpired, 0)
 		return
 	}
-	h := x.w.handlers[j.key.Topic]
+	h := x.cfg.Handlers[j.key.Topic]
 	if h == nil { // cannot happen: the member fetches registered topics only
 		x.finish(j, AckRelease, OutcomeInterrupted, fmt.Errorf("worker: no handler for topic %q", j.key.Topic), 0)
 		return
@@ -473,7 +514,7 @@ func (x *executor) start(j *xjob) {
 	// A fresh park note per run: the dlq middleware records in it that
 	// it parked the job (handler.NoteParked).
 	j.ctx, j.cancel = context.WithCancelCause(handler.WithParkNote(x.base))
-	j.h, j.timeout = h, x.w.timeouts[j.key.Topic]
+	j.h, j.timeout = h, x.cfg.Timeouts[j.key.Topic]
 	x.queued--
 	j.state, j.ran, j.start = jobRunning, true, now
 	if !j.tracked {
@@ -591,13 +632,13 @@ func (x *executor) backoff(j *xjob, err error) time.Duration {
 	}
 	var d time.Duration
 	var re *handler.RetryError
-	switch f := x.w.cfg.retryBackoff; {
+	switch f := x.cfg.RetryBackoff; {
 	case errors.As(err, &re) && re.After > 0:
 		d = re.After
 	case f != nil:
 		d = f(j.count) // the newest delivery's count
 	}
-	if limit := time.Until(j.start.Add(x.w.cfg.maxHold)) - time.Second; d > limit {
+	if limit := time.Until(j.start.Add(x.cfg.MaxHold)) - time.Second; d > limit {
 		d = limit
 	}
 	return d
@@ -943,7 +984,7 @@ func (x *executor) topUp() {
 }
 
 // fillJob fills j from a member delivery.
-func (w *Worker) fillJob(j *handler.Job, d member.Delivery) {
+func fillJob(j *handler.Job, d member.Delivery, group string, limit int32) {
 	rec := d.Record
 	*j = handler.Job{
 		Topic:         rec.Topic,
@@ -952,9 +993,9 @@ func (w *Worker) fillJob(j *handler.Job, d member.Delivery) {
 		Key:           rec.Key,
 		Value:         rec.Value,
 		Timestamp:     rec.Timestamp,
-		Group:         w.cfg.group,
+		Group:         group,
 		DeliveryCount: d.Count,
-		DeliveryLimit: w.deliveryLimit.Load(),
+		DeliveryLimit: limit,
 		LockDeadline:  d.Deadline,
 	}
 	if len(rec.Headers) > 0 {

@@ -171,6 +171,7 @@ func (r *recorder) renewals() []error {
 // xbundle is one executor under test with its fake member, handler and
 // observer.
 type xbundle struct {
+	w      *Worker
 	x      *executor
 	f      *fakeMember
 	h      *ctl
@@ -197,7 +198,7 @@ func startExecutor(t *testing.T, h handler.Handler, f *fakeMember, opts ...Optio
 	}
 	w.deliveryLimit.Store(5)
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &xbundle{x: newExecutor(w, f), f: f, h: c, obs: obs, cancel: cancel, ran: make(chan struct{})}
+	b := &xbundle{w: w, x: newExecutor(w.executorConfig(), f), f: f, h: c, obs: obs, cancel: cancel, ran: make(chan struct{})}
 	go func() {
 		defer close(b.ran)
 		b.x.run(ctx)
@@ -237,7 +238,7 @@ func (b *xbundle) stop(t *testing.T) {
 	b.cancel()
 	synctest.Wait()
 	if !b.returned() {
-		time.Sleep(b.x.w.cfg.shutdownTimeout)
+		time.Sleep(b.w.cfg.shutdownTimeout)
 		synctest.Wait()
 	}
 	select {
@@ -1298,7 +1299,7 @@ func BenchmarkExecutorNoop(b *testing.B) {
 				b.Fatal(err)
 			}
 			e := newBenchMember(b.N, 500)
-			x := newExecutor(w, e)
+			x := newExecutor(w.executorConfig(), e)
 			b.ReportAllocs()
 			b.ResetTimer()
 			runBench(b, x, e)

@@ -66,7 +66,7 @@ func (w *Worker) runMember(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
-	x := newExecutor(w, m)
+	x := newExecutor(w.executorConfig(), m)
 	clientID, _ := cl.OptValue(kgo.ClientID).(string)
 	log.Info("worker started", "topics", w.topics, "concurrency", w.cfg.concurrency,
 		"delivery_limit", w.deliveryLimit.Load(), "client_id", clientID, "member_id", m.Stats().MemberID)
