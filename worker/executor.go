@@ -197,18 +197,25 @@ type executorConfig struct {
 
 // executorConfig is the executor's config for this worker.
 func (w *Worker) executorConfig() executorConfig {
+	c := newExecutorConfig(w.cfg, w.handlers, w.timeouts)
+	c.DeliveryLimit = w.deliveryLimit.Load
+	c.DependenciesDown = func(deps []string) {
+		if deps == nil {
+			w.down.Store(nil)
+			return
+		}
+		w.down.Store(&deps)
+	}
+	return c
+}
+
+// newExecutorConfig is the executor's config for the settings of cfg and
+// the given handlers; the caller sets DeliveryLimit and DependenciesDown.
+func newExecutorConfig(cfg *config, handlers map[string]handler.Handler, timeouts map[string]time.Duration) executorConfig {
 	return executorConfig{
-		Group: w.cfg.group, Concurrency: w.cfg.concurrency, ShutdownTimeout: w.cfg.shutdownTimeout,
-		RenewMargin: w.cfg.renewMargin, MaxHold: w.cfg.maxHold, RetryBackoff: w.cfg.retryBackoff,
-		DeliveryLimit: w.deliveryLimit.Load, Handlers: w.handlers, Timeouts: w.timeouts,
-		Logger: w.cfg.logger, Observer: w.cfg.observer,
-		DependenciesDown: func(deps []string) {
-			if deps == nil {
-				w.down.Store(nil)
-				return
-			}
-			w.down.Store(&deps)
-		},
+		Group: cfg.group, Concurrency: cfg.concurrency, ShutdownTimeout: cfg.shutdownTimeout,
+		RenewMargin: cfg.renewMargin, MaxHold: cfg.maxHold, RetryBackoff: cfg.retryBackoff,
+		Handlers: handlers, Timeouts: timeouts, Logger: cfg.logger, Observer: cfg.observer,
 	}
 }
 

@@ -126,17 +126,27 @@ func New(opts ...Option) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Worker{cfg: cfg, handlers: make(map[string]handler.Handler), timeouts: make(map[string]time.Duration), stopped: make(chan struct{})}
-	for _, r := range cfg.routes {
-		mws := append(append([]handler.Middleware{}, cfg.use...), r.mws...)
-		w.handlers[r.topic] = handler.Chain(middleware.Recover()(r.h), mws...)
-		w.topics = append(w.topics, r.topic)
-		w.timeouts[r.topic] = cfg.jobTimeout
-	}
-	for _, tt := range cfg.topicTimeouts {
-		w.timeouts[tt.topic] = tt.d
-	}
+	w := &Worker{cfg: cfg, stopped: make(chan struct{})}
+	w.handlers, w.timeouts, w.topics = cfg.handlers()
 	return w, nil
+}
+
+// handlers returns the handler of each topic, with its middleware and the
+// worker's recovery closest to it, each topic's job timeout, and the
+// topics in the order they were registered.
+func (c *config) handlers() (map[string]handler.Handler, map[string]time.Duration, []string) {
+	hs, timeouts := make(map[string]handler.Handler), make(map[string]time.Duration)
+	var topics []string
+	for _, r := range c.routes {
+		mws := append(append([]handler.Middleware{}, c.use...), r.mws...)
+		hs[r.topic] = handler.Chain(middleware.Recover()(r.h), mws...)
+		topics = append(topics, r.topic)
+		timeouts[r.topic] = c.jobTimeout
+	}
+	for _, tt := range c.topicTimeouts {
+		timeouts[tt.topic] = tt.d
+	}
+	return hs, timeouts, topics
 }
 
 // Stopped returns a channel that is closed when [Worker.Run] has returned:
