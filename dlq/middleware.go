@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/acl"
+	"github.com/shareq/shareq/internal/safehandle"
 )
 
 // Defaults for the options of [Middleware].
@@ -306,7 +306,11 @@ type parker struct {
 func (pk *parker) handle(ctx context.Context, next handler.Handler, job *handler.Job) error {
 	start := pk.cfg.now()
 	handler.ExpectPark(ctx, pk.lastDelivery(job))
-	err := safeHandle(ctx, next, job)
+	// A panic in next becomes a permanent failure that keeps the panic's
+	// value and stack, so the job is parked with them (the worker's own
+	// recovery wraps only the handler, not the middleware between it and
+	// this one).
+	err := safehandle.Handle(ctx, next, job)
 	handler.EndExpectPark(ctx)
 	if err == nil {
 		pk.first.forget(job.ID())
@@ -456,19 +460,6 @@ func (pk *parker) park(ctx context.Context, job *handler.Job, herr error, reason
 		fn(job, reason)
 	}
 	return nil
-}
-
-// safeHandle runs next, turning a panic in it into a permanent failure
-// that keeps the panic's value and stack, so the job is parked with them
-// (the worker's own recovery wraps only the handler, not the middleware
-// between it and this one).
-func safeHandle(ctx context.Context, next handler.Handler, job *handler.Job) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = &handler.PermanentError{Reason: handler.ReasonPanic, Err: &handler.PanicError{Value: v, Stack: debug.Stack()}}
-		}
-	}()
-	return next.Handle(ctx, job)
 }
 
 // log returns the logger of Logger, else the one ctx carries.

@@ -2,9 +2,9 @@ package middleware
 
 import (
 	"context"
-	"runtime/debug"
 
 	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/internal/safehandle"
 )
 
 // Recover returns middleware that turns a panic in the handlers it wraps
@@ -17,16 +17,8 @@ import (
 // is needed only to catch panics of middleware placed inside it.
 func Recover() handler.Middleware {
 	return func(next handler.Handler) handler.Handler {
-		return handler.Func(func(ctx context.Context, job *handler.Job) (err error) {
-			defer func() {
-				if v := recover(); v != nil {
-					err = &handler.PermanentError{
-						Reason: handler.ReasonPanic,
-						Err:    &handler.PanicError{Value: v, Stack: debug.Stack()},
-					}
-				}
-			}()
-			return next.Handle(ctx, job)
+		return handler.Func(func(ctx context.Context, job *handler.Job) error {
+			return safehandle.Handle(ctx, next, job)
 		})
 	}
 }

@@ -67,7 +67,7 @@ func (w *Worker) BrokerDLQTopic() string {
 }
 
 // setupBrokerDLQ settles the group's dead-letter topic; current holds the
-// group configs ensureGroupConfig described (described is false when it
+// group configs describeGroupConfigs found (described is false when it
 // could not). It returns an error only for a topic asked for with
 // BrokerDLQ.
 func (w *Worker) setupBrokerDLQ(ctx context.Context, admin *kgo.Client, current map[string]string, described bool) error {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/member"
+	"github.com/shareq/shareq/internal/safehandle"
 	"github.com/shareq/shareq/renew"
 )
 
@@ -111,8 +111,8 @@ type xresult struct {
 // of its state; handlers run on goroutines it starts and waits for, and
 // hand their outcomes back on done.
 type executor struct {
-	w    *Worker
-	e    groupMember
+	cfg  executorConfig
+	m    groupMember // the share-group member whose deliveries it runs
 	log  *slog.Logger
 	obs  Observer
 	conc int
@@ -171,23 +171,71 @@ type executor struct {
 	pubRunning, pubQueued atomic.Int64
 }
 
-func newExecutor(w *Worker, e groupMember) *executor {
-	conc := w.cfg.concurrency
+// executorConfig is everything the executor takes from outside: the
+// worker's settings, its handlers, and the callbacks by which it fills in
+// jobs and publishes its pause.
+type executorConfig struct {
+	Group           string
+	Concurrency     int
+	ShutdownTimeout time.Duration // how long handlers may finish after ctx is done
+	RenewMargin     time.Duration // renew a running job's lock this long before it runs out; 0 or more than half the lock: at half
+	MaxHold         time.Duration // the longest a job holds its record
+	// RetryBackoff is how long a failed job is held before its release,
+	// by delivery count; nil: released at once.
+	RetryBackoff  func(delivery int32) time.Duration
+	DeliveryLimit func() int32 // the group's delivery limit as the start-up check found it; 0: unknown
+
+	Handlers map[string]handler.Handler // by topic, middleware applied
+	Timeouts map[string]time.Duration   // job timeout by topic; absent or 0: none
+
+	Logger   *slog.Logger // the worker's logger, carried on every job's context
+	Observer Observer     // nil: none
+	// DependenciesDown is called with the dependencies down whenever the
+	// pause changes, with nil when it ends.
+	DependenciesDown func(deps []string)
+}
+
+// executorConfig is the executor's config for this worker.
+func (w *Worker) executorConfig() executorConfig {
+	c := newExecutorConfig(w.cfg, w.handlers, w.timeouts)
+	c.DeliveryLimit = w.deliveryLimit.Load
+	c.DependenciesDown = func(deps []string) {
+		if deps == nil {
+			w.down.Store(nil)
+			return
+		}
+		w.down.Store(&deps)
+	}
+	return c
+}
+
+// newExecutorConfig is the executor's config for the settings of cfg and
+// the given handlers; the caller sets DeliveryLimit and DependenciesDown.
+func newExecutorConfig(cfg *config, handlers map[string]handler.Handler, timeouts map[string]time.Duration) executorConfig {
+	return executorConfig{
+		Group: cfg.group, Concurrency: cfg.concurrency, ShutdownTimeout: cfg.shutdownTimeout,
+		RenewMargin: cfg.renewMargin, MaxHold: cfg.maxHold, RetryBackoff: cfg.retryBackoff,
+		Handlers: handlers, Timeouts: timeouts, Logger: cfg.logger, Observer: cfg.observer,
+	}
+}
+
+func newExecutor(cfg executorConfig, m groupMember) *executor {
+	conc := cfg.Concurrency
 	return &executor{
-		w:        w,
-		e:        e,
-		log:      w.cfg.logger.With("group", w.cfg.group),
-		obs:      w.cfg.observer,
+		cfg:      cfg,
+		m:        m,
+		log:      cfg.Logger.With("group", cfg.Group),
+		obs:      cfg.Observer,
 		conc:     conc,
 		jobs:     make(map[member.Key]*xjob, 2*conc),
 		outcomes: make(map[Outcome]int64),
-		tracker:  renew.NewTracker[member.Key](renew.Policy{Margin: w.cfg.renewMargin, MaxHold: w.cfg.maxHold}),
+		tracker:  renew.NewTracker[member.Key](renew.Policy{Margin: cfg.RenewMargin, MaxHold: cfg.MaxHold}),
 		work:     make(chan *xjob, conc),
 		done:     make(chan xresult, conc),
 	}
 }
 
-// run runs jobs until ctx is done, then stops gracefully, calls e.Leave(), reads Events until it closes,
+// run runs jobs until ctx is done, then stops gracefully, calls m.Leave(), reads Events until it closes,
 // and returns once every handler goroutine it started has returned (logging a Warn every 5 s while
 // handlers ignore their cancelled context).
 //
@@ -200,7 +248,7 @@ func newExecutor(w *Worker, e groupMember) *executor {
 func (x *executor) run(ctx context.Context) {
 	// Every job's context carries the worker's logger, for middleware
 	// built without one (handler.Logger).
-	x.base = handler.WithLogger(context.WithoutCancel(ctx), x.w.cfg.logger)
+	x.base = handler.WithLogger(context.WithoutCancel(ctx), x.cfg.Logger)
 	x.wake = time.NewTimer(time.Hour)
 	x.wake.Stop()
 	defer x.wake.Stop()
@@ -211,7 +259,7 @@ func (x *executor) run(ctx context.Context) {
 	x.lastReading = time.Now()
 	x.topUp()
 
-	events := x.e.Events()
+	events := x.m.Events()
 	stopping := ctx.Done()
 	tick := reading.C
 	var quiet <-chan struct{}
@@ -258,9 +306,9 @@ func (x *executor) run(ctx context.Context) {
 			x.logStopping()
 			x.stopping = true
 			x.prefetch = 0
-			x.e.StopFetching()
-			quiet = x.e.Quiet()
-			shutdown = time.NewTimer(x.w.cfg.shutdownTimeout)
+			x.m.StopFetching()
+			quiet = x.m.Quiet()
+			shutdown = time.NewTimer(x.cfg.ShutdownTimeout)
 			deadline = shutdown.C
 		case <-quiet:
 			quiet = nil
@@ -284,7 +332,7 @@ func (x *executor) run(ctx context.Context) {
 		x.topUp()
 		if x.stopping && !x.left && (x.quiet || x.expired) && len(x.jobs) == 0 {
 			x.left = true
-			x.e.Leave()
+			x.m.Leave()
 		}
 	}
 	if x.pause != nil {
@@ -306,7 +354,7 @@ func (x *executor) logStopping() {
 			paused++
 		}
 	}
-	args := []any{"running", x.running, "queued", x.queued, "held_for_retry", held, "shutdown_timeout", x.w.cfg.shutdownTimeout}
+	args := []any{"running", x.running, "queued", x.queued, "held_for_retry", held, "shutdown_timeout", x.cfg.ShutdownTimeout}
 	if x.pause != nil {
 		args = append(args, "held_for_pause", paused, "dependencies_down", strings.Join(x.pause.deps, ","))
 	}
@@ -398,11 +446,11 @@ func (x *executor) deliver(d member.Delivery) {
 		return
 	}
 	j := &xjob{key: k, state: jobQueued, count: d.Count, deadline: d.Deadline, lock: d.Lock}
-	x.w.fillJob(&j.job, d)
+	fillJob(&j.job, d, x.cfg.Group, x.cfg.DeliveryLimit())
 	if x.left || x.expired {
 		x.log.Warn("a record arrived after the shutdown deadline; releasing it", "record", k)
 		if !x.left {
-			x.e.Ack(k, member.Release)
+			x.m.Ack(k, member.Release)
 		}
 		x.report(j, AckRelease, OutcomeInterrupted, ErrShutdown, 0, nil)
 		return
@@ -465,7 +513,7 @@ func (x *executor) start(j *xjob) {
 		x.finish(j, AckRelease, OutcomeInterrupted, ErrLockExpired, 0)
 		return
 	}
-	h := x.w.handlers[j.key.Topic]
+	h := x.cfg.Handlers[j.key.Topic]
 	if h == nil { // cannot happen: the member fetches registered topics only
 		x.finish(j, AckRelease, OutcomeInterrupted, fmt.Errorf("worker: no handler for topic %q", j.key.Topic), 0)
 		return
@@ -473,7 +521,7 @@ func (x *executor) start(j *xjob) {
 	// A fresh park note per run: the dlq middleware records in it that
 	// it parked the job (handler.NoteParked).
 	j.ctx, j.cancel = context.WithCancelCause(handler.WithParkNote(x.base))
-	j.h, j.timeout = h, x.w.timeouts[j.key.Topic]
+	j.h, j.timeout = h, x.cfg.Timeouts[j.key.Topic]
 	x.queued--
 	j.state, j.ran, j.start = jobRunning, true, now
 	if !j.tracked {
@@ -535,7 +583,7 @@ func (x *executor) result(r xresult) {
 	}
 	switch {
 	case r.err == nil && r.parked != nil:
-		x.e.Ack(j.key, member.Accept)
+		x.m.Ack(j.key, member.Accept)
 		x.end(j, nil)
 		x.report(j, AckAccept, OutcomeParked, r.parked.Err, r.took, r.parked)
 		return
@@ -591,13 +639,13 @@ func (x *executor) backoff(j *xjob, err error) time.Duration {
 	}
 	var d time.Duration
 	var re *handler.RetryError
-	switch f := x.w.cfg.retryBackoff; {
+	switch f := x.cfg.RetryBackoff; {
 	case errors.As(err, &re) && re.After > 0:
 		d = re.After
 	case f != nil:
 		d = f(j.count) // the newest delivery's count
 	}
-	if limit := time.Until(j.start.Add(x.w.cfg.maxHold)) - time.Second; d > limit {
+	if limit := time.Until(j.start.Add(x.cfg.MaxHold)) - time.Second; d > limit {
 		d = limit
 	}
 	return d
@@ -628,7 +676,7 @@ func (x *executor) wakeUp() {
 			x.abandon(j, ErrMaxHold)
 		}
 		if len(due) > 0 {
-			x.e.Renew(due...)
+			x.m.Renew(due...)
 		}
 		if at, ok := x.tracker.Next(); ok {
 			x.trackerAt, x.trackerSet = at, true
@@ -736,11 +784,11 @@ func (x *executor) abandon(j *xjob, cause error) {
 func (x *executor) finish(j *xjob, ack Ack, outcome Outcome, err error, took time.Duration) {
 	switch ack {
 	case AckAccept:
-		x.e.Ack(j.key, member.Accept)
+		x.m.Ack(j.key, member.Accept)
 	case AckReject:
-		x.e.Ack(j.key, member.Reject)
+		x.m.Ack(j.key, member.Reject)
 	default:
-		x.e.Ack(j.key, member.Release)
+		x.m.Ack(j.key, member.Release)
 	}
 	x.end(j, err)
 	x.report(j, ack, outcome, err, took, nil)
@@ -906,7 +954,7 @@ func (x *executor) reading() {
 	} else if x.rate += rateWeight * (r - x.rate); x.rate < 0.01 {
 		x.rate = 0 // idle: known no longer
 	}
-	x.prefetch = prefetchFor(x.rate, x.e.Stats().FetchRTT, x.lockSeen, x.conc)
+	x.prefetch = prefetchFor(x.rate, x.m.Stats().FetchRTT, x.lockSeen, x.conc)
 	x.pubRunning.Store(int64(x.running))
 	x.pubQueued.Store(int64(x.queued))
 }
@@ -938,12 +986,12 @@ func (x *executor) topUp() {
 	}
 	if n := x.conc + x.prefetch - x.running - x.queued - len(x.reruns) - x.outstanding; n > 0 {
 		x.outstanding += n
-		x.e.Grant(n)
+		x.m.Grant(n)
 	}
 }
 
 // fillJob fills j from a member delivery.
-func (w *Worker) fillJob(j *handler.Job, d member.Delivery) {
+func fillJob(j *handler.Job, d member.Delivery, group string, limit int32) {
 	rec := d.Record
 	*j = handler.Job{
 		Topic:         rec.Topic,
@@ -952,9 +1000,9 @@ func (w *Worker) fillJob(j *handler.Job, d member.Delivery) {
 		Key:           rec.Key,
 		Value:         rec.Value,
 		Timestamp:     rec.Timestamp,
-		Group:         w.cfg.group,
+		Group:         group,
 		DeliveryCount: d.Count,
-		DeliveryLimit: w.deliveryLimit.Load(),
+		DeliveryLimit: limit,
 		LockDeadline:  d.Deadline,
 	}
 	if len(rec.Headers) > 0 {
@@ -990,28 +1038,18 @@ const startMargin = 500 * time.Millisecond
 // runJob runs j's handler within its job timeout, if it has one: at the
 // timeout its context is cancelled with cause ErrJobTimeout, and an error
 // the handler returns then (unless permanent) becomes a retry with reason
-// "timeout" that wraps ErrJobTimeout and the handler's error.
+// "timeout" that wraps ErrJobTimeout and the handler's error. A panic that
+// escaped every middleware (one in a middleware outside the handler's own
+// recovery) becomes a permanent failure that keeps the panic's stack.
 func runJob(j *xjob) error {
 	if j.timeout <= 0 {
-		return safeHandle(j.ctx, j.h, &j.job)
+		return safehandle.Handle(j.ctx, j.h, &j.job)
 	}
 	ctx, cancel := context.WithTimeoutCause(j.ctx, j.timeout, ErrJobTimeout)
 	defer cancel()
-	err := safeHandle(ctx, j.h, &j.job)
+	err := safehandle.Handle(ctx, j.h, &j.job)
 	if err != nil && errors.Is(context.Cause(ctx), ErrJobTimeout) && !handler.IsPermanent(err) {
 		err = &handler.RetryError{Reason: handler.ReasonTimeout, Err: fmt.Errorf("%w after %v: %w", ErrJobTimeout, j.timeout, err)}
 	}
 	return err
-}
-
-// safeHandle runs h, turning a panic that escaped every middleware (one in
-// a middleware outside the handler's own recovery) into a permanent
-// failure that keeps the panic's stack.
-func safeHandle(ctx context.Context, h handler.Handler, job *handler.Job) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = &handler.PermanentError{Reason: handler.ReasonPanic, Err: &handler.PanicError{Value: v, Stack: debug.Stack()}}
-		}
-	}()
-	return h.Handle(ctx, job)
 }

@@ -176,7 +176,40 @@ type xbundle struct {
 	h      *ctl
 	obs    *recorder
 	cancel context.CancelFunc
-	ran    chan struct{} // closed when run returns
+	ran    chan struct{}            // closed when run returns
+	down   atomic.Pointer[[]string] // what the executor last published with DependenciesDown
+}
+
+// testExecutorConfig is the executor's config for opts, as a Worker would
+// build it, with delivery limit 5 and the pause published to b.
+func testExecutorConfig(t testing.TB, b *xbundle, opts ...Option) executorConfig {
+	t.Helper()
+	cfg, err := newConfig(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs, timeouts, _ := cfg.handlers()
+	c := newExecutorConfig(cfg, hs, timeouts)
+	c.DeliveryLimit = func() int32 { return 5 }
+	c.DependenciesDown = func(deps []string) {
+		if b == nil {
+			return
+		}
+		if deps == nil {
+			b.down.Store(nil)
+			return
+		}
+		b.down.Store(&deps)
+	}
+	return c
+}
+
+// dependenciesDown is what Worker.DependenciesDown would return.
+func (b *xbundle) dependenciesDown() []string {
+	if p := b.down.Load(); p != nil {
+		return append([]string(nil), (*p)...)
+	}
+	return nil
 }
 
 // startExecutor runs an executor for topic "t" (delivery limit 5) inside
@@ -191,13 +224,10 @@ func startExecutor(t *testing.T, h handler.Handler, f *fakeMember, opts ...Optio
 	c, _ := h.(*ctl)
 	base := []Option{Brokers("fake:9092"), Group("g"), Handle("t", h), WithObserver(obs),
 		Logger(slog.New(slog.DiscardHandler)), RetryBackoff(nil)}
-	w, err := New(append(base, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.deliveryLimit.Store(5)
+	b := &xbundle{f: f, h: c, obs: obs, ran: make(chan struct{})}
+	b.x = newExecutor(testExecutorConfig(t, b, append(base, opts...)...), f)
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &xbundle{x: newExecutor(w, f), f: f, h: c, obs: obs, cancel: cancel, ran: make(chan struct{})}
+	b.cancel = cancel
 	go func() {
 		defer close(b.ran)
 		b.x.run(ctx)
@@ -237,7 +267,7 @@ func (b *xbundle) stop(t *testing.T) {
 	b.cancel()
 	synctest.Wait()
 	if !b.returned() {
-		time.Sleep(b.x.w.cfg.shutdownTimeout)
+		time.Sleep(b.x.cfg.ShutdownTimeout)
 		synctest.Wait()
 	}
 	select {
@@ -1292,13 +1322,10 @@ func BenchmarkExecutorNoop(b *testing.B) {
 	for _, conc := range []int{10, 100, 1000} {
 		b.Run(map[int]string{10: "conc=10", 100: "conc=100", 1000: "conc=1000"}[conc], func(b *testing.B) {
 			noop := handler.Func(func(context.Context, *handler.Job) error { return nil })
-			w, err := New(Brokers("fake:9092"), Group("g"), Handle("t", noop), Concurrency(conc),
+			cfg := testExecutorConfig(b, nil, Brokers("fake:9092"), Group("g"), Handle("t", noop), Concurrency(conc),
 				Logger(slog.New(slog.DiscardHandler)))
-			if err != nil {
-				b.Fatal(err)
-			}
 			e := newBenchMember(b.N, 500)
-			x := newExecutor(w, e)
+			x := newExecutor(cfg, e)
 			b.ReportAllocs()
 			b.ResetTimer()
 			runBench(b, x, e)

@@ -138,7 +138,7 @@ func (x *executor) maybeProbe() {
 	}
 	if x.outstanding == 0 {
 		x.outstanding++
-		x.e.Grant(1)
+		x.m.Grant(1)
 	}
 }
 
@@ -198,9 +198,8 @@ func (x *executor) rerun(j *xjob) {
 // publishDown publishes the dependencies down for [Worker.DependenciesDown].
 func (x *executor) publishDown() {
 	if x.pause == nil || len(x.pause.deps) == 0 {
-		x.w.down.Store(nil)
+		x.cfg.DependenciesDown(nil)
 		return
 	}
-	deps := slices.Clone(x.pause.deps)
-	x.w.down.Store(&deps)
+	x.cfg.DependenciesDown(slices.Clone(x.pause.deps))
 }

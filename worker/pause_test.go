@@ -107,7 +107,7 @@ func TestExecutorPausesWhileDependencyDown(t *testing.T) {
 		if got := b.f.grantList(); !slices.Equal(got, []int{3}) {
 			t.Fatalf("grants %v while paused, want none after [3]", got)
 		}
-		if got := b.x.w.DependenciesDown(); !slices.Equal(got, []string{"db"}) {
+		if got := b.dependenciesDown(); !slices.Equal(got, []string{"db"}) {
 			t.Fatalf("DependenciesDown = %v, want [db]", got)
 		}
 		if got := po.list(); !slices.Equal(got, []string{"paused db"}) || !errors.Is(po.lastErr, errConnRefused) {
@@ -177,7 +177,7 @@ func TestExecutorPausesWhileDependencyDown(t *testing.T) {
 		if b.f.credit() != 3 {
 			t.Fatalf("credit %d after the pause, want 3 (Concurrency)", b.f.credit())
 		}
-		if got := b.x.w.DependenciesDown(); got != nil {
+		if got := b.dependenciesDown(); got != nil {
 			t.Fatalf("DependenciesDown = %v after the pause, want nil", got)
 		}
 		if got := b.obs.startedList(); !slices.Equal(got, []int64{1, 2, 3}) {
@@ -270,13 +270,13 @@ func TestExecutorReleasesPausedJobAtMaxHoldThenProbesWithNewRecord(t *testing.T)
 		if got := b.f.grantList(); !slices.Equal(got, append(grants, 1)) {
 			t.Fatalf("grants %v, want one more credit of 1 for a probe (was %v)", got, grants)
 		}
-		if b.x.w.DependenciesDown() == nil {
+		if b.dependenciesDown() == nil {
 			t.Fatal("not paused any more before a probe got through")
 		}
 		h.down.Store(false)
 		b.f.deliver(delivery(2, 1, lock))
 		wantAcks(t, b.f, 2, member.Accept)
-		if b.x.w.DependenciesDown() != nil {
+		if b.dependenciesDown() != nil {
 			t.Fatal("still paused after a probe got through")
 		}
 		if b.f.credit() != 1 {
@@ -325,7 +325,7 @@ func TestExecutorShutdownWhilePausedReleasesHeld(t *testing.T) {
 		if got := po.list(); len(got) != 2 || !strings.HasSuffix(got[1], "back=false") {
 			t.Fatalf("observer heard %v, want paused then resumed back=false", got)
 		}
-		if got := b.x.w.DependenciesDown(); got != nil {
+		if got := b.dependenciesDown(); got != nil {
 			t.Fatalf("DependenciesDown = %v after the stop, want nil", got)
 		}
 		out := logs.String()
@@ -344,7 +344,7 @@ func TestExecutorUnavailableWhileStoppingIsReleasedLikeRetry(t *testing.T) {
 		synctest.Wait()
 		h.finish(1, handler.Unavailable("db", errConnRefused))
 		wantAcks(t, b.f, 1, member.Release)
-		if b.x.w.DependenciesDown() != nil {
+		if b.dependenciesDown() != nil {
 			t.Fatal("paused while stopping")
 		}
 		if !b.returned() {
@@ -360,7 +360,7 @@ func TestExecutorPermanentUnavailableIsPermanent(t *testing.T) {
 		b.f.deliver(delivery(1, 1, lock))
 		h.finish(1, handler.Permanent(handler.Unavailable("db", errConnRefused)))
 		wantAcks(t, b.f, 1, member.Reject)
-		if b.x.w.DependenciesDown() != nil {
+		if b.dependenciesDown() != nil {
 			t.Fatal("a permanent error paused the worker")
 		}
 		b.stop(t)
@@ -375,7 +375,7 @@ func TestExecutorSecondDependencyJoinsPause(t *testing.T) {
 		b.f.deliver(delivery(1, 1, lock), delivery(2, 1, lock))
 		h.finish(1, handler.Unavailable("db", errConnRefused))
 		h.finish(2, handler.Unavailable("payments-api", errConnRefused))
-		if got := b.x.w.DependenciesDown(); !slices.Equal(got, []string{"db", "payments-api"}) {
+		if got := b.dependenciesDown(); !slices.Equal(got, []string{"db", "payments-api"}) {
 			t.Fatalf("DependenciesDown = %v", got)
 		}
 		time.Sleep(probeFirst)
@@ -450,7 +450,7 @@ func TestExecutorProbesWithQueuedRecordWhenNoneHeld(t *testing.T) {
 		time.Sleep(2 * probeFirst)
 		synctest.Wait()
 		wantAcks(t, b.f, 2, member.Accept)
-		if b.x.w.DependenciesDown() != nil {
+		if b.dependenciesDown() != nil {
 			t.Fatal("still paused after the probe got through")
 		}
 		b.stop(t)

@@ -61,7 +61,7 @@ func clampTo(d, lo, hi time.Duration) time.Duration {
 
 // ensureSessionTimeout sets the group's share session timeout and
 // heartbeat interval as [SessionTimeout] asks; current and own are the
-// group's configs as ensureGroupConfig described them. It fails only for
+// group's configs as describeGroupConfigs found them. It fails only for
 // an explicit SessionTimeout the worker is not allowed to set; a value the
 // brokers refuse is logged, once, with the failover time the group gets.
 func (w *Worker) ensureSessionTimeout(ctx context.Context, admin *kgo.Client, current map[string]string, own map[string]bool) error {

@@ -19,6 +19,35 @@ const memberStatsEvery = time.Second
 // asked it to leave: the epoch −1 acknowledgements and the leave heartbeat.
 const leaveTimeout = 15 * time.Second
 
+// Run joins the share group and runs handlers until ctx is cancelled, then
+// stops gracefully and returns nil. It first checks that the brokers are
+// reachable and support share groups, that every topic exists, that the
+// client's principal holds the ACLs the worker needs, and sets the group
+// configuration asked for; a failed check is returned at once with what
+// to do about it ([ErrBrokersUnreachable] says what is wrong with TLS or
+// SASL, [ErrNotAuthorized] names the missing ACL and the kafka-acls.sh
+// command that grants it; docs/security.md lists them). Run may be
+// called once; when it returns, the worker has stopped for good
+// ([Worker.Stopped]).
+func (w *Worker) Run(ctx context.Context) (err error) {
+	if !w.ran.CompareAndSwap(false, true) {
+		return ErrAlreadyRan
+	}
+	defer func() {
+		w.runErr.Store(&err)
+		close(w.stopped)
+	}()
+	log := w.cfg.logger.With("group", w.cfg.group)
+
+	if !w.checked.Load() {
+		if err := w.Check(ctx); err != nil {
+			return err
+		}
+	}
+
+	return w.runMember(ctx, log)
+}
+
 // runMember runs the worker as one share-group member: the member speaks
 // the share protocol and the executor runs the jobs it hands out.
 func (w *Worker) runMember(ctx context.Context, log *slog.Logger) error {
@@ -37,7 +66,7 @@ func (w *Worker) runMember(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
-	x := newExecutor(w, m)
+	x := newExecutor(w.executorConfig(), m)
 	clientID, _ := cl.OptValue(kgo.ClientID).(string)
 	log.Info("worker started", "topics", w.topics, "concurrency", w.cfg.concurrency,
 		"delivery_limit", w.deliveryLimit.Load(), "client_id", clientID, "member_id", m.Stats().MemberID)

@@ -1,0 +1,444 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shareq/shareq/internal/acl"
+	"github.com/shareq/shareq/internal/groupcfg"
+	"github.com/shareq/shareq/internal/kafkaerr"
+)
+
+// requiredAPIs are the share-group requests the worker sends, with the
+// least version it needs of each: Apache Kafka 4.2 serves them all.
+var requiredAPIs = []struct {
+	key     kmsg.Key
+	version int16
+	why     string
+}{
+	{kmsg.ShareGroupHeartbeat, 1, "share-group membership"},
+	{kmsg.ShareFetch, 2, "fetches of at most the records it can take (record_limit)"},
+	{kmsg.ShareAcknowledge, 2, "lock renewal"},
+}
+
+// Check runs the start-up checks of [Worker.Run] without starting: the
+// brokers are reachable and support share groups, every topic exists, the
+// worker may read its topics and group (Read), read the group's configs
+// (DescribeConfigs) and write every [RequireTopics] topic (Write), and the
+// group's configuration is set as asked (AlterConfigs, when it differs).
+// A group that does not exist yet cannot be checked for Read; then the
+// member's first heartbeat in Run fails with the same [ErrNotAuthorized]. It also reads the group's
+// delivery limit. Run calls it unless it already succeeded, so a caller
+// with a start-up deadline of its own (an fx OnStart hook) can fail there
+// and then start Run in the background. It is bounded by [StartTimeout].
+func (w *Worker) Check(ctx context.Context) error {
+	admin, err := kgo.NewClient(w.baseOpts()...)
+	if err != nil {
+		return fmt.Errorf("worker: client options: %w", err)
+	}
+	defer admin.Close()
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.startTimeout)
+	defer cancel()
+	if err := w.check(ctx, admin); err != nil {
+		return err
+	}
+	w.checked.Store(true)
+	return nil
+}
+
+// check runs the start-up checks, in this order; the first that fails
+// ends it with its error. Each step is a method below, in the same order.
+func (w *Worker) check(ctx context.Context, admin *kgo.Client) error {
+	// 1. A seed broker answers (ApiVersions): else ErrBrokersUnreachable,
+	// with a hint about TLS or SASL.
+	if err := w.checkReachable(ctx, admin); err != nil {
+		return err
+	}
+	// 2. Every broker serves the share-group requests at the versions
+	// the worker needs (ApiVersions of each): else
+	// ErrShareGroupsUnsupported naming the broker and the request.
+	if err := w.checkShareAPIs(ctx, admin); err != nil {
+		return err
+	}
+	// 3. Each handled topic exists and may be read, each RequireTopics
+	// topic exists and may be written (one Metadata request): else
+	// ErrNotAuthorized naming the right, or ErrTopicMissing with the
+	// commands that create the topics. Keeps the topics' IDs for the
+	// topic watch.
+	if err := w.checkTopics(ctx, admin); err != nil {
+		return err
+	}
+	// 4. The worker may read its group (ShareGroupDescribe): else
+	// ErrNotAuthorized. A group that does not exist yet passes.
+	if err := w.checkGroupRead(ctx, admin); err != nil {
+		return err
+	}
+	// 5. The group's name is not taken by a group of another type
+	// (ListGroups; best effort): else ErrGroupNotShare.
+	if err := w.checkGroupType(ctx, admin); err != nil {
+		return err
+	}
+	// 6. The group's configs (one DescribeConfigs of the group): else
+	// ErrNotAuthorized for DescribeConfigs. A broker without group
+	// configs passes with none.
+	gc, err := w.describeGroupConfigs(ctx, admin)
+	if err != nil {
+		return err
+	}
+	// 7. The group configs set as asked, each written only when it
+	// differs (AlterConfigs): AutoOffsetReset, GroupDeliveryLimit
+	// (checked against the brokers' bounds first), renewals enabled,
+	// the session timeout. A refused write is ErrNotAuthorized for
+	// AlterConfigs, another failure an error naming the option and the
+	// kafka-configs.sh command that sets it; a session timeout the
+	// brokers do not allow is only logged.
+	if err := w.setOffsetReset(ctx, admin, gc.current); err != nil {
+		return err
+	}
+	if err := w.setGroupDeliveryLimit(ctx, admin, gc.current); err != nil {
+		return err
+	}
+	if err := w.enableRenewals(ctx, admin, gc.current); err != nil {
+		return err
+	}
+	if err := w.ensureSessionTimeout(ctx, admin, gc.current, gc.own); err != nil {
+		return err
+	}
+	// 8. The group's dead-letter topic on the broker (Kafka 4.4+): a
+	// topic that cannot be used fails only with BrokerDLQ
+	// (ErrBrokerDLQ); else it is logged at Warn level.
+	if err := w.setupBrokerDLQ(ctx, admin, gc.current, gc.described); err != nil {
+		return err
+	}
+	// 9. The delivery limit the executor parks jobs at: DeliveryLimit,
+	// else GroupDeliveryLimit, else the group's, else the brokers',
+	// else Kafka's default of 5. Never fails.
+	w.deliveryLimit.Store(w.deliveryLimitFor(ctx, admin, gc.current))
+	return nil
+}
+
+// checkReachable is step 1 of check.
+func (w *Worker) checkReachable(ctx context.Context, admin *kgo.Client) error {
+	if err := admin.Ping(ctx); err != nil {
+		return fmt.Errorf("%w %v: %v (%s)", ErrBrokersUnreachable, w.seeds(admin), err, kafkaerr.ConnHint(err))
+	}
+	return nil
+}
+
+// checkShareAPIs is step 2 of check.
+func (w *Worker) checkShareAPIs(ctx context.Context, admin *kgo.Client) error {
+	versions, err := kadm.NewClient(admin).ApiVersions(ctx)
+	if err != nil {
+		return fmt.Errorf("%w %v: api versions: %v", ErrBrokersUnreachable, w.cfg.brokers, err)
+	}
+	for _, v := range versions.Sorted() {
+		if v.Err != nil {
+			continue
+		}
+		for _, need := range requiredAPIs {
+			_, have, ok := v.KeyVersions(need.key.Int16())
+			if !ok {
+				return fmt.Errorf("%w (broker %d lacks %v)", ErrShareGroupsUnsupported, v.NodeID, kmsg.NameForKey(need.key.Int16()))
+			}
+			if have < need.version {
+				return fmt.Errorf("%w (broker %d serves %v up to v%d; the worker needs v%d for %s)",
+					ErrShareGroupsUnsupported, v.NodeID, kmsg.NameForKey(need.key.Int16()), have, need.version, need.why)
+			}
+		}
+	}
+	return nil
+}
+
+// checkTopics is step 3 of check. A missing right is reported before a
+// missing topic, a handled topic before a required one.
+func (w *Worker) checkTopics(ctx context.Context, admin *kgo.Client) error {
+	topics, err := w.describeTopics(ctx, admin)
+	if err != nil {
+		return err
+	}
+	var missing, missingRequired []string
+	w.topicIDs = make(map[string]kadm.TopicID, len(w.topics))
+	for _, t := range w.topics {
+		d, ok := topics[t]
+		switch {
+		case ok && acl.Denied(d.err):
+			return w.notAuthorized(admin, acl.Right{Op: "Read", Resource: acl.Topic, Name: t}, d.err)
+		case !ok || d.err != nil:
+			missing = append(missing, t)
+		case !d.allows(kmsg.ACLOperationRead):
+			return w.notAuthorized(admin, acl.Right{Op: "Read", Resource: acl.Topic, Name: t}, errors.New("the broker authorizes Describe only"))
+		default:
+			w.topicIDs[t] = d.id
+		}
+	}
+	for _, t := range w.cfg.required {
+		d, ok := topics[t]
+		switch {
+		case ok && acl.Denied(d.err):
+			return w.notAuthorized(admin, acl.Right{Op: "Write", Resource: acl.Topic, Name: t}, d.err)
+		case (!ok || d.err != nil) && !slices.Contains(missing, t) && !slices.Contains(missingRequired, t):
+			missingRequired = append(missingRequired, t)
+		case ok && d.err == nil && !slices.Contains(w.topics, t) && !d.allows(kmsg.ACLOperationWrite):
+			return w.notAuthorized(admin, acl.Right{Op: "Write", Resource: acl.Topic, Name: t}, errors.New("the broker does not authorize Write, and RequireTopics names it"))
+		}
+	}
+	switch {
+	case len(missing) > 0:
+		// Offer -dlq when the worker requires each one's DLQ topic too.
+		withDLQ := true
+		for _, t := range missing {
+			withDLQ = withDLQ && slices.Contains(w.cfg.required, t+dlqSuffix)
+		}
+		return fmt.Errorf("%w: %s (shareq workers never create topics; %s)", ErrTopicMissing, strings.Join(missing, ", "), w.createHint(missing, withDLQ))
+	case len(missingRequired) > 0:
+		return fmt.Errorf("%w: %s, named in RequireTopics (without it, parking a job or producing to it fails; shareq workers never create topics; %s)",
+			ErrTopicMissing, strings.Join(missingRequired, ", "), w.createHint(missingRequired, false))
+	}
+	return nil
+}
+
+// dlqSuffix is dlq.TopicSuffix: the dlq middleware parks jobs of topic T
+// in T.dlq by default.
+const dlqSuffix = ".dlq"
+
+// createHint says how to create topics: the shareq command (with -dlq,
+// their DLQ topics too) and the kafka-topics.sh line of each.
+func (w *Worker) createHint(topics []string, withDLQ bool) string {
+	brokers := strings.Join(w.cfg.brokers, ",")
+	if brokers == "" {
+		brokers = "HOST:9092"
+	}
+	dlqFlag := ""
+	if withDLQ {
+		dlqFlag = " -dlq"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "create it with: shareq topics create %s%s -brokers %s; or with: ", strings.Join(topics, " "), dlqFlag, brokers)
+	for i, t := range topics {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		parts := 6
+		if strings.HasSuffix(t, dlqSuffix) {
+			parts = 1
+		}
+		fmt.Fprintf(&b, "kafka-topics.sh --bootstrap-server %s --create --topic %s --partitions %d", brokers, t, parts)
+		if withDLQ {
+			fmt.Fprintf(&b, "; kafka-topics.sh --bootstrap-server %s --create --topic %s --partitions 1", brokers, t+dlqSuffix)
+		}
+	}
+	return b.String()
+}
+
+// checkGroupType is step 5 of check: a name taken by a consumer group
+// would make every share-group heartbeat fail, so it says so now. A
+// broker that cannot list groups is not a reason to refuse to start.
+func (w *Worker) checkGroupType(ctx context.Context, admin *kgo.Client) error {
+	groups, err := kadm.NewClient(admin).ListGroups(ctx)
+	if err != nil {
+		return nil
+	}
+	if g, ok := groups[w.cfg.group]; ok && g.GroupType != "" && g.GroupType != "share" {
+		return fmt.Errorf("%w: %q is a %s group (protocol %q); pick another Group name for the share group",
+			ErrGroupNotShare, w.cfg.group, g.GroupType, g.ProtocolType)
+	}
+	return nil
+}
+
+// groupConfigs are the group's configs as step 6 of check found them.
+type groupConfigs struct {
+	current   map[string]string // the configs the broker describes, by name
+	own       map[string]bool   // which of them are set on the group itself (the others are broker defaults)
+	described bool              // false when the broker could not describe them (then current is empty)
+}
+
+// describeGroupConfigs is step 6 of check. Without the group's configs
+// the worker would guess the delivery limit (and park jobs on the wrong
+// delivery) and miss a disabled renewal, so a refused describe fails;
+// any other failure (a broker without group configs) leaves them empty,
+// and the worker tries to set what it needs.
+func (w *Worker) describeGroupConfigs(ctx context.Context, admin *kgo.Client) (groupConfigs, error) {
+	current, own, err := groupcfg.DescribeOwn(ctx, admin, w.cfg.group, groupcfg.AutoOffsetReset, groupcfg.RenewAckEnable, groupcfg.DeliveryCountLimit,
+		groupcfg.DLQTopicName, groupcfg.DLQCopyRecord, groupcfg.SessionTimeoutMs, groupcfg.HeartbeatIntervalMs)
+	if acl.Denied(err) {
+		return groupConfigs{}, w.notAuthorized(admin, acl.Right{Op: "DescribeConfigs", Resource: acl.Group, Name: w.cfg.group}, err)
+	}
+	if err != nil {
+		return groupConfigs{current: map[string]string{}, own: map[string]bool{}}, nil
+	}
+	return groupConfigs{current: current, own: own, described: true}, nil
+}
+
+// alterRefused is the error of step 7 for a group config the worker may
+// not set (what says which), or nil when err is not a refusal.
+func (w *Worker) alterRefused(admin *kgo.Client, what string, err error) error {
+	if acl.Denied(err) {
+		return w.notAuthorized(admin, acl.Right{Op: "AlterConfigs", Resource: acl.Group, Name: w.cfg.group}, fmt.Errorf("%s: %w", what, err))
+	}
+	return nil
+}
+
+// setOffsetReset is step 7 of check for [AutoOffsetReset].
+func (w *Worker) setOffsetReset(ctx context.Context, admin *kgo.Client, current map[string]string) error {
+	if w.cfg.offsetReset == "" || current[groupcfg.AutoOffsetReset] == w.cfg.offsetReset {
+		return nil
+	}
+	err := groupcfg.Set(ctx, admin, w.cfg.group, map[string]string{groupcfg.AutoOffsetReset: w.cfg.offsetReset})
+	if err == nil {
+		return nil
+	}
+	if err := w.alterRefused(admin, fmt.Sprintf("AutoOffsetReset(%q)", w.cfg.offsetReset), err); err != nil {
+		return err
+	}
+	return fmt.Errorf("worker: AutoOffsetReset(%q): %w (set it with kafka-configs.sh --entity-type groups --entity-name %s --alter --add-config %s=%s, or grant ALTER_CONFIGS on the group)",
+		w.cfg.offsetReset, err, w.cfg.group, groupcfg.AutoOffsetReset, w.cfg.offsetReset)
+}
+
+// setGroupDeliveryLimit is step 7 of check for [GroupDeliveryLimit]: the
+// limit is checked against the brokers' bounds, then set.
+func (w *Worker) setGroupDeliveryLimit(ctx context.Context, admin *kgo.Client, current map[string]string) error {
+	n := w.cfg.groupLimit
+	if n <= 0 || current[groupcfg.DeliveryCountLimit] == strconv.Itoa(n) {
+		return nil
+	}
+	if err := checkDeliveryBound(ctx, admin, n); err != nil {
+		return err
+	}
+	err := groupcfg.Set(ctx, admin, w.cfg.group, map[string]string{groupcfg.DeliveryCountLimit: strconv.Itoa(n)})
+	if err == nil {
+		return nil
+	}
+	if err := w.alterRefused(admin, fmt.Sprintf("GroupDeliveryLimit(%d)", n), err); err != nil {
+		return err
+	}
+	if errors.Is(err, kerr.InvalidConfig) && strings.Contains(err.Error(), "Unknown group config") {
+		return fmt.Errorf("worker: GroupDeliveryLimit(%d): the brokers do not know the group config %s (Apache Kafka 4.3+); on older brokers set the broker config %s instead, and pass worker.DeliveryLimit(%d) if it differs from the broker's",
+			n, groupcfg.DeliveryCountLimit, groupcfg.BrokerDeliveryCountLimit, n)
+	}
+	return fmt.Errorf("worker: GroupDeliveryLimit(%d): %w (the broker allows group.share.min.delivery.count.limit to group.share.max.delivery.count.limit, 2 to 10 by default; or set it with kafka-configs.sh --entity-type groups --entity-name %s --alter --add-config %s=%d, or grant ALTER_CONFIGS on the group)",
+		n, err, w.cfg.group, groupcfg.DeliveryCountLimit, n)
+}
+
+// enableRenewals is step 7 of check for lock renewal: Kafka 4.3 added
+// share.renew.acknowledge.enable (default true), and renewals fail while
+// it is false. Older brokers and kfake do not know it and renew anyway.
+func (w *Worker) enableRenewals(ctx context.Context, admin *kgo.Client, current map[string]string) error {
+	v, ok := current[groupcfg.RenewAckEnable]
+	if !ok || v == "true" {
+		return nil
+	}
+	err := groupcfg.Set(ctx, admin, w.cfg.group, map[string]string{groupcfg.RenewAckEnable: "true"})
+	if err == nil {
+		return nil
+	}
+	if err := w.alterRefused(admin, fmt.Sprintf("group %q has %s=%s, so long jobs cannot renew their locks, and setting it to true failed", w.cfg.group, groupcfg.RenewAckEnable, v), err); err != nil {
+		return err
+	}
+	return fmt.Errorf("worker: group %q has %s=%s, so long jobs cannot renew their locks, and setting it failed: %w (set it to true with kafka-configs.sh --entity-type groups --entity-name %s --alter --add-config %s=true)",
+		w.cfg.group, groupcfg.RenewAckEnable, v, err, w.cfg.group, groupcfg.RenewAckEnable)
+}
+
+// deliveryLimitFor is step 9 of check. A limit just set with
+// GroupDeliveryLimit wins over the one described: the broker may still
+// describe the old value.
+func (w *Worker) deliveryLimitFor(ctx context.Context, admin *kgo.Client, current map[string]string) int32 {
+	if n := int32(w.cfg.deliveryLimit); n != 0 {
+		return n
+	}
+	if n := int32(w.cfg.groupLimit); n != 0 {
+		return n
+	}
+	return readLimit(ctx, admin, current)
+}
+
+// checkDeliveryBound fails a GroupDeliveryLimit(n) outside the brokers'
+// bounds of the group config, naming the broker config to change. Brokers
+// that describe their configs but not these bounds (kfake, the dev broker)
+// are held to Apache Kafka's defaults, so a limit that works on a
+// development broker does not fail first in production. Brokers that do
+// not let the worker describe their configs (no DescribeConfigs on the
+// cluster) are left to refuse the limit themselves when it is set.
+func checkDeliveryBound(ctx context.Context, admin *kgo.Client, n int) error {
+	m, err := groupcfg.Broker(ctx, admin, groupcfg.BrokerMinDeliveryCountLimit, groupcfg.BrokerMaxDeliveryCountLimit)
+	if err != nil {
+		return nil
+	}
+	bound := func(k string, def int) (int, string) {
+		if v, err := strconv.Atoi(m[k]); err == nil {
+			return v, "the brokers' "
+		}
+		return def, "Apache Kafka's default (the brokers do not report theirs) "
+	}
+	if lo, loFrom := bound(groupcfg.BrokerMinDeliveryCountLimit, 2); n < lo {
+		return fmt.Errorf("worker: GroupDeliveryLimit(%d): below %sminimum of %d (broker config %s); raise it, or lower %s on every broker",
+			n, loFrom, lo, groupcfg.BrokerMinDeliveryCountLimit, groupcfg.BrokerMinDeliveryCountLimit)
+	}
+	if hi, hiFrom := bound(groupcfg.BrokerMaxDeliveryCountLimit, kafkaDeliveryLimitMax); n > hi {
+		return fmt.Errorf("worker: GroupDeliveryLimit(%d): above %smaximum of %d (broker config %s); lower it, or raise %s on every broker (Kafka allows up to %d)",
+			n, hiFrom, hi, groupcfg.BrokerMaxDeliveryCountLimit, groupcfg.BrokerMaxDeliveryCountLimit, maxGroupDeliveryLimit)
+	}
+	return nil
+}
+
+// readLimit returns the group's delivery count limit: the group config
+// (among those describeGroupConfigs found), else the broker
+// default, else Kafka's default of 5.
+func readLimit(ctx context.Context, cl *kgo.Client, groupConfigs map[string]string) int32 {
+	parse := func(m map[string]string, k string) int32 {
+		var n int32
+		if v, ok := m[k]; ok {
+			if _, err := fmt.Sscan(v, &n); err == nil && n > 0 {
+				return n
+			}
+		}
+		return 0
+	}
+	if n := parse(groupConfigs, groupcfg.DeliveryCountLimit); n > 0 {
+		return n
+	}
+	if m, err := groupcfg.Broker(ctx, cl, groupcfg.BrokerDeliveryCountLimit); err == nil {
+		if n := parse(m, groupcfg.BrokerDeliveryCountLimit); n > 0 {
+			return n
+		}
+	}
+	return 5
+}
+
+// checkGroupRead checks that the worker may read its share group: a
+// share-group member needs Read on the group for every heartbeat, fetch
+// and acknowledgement. Describe of a group is implied by Read, so a
+// refused describe means Read is missing. A group that does not exist
+// yet tells nothing; the member's first heartbeat then fails in Run with
+// the same error.
+func (w *Worker) checkGroupRead(ctx context.Context, admin *kgo.Client) error {
+	req := kmsg.NewPtrShareGroupDescribeRequest()
+	req.GroupIDs = []string{w.cfg.group}
+	req.IncludeAuthorizedOperations = true
+	resp, err := req.RequestWith(ctx, admin)
+	if err != nil {
+		if acl.Denied(err) {
+			return w.notAuthorized(admin, acl.Right{Op: "Read", Resource: acl.Group, Name: w.cfg.group}, err)
+		}
+		return nil // the member's heartbeat will say more
+	}
+	for _, g := range resp.Groups {
+		gerr := kerr.ErrorForCode(g.ErrorCode)
+		switch {
+		case acl.Denied(gerr):
+			return w.notAuthorized(admin, acl.Right{Op: "Read", Resource: acl.Group, Name: w.cfg.group}, gerr)
+		case gerr == nil && g.AuthorizedOperations != math.MinInt32 && g.AuthorizedOperations&(1<<int(kmsg.ACLOperationRead)) == 0:
+			return w.notAuthorized(admin, acl.Right{Op: "Read", Resource: acl.Group, Name: w.cfg.group}, errors.New("the broker authorizes Describe only"))
+		}
+	}
+	return nil
+}
