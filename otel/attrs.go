@@ -2,6 +2,8 @@ package shareqotel
 
 import (
 	"errors"
+	"maps"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 
@@ -101,8 +103,11 @@ func (t *Telemetry) partitionAttrs(partition int32, offset int64) []attribute.Ke
 type runBase struct {
 	name string
 	// opts are the span's start options, but for ParentFromJob's parent
-	// and a timestamp.
-	opts []trace.SpanStartOption
+	// and a timestamp. rootOpts are opts without trace.WithNewRoot, for a
+	// context that holds no span: the span is a root all the same, and the
+	// SDK's WithNewRoot puts an empty span context in the context (two
+	// allocations per span) to say so.
+	opts, rootOpts []trace.SpanStartOption
 	// ok is the duration's series without an error.type; outcomes the
 	// consumed count's, by worker.Outcome.
 	ok       *series
@@ -111,10 +116,7 @@ type runBase struct {
 
 func (t *Telemetry) baseOf(topic, group string) *runBase {
 	k := [2]string{topic, group}
-	t.baseMu.RLock()
-	b := t.base[k]
-	t.baseMu.RUnlock()
-	if b != nil {
+	if b := (*t.base.Load())[k]; b != nil {
 		return b
 	}
 	as := []attribute.KeyValue{systemKafka, attrDestination.String(topic)}
@@ -124,20 +126,25 @@ func (t *Telemetry) baseOf(topic, group string) *runBase {
 	if t.old() {
 		as = append(as, attrOldOperation.String("process"), attrOldGroup.String(group))
 	}
-	b = &runBase{name: t.spanName("process", topic), ok: t.inst.series(seriesKey{topic: topic, group: group})}
+	b := &runBase{name: t.spanName("process", topic), ok: t.inst.series(seriesKey{topic: topic, group: group})}
 	b.opts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(as...)}
+	b.rootOpts = b.opts
 	if !t.parent {
-		b.opts = append(b.opts, trace.WithNewRoot())
+		b.opts = append(slices.Clip(b.opts), trace.WithNewRoot())
 	}
 	for _, o := range worker.Outcomes() {
 		b.outcomes[o] = t.inst.series(seriesKey{topic: topic, group: group, outcome: o.String()})
 	}
 	t.baseMu.Lock()
 	defer t.baseMu.Unlock()
-	if had := t.base[k]; had != nil {
+	old := *t.base.Load()
+	if had := old[k]; had != nil {
 		return had
 	}
-	t.base[k] = b
+	m := make(map[[2]string]*runBase, len(old)+1)
+	maps.Copy(m, old)
+	m[k] = b
+	t.base.Store(&m)
 	return b
 }
 

@@ -23,6 +23,11 @@ import (
 // while the handler still runs (a job released at its lock's end), hence
 // the mutex.
 type run struct {
+	// Context is the handler's context of the run's first run, which r
+	// itself then stands for (see Value). Only the middleware, on the
+	// handler's goroutine, sets it, before it hands r on.
+	context.Context
+
 	mu   sync.Mutex
 	span trace.Span
 	job  *handler.Job // set with span
@@ -39,6 +44,15 @@ func (r *run) current() trace.Span {
 }
 
 type runKey struct{}
+
+// Value makes a run the context of its first run's handler: it holds
+// the run under runKey.
+func (r *run) Value(key any) any {
+	if key == (runKey{}) {
+		return r
+	}
+	return r.Context.Value(key)
+}
 
 // runFrom returns the run ctx is inside of, or nil.
 func runFrom(ctx context.Context) *run {
@@ -78,28 +92,41 @@ func (t *Telemetry) Middleware() handler.Middleware {
 				r.base = t.baseOf(job.Topic, job.Group)
 				ctx, span = t.startRun(ctx, job, r.base, time.Time{})
 				r.span, r.job = span, job
-				if job.DeliveryCount == 1 && !job.Timestamp.IsZero() {
+				// The run is the context's value for runKey itself, which
+				// spares a context.WithValue per job. Its first run only:
+				// a context handed on by an earlier run may still be read.
+				r.Context = ctx
+				ctx = r
+				if job.DeliveryCount == 1 && !job.Timestamp.IsZero() && t.inst.wait.Enabled(context.Background()) {
 					t.inst.wait.Record(context.Background(), time.Since(job.Timestamp).Seconds(), r.base.ok.opts...)
 				}
 			} else {
 				// The same delivery run again after a pause: one span.
 				span.AddEvent("shareq.job.rerun")
-				ctx = trace.ContextWithSpan(ctx, span)
+				ctx = context.WithValue(trace.ContextWithSpan(ctx, span), runKey{}, r)
 			}
 			base := r.base
 			r.mu.Unlock()
-			ctx = context.WithValue(ctx, runKey{}, r)
 			if sc := span.SpanContext(); t.logIDs && sc.IsSampled() {
 				ctx = handler.WithLogger(ctx, handler.Logger(ctx).With(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String())))
 			}
-			start := time.Now()
+			// Without a meter provider (the API's no-op one), or with the
+			// duration dropped by a view, nobody sees the duration: skip
+			// the clock and the error's classification.
+			measure := t.inst.duration.Enabled(context.Background())
+			var start time.Time
+			if measure {
+				start = time.Now()
+			}
 			var err error
 			if observed {
 				err = next.Handle(ctx, job)
 			} else {
 				err = handleUnobserved(ctx, next, job, span)
 			}
-			t.processed(ctx, job, base, err, time.Since(start))
+			if measure {
+				t.processed(ctx, job, base, err, time.Since(start))
+			}
 			r.mu.Lock()
 			r.measured = true
 			r.mu.Unlock()
@@ -133,6 +160,9 @@ func handleUnobserved(ctx context.Context, next handler.Handler, job *handler.Jo
 // others, and the links, only to a span that records.
 func (t *Telemetry) startRun(ctx context.Context, job *handler.Job, b *runBase, at time.Time) (context.Context, trace.Span) {
 	opts := b.opts // shared: never appended to in place
+	if !t.parent && !trace.SpanContextFromContext(ctx).IsValid() {
+		opts = b.rootOpts // a root already: spare WithNewRoot's allocations
+	}
 	if !at.IsZero() {
 		opts = append(slices.Clip(opts), trace.WithTimestamp(at))
 	}
@@ -225,7 +255,7 @@ func (t *Telemetry) JobFinished(job *handler.Job, res worker.Result) {
 		span.End()
 	}
 
-	if res.Ran && !measured { // no middleware, or a panic went through it
+	if res.Ran && !measured && t.inst.duration.Enabled(context.Background()) { // no middleware, or a panic went through it
 		var et string
 		if res.Err != nil && res.Outcome != worker.OutcomeInterrupted {
 			et = errorType(res.Err)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
@@ -154,10 +155,12 @@ type Telemetry struct {
 	logIDs  bool
 
 	runs runMap
-	// base caches a *runBase by topic and group (a map under a mutex: a
-	// sync.Map would box each key).
-	baseMu sync.RWMutex
-	base   map[[2]string]*runBase
+	// base caches a *runBase by topic and group: a map copied on write
+	// (under baseMu), read without a lock, as every job reads it and a new
+	// topic or group is rare (a sync.Map would box each key; a read lock
+	// is a write to a cache line every core shares).
+	baseMu sync.Mutex
+	base   atomic.Pointer[map[[2]string]*runBase]
 
 	inst instruments
 }
@@ -196,8 +199,8 @@ func New(opts ...Option) (*Telemetry, error) {
 		keys:    c.keys,
 		parent:  c.parent,
 		logIDs:  c.logIDs,
-		base:    make(map[[2]string]*runBase),
 	}
+	t.base.Store(new(map[[2]string]*runBase))
 	if err := t.inst.init(c.mp.Meter(ScopeName)); err != nil {
 		return nil, fmt.Errorf("shareqotel: instruments: %w", err)
 	}

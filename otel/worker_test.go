@@ -301,3 +301,33 @@ func TestPauseRerunKeepsTheSpan(t *testing.T) {
 		t.Errorf("process.duration count %d, want 2 (a run each)", n)
 	}
 }
+
+// A run's span is the root of a trace of its own (linked to the job's
+// creation) whether or not the context the worker runs in holds a span:
+// the middleware spares the SDK's WithNewRoot only where there is none.
+func TestRunIsARootInsideASpan(t *testing.T) {
+	t.Parallel()
+	b := oteltest.Setup(t)
+	_, request := b.TP.Tracer("test").Start(context.Background(), "request")
+	request.End()
+	var job handler.Job
+	job.Topic, job.Group, job.DeliveryCount = "mail", "g", 1
+	job.Headers = []handler.Header{{Key: "traceparent", Value: []byte("00-" + request.SpanContext().TraceID().String() + "-" + request.SpanContext().SpanID().String() + "-01")}}
+	h := handler.Chain(handler.Func(func(ctx context.Context, _ *handler.Job) error { return nil }), b.Tel.Middleware())
+	outer, outerSpan := b.TP.Tracer("test").Start(context.Background(), "worker")
+	for name, ctx := range map[string]context.Context{"no span": t.Context(), "the worker's span": outer} {
+		j := job
+		if err := h.Handle(ctx, &j); err != nil {
+			t.Fatal(err)
+		}
+		spans := oteltest.Named(b.Spans.Ended(), "process mail")
+		run := spans[len(spans)-1]
+		if run.Parent().IsValid() || run.SpanContext().TraceID() == outerSpan.SpanContext().TraceID() {
+			t.Errorf("%s: run's parent %v, trace %v; want a root of a trace of its own", name, run.Parent(), run.SpanContext().TraceID())
+		}
+		if _, ok := oteltest.LinkTo(run, request.SpanContext()); !ok {
+			t.Errorf("%s: run's links %v; want one to the creation %v", name, run.Links(), request.SpanContext())
+		}
+	}
+	outerSpan.End()
+}
