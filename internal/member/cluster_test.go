@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -155,18 +156,16 @@ func TestInvalidSessionEpochReopensAndResendsAcks(t *testing.T) {
 	}
 }
 
-// A session reset to epoch 0 while the member drains, with records held
-// and nothing to send, is opened again so that Leave can close it and
-// release them (on Kafka only the close does, fact 12). kfake: the
-// fetch in flight at StopFetching is answered INVALID_SHARE_SESSION_EPOCH.
-func TestSessionResetWhileDrainingIsClosedAtLeave(t *testing.T) {
-	t.Parallel()
-	c := kafkatest.New(t)
-	f := c.Fake()
-	if f == nil {
-		t.Skip("needs kfake to answer a fetch INVALID_SHARE_SESSION_EPOCH")
-	}
-	topic, group := c.Topic(t, 1), c.Group(t)
+// resetWhileDraining starts a member of group on a fresh one-partition
+// topic of c holding 3 records, and has kfake answer its next ShareFetch
+// INVALID_SHARE_SESSION_EPOCH once the member has taken StopFetching: the
+// session is reset to epoch 0 with records held and nothing to send.
+// thenFetch, when set, runs while that fetch waits in kfake, to control
+// the fetches after it. It returns the member, the topic and the 3
+// deliveries.
+func resetWhileDraining(t *testing.T, c *kafkatest.Cluster, f *kfake.Cluster, group string, thenFetch func()) (*run, string, []member.Delivery) {
+	t.Helper()
+	topic := c.Topic(t, 1)
 	produce(t, c, topic, 1, 3)
 	r := start(t, c, group, []string{topic})
 	r.m.Grant(3)
@@ -184,10 +183,29 @@ func TestSessionResetWhileDrainingIsClosedAtLeave(t *testing.T) {
 	})
 	r.m.Grant(1)
 	<-entered
+	if thenFetch != nil {
+		thenFetch()
+	}
 	r.m.StopFetching()
 	r.m.Grant(5) // taken with StopFetching or after it: the sign it was taken
 	r.waitFor("StopFetching taken", func() bool { return r.m.Stats().Credit == 6 })
 	close(release)
+	return r, topic, ds
+}
+
+// A session reset to epoch 0 while the member drains, with records held
+// and nothing to send, is opened again so that Leave can close it and
+// release them (on Kafka only the close does, fact 12). kfake: the
+// fetch in flight at StopFetching is answered INVALID_SHARE_SESSION_EPOCH.
+func TestSessionResetWhileDrainingIsClosedAtLeave(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.New(t)
+	f := c.Fake()
+	if f == nil {
+		t.Skip("needs kfake to answer a fetch INVALID_SHARE_SESSION_EPOCH")
+	}
+	group := c.Group(t)
+	r, topic, ds := resetWhileDraining(t, c, f, group, nil)
 	<-r.m.Quiet()
 	r.leave()
 	s := r.m.Stats()
@@ -215,32 +233,14 @@ func TestSessionNotReopenedIsLostAtHardStop(t *testing.T) {
 	if f == nil {
 		t.Skip("needs kfake to fail the session's requests")
 	}
-	topic, group := c.Topic(t, 1), c.Group(t)
-	produce(t, c, topic, 1, 3)
-	r := start(t, c, group, []string{topic})
-	r.m.Grant(3)
-	ds := r.deliveriesN(3)
-
-	entered, release := make(chan struct{}), make(chan struct{})
-	f.ControlKey(int16(kmsg.ShareFetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		close(entered)
-		<-release
-		resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
-		resp.ErrorCode = kerr.InvalidShareSessionEpoch.Code
-		return resp, nil, true
+	r, _, ds := resetWhileDraining(t, c, f, c.Group(t), func() {
+		f.ControlKey(int16(kmsg.ShareFetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+			f.KeepControl()
+			resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
+			resp.ErrorCode = kerr.UnknownServerError.Code
+			return resp, nil, true
+		})
 	})
-	r.m.Grant(1)
-	<-entered
-	f.ControlKey(int16(kmsg.ShareFetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		f.KeepControl()
-		resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
-		resp.ErrorCode = kerr.UnknownServerError.Code
-		return resp, nil, true
-	})
-	r.m.StopFetching()
-	r.m.Grant(5)
-	r.waitFor("StopFetching taken", func() bool { return r.m.Stats().Credit == 6 })
-	close(release)
 	r.waitFor("a failed reopen", func() bool { return r.m.Stats().SessionsReset == 1 && r.m.Stats().SessionsOpened == 1 })
 	r.stop()
 	if err := <-r.done; !errors.Is(err, context.Canceled) {
