@@ -5,7 +5,6 @@ package oteltest
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -174,6 +173,8 @@ func HistCount(agg metricdata.Aggregation, key, value string) uint64 {
 	return n
 }
 
+// SumWith is the sum of an int64 counter's points that have attribute
+// key=value.
 func SumWith(agg metricdata.Aggregation, key, value string) int64 {
 	s, ok := agg.(metricdata.Sum[int64])
 	if !ok {
@@ -188,7 +189,8 @@ func SumWith(agg metricdata.Aggregation, key, value string) int64 {
 	return n
 }
 
-func QuietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+// QuietLogger logs nothing.
+func QuietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // StartWorker runs a worker until the test ends.
 func StartWorker(t *testing.T, c *kafkatest.Cluster, opts ...worker.Option) {
