@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shareq/shareq/dlq"
 	"github.com/shareq/shareq/enqueue"
@@ -260,6 +261,68 @@ func runPhase(ctx context.Context, svc *services, o options, name string, seed u
 	return rep, nil
 }
 
+// awaitTopics waits until every broker's own metadata lists the topics
+// with all their partitions led. A broker learns of a new topic from the
+// controller some time after CreateTopics returns: a worker whose start-up
+// check asks another broker meanwhile finds the topic missing and exits.
+func (p *phase) awaitTopics(ctx context.Context, topics map[string]int32) error {
+	brokers, err := p.adm.ListBrokers(ctx)
+	if err != nil {
+		return fmt.Errorf("list brokers: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for _, b := range brokers {
+		for {
+			missing, err := p.missingOn(ctx, b.NodeID, topics)
+			if err == nil && len(missing) == 0 {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("broker %d does not list topics %v a minute after their creation (last error: %v)", b.NodeID, missing, err)
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// missingOn returns the topics that broker id's metadata does not list
+// with every partition led.
+func (p *phase) missingOn(ctx context.Context, id int32, topics map[string]int32) ([]string, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	for name := range topics {
+		t := kmsg.NewMetadataRequestTopic()
+		t.Topic = kmsg.StringPtr(name)
+		req.Topics = append(req.Topics, t)
+	}
+	resp, err := req.RequestWith(ctx, p.cl.Broker(int(id)))
+	if err != nil {
+		return slices.Sorted(maps.Keys(topics)), err
+	}
+	ready := map[string]bool{}
+	for _, t := range resp.Topics {
+		led := 0
+		for _, pt := range t.Partitions {
+			if pt.ErrorCode == 0 && pt.Leader >= 0 {
+				led++
+			}
+		}
+		if t.ErrorCode == 0 && t.Topic != nil && int32(led) >= topics[*t.Topic] {
+			ready[*t.Topic] = true
+		}
+	}
+	var missing []string
+	for name := range topics {
+		if !ready[name] {
+			missing = append(missing, name)
+		}
+	}
+	slices.Sort(missing)
+	return missing, nil
+}
+
 // setup creates the topics, the group's configuration, the schema, and the
 // job plan.
 func (p *phase) setup(ctx context.Context) error {
@@ -291,10 +354,15 @@ func (p *phase) setup(ctx context.Context) error {
 			}{p.brokerDLQ, dlqPartitions, map[string]*string{groupcfg.TopicDLQGroupEnable: kadm.StringPtr("true")}})
 		}
 	}
+	names := make(map[string]int32, len(topics))
 	for _, t := range topics {
 		if _, err := p.adm.CreateTopic(ctx, t.parts, rf, t.configs, t.name); err != nil {
 			return fmt.Errorf("create topic %s: %w", t.name, err)
 		}
+		names[t.name] = t.parts
+	}
+	if err := p.awaitTopics(ctx, names); err != nil {
+		return err
 	}
 	if err := groupcfg.Set(ctx, p.cl, p.group, map[string]string{groupcfg.AutoOffsetReset: "earliest"}); err != nil {
 		return err

@@ -104,7 +104,17 @@ type cluster struct {
 
 // The clusters the soak uses: the 3-node one of the cluster3 phase, and
 // the private single broker of -own-broker.
-func cluster3() *cluster { return &cluster{name: "3-node cluster", nodes: 3, portBase: 19092} }
+//
+// The 3-node cluster listens on KAFKA_CLUSTER_PORT_BASE + 100, + 200 and
+// + 300 (and the port after each), as scripts/kafka-cluster.sh does:
+// 19192, 19292 and 19392 unless the environment sets another base.
+func cluster3() *cluster {
+	base := 19092
+	if v, err := strconv.Atoi(os.Getenv("KAFKA_CLUSTER_PORT_BASE")); err == nil && v > 0 {
+		base = v
+	}
+	return &cluster{name: "3-node cluster", nodes: 3, portBase: base}
+}
 
 func ownBroker(cache string, portBase int) *cluster {
 	return &cluster{name: "private broker", nodes: 1, portBase: portBase, dir: filepath.Join(cache, "kafka-own")}
