@@ -70,8 +70,10 @@
 // job with [Observer.WaitJob], or for any condition on the jobs finished
 // so far with [Observer.WaitFor]. A [Queue] is then only the broker:
 // [Queue.Brokers], [Queue.Group] and [Queue.Topic] for the worker,
-// [Queue.Produce] for the jobs. [Logger] is a logger for it that is
-// quiet unless the test runs with -v.
+// [Queue.Produce] for the jobs; the Queue's group starts at the earliest
+// offset, so the worker sees the jobs produced before it started.
+// [Logger] is a logger for it that is quiet unless the test runs with
+// -v.
 //
 // # Code that enqueues
 //

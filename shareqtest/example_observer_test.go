@@ -13,7 +13,9 @@ import (
 
 // A test of a worker built the way the app builds it (its own options and
 // middleware, here worker.New's): run it on the Queue's broker with an
-// Observer and wait for each job to finish for good.
+// Observer and wait for each job to finish for good. The Queue's group
+// starts at the earliest offset, so the worker sees the jobs produced
+// before it started.
 func ExampleObserver() {
 	t := &testing.T{} // in a test, the test's own t
 	q := shareqtest.New(t, shareqtest.Topic("emails"))
@@ -26,7 +28,6 @@ func ExampleObserver() {
 		worker.Brokers(q.Brokers()...),
 		worker.Group(q.Group()),
 		worker.Handle(q.Topic(), handler.JSON(sendEmail)),
-		worker.AutoOffsetReset("earliest"), // a new group starts at the jobs produced above
 		worker.Logger(shareqtest.Logger()),
 		worker.WithObserver(&obs),
 	)
@@ -48,4 +49,36 @@ func ExampleObserver() {
 	// Output:
 	// welcome-ada: succeeded, accept on delivery 1
 	// nobody: discarded, reject on delivery 1
+}
+
+// TestWelcomeEmail is the test README.md shows ("Testing your handlers").
+func TestWelcomeEmail(t *testing.T) {
+	q := shareqtest.New(t, shareqtest.Topic("emails"))
+	id := q.ProduceJSON(t, Email{To: "grace@example.com"}, shareqtest.JobID("welcome-grace"))
+
+	var obs shareqtest.Observer
+	w, err := worker.New( // or your app's constructor, with these options added
+		worker.Brokers(q.Brokers()...),
+		worker.Group(q.Group()),
+		worker.Handle(q.Topic(), handler.JSON(sendEmail)),
+		worker.Logger(shareqtest.Logger()), // quiet unless go test -v
+		worker.WithObserver(&obs),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("worker: %v", err)
+		}
+	})
+
+	e := obs.WaitJob(t, 30*time.Second, id)
+	if e.Result.Outcome != worker.OutcomeSucceeded {
+		t.Errorf("job %s: %v (%v), want succeeded", id, e.Result.Outcome, e.Result.Err)
+	}
 }

@@ -16,7 +16,7 @@ import (
 func runWorker(t *testing.T, q *shareqtest.Queue, opts ...worker.Option) {
 	t.Helper()
 	w, err := worker.New(append([]worker.Option{
-		worker.Brokers(q.Brokers()...), worker.Group(q.Group()), worker.AutoOffsetReset("earliest"),
+		worker.Brokers(q.Brokers()...), worker.Group(q.Group()),
 		worker.Logger(shareqtest.Logger()), worker.ShutdownTimeout(5 * time.Second),
 		worker.RetryBackoff(func(int32) time.Duration { return 10 * time.Millisecond }),
 	}, opts...)...)
