@@ -14,8 +14,8 @@ import (
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/kafkatest"
 	"github.com/shareq/shareq/internal/logbuf"
-	"github.com/shareq/shareq/internal/workertest"
 	"github.com/shareq/shareq/middleware"
+	"github.com/shareq/shareq/shareqtest"
 	"github.com/shareq/shareq/worker"
 )
 
@@ -203,7 +203,7 @@ func TestParkedJobLogsOneLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs logbuf.Buffer
-	obs := workertest.NewRecorder()
+	obs := new(shareqtest.Observer)
 	h := handler.Func(func(_ context.Context, j *handler.Job) error {
 		if string(j.Value) == "404" {
 			return handler.Permanent(errors.New("HTTP 404 Not Found"))
@@ -217,7 +217,7 @@ func TestParkedJobLogsOneLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := kafkatest.Run(t, w.Run)
-	obs.WaitFor(t, 60*time.Second, "both jobs done", func(es []workertest.Event) bool { return len(es) >= 2 })
+	obs.WaitFor(t, 60*time.Second, "both jobs done", func(es []shareqtest.Event) bool { return len(es) >= 2 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}

@@ -16,8 +16,8 @@ import (
 
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/kafkatest"
-	"github.com/shareq/shareq/internal/workertest"
 	shareqotel "github.com/shareq/shareq/otel"
+	"github.com/shareq/shareq/shareqtest"
 	"github.com/shareq/shareq/worker"
 )
 
@@ -78,7 +78,7 @@ func benchMode(b *testing.B, round int, mode string, base, baseCPU *float64) {
 			return nil
 		})
 		w, err := worker.New(append(opts, worker.Brokers(c.Seeds...), worker.Group(group), worker.Handle(topic, nop),
-			worker.Concurrency(24), worker.Logger(workertest.Logger()))...)
+			worker.Concurrency(24), worker.Logger(shareqtest.Logger()))...)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -2,6 +2,13 @@
 // broker in a user's own tests: produce some jobs, run a real worker until
 // every job has a final outcome, and assert on the outcomes.
 //
+// It is the repository's one test kit for workers, and it stands apart
+// from the engine as franz-go's kfake and River's rivertest do: it
+// imports the public packages only (worker, handler, dlq, enqueue),
+// nothing in the engine or under internal/ imports it, and shareq's own
+// tests of the worker, the middleware, the outbox and the soak use the
+// same [Observer] a user's test does.
+//
 //	func TestSendEmail(t *testing.T) {
 //		q := shareqtest.New(t, shareqtest.Topic("emails"))
 //		ok := q.ProduceJSON(t, Email{To: "ada@example.com"})
@@ -54,6 +61,25 @@
 // and fetches wait at most 20 ms, so a job retried up to its limit takes
 // a fraction of a second (about 0.2 s for five deliveries); pass
 // worker.RetryBackoff to [Queue.Run] to test with another backoff.
+//
+// # A worker of your own
+//
+// To test the worker your app builds (its constructor, options and
+// middleware; workerfx; a real broker in CI), run it yourself with an
+// [Observer] among its observers (worker.WithObserver) and wait for each
+// job with [Observer.WaitJob], or for any condition on the jobs finished
+// so far with [Observer.WaitFor]. A [Queue] is then only the broker:
+// [Queue.Brokers], [Queue.Group] and [Queue.Topic] for the worker,
+// [Queue.Produce] for the jobs; the Queue's group starts at the earliest
+// offset, so the worker sees the jobs produced before it started.
+// [Logger] is a logger for it that is quiet unless the test runs with
+// -v.
+//
+// # Code that enqueues
+//
+// [Recorder] stands in for Kafka under enqueue.New, and
+// [RequireEnqueued] asserts what the code under test enqueued, there or
+// on a Queue's broker.
 //
 // # Differences from production
 //

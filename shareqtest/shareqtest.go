@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shareq/shareq/dlq"
 	"github.com/shareq/shareq/enqueue"
@@ -72,6 +74,10 @@ type config struct {
 func Topic(name string) Option { return optionFunc(func(c *config) { c.topic = name }) }
 
 // Group sets the share group the worker joins. Default [GroupDefault].
+// [New] sets the group to start at the earliest offset (group config
+// share.auto.offset.reset=earliest), so that a worker of the test's own
+// on it, like the worker of [Queue.Run], sees the jobs produced before
+// it joined.
 func Group(name string) Option { return optionFunc(func(c *config) { c.group = name }) }
 
 // Partitions sets the number of partitions of every topic the Queue
@@ -192,7 +198,37 @@ func New(t testing.TB, opts ...Option) *Queue {
 		done: map[location]bool{},
 	}
 	t.Cleanup(q.Close)
+	if err := q.startAtEarliest(); err != nil {
+		t.Fatalf("shareqtest: %v", err)
+	}
 	return q
+}
+
+// startAtEarliest sets the group config share.auto.offset.reset to
+// earliest (what worker.AutoOffsetReset("earliest") does at a worker's
+// start), so that any worker on the Queue's group sees the jobs produced
+// before it joined.
+func (q *Queue) startAtEarliest() error {
+	ctx, cancel := context.WithTimeout(context.Background(), produceTimeout)
+	defer cancel()
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType = kmsg.ConfigResourceTypeGroupConfig
+	res.ResourceName = q.cfg.group
+	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	c.Name, c.Op, c.Value = "share.auto.offset.reset", kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr("earliest")
+	res.Configs = append(res.Configs, c)
+	req.Resources = append(req.Resources, res)
+	resp, err := req.RequestWith(ctx, q.client)
+	if err != nil {
+		return fmt.Errorf("set share.auto.offset.reset of group %q: %w", q.cfg.group, err)
+	}
+	for _, r := range resp.Resources {
+		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+			return fmt.Errorf("set share.auto.offset.reset of group %q: %w", q.cfg.group, err)
+		}
+	}
+	return nil
 }
 
 func (c *config) validate() error {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/kafkatest"
-	"github.com/shareq/shareq/internal/workertest"
+	"github.com/shareq/shareq/shareqtest"
 	"github.com/shareq/shareq/worker"
 )
 
@@ -56,7 +56,7 @@ func BenchmarkNoop(b *testing.B) {
 				return nil
 			})
 			w, err := worker.New(worker.Brokers(c.Seeds...), worker.Group(group), worker.Handle(topic, nop),
-				worker.Concurrency(concurrency), worker.Logger(workertest.Logger()))
+				worker.Concurrency(concurrency), worker.Logger(shareqtest.Logger()))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -17,7 +17,7 @@ import (
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/groupcfg"
 	"github.com/shareq/shareq/internal/kafkatest"
-	"github.com/shareq/shareq/internal/workertest"
+	"github.com/shareq/shareq/shareqtest"
 	"github.com/shareq/shareq/worker"
 )
 
@@ -40,7 +40,7 @@ func runCrashWorker() {
 	w, err := worker.New(worker.Brokers(strings.Split(parts[0], ",")...), worker.Group(parts[1]),
 		worker.Handle(parts[2], handler.Func(func(context.Context, *handler.Job) error { return nil })),
 		worker.SessionTimeout(time.Duration(ms)*time.Millisecond),
-		worker.WithObserver(&partitionsPrinter{Recorder: workertest.NewRecorder()}),
+		worker.WithObserver(&partitionsPrinter{Observer: new(shareqtest.Observer)}),
 		worker.Logger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	if err != nil {
 		fmt.Println("ERR", err)
@@ -55,7 +55,7 @@ func runCrashWorker() {
 
 // partitionsPrinter prints the member's partition count when it changes.
 type partitionsPrinter struct {
-	*workertest.Recorder
+	*shareqtest.Observer
 	last atomic.Int64
 }
 

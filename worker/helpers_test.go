@@ -9,7 +9,7 @@ import (
 
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/kafkatest"
-	"github.com/shareq/shareq/internal/workertest"
+	"github.com/shareq/shareq/shareqtest"
 	"github.com/shareq/shareq/worker"
 )
 
@@ -19,13 +19,13 @@ type bundle struct {
 	c     *kafkatest.Cluster
 	topic string
 	group string
-	obs   *workertest.Recorder
+	obs   *shareqtest.Observer
 }
 
 func setup(t *testing.T, partitions int32, opts ...kafkatest.Option) *bundle {
 	t.Helper()
 	c := kafkatest.New(t, opts...)
-	return &bundle{c: c, topic: c.Topic(t, partitions), group: c.Group(t), obs: workertest.NewRecorder()}
+	return &bundle{c: c, topic: c.Topic(t, partitions), group: c.Group(t), obs: new(shareqtest.Observer)}
 }
 
 // produce writes jobs with the given keys (values are the keys too).
@@ -47,7 +47,7 @@ func (b *bundle) start(t *testing.T, h handler.Handler, opts ...worker.Option) (
 		worker.Group(b.group),
 		worker.Handle(b.topic, h),
 		worker.WithObserver(b.obs),
-		worker.Logger(workertest.Logger()),
+		worker.Logger(shareqtest.Logger()),
 		worker.ShutdownTimeout(5 * time.Second),
 	}
 	w, err := worker.New(append(base, opts...)...)
@@ -59,12 +59,12 @@ func (b *bundle) start(t *testing.T, h handler.Handler, opts ...worker.Option) (
 }
 
 // finished is one JobFinished event.
-type finished = workertest.Event
+type finished = shareqtest.Event
 
 func count(fs []finished, key string, ack worker.Ack) int {
 	n := 0
 	for _, f := range fs {
-		if f.Key == key && f.Res.Ack == ack {
+		if f.Key == key && f.Result.Ack == ack {
 			n++
 		}
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/shareq/shareq/internal/groupcfg"
 	"github.com/shareq/shareq/internal/kafkatest"
 	"github.com/shareq/shareq/internal/logbuf"
-	"github.com/shareq/shareq/internal/workertest"
+	"github.com/shareq/shareq/shareqtest"
 	"github.com/shareq/shareq/worker"
 )
 
@@ -48,7 +48,7 @@ func TestOutcomes(t *testing.T) {
 		}
 		return nil
 	})
-	second := workertest.NewRecorder() // observers add up
+	second := new(shareqtest.Observer) // observers add up
 	b.start(t, h, worker.Concurrency(4), worker.WithObserver(second))
 
 	b.obs.WaitFor(t, 30*time.Second, "all outcomes", func(fs []finished) bool {
@@ -68,21 +68,21 @@ func TestOutcomes(t *testing.T) {
 			t.Errorf("%s ran with delivery counts %s, want %s", k, got, w)
 		}
 	}
-	if first, other := workertest.Summary(b.obs.Events()), workertest.Summary(second.Events()); first != other {
+	if first, other := shareqtest.Summary(b.obs.Events()), shareqtest.Summary(second.Events()); first != other {
 		t.Errorf("second observer saw %s, first %s", other, first)
 	}
 	for _, f := range b.obs.Events() {
-		if want := f.Res.Ack != worker.AckRelease; f.Res.Final != want {
-			t.Errorf("%s %v on delivery %d: Final = %v, want %v", f.Key, f.Res.Ack, f.Count, f.Res.Final, want)
+		if want := f.Result.Ack != worker.AckRelease; f.Result.Final != want {
+			t.Errorf("%s %v on delivery %d: Final = %v, want %v", f.Key, f.Result.Ack, f.Count, f.Result.Final, want)
 		}
-		want := map[worker.Ack]worker.Outcome{worker.AckAccept: worker.OutcomeSucceeded, worker.AckRelease: worker.OutcomeRetried, worker.AckReject: worker.OutcomeDiscarded}[f.Res.Ack]
-		if f.Res.Outcome != want {
-			t.Errorf("%s %v on delivery %d: outcome %v, want %v", f.Key, f.Res.Ack, f.Count, f.Res.Outcome, want)
+		want := map[worker.Ack]worker.Outcome{worker.AckAccept: worker.OutcomeSucceeded, worker.AckRelease: worker.OutcomeRetried, worker.AckReject: worker.OutcomeDiscarded}[f.Result.Ack]
+		if f.Result.Outcome != want {
+			t.Errorf("%s %v on delivery %d: outcome %v, want %v", f.Key, f.Result.Ack, f.Count, f.Result.Outcome, want)
 		}
 		if f.Key == "panic" {
 			var pe *handler.PanicError
-			if !errors.As(f.Res.Err, &pe) || pe.Value != "boom" || !strings.Contains(string(pe.Stack), "worker_test") {
-				t.Errorf("panic outcome error = %v, want a PanicError with value and stack", f.Res.Err)
+			if !errors.As(f.Result.Err, &pe) || pe.Value != "boom" || !strings.Contains(string(pe.Stack), "worker_test") {
+				t.Errorf("panic outcome error = %v, want a PanicError with value and stack", f.Result.Err)
 			}
 		}
 	}
@@ -112,7 +112,7 @@ func TestHeadOfLine(t *testing.T) {
 	fs := b.obs.WaitFor(t, 60*time.Second, "all 201 jobs", func(fs []finished) bool {
 		n := 0
 		for _, f := range fs {
-			if f.Res.Ack == worker.AckAccept {
+			if f.Result.Ack == worker.AckAccept {
 				n++
 			}
 		}
@@ -162,10 +162,10 @@ func TestRenewLongJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := runs.Load(); n != 1 {
-		t.Fatalf("long job ran %d times; finished: %s", n, workertest.Summary(b.obs.Events()))
+		t.Fatalf("long job ran %d times; finished: %s", n, shareqtest.Summary(b.obs.Events()))
 	}
-	if fs[0].Res.LockLeft <= 0 {
-		t.Errorf("lock left at accept = %v, want positive", fs[0].Res.LockLeft)
+	if fs[0].Result.LockLeft <= 0 {
+		t.Errorf("lock left at accept = %v, want positive", fs[0].Result.LockLeft)
 	}
 	if renewed, failed := b.obs.Renewals(); renewed < 3 || failed != 0 {
 		t.Fatalf("renewals %d (failed %d), want at least 3 and none failed", renewed, failed)
@@ -244,23 +244,23 @@ func TestGracefulStop(t *testing.T) {
 	fs := b.obs.Events()
 	for _, k := range []string{"medium-1", "medium-2"} {
 		if count(fs, k, worker.AckAccept) != 1 {
-			t.Errorf("%s not accepted at stop: %s", k, workertest.Summary(fs))
+			t.Errorf("%s not accepted at stop: %s", k, shareqtest.Summary(fs))
 		}
 	}
 	for _, k := range []string{"stuck-1", "stuck-2"} {
 		if count(fs, k, worker.AckRelease) != 1 || count(fs, k, worker.AckAccept) != 0 {
-			t.Errorf("%s not released at stop: %s", k, workertest.Summary(fs))
+			t.Errorf("%s not released at stop: %s", k, shareqtest.Summary(fs))
 		}
 	}
 	for _, f := range fs {
-		if strings.HasPrefix(f.Key, "stuck") && !errors.Is(f.Res.Err, worker.ErrShutdown) {
-			t.Errorf("%s released with %v, want ErrShutdown", f.Key, f.Res.Err)
+		if strings.HasPrefix(f.Key, "stuck") && !errors.Is(f.Result.Err, worker.ErrShutdown) {
+			t.Errorf("%s released with %v, want ErrShutdown", f.Key, f.Result.Err)
 		}
 	}
 
 	// A new worker gets the released jobs and only those.
 	b2 := *b
-	b2.obs = workertest.NewRecorder()
+	b2.obs = new(shareqtest.Observer)
 	b2.start(t, h)
 	b2.obs.WaitFor(t, 30*time.Second, "released jobs", func(fs []finished) bool {
 		return count(fs, "stuck-1", worker.AckAccept) == 1 && count(fs, "stuck-2", worker.AckAccept) == 1
@@ -281,7 +281,7 @@ func TestStartupChecks(t *testing.T) {
 	b := setup(t, 1)
 	nop := handler.Func(func(context.Context, *handler.Job) error { return nil })
 	run := func(opts ...worker.Option) error {
-		w, err := worker.New(append([]worker.Option{worker.Group(b.group), worker.Logger(workertest.Logger()), worker.StartTimeout(3 * time.Second)}, opts...)...)
+		w, err := worker.New(append([]worker.Option{worker.Group(b.group), worker.Logger(shareqtest.Logger()), worker.StartTimeout(3 * time.Second)}, opts...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -374,7 +374,7 @@ func TestRetryBackoff(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	if fmt.Sprint(counts) != "[1 2 3]" {
-		t.Fatalf("delivery counts %v, want [1 2 3]; finished: %s", counts, workertest.Summary(fs))
+		t.Fatalf("delivery counts %v, want [1 2 3]; finished: %s", counts, shareqtest.Summary(fs))
 	}
 	for i := 1; i < len(at); i++ {
 		if gap := at[i].Sub(at[i-1]); gap < hold {
@@ -382,8 +382,8 @@ func TestRetryBackoff(t *testing.T) {
 		}
 	}
 	for _, f := range fs {
-		if f.Res.Ack == worker.AckRelease && handler.ReasonOf(f.Res.Err) != "upstream down" {
-			t.Errorf("released with %v, want the handler's error", f.Res.Err)
+		if f.Result.Ack == worker.AckRelease && handler.ReasonOf(f.Result.Err) != "upstream down" {
+			t.Errorf("released with %v, want the handler's error", f.Result.Err)
 		}
 	}
 }
@@ -426,7 +426,7 @@ func TestEmptyPartitionsDoNotStall(t *testing.T) {
 	b.obs.WaitFor(t, 60*time.Second, "all 30 jobs", func(fs []finished) bool {
 		n := 0
 		for _, f := range fs {
-			if f.Res.Ack == worker.AckAccept {
+			if f.Result.Ack == worker.AckAccept {
 				n++
 			}
 		}
@@ -462,7 +462,7 @@ func TestGroupConfigOptions(t *testing.T) {
 		// Kafka 4.2 has no group-level delivery limit: the option fails
 		// the start, saying what to do instead.
 		w, err := worker.New(worker.Brokers(b.c.Seeds...), worker.Group(b.group), worker.Handle(b.topic, h),
-			worker.Logger(workertest.Logger()), worker.GroupDeliveryLimit(7))
+			worker.Logger(shareqtest.Logger()), worker.GroupDeliveryLimit(7))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -544,7 +544,7 @@ func TestRenewAckEnableSetAtStart(t *testing.T) {
 		b.c.SetGroupConfig(t, b.group, map[string]string{groupcfg.RenewAckEnable: "false"})
 	}
 	nop := handler.Func(func(context.Context, *handler.Job) error { return nil })
-	w, err := worker.New(worker.Brokers(b.c.Seeds...), worker.Group(b.group), worker.Handle(b.topic, nop), worker.Logger(workertest.Logger()))
+	w, err := worker.New(worker.Brokers(b.c.Seeds...), worker.Group(b.group), worker.Handle(b.topic, nop), worker.Logger(shareqtest.Logger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -587,7 +587,7 @@ func TestStoppedSaysWhy(t *testing.T) {
 		return nil
 	})
 	w, err := worker.New(worker.Brokers(b.c.Seeds...), worker.Group(b.group), worker.Handle(b.topic, h),
-		worker.Logger(workertest.Logger()), worker.ShutdownTimeout(5*time.Second))
+		worker.Logger(shareqtest.Logger()), worker.ShutdownTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -629,7 +629,7 @@ func TestStoppedSaysWhy(t *testing.T) {
 	}
 
 	// A worker that cannot start: its check's error.
-	missing, err := worker.New(worker.Brokers(b.c.Seeds...), worker.Group(b.group), worker.Logger(workertest.Logger()),
+	missing, err := worker.New(worker.Brokers(b.c.Seeds...), worker.Group(b.group), worker.Logger(shareqtest.Logger()),
 		worker.Handle("no-such-topic-"+b.topic, h), worker.StartTimeout(3*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -687,20 +687,20 @@ func TestJobTimeout(t *testing.T) {
 	for _, f := range fs {
 		switch {
 		case f.Key == "slow" && f.Count == 1:
-			if f.Res.Outcome != worker.OutcomeRetried || !errors.Is(f.Res.Err, worker.ErrJobTimeout) ||
-				!errors.Is(f.Res.Err, context.DeadlineExceeded) || handler.ReasonOf(f.Res.Err) != handler.ReasonTimeout {
-				t.Errorf("timed-out delivery: %+v, want retried with ErrJobTimeout and reason timeout", f.Res)
+			if f.Result.Outcome != worker.OutcomeRetried || !errors.Is(f.Result.Err, worker.ErrJobTimeout) ||
+				!errors.Is(f.Result.Err, context.DeadlineExceeded) || handler.ReasonOf(f.Result.Err) != handler.ReasonTimeout {
+				t.Errorf("timed-out delivery: %+v, want retried with ErrJobTimeout and reason timeout", f.Result)
 			}
-			if f.Res.Duration < 300*time.Millisecond {
-				t.Errorf("timed out after %v, before its 300ms", f.Res.Duration)
+			if f.Result.Duration < 300*time.Millisecond {
+				t.Errorf("timed out after %v, before its 300ms", f.Result.Duration)
 			}
 		case f.Key == "untimed":
-			if f.Count != 1 || f.Res.Outcome != worker.OutcomeSucceeded {
-				t.Errorf("untimed topic's job: delivery %d %+v, want a success on delivery 1", f.Count, f.Res)
+			if f.Count != 1 || f.Result.Outcome != worker.OutcomeSucceeded {
+				t.Errorf("untimed topic's job: delivery %d %+v, want a success on delivery 1", f.Count, f.Result)
 			}
 		default:
-			if f.Res.Outcome != worker.OutcomeSucceeded {
-				t.Errorf("%s delivery %d: %+v", f.Key, f.Count, f.Res)
+			if f.Result.Outcome != worker.OutcomeSucceeded {
+				t.Errorf("%s delivery %d: %+v", f.Key, f.Count, f.Result)
 			}
 		}
 	}

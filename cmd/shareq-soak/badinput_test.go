@@ -135,8 +135,8 @@ func TestOversizedRecords(t *testing.T) {
 	}
 	mu.Unlock()
 	for _, f := range r.obs.Events() {
-		if f.Res.Ack != worker.AckAccept {
-			t.Errorf("%s delivery %d: %v %v, want accept", f.ID, f.Count, f.Res.Ack, f.Res.Err)
+		if f.Result.Ack != worker.AckAccept {
+			t.Errorf("%s delivery %d: %v %v, want accept", f.ID, f.Count, f.Result.Ack, f.Result.Err)
 		}
 	}
 	ps := r.parked(t)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,7 +18,7 @@ import (
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/kafkatest"
 	"github.com/shareq/shareq/internal/logbuf"
-	"github.com/shareq/shareq/internal/workertest"
+	"github.com/shareq/shareq/shareqtest"
 	"github.com/shareq/shareq/worker"
 )
 
@@ -30,15 +31,64 @@ type rig struct {
 	dlq   string
 	group string
 	cl    *kgo.Client
-	obs   *workertest.Recorder
+	obs   *rigObserver
 	logs  *logbuf.Buffer
+}
+
+// rigObserver is a shareqtest.Observer that also keeps what the bad-input
+// tests check beyond the jobs finished: the delivery counts of the jobs
+// started, and the topic watch's reports.
+type rigObserver struct {
+	shareqtest.Observer
+
+	mu      sync.Mutex
+	started []int32  // delivery counts of the jobs started
+	topics  []string // "missing <topic>", "back <topic>", "recreated <topic>"
+}
+
+var _ worker.TopicObserver = (*rigObserver)(nil)
+
+func (o *rigObserver) JobStarted(j *handler.Job) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.started = append(o.started, j.DeliveryCount)
+}
+
+func (o *rigObserver) TopicMissing(topic string, missing bool) {
+	what := "back "
+	if missing {
+		what = "missing "
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.topics = append(o.topics, what+topic)
+}
+
+func (o *rigObserver) TopicRecreated(topic string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.topics = append(o.topics, "recreated "+topic)
+}
+
+// Started returns the delivery counts of the jobs started so far.
+func (o *rigObserver) Started() []int32 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.started)
+}
+
+// TopicEvents returns the topic watch's reports so far, in order.
+func (o *rigObserver) TopicEvents() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.topics)
 }
 
 func newRig(t *testing.T, opts ...kafkatest.Option) *rig {
 	t.Helper()
 	c := kafkatest.New(t, opts...)
 	topic := c.Topic(t, 1)
-	r := &rig{c: c, topic: topic, dlq: topic + dlq.TopicSuffix, group: c.Group(t), obs: workertest.NewRecorder(), logs: &logbuf.Buffer{}}
+	r := &rig{c: c, topic: topic, dlq: topic + dlq.TopicSuffix, group: c.Group(t), obs: &rigObserver{}, logs: &logbuf.Buffer{}}
 	c.CreateTopic(t, r.dlq, 1)
 	r.cl = c.Client(t)
 	return r
@@ -116,7 +166,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 }
 
 // finishedJob is one JobFinished event.
-type finishedJob = workertest.Event
+type finishedJob = shareqtest.Event
 
 // heldAt reports whether a job started its delivery n and has not been
 // acknowledged yet: a failing one is held in its retry backoff.
@@ -142,7 +192,7 @@ func describe(fs []finishedJob) string {
 		if i > 0 {
 			since = f.At.Sub(fs[0].At)
 		}
-		fmt.Fprintf(&b, "  +%v %q delivery %d: %v %v\n", since.Round(time.Millisecond), f.ID, f.Count, f.Res.Ack, f.Res.Err)
+		fmt.Fprintf(&b, "  +%v %q delivery %d: %v %v\n", since.Round(time.Millisecond), f.ID, f.Count, f.Result.Ack, f.Result.Err)
 	}
 	return b.String()
 }

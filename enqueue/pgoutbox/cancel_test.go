@@ -15,7 +15,7 @@ import (
 	"github.com/shareq/shareq/idempotency"
 	"github.com/shareq/shareq/idempotency/pgstore"
 	"github.com/shareq/shareq/internal/kafkatest"
-	"github.com/shareq/shareq/internal/workertest"
+	"github.com/shareq/shareq/shareqtest"
 	"github.com/shareq/shareq/worker"
 )
 
@@ -29,7 +29,7 @@ import (
 type cancelWorld struct {
 	*bundle
 	group string
-	obs   *workertest.Recorder
+	obs   *shareqtest.Observer
 
 	mu sync.Mutex
 	// hook, when set, runs inside the claim, after the handler's
@@ -43,7 +43,7 @@ func cancelSetup(t *testing.T) *cancelWorld {
 	if _, err := b.pool.Exec(t.Context(), "CREATE TABLE ran_jobs (job_id text NOT NULL)"); err != nil {
 		t.Fatal(err)
 	}
-	return &cancelWorld{bundle: b, group: b.cluster.Group(t), obs: workertest.NewRecorder()}
+	return &cancelWorld{bundle: b, group: b.cluster.Group(t), obs: new(shareqtest.Observer)}
 }
 
 // claimKey is the key the worker's claim middleware claims for job id.
@@ -92,7 +92,7 @@ func (w *cancelWorld) startWorker(t *testing.T) {
 		worker.Group(w.group),
 		worker.Handle(w.topic, claims(h)),
 		worker.WithObserver(w.obs),
-		worker.Logger(workertest.Logger()),
+		worker.Logger(shareqtest.Logger()),
 		worker.RetryBackoff(func(int32) time.Duration { return 10 * time.Millisecond }),
 		worker.ShutdownTimeout(5*time.Second),
 	)
@@ -117,19 +117,14 @@ func runs(t *testing.T, pool *pgxpool.Pool, id string) int {
 	return n
 }
 
-// final waits for the final (ACCEPTed) delivery of job id and returns it.
-func (w *cancelWorld) final(t *testing.T, id string) workertest.Event {
+// final waits for job id to finish for good and returns that event; it
+// fails the test unless the job was ACCEPTed.
+func (w *cancelWorld) final(t *testing.T, id string) shareqtest.Event {
 	t.Helper()
-	var ev workertest.Event
-	w.obs.WaitFor(t, waitTimeout, "job "+id+" to be accepted", func(es []workertest.Event) bool {
-		for _, e := range es {
-			if e.ID == id && e.Res.Ack == worker.AckAccept {
-				ev = e
-				return true
-			}
-		}
-		return false
-	})
+	ev := w.obs.WaitJob(t, waitTimeout, id)
+	if ev.Result.Ack != worker.AckAccept {
+		t.Fatalf("job %s finished with %v, want ACCEPT; %s", id, ev.Result.Ack, shareqtest.Summary(w.obs.Events()))
+	}
 	return ev
 }
 
@@ -155,8 +150,8 @@ func TestCancelBeforeTheRelayNeverProduces(t *testing.T) {
 	kept := enqueueJob(t, w.pool, enqueue.NewJob(w.topic, welcome{User: "kept"}))
 	run(t, w.relay(t))
 	w.startWorker(t)
-	if ev := w.final(t, kept.ID); ev.Res.Outcome != worker.OutcomeSucceeded {
-		t.Fatalf("kept job: %+v, want succeeded", ev.Res)
+	if ev := w.final(t, kept.ID); ev.Result.Outcome != worker.OutcomeSucceeded {
+		t.Fatalf("kept job: %+v, want succeeded", ev.Result)
 	}
 	if n := total(t, w.cluster, w.topic); n != 1 {
 		t.Fatalf("%d records in the topic, want only the kept job", n)
@@ -192,8 +187,8 @@ func TestCancelAfterTheRelayStopsTheJob(t *testing.T) {
 	}
 	w.startWorker(t)
 	ev := w.final(t, job.ID)
-	if ev.Res.Outcome != worker.OutcomeCancelled || !ev.Res.Final || ev.Res.Err != nil || ev.Count != 1 {
-		t.Fatalf("cancelled job reported as %+v (delivery %d), want cancelled, final, on delivery 1", ev.Res, ev.Count)
+	if ev.Result.Outcome != worker.OutcomeCancelled || !ev.Result.Final || ev.Result.Err != nil || ev.Count != 1 {
+		t.Fatalf("cancelled job reported as %+v (delivery %d), want cancelled, final, on delivery 1", ev.Result, ev.Count)
 	}
 	if n := runs(t, w.pool, job.ID); n != 0 {
 		t.Fatalf("the cancelled job ran %d times", n)
@@ -207,8 +202,8 @@ func TestCancelAfterTheJobRanIsTooLate(t *testing.T) {
 	job := enqueueJob(t, w.pool, enqueue.NewJob(w.topic, welcome{User: "done"}))
 	run(t, w.relay(t))
 	w.startWorker(t)
-	if ev := w.final(t, job.ID); ev.Res.Outcome != worker.OutcomeSucceeded {
-		t.Fatalf("job: %+v, want succeeded", ev.Res)
+	if ev := w.final(t, job.ID); ev.Result.Outcome != worker.OutcomeSucceeded {
+		t.Fatalf("job: %+v, want succeeded", ev.Result)
 	}
 	if res, err := Cancel(t.Context(), w.pool, job.ID, w.claimKey(job.ID)); err != nil || res != CancelTooLate {
 		t.Fatalf("Cancel of a job that ran = %v, %v; want too-late", res, err)
@@ -268,10 +263,10 @@ func TestCancelWhileTheJobRuns(t *testing.T) {
 			switch want := map[bool]CancelResult{false: CancelTooLate, true: CancelStopped}[fails]; {
 			case c != want:
 				t.Fatalf("Cancel while the job runs = %v, want %v", c, want)
-			case fails && (ev.Res.Outcome != worker.OutcomeCancelled || ev.Count != 2):
-				t.Fatalf("retry after the cancel: %+v (delivery %d), want cancelled on delivery 2", ev.Res, ev.Count)
-			case !fails && ev.Res.Outcome != worker.OutcomeSucceeded:
-				t.Fatalf("run: %+v, want succeeded", ev.Res)
+			case fails && (ev.Result.Outcome != worker.OutcomeCancelled || ev.Count != 2):
+				t.Fatalf("retry after the cancel: %+v (delivery %d), want cancelled on delivery 2", ev.Result, ev.Count)
+			case !fails && ev.Result.Outcome != worker.OutcomeSucceeded:
+				t.Fatalf("run: %+v, want succeeded", ev.Result)
 			}
 			if n, want := runs(t, w.pool, job.ID), map[bool]int{false: 1, true: 0}[fails]; n != want {
 				t.Fatalf("committed runs = %d, want %d", n, want)
@@ -311,8 +306,8 @@ func TestJobStartWaitsForAnUncommittedCancel(t *testing.T) {
 	if err := tx.Commit(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if ev := w.final(t, job.ID); ev.Res.Outcome != worker.OutcomeCancelled {
-		t.Fatalf("job: %+v, want cancelled", ev.Res)
+	if ev := w.final(t, job.ID); ev.Result.Outcome != worker.OutcomeCancelled {
+		t.Fatalf("job: %+v, want cancelled", ev.Result)
 	}
 	if n := runs(t, w.pool, job.ID); n != 0 {
 		t.Fatalf("the cancelled job ran %d times", n)
@@ -335,7 +330,7 @@ func TestCancelRacingJobStarts(t *testing.T) {
 	w.startWorker(t)
 	// Cancel once the worker is under way, so that the cancels meet jobs
 	// waiting, delivered, running and done.
-	w.obs.WaitFor(t, waitTimeout, "the worker's first job", func(es []workertest.Event) bool { return len(es) > 0 })
+	w.obs.WaitFor(t, waitTimeout, "the worker's first job", func(es []shareqtest.Event) bool { return len(es) > 0 })
 	results := make([]CancelResult, n)
 	var wg sync.WaitGroup
 	for i, id := range ids {
@@ -360,10 +355,10 @@ func TestCancelRacingJobStarts(t *testing.T) {
 		switch {
 		case ran > 1:
 			t.Errorf("job %s ran %d times", id, ran)
-		case c == CancelTooLate && (ran != 1 || ev.Res.Outcome != worker.OutcomeSucceeded):
-			t.Errorf("job %s: cancel too late, but ran %d times, outcome %v", id, ran, ev.Res.Outcome)
-		case c == CancelStopped && (ran != 0 || ev.Res.Outcome != worker.OutcomeCancelled):
-			t.Errorf("job %s: cancel stopped it, but ran %d times, outcome %v", id, ran, ev.Res.Outcome)
+		case c == CancelTooLate && (ran != 1 || ev.Result.Outcome != worker.OutcomeSucceeded):
+			t.Errorf("job %s: cancel too late, but ran %d times, outcome %v", id, ran, ev.Result.Outcome)
+		case c == CancelStopped && (ran != 0 || ev.Result.Outcome != worker.OutcomeCancelled):
+			t.Errorf("job %s: cancel stopped it, but ran %d times, outcome %v", id, ran, ev.Result.Outcome)
 		case c != CancelTooLate && c != CancelStopped:
 			t.Errorf("job %s: cancel = %v", id, c)
 		}

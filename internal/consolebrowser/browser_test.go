@@ -25,7 +25,7 @@ import (
 	"github.com/shareq/shareq/dlq"
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/kafkatest"
-	"github.com/shareq/shareq/internal/workertest"
+	"github.com/shareq/shareq/shareqtest"
 	"github.com/shareq/shareq/worker"
 )
 
@@ -112,7 +112,7 @@ func TestReplayInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	obs := workertest.NewRecorder()
+	obs := new(shareqtest.Observer)
 	w, err := worker.New(worker.Brokers(c.Seeds...), worker.Group(group), worker.Handle(topic, h), worker.Use(park),
 		worker.WithObserver(obs), worker.Logger(slog.New(slog.DiscardHandler)), worker.ShutdownTimeout(5*time.Second))
 	if err != nil {
@@ -120,7 +120,7 @@ func TestReplayInBrowser(t *testing.T) {
 	}
 	stop := kafkatest.Run(t, w.Run)
 	defer stop()
-	obs.WaitFor(t, 60*time.Second, "every job done or parked", func(es []workertest.Event) bool { return len(es) >= bad+good+undecodable })
+	obs.WaitFor(t, 60*time.Second, "every job done or parked", func(es []shareqtest.Event) bool { return len(es) >= bad+good+undecodable })
 	if n := done.Load(); n != good {
 		t.Fatalf("%d jobs done before the fix, want %d", n, good)
 	}
@@ -225,7 +225,7 @@ func TestReplayInBrowser(t *testing.T) {
 	if n := count("li.replayed-job"); n != bad {
 		t.Errorf("replay page lists %d replayed jobs, want %d", n, bad)
 	}
-	obs.WaitFor(t, 60*time.Second, "the replayed jobs done", func([]workertest.Event) bool { return done.Load() == good+bad })
+	obs.WaitFor(t, 60*time.Second, "the replayed jobs done", func([]shareqtest.Event) bool { return done.Load() == good+bad })
 
 	// The group page shows the lag back to 0: reload until the broker
 	// reports it (Apache Kafka's lag follows the acknowledgements once

@@ -17,7 +17,7 @@ import (
 	"github.com/shareq/shareq/dlq"
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/kafkatest"
-	"github.com/shareq/shareq/internal/workertest"
+	"github.com/shareq/shareq/shareqtest"
 	"github.com/shareq/shareq/worker"
 )
 
@@ -58,7 +58,7 @@ func (e *env) parkMiddleware(t *testing.T, pl *parkLog) (handler.Middleware, str
 	t.Helper()
 	dlqTopic := e.topic + dlq.TopicSuffix
 	e.c.CreateTopic(t, dlqTopic, 1)
-	mw, err := dlq.Middleware(e.c.Client(t), dlq.Logger(workertest.Logger()), dlq.OnPark(pl.onPark))
+	mw, err := dlq.Middleware(e.c.Client(t), dlq.Logger(shareqtest.Logger()), dlq.OnPark(pl.onPark))
 	if err != nil {
 		t.Fatalf("dlq.Middleware: %v", err)
 	}
@@ -227,12 +227,12 @@ func TestPoisonJobParkedAndReplayed(t *testing.T) {
 				want = worker.OutcomeParked
 			}
 		}
-		if ev.Res.Outcome != want {
-			t.Errorf("%s delivery %d: outcome %v (ack %v), want %v", ev.Key, ev.Count, ev.Res.Outcome, ev.Res.Ack, want)
+		if ev.Result.Outcome != want {
+			t.Errorf("%s delivery %d: outcome %v (ack %v), want %v", ev.Key, ev.Count, ev.Result.Outcome, ev.Result.Ack, want)
 		}
-		if want == worker.OutcomeParked && (ev.Res.Ack != worker.AckAccept || ev.Res.Parked == nil ||
-			ev.Res.Parked.Topic != dlqTopic || ev.Res.Parked.Reason != handler.ReasonDeliveryLimit || !errors.Is(ev.Res.Err, poisonErr)) {
-			t.Errorf("parked delivery reported as %+v (parked %+v)", ev.Res, ev.Res.Parked)
+		if want == worker.OutcomeParked && (ev.Result.Ack != worker.AckAccept || ev.Result.Parked == nil ||
+			ev.Result.Parked.Topic != dlqTopic || ev.Result.Parked.Reason != handler.ReasonDeliveryLimit || !errors.Is(ev.Result.Err, poisonErr)) {
+			t.Errorf("parked delivery reported as %+v (parked %+v)", ev.Result, ev.Result.Parked)
 		}
 	}
 
@@ -241,8 +241,8 @@ func TestPoisonJobParkedAndReplayed(t *testing.T) {
 	var lastGood time.Time
 	for _, ev := range es {
 		if ev.ID == "poison" {
-			poisonAcks = append(poisonAcks, fmt.Sprintf("%v#%d", ev.Res.Ack, ev.Count))
-		} else if ev.Res.Ack == worker.AckAccept && ev.At.After(lastGood) {
+			poisonAcks = append(poisonAcks, fmt.Sprintf("%v#%d", ev.Result.Ack, ev.Count))
+		} else if ev.Result.Ack == worker.AckAccept && ev.At.After(lastGood) {
 			lastGood = ev.At
 		}
 	}
@@ -298,7 +298,7 @@ func TestPoisonJobParkedAndReplayed(t *testing.T) {
 	})
 	replay := func(opts dlq.ReplayOptions) dlq.ReplayStats {
 		t.Helper()
-		opts.Topic, opts.Logger = dlqTopic, workertest.Logger()
+		opts.Topic, opts.Logger = dlqTopic, shareqtest.Logger()
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		st, err := dlq.Replay(ctx, e.c.Client(t), opts)
@@ -322,7 +322,7 @@ func TestPoisonJobParkedAndReplayed(t *testing.T) {
 	acceptedReplays := func(es []event) int {
 		n := 0
 		for _, ev := range es {
-			if ev.ID == "poison" && ev.Count == 1 && ev.Res.Ack == worker.AckAccept {
+			if ev.ID == "poison" && ev.Count == 1 && ev.Result.Ack == worker.AckAccept {
 				n++
 			}
 		}
@@ -422,7 +422,7 @@ func TestPermanentFailureParkedAtOnce(t *testing.T) {
 	var badAcks []string
 	for _, ev := range e.obs.Events() {
 		if ev.ID == "bad" {
-			badAcks = append(badAcks, fmt.Sprintf("%v#%d", ev.Res.Ack, ev.Count))
+			badAcks = append(badAcks, fmt.Sprintf("%v#%d", ev.Result.Ack, ev.Count))
 		}
 	}
 	if want := []string{worker.AckAccept.String() + "#1"}; !slices.Equal(badAcks, want) {

@@ -19,7 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/shareq/shareq/handler"
-	"github.com/shareq/shareq/internal/workertest"
+	"github.com/shareq/shareq/shareqtest"
 	"github.com/shareq/shareq/worker"
 )
 
@@ -104,7 +104,7 @@ func TestDuplicateProduceRunsOnce(t *testing.T) {
 		return countAck(es, worker.AckAccept) >= 2*n
 	})
 	if r, j := countAck(es, worker.AckRelease), countAck(es, worker.AckReject); r != 0 || j != 0 {
-		t.Errorf("%d releases and %d rejects, want none: %s", r, j, workertest.Summary(es))
+		t.Errorf("%d releases and %d rejects, want none: %s", r, j, shareqtest.Summary(es))
 	}
 	for _, id := range ids(n) {
 		if got := th.ran(id); len(got) != 1 {
@@ -149,7 +149,7 @@ func TestReleasedAfterCommitRunsOnce(t *testing.T) {
 		var got []string
 		for _, ev := range es {
 			if ev.ID == id {
-				got = append(got, fmt.Sprintf("%v#%d", ev.Res.Ack, ev.Count))
+				got = append(got, fmt.Sprintf("%v#%d", ev.Result.Ack, ev.Count))
 			}
 		}
 		if want := fmt.Sprint([]string{worker.AckRelease.String() + "#1", worker.AckAccept.String() + "#2"}); fmt.Sprint(got) != want {
@@ -211,7 +211,7 @@ func TestStoppedAfterCommitRunsOnce(t *testing.T) {
 	select {
 	case <-held:
 	case <-time.After(60 * time.Second):
-		t.Fatalf("the held job did not commit within 60s; %s", workertest.Summary(e.obs.Events()))
+		t.Fatalf("the held job did not commit within 60s; %s", shareqtest.Summary(e.obs.Events()))
 	}
 	if err := stop(); err != nil {
 		t.Fatalf("first worker: %v", err)
@@ -219,10 +219,10 @@ func TestStoppedAfterCommitRunsOnce(t *testing.T) {
 	first := e.obs.Events()
 	var shutdown int
 	for _, ev := range first {
-		if errors.Is(ev.Res.Err, worker.ErrShutdown) {
+		if errors.Is(ev.Result.Err, worker.ErrShutdown) {
 			shutdown++
-			if ev.Res.Ack != worker.AckRelease {
-				t.Errorf("job %s stopped by shutdown was acknowledged %v, want RELEASE", ev.ID, ev.Res.Ack)
+			if ev.Result.Ack != worker.AckRelease {
+				t.Errorf("job %s stopped by shutdown was acknowledged %v, want RELEASE", ev.ID, ev.Result.Ack)
 			}
 		}
 	}
@@ -247,9 +247,9 @@ func TestStoppedAfterCommitRunsOnce(t *testing.T) {
 			heldEvs = append(heldEvs, ev)
 		}
 	}
-	if len(heldEvs) != 2 || heldEvs[0].Count != 1 || heldEvs[0].Res.Ack != worker.AckRelease || !errors.Is(heldEvs[0].Res.Err, worker.ErrShutdown) ||
-		heldEvs[1].Res.Ack != worker.AckAccept || heldEvs[1].Count < 2 {
-		t.Errorf("held job: %s; want a RELEASE on delivery 1 at shutdown, then one ACCEPT", workertest.Summary(heldEvs))
+	if len(heldEvs) != 2 || heldEvs[0].Count != 1 || heldEvs[0].Result.Ack != worker.AckRelease || !errors.Is(heldEvs[0].Result.Err, worker.ErrShutdown) ||
+		heldEvs[1].Result.Ack != worker.AckAccept || heldEvs[1].Count < 2 {
+		t.Errorf("held job: %s; want a RELEASE on delivery 1 at shutdown, then one ACCEPT", shareqtest.Summary(heldEvs))
 	}
 	if dups.Load() < 1 {
 		t.Errorf("OnDuplicate called %d times, want at least 1 (the held job)", dups.Load())
@@ -285,7 +285,7 @@ func TestCrashAfterCommitRunsOnce(t *testing.T) {
 		return acked(es)[id]
 	})
 	if len(es) != 1 || es[0].Count != 2 {
-		t.Errorf("second worker saw %s, want one ACCEPT on delivery 2", workertest.Summary(es))
+		t.Errorf("second worker saw %s, want one ACCEPT on delivery 2", shareqtest.Summary(es))
 	}
 	if runs := th.ran(id); len(runs) != 0 {
 		t.Errorf("second worker ran the handler on deliveries %v, want never", runs)

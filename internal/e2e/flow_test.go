@@ -69,7 +69,7 @@ func TestFailingJobsDoNotBlockGoodJobs(t *testing.T) {
 	})
 	var lastGood, firstPark time.Time
 	for _, ev := range es {
-		if ev.Res.Ack == worker.AckAccept && strings.HasPrefix(ev.ID, "job-") && ev.At.After(lastGood) {
+		if ev.Result.Ack == worker.AckAccept && strings.HasPrefix(ev.ID, "job-") && ev.At.After(lastGood) {
 			lastGood = ev.At
 		}
 	}
@@ -96,7 +96,7 @@ func TestFailingJobsDoNotBlockGoodJobs(t *testing.T) {
 func doneBefore(es []event, t time.Time) int {
 	n := 0
 	for _, ev := range es {
-		if ev.Res.Ack == worker.AckAccept && strings.HasPrefix(ev.ID, "job-") && ev.At.Before(t) {
+		if ev.Result.Ack == worker.AckAccept && strings.HasPrefix(ev.ID, "job-") && ev.At.Before(t) {
 			n++
 		}
 	}

@@ -17,8 +17,8 @@ import (
 	"github.com/shareq/shareq/idempotency/pgstore"
 	"github.com/shareq/shareq/internal/cutproxy"
 	"github.com/shareq/shareq/internal/logbuf"
-	"github.com/shareq/shareq/internal/workertest"
 	"github.com/shareq/shareq/migrations/pgtest"
+	"github.com/shareq/shareq/shareqtest"
 	"github.com/shareq/shareq/worker"
 )
 
@@ -62,7 +62,7 @@ func TestPostgresOutage(t *testing.T) {
 		restore: px.Restore,
 	})
 	if px.Refused() == 0 {
-		t.Errorf("no connection refused during the outage: it did not reach the workers; %s", workertest.Summary(r.events))
+		t.Errorf("no connection refused during the outage: it did not reach the workers; %s", shareqtest.Summary(r.events))
 	}
 	t.Logf("%s: %d jobs on %d workers; Postgres cut for %v: every job accepted on delivery 1, 0 released, 0 parked; "+
 		"workers resumed %v after the restore; %d handler runs, %d duplicates suppressed, %d connections refused",
@@ -187,8 +187,8 @@ func runPause(t *testing.T, e *env, c pauseCase) pauseRun {
 	var notFirst, notAccepted []string
 	for _, ev := range r.events {
 		switch {
-		case ev.Res.Ack != worker.AckAccept || ev.Res.Outcome != worker.OutcomeSucceeded:
-			notAccepted = append(notAccepted, ev.ID+" "+ev.Res.Outcome.String()+"/"+ev.Res.Ack.String())
+		case ev.Result.Ack != worker.AckAccept || ev.Result.Outcome != worker.OutcomeSucceeded:
+			notAccepted = append(notAccepted, ev.ID+" "+ev.Result.Outcome.String()+"/"+ev.Result.Ack.String())
 		case ev.Count != 1:
 			notFirst = append(notFirst, ev.ID+" #"+strconv.Itoa(int(ev.Count)))
 		}

@@ -17,9 +17,9 @@ import (
 	"github.com/shareq/shareq/idempotency"
 	"github.com/shareq/shareq/idempotency/pgstore"
 	"github.com/shareq/shareq/internal/kafkatest"
-	"github.com/shareq/shareq/internal/workertest"
 	"github.com/shareq/shareq/migrations"
 	"github.com/shareq/shareq/migrations/pgtest"
+	"github.com/shareq/shareq/shareqtest"
 	"github.com/shareq/shareq/worker"
 )
 
@@ -191,14 +191,14 @@ type env struct {
 	topic string
 	group string
 	db    *db
-	obs   *workertest.Recorder
+	obs   *shareqtest.Observer
 }
 
 func setup(t *testing.T, partitions int32) *env {
 	t.Helper()
 	d := newDB(t) // first: skips before any broker work when there is no database
 	c := kafkatest.New(t)
-	return &env{c: c, topic: c.Topic(t, partitions), group: c.Group(t), db: d, obs: workertest.NewRecorder()}
+	return &env{c: c, topic: c.Topic(t, partitions), group: c.Group(t), db: d, obs: new(shareqtest.Observer)}
 }
 
 // jobID returns the shareq-job-id of job i of a test.
@@ -267,7 +267,7 @@ func (e *env) newWorker(t *testing.T, h handler.Handler, opts ...worker.Option) 
 		worker.Group(e.group),
 		worker.Handle(e.topic, h),
 		worker.WithObserver(e.obs),
-		worker.Logger(workertest.Logger()),
+		worker.Logger(shareqtest.Logger()),
 		worker.ShutdownTimeout(5 * time.Second),
 	}
 	w, err := worker.New(append(base, opts...)...)
@@ -291,13 +291,13 @@ func (e *env) run(t *testing.T, w *worker.Worker) (stop func() error) {
 }
 
 // event is one JobFinished call.
-type event = workertest.Event
+type event = shareqtest.Event
 
 // acked returns the IDs of the jobs with an ACCEPT among es.
 func acked(es []event) map[string]bool {
 	out := map[string]bool{}
 	for _, e := range es {
-		if e.Res.Ack == worker.AckAccept {
+		if e.Result.Ack == worker.AckAccept {
 			out[e.ID] = true
 		}
 	}
@@ -308,7 +308,7 @@ func acked(es []event) map[string]bool {
 func countAck(es []event, a worker.Ack) int {
 	n := 0
 	for _, e := range es {
-		if e.Res.Ack == a {
+		if e.Result.Ack == a {
 			n++
 		}
 	}

@@ -1,5 +1,6 @@
-// Package modcheck holds a test, and nothing else, that keeps README.md's
-// instructions for using shareq from another module true: for each
+// Package modcheck holds tests, and nothing else, over the repository's
+// modules. The first keeps README.md's instructions for using shareq
+// from another module true: for each
 // published module of the repository (every module of go.work outside
 // internal/, cmd/, examples/ and deploy/, and not under an internal
 // directory), it builds a module outside the repository with GOWORK=off,
@@ -11,7 +12,12 @@
 // (its "```sh" block under "### Installing the CLI") and the installed
 // shareq.
 //
-// It needs the go command and, on a machine with an empty module cache,
+// The second keeps the layers in order: no package under internal/ (the
+// engine and the production helpers, in any module of go.work) depends
+// on package worker, other than in its tests; test kits that need the
+// worker live in shareqtest, on the public API.
+//
+// They need the go command and, on a machine with an empty module cache,
 // the Go module proxy (GOPROXY, without its "direct" fallback: a module
 // the README forgot is then reported by the proxy at once).
 package modcheck

@@ -1,0 +1,65 @@
+package modcheck
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestInternalDoesNotImportWorker fails if a package under the root's
+// internal/ directory, in any module of go.work, depends on package
+// worker, directly or through another package; tests are not counted.
+// internal/ holds the engine and the production helpers that worker is
+// built on: an import of worker from there runs up the layers. A test
+// kit that needs the worker belongs in shareqtest, which imports the
+// public API only.
+func TestInternalDoesNotImportWorker(t *testing.T) {
+	t.Parallel()
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const worker = shareqPath + "/worker"
+	out, err := goCmd(t, root, []string{"GOWORK=" + filepath.Join(abs, "go.work")}, "list", "-f",
+		`{{.ImportPath}}|{{join .Imports " "}}|{{join .Deps " "}}`, shareqPath+"/internal/...")
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	var listed []string
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		parts := strings.SplitN(l, "|", 3)
+		if len(parts) != 3 {
+			t.Fatalf("go list printed %q", l)
+		}
+		pkg, imports, deps := parts[0], strings.Fields(parts[1]), strings.Fields(parts[2])
+		listed = append(listed, pkg)
+		if !slices.Contains(deps, worker) {
+			continue
+		}
+		// Name the imports that lead to worker, so the message says
+		// where to cut.
+		var via []string
+		for _, imp := range imports {
+			if imp == worker || strings.HasPrefix(imp, shareqPath) && dependsOn(t, abs, imp, worker) {
+				via = append(via, imp)
+			}
+		}
+		t.Errorf("%s depends on %s (through its imports %s): move what needs the worker out of internal/ (a test kit goes in shareqtest) or into a _test.go file", pkg, worker, strings.Join(via, ", "))
+	}
+	// The pattern must have matched the engine, or the test proves nothing.
+	if !slices.Contains(listed, shareqPath+"/internal/member") {
+		t.Fatalf("go list %s/internal/... did not list internal/member: %q", shareqPath, listed)
+	}
+}
+
+// dependsOn reports whether package pkg depends on package dep, leaving
+// tests out.
+func dependsOn(t *testing.T, abs, pkg, dep string) bool {
+	t.Helper()
+	out, err := goCmd(t, root, []string{"GOWORK=" + filepath.Join(abs, "go.work")}, "list", "-f", `{{join .Deps "\n"}}`, pkg)
+	if err != nil {
+		t.Fatalf("go list %s: %v\n%s", pkg, err, out)
+	}
+	return slices.Contains(strings.Split(string(out), "\n"), dep)
+}
