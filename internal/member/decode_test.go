@@ -35,7 +35,7 @@ func TestDecoderDecodesAcquiredBatchesOnce(t *testing.T) {
 		}
 		return out
 	}
-	d := newDecoder()
+	d := newDecoder(32 << 20)
 	got := d.records(p, raw, acquired([2]int64{12, 14}, [2]int64{25, 27}))
 	want := []int64{12, 13, 14, 25, 26, 27}
 	if len(got) != len(want) {

@@ -126,15 +126,16 @@ func (k reqKind) String() string {
 // request is one request of a session in flight. Run's goroutine makes
 // it and reads it back from the result; the I/O goroutine reads only req.
 type request struct {
-	s        *session
-	kind     reqKind
-	epoch    int32          // the session epoch it was sent with
-	sent     time.Time      // when it was sent: a lock acquired or renewed by it runs from then
-	ops      map[tp][]int64 // offsets whose ops it carries, per partition in ascending order
-	reserved int            // a fetch: the credit it may use (MaxRecords)
-	fetched  []tp           // a fetch: the partitions in the session once it is answered
-	forgot   []tp           // a fetch: the partitions it forgets
-	req      kmsg.Request
+	s             *session
+	kind          reqKind
+	epoch         int32          // the session epoch it was sent with
+	sent          time.Time      // when it was sent: a lock acquired or renewed by it runs from then
+	ops           map[tp][]int64 // offsets whose ops it carries, per partition in ascending order
+	reserved      int            // a fetch: the credit it may use (MaxRecords)
+	reservedBytes int64          // a fetch: the room it may use (MaxBytes; bytes.go)
+	fetched       []tp           // a fetch: the partitions in the session once it is answered
+	forgot        []tp           // a fetch: the partitions it forgets
+	req           kmsg.Request
 }
 
 // turn sends the idle session's next request, if it has one; fetchers is
@@ -211,7 +212,7 @@ func (m *Member) share(s *session, fetchers int) int {
 		return 0
 	}
 	free := m.credit - m.reserved
-	return min(free, (m.credit+fetchers-1)/fetchers)
+	return min(free, (m.credit+fetchers-1)/fetchers, m.recordsRoom())
 }
 
 // hold reports whether the session still holds back its next request
@@ -361,6 +362,7 @@ func (m *Member) sendFetch(s *session, share int) {
 		}
 	}
 	m.reserved += share
+	m.sizeFetch(rq, req)
 	rq.req = req
 	m.launch(rq, context.Background())
 }

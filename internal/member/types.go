@@ -190,6 +190,10 @@ type Stats struct {
 	Partitions int
 	// Held is the number of records acquired and not yet acknowledged.
 	Held int
+	// HeldBytes is the bytes (key, value and headers) of the records in
+	// hand: delivered and their job not ended (no terminal ack queued);
+	// within Config.MaxBytes plus one fetch's overshoot (bytes.go).
+	HeldBytes int64
 	// Credit is the number of records the member may still fetch.
 	Credit int
 	// FetchRTT is a moving average of the round trip of ShareFetch
