@@ -376,9 +376,11 @@ func FetchMaxWait(d time.Duration) Option {
 // backoff. Past it the worker fetches no new records (it still
 // acknowledges, renews its locks and heartbeats) and each job that ends
 // frees its record's bytes for the next fetch, as it frees its handler
-// slot. A fetch asks for no more than the room left, and may bring one
-// record (one producer batch, on Kafka) beyond it: the worker holds at
-// most this plus one record per broker it fetches from at once. A record
+// slot. A fetch asks for no more records than fit in the room left at
+// their mean size so far, so it may bring one record beyond it: the
+// worker holds at most this plus one record per broker it fetches from
+// at once (where record sizes vary a lot, a fetch sized by small records
+// may bring large ones: up to room ÷ mean size of them). A record
 // larger than the whole bound still runs, alone: the worker fetches it
 // when it holds nothing else. The share-group member keeps decoded record
 // batches for later fetches too, at most half this again; so records

@@ -30,14 +30,19 @@ const (
 //
 // A fetch is sent only while there is room (MaxBytes less the bytes in
 // hand and those fetches in flight reserved), and it asks for no more
-// than its share of the room: MaxBytes (and PartitionMaxBytes) the room,
-// MaxRecords at most the room ÷ the records' mean size so far. A broker
-// answers with at least one record batch however small MaxBytes is
-// (KIP-74), so a record larger than the whole bound still comes, alone,
-// when nothing else is in hand. The records one fetch brings exceed its
-// share of the room by at most one record (one batch on Kafka, one
-// record on kfake, which sizes by count): the bytes in hand stay within
-// MaxBytes plus one record (batch) per broker fetched from at once.
+// than its share of the room: MaxRecords at most the room ÷ the records'
+// mean size so far (1 MiB, Kafka's largest record by default, before the
+// first), and at least 1, so a record larger than the whole bound still
+// comes, alone, when nothing else is in hand. The count is what bounds
+// it: kfake and Kafka 4.4.0 acquire MaxRecords whatever the request's
+// MaxBytes (TestShareFetchAcquiresByCountNotBytes in internal/kafkatest),
+// which the member still sets to the room (PartitionMaxBytes too, for a
+// broker that honours them). So one fetch brings at most its share of
+// the room plus one record while records are of one size; the bytes in
+// hand stay within MaxBytes plus one record per broker fetched from at
+// once. Where sizes vary, a fetch may bring up to room ÷ mean size
+// records of any size: the mean follows the latest fetches (a weight of
+// a quarter each).
 
 // recordBytes is what r counts against Config.MaxBytes.
 func recordBytes(r *kgo.Record) int64 {

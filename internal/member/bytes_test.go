@@ -134,8 +134,7 @@ func TestMaxBytesBoundsRecordsInHand(t *testing.T) {
 }
 
 // A record larger than the whole bound is still delivered, alone: the
-// member asks for it when nothing else is in hand, and the broker sends
-// one record batch whatever MaxBytes (KIP-74).
+// member asks for one record when nothing else is in hand.
 func TestMaxBytesRecordLargerThanBound(t *testing.T) {
 	t.Parallel()
 	c := kafkatest.New(t)
