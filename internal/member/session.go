@@ -126,16 +126,17 @@ func (k reqKind) String() string {
 // request is one request of a session in flight. Run's goroutine makes
 // it and reads it back from the result; the I/O goroutine reads only req.
 type request struct {
-	s             *session
-	kind          reqKind
-	epoch         int32          // the session epoch it was sent with
-	sent          time.Time      // when it was sent: a lock acquired or renewed by it runs from then
-	ops           map[tp][]int64 // offsets whose ops it carries, per partition in ascending order
-	reserved      int            // a fetch: the credit it may use (MaxRecords)
-	reservedBytes int64          // a fetch: the room it may use (MaxBytes; bytes.go)
-	fetched       []tp           // a fetch: the partitions in the session once it is answered
-	forgot        []tp           // a fetch: the partitions it forgets
-	req           kmsg.Request
+	s        *session
+	kind     reqKind
+	epoch    int32          // the session epoch it was sent with
+	sent     time.Time      // when it was sent: a lock acquired or renewed by it runs from then
+	ops      map[tp][]int64 // offsets whose ops it carries, per partition in ascending order
+	reserved int            // a fetch: the credit it may use (MaxRecords)
+	fetched  []tp           // a fetch: the partitions in the session once it is answered
+	forgot   []tp           // a fetch: the partitions it forgets
+	req      kmsg.Request
+
+	reservedBytes int64 // a fetch: the room it may use (MaxBytes; bytes.go)
 }
 
 // turn sends the idle session's next request, if it has one; fetchers is
@@ -205,8 +206,9 @@ func (m *Member) pendingKinds(s *session) (renews, acksElsewhere bool) {
 
 // share is how many records the session's next fetch may ask for: its
 // share of the credit (split evenly between the sessions that fetch),
-// within the credit no fetch in flight has reserved; 0 when the member
-// may not fetch or the session leads no wanted partition.
+// within the credit no fetch in flight has reserved, and no more than
+// fit in its share of the room for bytes (recordsRoom, bytes.go); 0 when
+// the member may not fetch or the session leads no wanted partition.
 func (m *Member) share(s *session, fetchers int) int {
 	if !m.canFetch() || fetchers == 0 || len(m.meta.want[s.broker]) == 0 {
 		return 0
