@@ -13,8 +13,9 @@ import (
 )
 
 // produceSized writes n records of size bytes each (key and value
-// together) to partition 0 of topic, one record per produce batch.
-func produceSized(t testing.TB, c *kafkatest.Cluster, topic string, n, size int) {
+// together) over the topic's partitions in turn, one record per produce
+// batch.
+func produceSized(t testing.TB, c *kafkatest.Cluster, topic string, partitions int32, n, size int) {
 	t.Helper()
 	cl := c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchMaxBytes(int32(2*size+1024)), kgo.MaxBufferedRecords(1))
 	batch := produced.Add(1)
@@ -23,7 +24,7 @@ func produceSized(t testing.TB, c *kafkatest.Cluster, topic string, n, size int)
 	for i := range n {
 		key := fmt.Appendf(nil, "b%d-k%d", batch, i)
 		value := make([]byte, size-len(key))
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: key, Value: value}).FirstErr(); err != nil {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: int32(i) % partitions, Key: key, Value: value}).FirstErr(); err != nil {
 			t.Fatalf("produce: %v", err)
 		}
 	}
@@ -78,7 +79,7 @@ func TestMaxBytesBoundsRecordsInHand(t *testing.T) {
 	c := kafkatest.New(t)
 	topic, group := c.Topic(t, 1), c.Group(t)
 	const n, size, bound = 24, 100 << 10, 350 << 10
-	produceSized(t, c, topic, n, size)
+	produceSized(t, c, topic, 1, n, size)
 	r := startBytes(t, c, group, topic, size, bound)
 	r.m.Grant(n)
 
@@ -140,7 +141,7 @@ func TestMaxBytesRecordLargerThanBound(t *testing.T) {
 	c := kafkatest.New(t)
 	topic, group := c.Topic(t, 1), c.Group(t)
 	const n, size, bound = 4, 200 << 10, 50 << 10
-	produceSized(t, c, topic, n, size)
+	produceSized(t, c, topic, 1, n, size)
 	r := startBytes(t, c, group, topic, size, bound)
 	r.m.Grant(n)
 	for acked := 0; acked < n; acked++ {
@@ -154,5 +155,44 @@ func TestMaxBytesRecordLargerThanBound(t *testing.T) {
 	}
 	r.mu.Unlock()
 	waitLag(t, c, group, topic, 1)
+	r.leave()
+}
+
+// With partitions on several brokers the sessions share the room: the
+// bytes in hand stay within the bound plus one record per broker (kfake,
+// 3 brokers; on the single test broker, one session).
+func TestMaxBytesSharedBetweenSessions(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.New(t, kafkatest.Brokers(3))
+	const partitions, n, size, bound = 6, 36, 100 << 10, 350 << 10
+	topic, group := c.Topic(t, partitions), c.Group(t)
+	produceSized(t, c, topic, partitions, n, size)
+	brokers := 1
+	if f := c.Fake(); f != nil {
+		leaders := map[int32]bool{}
+		for p := range int32(partitions) {
+			leaders[f.LeaderFor(topic, p)] = true
+		}
+		brokers = len(leaders)
+	}
+	r := startBytes(t, c, group, topic, size, bound)
+	r.m.Grant(n)
+	for acked := 0; acked < n; acked++ {
+		r.waitFor(fmt.Sprintf("a record to ack (%d acked)", acked), func() bool { return len(r.outstanding) > 0 })
+		r.ackOldest()
+	}
+	r.ackedN(n)
+	r.mu.Lock()
+	seen := map[string]bool{}
+	for _, d := range r.deliveries {
+		seen[string(d.Record.Key)] = true
+	}
+	if len(r.deliveries) != n || len(seen) != n || r.peak > bound+int64(brokers)*size {
+		t.Errorf("%d deliveries of %d records (want %d); peak in hand %d bytes, want at most the bound %d plus %d records of %d",
+			len(r.deliveries), len(seen), n, r.peak, bound, brokers, size)
+	}
+	t.Logf("%s: %d brokers, peak in hand %d bytes, sessions opened %d", c.Kind, brokers, r.peak, r.m.Stats().SessionsOpened)
+	r.mu.Unlock()
+	waitLag(t, c, group, topic, partitions)
 	r.leave()
 }
