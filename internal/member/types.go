@@ -42,6 +42,8 @@
 //   - held.go: the held records, their acknowledgements' and renewals'
 //     results, lost locks.
 //   - decode.go: record batches to deliveries.
+//   - bytes.go: the bytes in hand ([Config.MaxBytes]) and how they size
+//     fetches.
 //   - stop.go: the stop sequence (stopPhase, in order), the hard stop.
 package member
 
