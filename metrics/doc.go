@@ -135,6 +135,10 @@
 //	shareq_records_held
 //	    Gauge. Records acquired and not yet acknowledged: running, buffered,
 //	    or held for a retry backoff.
+//	shareq_records_held_bytes
+//	    Gauge. Bytes (keys, values and headers) of the records whose jobs
+//	    have not ended; worker.MaxBytesInHand bounds them (plus one fetch's
+//	    overshoot).
 //	shareq_records_buffered
 //	    Gauge. Records fetched ahead of free handler slots (the prefetch).
 //	shareq_fetch_rtt_seconds

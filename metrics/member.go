@@ -18,6 +18,7 @@ type memberMetrics struct {
 	state      *prometheus.GaugeVec
 	partitions prometheus.Gauge
 	held       prometheus.Gauge
+	heldBytes  prometheus.Gauge
 	buffered   prometheus.Gauge
 	fetchRTT   prometheus.Gauge
 	fetches    prometheus.Counter
@@ -44,6 +45,7 @@ func newMemberMetrics(labels prometheus.Labels) *memberMetrics {
 			Help: "1 for the state the worker's share-group member is in (joining, joined, fenced, left), 0 for the others.", ConstLabels: labels}, []string{"state"}),
 		partitions: gauge("member_partitions", "Partitions assigned to the worker's share-group member."),
 		held:       gauge("records_held", "Records the worker holds: acquired and not yet acknowledged (running, buffered, or held for a retry backoff)."),
+		heldBytes:  gauge("records_held_bytes", "Bytes (keys, values and headers) of the records whose jobs have not ended; worker.MaxBytesInHand bounds them."),
 		buffered:   gauge("records_buffered", "Records fetched ahead of free handler slots, waiting for one."),
 		fetchRTT:   gauge("fetch_rtt_seconds", "Round trip of share fetches that returned records, in seconds (moving average)."),
 		fetches:    counter("fetches_total", "Share fetches the brokers answered."),
@@ -58,7 +60,7 @@ func newMemberMetrics(labels prometheus.Labels) *memberMetrics {
 }
 
 func (mm *memberMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{mm.state, mm.partitions, mm.held, mm.buffered, mm.fetchRTT,
+	return []prometheus.Collector{mm.state, mm.partitions, mm.held, mm.heldBytes, mm.buffered, mm.fetchRTT,
 		mm.fetches, mm.fetched, mm.lost, mm.opened, mm.reset, mm.rejoins, mm.acks}
 }
 
@@ -77,6 +79,7 @@ func (m *Metrics) MemberStats(s worker.MemberStats) {
 	}
 	mm.partitions.Set(float64(s.Partitions))
 	mm.held.Set(float64(s.Held))
+	mm.heldBytes.Set(float64(s.HeldBytes))
 	mm.buffered.Set(float64(s.Buffered))
 	mm.fetchRTT.Set(s.FetchRTT.Seconds())
 

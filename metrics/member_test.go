@@ -22,7 +22,7 @@ func TestMemberStats(t *testing.T) {
 	// Counters add what grew since the last snapshot; gauges take the
 	// latest value.
 	m.MemberStats(worker.MemberStats{
-		State: "fenced", Partitions: 6, Held: 20, Buffered: 0, FetchRTT: 7 * time.Millisecond,
+		State: "fenced", Partitions: 6, Held: 20, HeldBytes: 20 << 10, Buffered: 0, FetchRTT: 7 * time.Millisecond,
 		Fetches: 12, Fetched: 130, SessionsOpened: 2, SessionsReset: 1, Rejoins: 1, LostRecords: 3,
 		Acks: map[worker.Ack]int64{worker.AckAccept: 100, worker.AckRelease: 10, worker.AckReject: 2},
 	})
@@ -40,6 +40,9 @@ shareq_member_partitions 6
 # HELP shareq_records_held Records the worker holds: acquired and not yet acknowledged (running, buffered, or held for a retry backoff).
 # TYPE shareq_records_held gauge
 shareq_records_held 20
+# HELP shareq_records_held_bytes Bytes (keys, values and headers) of the records whose jobs have not ended; worker.MaxBytesInHand bounds them.
+# TYPE shareq_records_held_bytes gauge
+shareq_records_held_bytes 20480
 # HELP shareq_records_buffered Records fetched ahead of free handler slots, waiting for one.
 # TYPE shareq_records_buffered gauge
 shareq_records_buffered 0
@@ -69,7 +72,7 @@ shareq_member_rejoins_total 1
 shareq_acks_total{ack="accept"} 100
 shareq_acks_total{ack="reject"} 2
 shareq_acks_total{ack="release"} 10
-`), "shareq_member_state", "shareq_member_partitions", "shareq_records_held", "shareq_records_buffered",
+`), "shareq_member_state", "shareq_member_partitions", "shareq_records_held", "shareq_records_held_bytes", "shareq_records_buffered",
 		"shareq_fetch_rtt_seconds", "shareq_fetches_total", "shareq_records_fetched_total", "shareq_records_lost_total",
 		"shareq_sessions_opened_total", "shareq_sessions_reset_total", "shareq_member_rejoins_total", "shareq_acks_total")
 	if err != nil {

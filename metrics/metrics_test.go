@@ -57,6 +57,7 @@ func TestNewRegistersEveryMetricWithTopics(t *testing.T) {
 		"shareq_records_buffered",
 		"shareq_records_fetched_total",
 		"shareq_records_held",
+		"shareq_records_held_bytes",
 		"shareq_records_lost_total",
 		"shareq_sessions_opened_total",
 		"shareq_sessions_reset_total",
@@ -93,8 +94,8 @@ func TestMetricNamesPassLint(t *testing.T) {
 	for _, p := range problems {
 		t.Errorf("lint %s: %s", p.Metric, p.Text)
 	}
-	if n := len(scrape(t, reg)); n != 24 {
-		t.Errorf("%d metric families after every event, want 24", n)
+	if n := len(scrape(t, reg)); n != 25 {
+		t.Errorf("%d metric families after every event, want 25", n)
 	}
 }
 

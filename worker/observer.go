@@ -201,6 +201,10 @@ type MemberStats struct {
 	// yet acknowledged (running, waiting for a handler, or held for a
 	// retry backoff).
 	Held int
+	// HeldBytes is the bytes (keys, values and headers) of the records
+	// whose jobs have not ended: within [MaxBytesInHand] plus one fetch's
+	// overshoot.
+	HeldBytes int64
 	// Buffered is the number of records fetched ahead of free handler
 	// slots, waiting for one (the prefetch).
 	Buffered int

@@ -40,6 +40,15 @@ const (
 	// about 8 s (this, plus the heartbeat interval of a sixth of it,
 	// plus the group's assignment interval of 1 s).
 	SessionTimeoutDefault = 6 * time.Second
+	// MaxBytesInHandDefault bounds the bytes of the records a worker holds
+	// when [MaxBytesInHand] is not given: 64 MiB, with the member's
+	// decoded-batch cache of half as much, 96 MiB of records at most; Go's
+	// collector lets the heap grow to about twice what is live (GOGC=100),
+	// which leaves a worker in a 512 MiB container room for its handlers.
+	// Records of 1 KiB fill it only at 65,536 in hand, far above the count
+	// Concurrency and the prefetch allow, so it binds only for large
+	// records.
+	MaxBytesInHandDefault = 64 << 20
 )
 
 // Kafka's absolute limits on the group configs the options set: no broker
@@ -89,6 +98,7 @@ type config struct {
 	deliveryLimit   int
 	groupLimit      int
 	fetchMaxWait    time.Duration
+	maxBytesInHand  int64
 	observers       []Observer
 	observer        Observer // all of observers, or nil
 	retryBackoff    func(delivery int32) time.Duration
@@ -360,6 +370,27 @@ func FetchMaxWait(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.fetchMaxWait = d })
 }
 
+// MaxBytesInHand bounds the bytes of the records the worker holds: their
+// keys, values and headers, from the fetch that brings them until their
+// jobs end, whether waiting for a handler, running, or held for a retry
+// backoff. Past it the worker fetches no new records (it still
+// acknowledges, renews its locks and heartbeats) and each job that ends
+// frees its record's bytes for the next fetch, as it frees its handler
+// slot. A fetch asks for no more records than fit in the room left at
+// their mean size so far, so it may bring one record beyond it: the
+// worker holds at most this plus one record per broker it fetches from
+// at once (where record sizes vary a lot, a fetch sized by small records
+// may bring large ones: up to room ÷ mean size of them). A record
+// larger than the whole bound still runs, alone: the worker fetches it
+// when it holds nothing else. The share-group member keeps decoded record
+// batches for later fetches too, at most half this again; so records
+// take at most 1.5 × this of the worker's memory, plus what the handlers
+// copy. Default [MaxBytesInHandDefault]. Lower it for large records in a
+// small container; Concurrency bounds the count.
+func MaxBytesInHand(n int64) Option {
+	return optionFunc(func(c *config) { c.maxBytesInHand = n })
+}
+
 // WithObserver adds observers that receive the worker's events, in the
 // order given; the metrics package provides one. It may be given several
 // times. Default: none.
@@ -400,6 +431,7 @@ func newConfig(opts []Option) (*config, error) {
 		maxHold:         MaxHoldDefault,
 		fetchMaxWait:    FetchMaxWaitDefault,
 		sessionTimeout:  SessionTimeoutDefault,
+		maxBytesInHand:  MaxBytesInHandDefault,
 	}
 	for _, o := range opts {
 		if o == nil {
@@ -537,6 +569,9 @@ func newConfig(opts []Option) (*config, error) {
 	}
 	if c.fetchMaxWait < 10*time.Millisecond || c.fetchMaxWait > time.Minute {
 		bad("FetchMaxWait(%v): must be between 10ms (the client's minimum) and 1m", c.fetchMaxWait)
+	}
+	if c.maxBytesInHand < 1 {
+		bad("MaxBytesInHand(%d): must be positive: the bytes of records the worker may hold at once (default %d, 64 MiB); a record larger than it still runs, alone, so a small bound is safe", c.maxBytesInHand, MaxBytesInHandDefault)
 	}
 	if len(errs) > 0 {
 		for i, e := range errs {

@@ -54,6 +54,8 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{"session timeout sub-ms", []worker.Option{worker.SessionTimeout(2*time.Second + time.Microsecond)}, "SessionTimeout(2.000001s): must be whole milliseconds"},
 		{"fetch wait", []worker.Option{worker.FetchMaxWait(5 * time.Millisecond)}, "FetchMaxWait(5ms)"},
 		{"nil observer", []worker.Option{worker.WithObserver(nil)}, "WithObserver: observer is nil"},
+		{"zero bytes in hand", []worker.Option{worker.MaxBytesInHand(0)}, "MaxBytesInHand(0): must be positive"},
+		{"negative bytes in hand", []worker.Option{worker.MaxBytesInHand(-1)}, "MaxBytesInHand(-1): must be positive"},
 		{"share group option", []worker.Option{worker.ClientOpts(kgo.ClientID("x"), kgo.ShareGroup("other"))}, "ClientOpts: option 1 is a franz-go group option"},
 		{"consumer group option", []worker.Option{worker.ClientOpts(kgo.ConsumerGroup("other"))}, "ClientOpts: option 0 is a franz-go group option"},
 		{"share ack callback", []worker.Option{worker.ClientOpts(kgo.ShareAckCallback(nil))}, "group option"},
@@ -93,7 +95,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	for _, o := range []worker.Option{
 		worker.SessionTimeout(0), worker.SessionTimeout(time.Second), worker.SessionTimeout(time.Hour),
 		worker.GroupDeliveryLimit(25), worker.Handle(strings.Repeat("t", 249), nop), worker.Handle("a.B_c-9", nop),
-		worker.Group("team.jobs-1_x"),
+		worker.Group("team.jobs-1_x"), worker.MaxBytesInHand(1),
 	} {
 		if _, err := worker.New(append(valid, o)...); err != nil {
 			t.Errorf("valid option: %v", err)

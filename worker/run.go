@@ -62,7 +62,7 @@ func (w *Worker) runMember(ctx context.Context, log *slog.Logger) error {
 		return fmt.Errorf("worker: client options: %w", err)
 	}
 	defer cl.Close()
-	m, err := member.New(member.Config{Client: cl, Group: w.cfg.group, Topics: w.topics, MaxWait: w.cfg.fetchMaxWait, Logger: log})
+	m, err := member.New(member.Config{Client: cl, Group: w.cfg.group, Topics: w.topics, MaxWait: w.cfg.fetchMaxWait, MaxBytes: w.cfg.maxBytesInHand, Logger: log})
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
@@ -137,7 +137,7 @@ func memberStats(s member.Stats, x *executor, clientID string) MemberStats {
 	running, buffered := x.counts()
 	return MemberStats{
 		ClientID: clientID, MemberID: s.MemberID, State: s.State.String(), Partitions: s.Partitions,
-		Held: s.Held, Buffered: buffered, Running: running, FetchRTT: s.FetchRTT,
+		Held: s.Held, HeldBytes: s.HeldBytes, Buffered: buffered, Running: running, FetchRTT: s.FetchRTT,
 		Fetches: s.Fetches, Fetched: s.Fetched, Acks: acks, AckErrors: s.AckErrors, LostRecords: s.LostRecords,
 		SessionsOpened: s.SessionsOpened, SessionsReset: s.SessionsReset, Rejoins: s.Rejoins,
 	}

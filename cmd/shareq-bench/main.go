@@ -25,6 +25,9 @@
 //	          re-executed) of Concurrency 4: makespan against the ideal
 //	          ceil(N/(3·C))·d and jobs per worker, with enqueue.Partitioner
 //	          and with franz-go's default (sticky) partitioner.
+//	bigrecords (only when named) 500 records of 1 MiB, one worker process
+//	          per variant of Concurrency and worker.MaxBytesInHand: its
+//	          peak resident set (VmHWM) against the bound.
 //
 // The shareq worker's only setting in every scenario is its Concurrency
 // (handler slots); how it fetches to fill them is the worker's business.
@@ -62,6 +65,9 @@ const realBrokerDefault = "127.0.0.1:19092"
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if len(os.Args) > 1 && os.Args[1] == bigWorkerCmd {
+		os.Exit(bigWorkerMain(ctx, os.Args[2:]))
+	}
 	if len(os.Args) > 1 && os.Args[1] == burstWorkerCmd {
 		if err := runBurstWorker(ctx, os.Args[2:], os.Stdin, os.Stdout, os.Stderr); err != nil {
 			fmt.Fprintln(os.Stderr, "shareq-bench "+burstWorkerCmd+":", err)
@@ -115,6 +121,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	for _, s := range strings.Split(*scen, ",") {
 		switch s = strings.TrimSpace(s); s {
 		case "hol", "overhead", "eos", "renew", "burst":
+			o.scenarios[s] = true
+		case "bigrecords":
 			o.scenarios[s] = true
 		case "":
 		default:
@@ -429,6 +437,9 @@ func runBackend(ctx context.Context, c *cluster, log *slog.Logger, o options, sz
 					"default-partitioner makespan / enqueue.Partitioner makespan")
 			}
 		}
+	}
+	if o.scenarios["bigrecords"] {
+		errs = append(errs, bigRecordsScenario(ctx, c, log, o.quick, add, progress))
 	}
 	return br, errors.Join(errs...)
 }

@@ -1,6 +1,7 @@
 package member
 
 import (
+	"bytes"
 	"encoding/binary"
 	"slices"
 
@@ -8,24 +9,28 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// decodeCacheBytes bounds the raw size of the record batches a member
-// keeps decoded.
-const decodeCacheBytes = 32 << 20
-
 // decoder turns the record batches of share fetch responses into records.
 //
 // A broker answers a share fetch with whole record batches, and in
 // record_limit mode a member acquires only some records of a batch at a
 // time: a producer batch of 10,000 records fetched 1,000 at a time comes
 // back ten times. The decoder skips batches that hold no acquired record
-// and keeps the batches it decoded (up to decodeCacheBytes of them, the
-// oldest dropped first), so each batch is decompressed and decoded about
-// once.
+// and keeps the batches it decoded of which some records were not
+// acquired (up to limit bytes of them, the oldest dropped first, the
+// newest always kept), so each batch is decompressed and decoded about
+// once. A batch acquired whole is not kept: its records come again only
+// if released, and large records come one to a batch. The member sets the limit to half
+// its bound on the bytes in hand ([Config.MaxBytes]).
+//
+// Decoded records alias the bytes they were decoded from, so an
+// uncompressed batch is copied out of the response first: a record then
+// keeps its own batch alive, not the whole response it came in.
 type decoder struct {
 	decomp kgo.Decompressor
 	cache  map[batchKey]*decodedBatch
 	order  []batchKey // oldest first
 	bytes  int
+	limit  int // the most bytes of batches kept decoded
 }
 
 type batchKey struct {
@@ -38,8 +43,8 @@ type decodedBatch struct {
 	recs []*kgo.Record // by offset
 }
 
-func newDecoder() *decoder {
-	return &decoder{decomp: kgo.DefaultDecompressor(), cache: map[batchKey]*decodedBatch{}}
+func newDecoder(limit int) *decoder {
+	return &decoder{decomp: kgo.DefaultDecompressor(), cache: map[batchKey]*decodedBatch{}, limit: limit}
 }
 
 // records returns the record of every acquired offset, in the order of
@@ -67,7 +72,7 @@ func (d *decoder) records(p tp, raw []byte, acquired []kmsg.ShareFetchResponseTo
 		if last >= 0 && !overlaps(base, last, acquired) {
 			continue
 		}
-		batches = append(batches, d.batch(p, base, b))
+		batches = append(batches, d.batch(p, base, b, last >= 0 && covered(base, last, acquired)))
 	}
 	i := 0 // batches hold ascending offsets, as do the acquired ranges
 	for _, a := range acquired {
@@ -112,16 +117,36 @@ func overlaps(base, last int64, acquired []kmsg.ShareFetchResponseTopicPartition
 	return false
 }
 
+// covered reports whether the acquired ranges (ascending, disjoint) hold
+// every offset from base to last.
+func covered(base, last int64, acquired []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord) bool {
+	next := base
+	for _, a := range acquired {
+		if a.FirstOffset > next {
+			break
+		}
+		next = max(next, a.LastOffset+1)
+	}
+	return next > last
+}
+
 // batch returns the decoded records of one raw batch, from the cache when
-// it holds them.
-func (d *decoder) batch(p tp, base int64, raw []byte) *decodedBatch {
+// it holds them; whole says every record of it was acquired (it is not
+// kept).
+func (d *decoder) batch(p tp, base int64, raw []byte, whole bool) *decodedBatch {
 	k := batchKey{p, base}
 	if b := d.cache[k]; b != nil && b.size == len(raw) {
 		return b
 	}
+	if len(raw) >= 23 && raw[16] == 2 && raw[22]&0x07 == 0 {
+		raw = bytes.Clone(raw) // uncompressed: the records would alias the response
+	}
 	fp := kmsg.FetchResponseTopicPartition{Partition: p.part, RecordBatches: raw, HighWatermark: -1, LastStableOffset: -1}
 	part, _ := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{Topic: p.topic, Partition: p.part, Offset: base}, &fp, d.decomp, nil)
 	b := &decodedBatch{size: len(raw), recs: part.Records}
+	if whole {
+		return b
+	}
 	if old := d.cache[k]; old != nil {
 		d.bytes -= old.size
 	} else {
@@ -129,7 +154,7 @@ func (d *decoder) batch(p tp, base int64, raw []byte) *decodedBatch {
 	}
 	d.cache[k] = b
 	d.bytes += b.size
-	for d.bytes > decodeCacheBytes && len(d.order) > 1 {
+	for d.bytes > d.limit && len(d.order) > 1 {
 		old := d.order[0]
 		d.order = d.order[1:]
 		if ob := d.cache[old]; ob != nil {

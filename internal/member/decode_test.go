@@ -35,7 +35,7 @@ func TestDecoderDecodesAcquiredBatchesOnce(t *testing.T) {
 		}
 		return out
 	}
-	d := newDecoder()
+	d := newDecoder(32 << 20)
 	got := d.records(p, raw, acquired([2]int64{12, 14}, [2]int64{25, 27}))
 	want := []int64{12, 13, 14, 25, 26, 27}
 	if len(got) != len(want) {
@@ -63,9 +63,37 @@ func TestDecoderDecodesAcquiredBatchesOnce(t *testing.T) {
 	if gap := d.records(p, raw, acquired([2]int64{29, 30})); len(gap) != 2 || gap[0] == nil || gap[1] != nil {
 		t.Errorf("offsets 29-30 = %v, want the record at 29 and none at 30", gap)
 	}
+	// The records do not alias the response: it can be freed.
+	clear(raw)
+	if string(first.recs[5].Value) != "v15" {
+		t.Errorf("record 15 reads %q once the response is cleared, want v15", first.recs[5].Value)
+	}
 	d.forget(topic)
 	if len(d.cache) != 0 || d.bytes != 0 || len(d.order) != 0 {
 		t.Errorf("after forget: %d batches, %d bytes, %d in order", len(d.cache), d.bytes, len(d.order))
+	}
+}
+
+// A batch acquired whole is decoded and not kept.
+func TestDecoderKeepsNoBatchAcquiredWhole(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.New(t)
+	topic := c.Topic(t, 1)
+	for b := range 2 { // offsets 0-2, 3-5
+		c.Produce(t, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "v%d", 3*b)},
+			&kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "v%d", 3*b+1)}, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "v%d", 3*b+2)})
+	}
+	raw := fetchRaw(t, c, topic)
+	p := tp{topic, 0}
+	d := newDecoder(32 << 20)
+	got := d.records(p, raw, []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord{
+		{FirstOffset: 0, LastOffset: 1, DeliveryCount: 1}, {FirstOffset: 2, LastOffset: 4, DeliveryCount: 1},
+	})
+	if len(got) != 5 || got[2] == nil || string(got[2].Value) != "v2" || got[4] == nil || string(got[4].Value) != "v4" {
+		t.Fatalf("records %v", got)
+	}
+	if _, ok := d.cache[batchKey{p, 0}]; ok || len(d.cache) != 1 {
+		t.Errorf("cached %d batches (batch 0-2 kept: %v), want only 3-5, of which 5 was not acquired", len(d.cache), ok)
 	}
 }
 

@@ -36,8 +36,9 @@ type held struct {
 	// solo: the partition's list of ops failed as a whole (fact 4), so
 	// this offset's next op goes in a list of its own.
 	solo     bool
-	renews   int // renewals asked and not yet sent
-	renewing int // renewals in the request in flight
+	renews   int   // renewals asked and not yet sent
+	renewing int   // renewals in the request in flight
+	size     int64 // the delivery's bytes (recordBytes), counted in Member.bytes while no ack is queued
 }
 
 // requeue puts the request's ops back as pending.
@@ -98,8 +99,9 @@ func (m *Member) drop(k Key, h *held) {
 	m.count(h, -1)
 }
 
-// count adds d (1 or −1) for h to nHeld and nAcked: called with −1
-// before h's entry or its ack changes and with 1 after.
+// count adds d (1 or −1) for h to nHeld and nAcked, and its size to the
+// bytes in hand while it has no ack: called with −1 before h's entry or
+// its ack changes and with 1 after.
 func (m *Member) count(h *held, d int) {
 	if h.internal {
 		return
@@ -107,6 +109,8 @@ func (m *Member) count(h *held, d int) {
 	m.nHeld += d
 	if h.ack != opNone {
 		m.nAcked += d
+	} else {
+		m.bytes += int64(d) * h.size
 	}
 }
 

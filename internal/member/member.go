@@ -40,6 +40,12 @@ type Config struct {
 	MaxWait time.Duration
 	// Logger receives the member's logs; default slog.Default().
 	Logger *slog.Logger
+	// MaxBytes bounds the bytes (key, value and headers) of the records
+	// in hand: delivered and their job not ended. Beyond it the member
+	// fetches nothing until jobs end; one record larger than it is still
+	// fetched, alone. The decoded-batch cache holds up to half as much
+	// again. Default [MaxBytesDefault]; see bytes.go.
+	MaxBytes int64
 }
 
 // Member is one share-group member. Make it with [New], run it with
@@ -88,6 +94,13 @@ type Member struct {
 
 	credit   int // records the executor granted that no delivery has used yet
 	reserved int // credit promised to the fetches in flight (their request.reserved)
+
+	// The bytes in hand (bytes.go): of the deliveries whose job has not
+	// ended (no terminal ack queued), within cfg.MaxBytes.
+	bytes         int64
+	reservedBytes int64 // room promised to the fetches in flight (their request.reservedBytes)
+	recordSize    int64 // the delivered records' mean size, a moving average; 0 before the first
+	fetchers      int   // the sessions that fetch, as of the last step
 
 	phase stopPhase // the stop sequence (stop.go)
 
@@ -142,6 +155,12 @@ func New(cfg Config) (*Member, error) {
 	if cfg.MaxWait == 0 {
 		cfg.MaxWait = MaxWaitDefault
 	}
+	if cfg.MaxBytes < 0 {
+		return nil, fmt.Errorf("member: Config.MaxBytes %d is negative", cfg.MaxBytes)
+	}
+	if cfg.MaxBytes == 0 {
+		cfg.MaxBytes = MaxBytesDefault
+	}
 	if cfg.MemberID == "" {
 		var b [16]byte
 		if _, err := rand.Read(b[:]); err != nil {
@@ -169,7 +188,7 @@ func New(cfg Config) (*Member, error) {
 		sessions: map[int32]*session{},
 		held:     map[Key]*held{},
 		st:       Stats{MemberID: cfg.MemberID},
-		dec:      newDecoder(),
+		dec:      newDecoder(int(cfg.MaxBytes / 2)),
 		logged:   map[string]time.Time{},
 	}
 	m.stats = m.st

@@ -35,6 +35,7 @@ func (m *Member) handleSession(rq *request, resp kmsg.Response, err error) {
 	s.busy = false
 	if rq.kind == kindFetch {
 		m.reserved -= rq.reserved
+		m.reservedBytes -= rq.reservedBytes
 	}
 	var lock time.Duration
 	var code int16
@@ -187,6 +188,11 @@ func (m *Member) handleFetch(rq *request, resp *kmsg.ShareFetchResponse, lock ti
 	}
 	if n := len(m.out.Deliveries) - deliveredBefore; n > 0 {
 		m.credit = max(0, m.credit-n)
+		var bytes int64
+		for _, d := range m.out.Deliveries[deliveredBefore:] {
+			bytes += recordBytes(d.Record)
+		}
+		m.sized(n, bytes)
 	}
 }
 
@@ -244,6 +250,7 @@ func (m *Member) acquire(rq *request, p tp, sp *kmsg.ShareFetchResponseTopicPart
 				// MaxRecords): a release would cost a delivery, and
 				// archive a last one, so deliver it; the credit does not
 				// go below 0.
+				h.size = recordBytes(rec)
 				m.count(h, 1)
 				m.out.Deliveries = append(m.out.Deliveries, h.d)
 			}

@@ -97,6 +97,7 @@ func (m *Member) mailbox() {
 		}
 		m.count(h, -1)
 		h.ack = int8(a.t)
+		h.d.Record = nil // the job ended: its bytes are free (bytes.go)
 		m.count(h, 1)
 		if h.renews > 0 {
 			// The job ended: renewals not yet sent are moot.
@@ -150,6 +151,7 @@ func (m *Member) publish() {
 	}
 	m.st.Partitions = n
 	m.st.Held = m.nHeld
+	m.st.HeldBytes = m.bytes
 	m.st.Credit = m.credit
 	m.st.FetchRTT = m.fetchRTT
 	m.statsMu.Lock()
@@ -229,6 +231,7 @@ func (m *Member) step() {
 				}
 			}
 		}
+		m.fetchers = fetchers
 		for _, s := range m.sessions {
 			if !s.busy && !now.Before(s.backoff) {
 				m.turn(s, fetchers)

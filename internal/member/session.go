@@ -135,6 +135,8 @@ type request struct {
 	fetched  []tp           // a fetch: the partitions in the session once it is answered
 	forgot   []tp           // a fetch: the partitions it forgets
 	req      kmsg.Request
+
+	reservedBytes int64 // a fetch: the room it may use (MaxBytes; bytes.go)
 }
 
 // turn sends the idle session's next request, if it has one; fetchers is
@@ -204,14 +206,15 @@ func (m *Member) pendingKinds(s *session) (renews, acksElsewhere bool) {
 
 // share is how many records the session's next fetch may ask for: its
 // share of the credit (split evenly between the sessions that fetch),
-// within the credit no fetch in flight has reserved; 0 when the member
-// may not fetch or the session leads no wanted partition.
+// within the credit no fetch in flight has reserved, and no more than
+// fit in its share of the room for bytes (recordsRoom, bytes.go); 0 when
+// the member may not fetch or the session leads no wanted partition.
 func (m *Member) share(s *session, fetchers int) int {
 	if !m.canFetch() || fetchers == 0 || len(m.meta.want[s.broker]) == 0 {
 		return 0
 	}
 	free := m.credit - m.reserved
-	return min(free, (m.credit+fetchers-1)/fetchers)
+	return min(free, (m.credit+fetchers-1)/fetchers, m.recordsRoom())
 }
 
 // hold reports whether the session still holds back its next request
@@ -361,6 +364,7 @@ func (m *Member) sendFetch(s *session, share int) {
 		}
 	}
 	m.reserved += share
+	m.sizeFetch(rq, req)
 	rq.req = req
 	m.launch(rq, context.Background())
 }

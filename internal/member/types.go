@@ -42,6 +42,8 @@
 //   - held.go: the held records, their acknowledgements' and renewals'
 //     results, lost locks.
 //   - decode.go: record batches to deliveries.
+//   - bytes.go: the bytes in hand ([Config.MaxBytes]) and how they size
+//     fetches.
 //   - stop.go: the stop sequence (stopPhase, in order), the hard stop.
 package member
 
@@ -190,6 +192,10 @@ type Stats struct {
 	Partitions int
 	// Held is the number of records acquired and not yet acknowledged.
 	Held int
+	// HeldBytes is the bytes (key, value and headers) of the records in
+	// hand: delivered and their job not ended (no terminal ack queued);
+	// within Config.MaxBytes plus one fetch's overshoot (bytes.go).
+	HeldBytes int64
 	// Credit is the number of records the member may still fetch.
 	Credit int
 	// FetchRTT is a moving average of the round trip of ShareFetch
