@@ -2,7 +2,7 @@
 // would weigh it against, in one run, and reports ratios within that run:
 //
 //	go run ./cmd/shareq-bench [-broker kfake|127.0.0.1:19092|both]
-//	    [-database URL] [-scenarios hol,overhead,eos,renew,burst,scale] [-out bench-out/] [-quick]
+//	    [-database URL] [-scenarios hol,overhead,eos,renew,burst,producer,scale] [-out bench-out/] [-quick]
 //	    [-cluster HOST:PORT,HOST:PORT,HOST:PORT]
 //
 // Scenarios, each run on every backend asked for (kfake in process, and
@@ -26,6 +26,10 @@
 //	          re-executed) of Concurrency 4: makespan against the ideal
 //	          ceil(N/(3·C))·d and jobs per worker, with enqueue.Partitioner
 //	          and with franz-go's default (sticky) partitioner.
+//	producer  enqueueing: enqueue.Client.Enqueue against a raw
+//	          ProduceSync, a business row + pgoutbox.EnqueueTx against
+//	          the business row alone, and the relay's commit-to-receipt
+//	          latency at 1,000 jobs/s (the last two need -database).
 //	scale     how costs grow (not run by default; see scale.go): no-op
 //	          jobs/s and CPU per job of worker processes against a raw
 //	          share loop process, on 6, 60 and 600 partitions, 1, 3 and 10
@@ -445,6 +449,14 @@ func runBackend(ctx context.Context, c *cluster, log *slog.Logger, o options, sz
 				add("burst", "sticky vs enqueue.Partitioner", "makespan_ratio", s.Makespan.Seconds()/p.Makespan.Seconds(), "x",
 					"default-partitioner makespan / enqueue.Partitioner makespan")
 			}
+		}
+	}
+	if o.scenarios["producer"] {
+		producerAdd := func(variant, metric string, v float64, unit, note string) {
+			add("producer", variant, metric, v, unit, note)
+		}
+		if err := runProducer(ctx, c, log, o.database, o.quick, producerAdd, progress); err != nil {
+			errs = append(errs, fmt.Errorf("producer: %w", err))
 		}
 	}
 	if o.scenarios["scale"] {
