@@ -60,6 +60,8 @@ type scaleRate struct {
 	Rate      float64       // jobs/s
 	CPUPerJob time.Duration // the processes' user + system time per job
 	Jobs      int64         // jobs run in the span measured
+	Fetches   int64         // ShareFetch requests written in the span
+	Acks      int64         // ShareAcknowledge requests written in the span
 }
 
 // runScale runs the scale scenario on c, and its brokers row on a
@@ -94,6 +96,9 @@ func runScale(ctx context.Context, c *cluster, log *slog.Logger, sz scaleSizes, 
 		add(variant, "vs_raw_share", r.Rate/raw.Rate, "x", "shareq jobs/s / raw share loop jobs/s")
 		add(variant, "raw_cpu_per_job", us(raw.CPUPerJob), "µs", "raw share loop processes' user+system time per job")
 		add(variant, "cpu_per_job", us(r.CPUPerJob), "µs", "worker processes' user+system time per job")
+		add(variant, "jobs_per_fetch", float64(r.Jobs)/float64(max(1, r.Fetches)), "jobs",
+			fmt.Sprintf("shareq: jobs per ShareFetch (%d ShareAcknowledge on their own); raw share loop %.0f", r.Acks,
+				float64(raw.Jobs)/float64(max(1, raw.Fetches))))
 		if raw.CPUPerJob > 0 {
 			add(variant, "cpu_vs_raw_share", float64(r.CPUPerJob)/float64(raw.CPUPerJob), "x", "shareq CPU per job / raw share loop CPU per job")
 		}
@@ -332,6 +337,8 @@ begin:
 	}
 	res.Rate = float64(res.Jobs) / end.at.Sub(from.at).Seconds()
 	res.CPUPerJob = (end.cpu - from.cpu) / time.Duration(res.Jobs)
+	res.Fetches = end.reqs["ShareFetch"] - from.reqs["ShareFetch"]
+	res.Acks = end.reqs["ShareAcknowledge"] - from.reqs["ShareAcknowledge"]
 	return res, nil
 }
 
@@ -346,6 +353,7 @@ const scaleStartRounds = 3
 func scaleStartIdle(ctx context.Context, c *cluster, log *slog.Logger, topics []string, sz scaleSizes, variant string,
 	add func(variant, metric string, v float64, unit, note string)) error {
 	var checks, fetches, firsts []time.Duration
+	var beats []int64
 	for round := range scaleStartRounds {
 		err := func() (err error) {
 			group, err := c.shareGroup(ctx, "scale-start")
@@ -369,8 +377,8 @@ func scaleStartIdle(ctx context.Context, c *cluster, log *slog.Logger, topics []
 				case <-time.After(scaleReportEvery):
 				}
 			}
-			checked, fetch, first := ps.startTimes()
-			checks, fetches, firsts = append(checks, checked), append(fetches, fetch), append(firsts, first)
+			checked, fetch, first, b := ps.startTimes()
+			checks, fetches, firsts, beats = append(checks, checked), append(fetches, fetch), append(firsts, first), append(beats, b)
 			if round < scaleStartRounds-1 {
 				return nil
 			}
@@ -386,7 +394,7 @@ func scaleStartIdle(ctx context.Context, c *cluster, log *slog.Logger, topics []
 			fmt.Sprintf("median of %d, %.1f–%.1f ms; %s", len(ds), millis(ds[0]), millis(ds[len(ds)-1]), note))
 	}
 	median("check", checks, "worker.New to Check's return (the start-up checks)")
-	median("first_fetch", fetches, "worker.New to the member's first ShareFetch (it has an assignment)")
+	median("first_fetch", fetches, fmt.Sprintf("worker.New to the member's first ShareFetch (it has an assignment), after %v heartbeats", beats))
 	median("first_job", firsts, "worker.New to the first job run (one record per topic, waiting)")
 	return nil
 }

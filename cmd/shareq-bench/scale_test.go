@@ -9,10 +9,10 @@ import (
 func TestScaleProcParsesReports(t *testing.T) {
 	t.Parallel()
 	p := &scaleProc{reqs: map[string]int64{}}
-	for _, l := range []string{"checked 1500000", "first 2500000", "n 7 1700000000000000000 42000000 ShareFetch=3 ShareGroupHeartbeat=2", "garbage", "n x"} {
+	for _, l := range []string{"checked 1500000", "fetch 2000000 3", "first 2500000", "n 7 1700000000000000000 42000000 ShareFetch=3 ShareGroupHeartbeat=2", "garbage", "n x"} {
 		p.parse(l)
 	}
-	if p.checked != 1500*time.Microsecond || p.first != 2500*time.Microsecond || p.jobs != 7 ||
+	if p.checked != 1500*time.Microsecond || p.first != 2500*time.Microsecond || p.jobs != 7 || p.fetch != 2*time.Millisecond || p.beats != 3 ||
 		!p.last.Equal(time.Unix(0, 1700000000000000000)) || p.cpu != 42*time.Millisecond || p.reqs["ShareFetch"] != 3 || p.reqs["ShareGroupHeartbeat"] != 2 {
 		t.Fatalf("parsed %+v", p)
 	}

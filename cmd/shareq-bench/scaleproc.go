@@ -12,6 +12,7 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,6 +44,9 @@ type reqCounter struct {
 	mu    sync.Mutex
 	n     map[int16]int64
 	first map[int16]time.Duration // since t0
+	// beats is the number of ShareGroupHeartbeats written before the
+	// first ShareFetch.
+	beats int64
 }
 
 func newReqCounter(t0 time.Time) *reqCounter {
@@ -53,16 +57,20 @@ func (c *reqCounter) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ 
 	c.mu.Lock()
 	if c.n[key]++; c.n[key] == 1 {
 		c.first[key] = time.Since(c.t0)
+		if key == kmsg.ShareFetch.Int16() {
+			c.beats = c.n[kmsg.ShareGroupHeartbeat.Int16()]
+		}
 	}
 	c.mu.Unlock()
 }
 
 // firstShareFetch returns when the first ShareFetch was written (the
-// member had an assignment), or 0.
-func (c *reqCounter) firstShareFetch() time.Duration {
+// member had an assignment), or 0, and how many heartbeats went before
+// it.
+func (c *reqCounter) firstShareFetch() (time.Duration, int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.first[kmsg.ShareFetch.Int16()]
+	return c.first[kmsg.ShareFetch.Int16()], c.beats
 }
 
 // line formats the counts as "Name=n" fields, sorted by name.
@@ -84,8 +92,9 @@ func (c *reqCounter) line() string {
 // kgo hook). It writes to stdout
 //
 //	checked NANOS          once Check returned, NANOS after worker.New began
-//	fetch NANOS            at the first job, when the first ShareFetch was
-//	                       written, NANOS after worker.New began
+//	fetch NANOS BEATS      at the first job, when the first ShareFetch was
+//	                       written, NANOS after worker.New began, after
+//	                       BEATS ShareGroupHeartbeats
 //	first NANOS            at the first job, NANOS after worker.New began
 //	n JOBS LAST CPU Name=n...
 //	                       every scaleReportEvery and at the end: jobs
@@ -105,8 +114,20 @@ func runScaleWorker(ctx context.Context, args []string, stdin io.Reader, stdout,
 	topics := fs.String("topics", "", "job topics, comma-separated")
 	conc := fs.Int("concurrency", scaleConcurrency, "handler slots")
 	raw := fs.Bool("raw", false, "run the raw franz-go share loop instead of a worker")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the process to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if *brokers == "" || *group == "" || *topics == "" {
 		return errors.New(scaleWorkerCmd + ": -brokers, -group and -topics are required")
@@ -173,7 +194,8 @@ func runScaleWorker(ctx context.Context, args []string, stdin io.Reader, stdout,
 	for {
 		select {
 		case <-first:
-			if err := report("fetch %d\nfirst %d\n", reqs.firstShareFetch(), time.Since(t0)); err != nil {
+			fetch, beats := reqs.firstShareFetch()
+			if err := report("fetch %d %d\nfirst %d\n", fetch, beats, time.Since(t0)); err != nil {
 				return err
 			}
 			first = nil
@@ -224,6 +246,7 @@ type scaleProc struct {
 	reqs    map[string]int64 // requests written, by name
 	checked time.Duration    // worker.New to Check's return
 	fetch   time.Duration    // worker.New to the first ShareFetch
+	beats   int64            // heartbeats before the first ShareFetch
 	first   time.Duration    // worker.New to the first job
 }
 
@@ -287,6 +310,9 @@ func (p *scaleProc) parse(line string) {
 		p.checked = time.Duration(n)
 	case "fetch":
 		p.fetch = time.Duration(n)
+		if len(f) > 2 {
+			p.beats, _ = strconv.ParseInt(f[2], 10, 64)
+		}
 	case "first":
 		p.first = time.Duration(n)
 	case "n":
@@ -343,12 +369,13 @@ func (ps *scaleProcs) snapshot() scaleSnap {
 }
 
 // startTimes returns the first process's check, first-fetch and
-// first-job times (zero until it reported them).
-func (ps *scaleProcs) startTimes() (checked, fetch, first time.Duration) {
+// first-job times (zero until it reported them), and the heartbeats
+// before its first fetch.
+func (ps *scaleProcs) startTimes() (checked, fetch, first time.Duration, beats int64) {
 	p := ps.procs[0]
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.checked, p.fetch, p.first
+	return p.checked, p.fetch, p.first, p.beats
 }
 
 // selfCPU returns the user + system CPU time of this process (every
