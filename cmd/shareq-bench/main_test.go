@@ -28,3 +28,13 @@ func TestMain(m *testing.M) {
 	}
 	goleak.VerifyTestMain(m)
 }
+
+// testBroker is the backend of the tests that can run on a real broker
+// too: $SHAREQ_TEST_BROKERS (host:port,...), kfake when it is unset or
+// "kfake".
+func testBroker() string {
+	if b := os.Getenv("SHAREQ_TEST_BROKERS"); b != "" {
+		return b
+	}
+	return "kfake"
+}

@@ -6,15 +6,16 @@ import (
 	"testing"
 )
 
-// The producer scenario on kfake: without a database only the enqueue
-// comparison runs; with one (SHAREQ_TEST_DATABASE_URL) the outbox
-// comparison and the relay's latency too, every job relayed. Rates are
-// the benchmark's to report, not this test's.
+// The producer scenario (kfake, or SHAREQ_TEST_BROKERS): without a
+// database only the enqueue comparison runs; with one
+// (SHAREQ_TEST_DATABASE_URL) the outbox comparison and the relay's
+// latency too, every job relayed. Rates are the benchmark's to report,
+// not this test's.
 func TestProducerScenario(t *testing.T) {
 	if testing.Short() {
 		t.Skip("relays a thousand jobs")
 	}
-	c, err := newCluster(t.Context(), "kfake")
+	c, err := newCluster(t.Context(), testBroker())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,16 +18,16 @@ func TestScaleProcParsesReports(t *testing.T) {
 	}
 }
 
-// The scale scenario's worker processes on kfake: two processes run
-// every record of a topic, and so does a raw share loop process, their
-// CPU is read, and an idle worker's
-// start-up and requests are reported. Rates are the benchmark's to
-// report, not this test's.
+// The scale scenario's worker processes (kfake, or SHAREQ_TEST_BROKERS):
+// two worker processes run every record of a topic, and so does a raw
+// share loop process, their CPU is read, and an idle worker's start-up
+// and requests are reported. Rates are the benchmark's to report, not
+// this test's.
 func TestScaleWorkerProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts worker processes")
 	}
-	c, err := newCluster(t.Context(), "kfake")
+	c, err := newCluster(t.Context(), testBroker())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -256,6 +257,10 @@ type scaleProcs struct {
 	wg    sync.WaitGroup // the stdout readers
 }
 
+// scaleProfileEnv names a directory: when it is set, every scale worker
+// process writes a CPU profile there, named after its group and number.
+const scaleProfileEnv = "SHAREQ_BENCH_WORKER_CPUPROFILE"
+
 // startScaleWorkers starts n processes of this executable as scale
 // workers of group on topics, each of concurrency slots (with raw, raw
 // share loops).
@@ -267,8 +272,12 @@ func startScaleWorkers(n int, seeds []string, group string, topics []string, con
 	ps := &scaleProcs{}
 	for range n {
 		p := &scaleProc{stderr: new(bytes.Buffer), reqs: map[string]int64{}}
-		p.cmd = exec.Command(exe, scaleWorkerCmd, "-brokers", strings.Join(seeds, ","), "-group", group,
-			"-topics", strings.Join(topics, ","), "-concurrency", strconv.Itoa(concurrency), "-raw="+strconv.FormatBool(raw))
+		args := []string{scaleWorkerCmd, "-brokers", strings.Join(seeds, ","), "-group", group,
+			"-topics", strings.Join(topics, ","), "-concurrency", strconv.Itoa(concurrency), "-raw=" + strconv.FormatBool(raw)}
+		if dir := os.Getenv(scaleProfileEnv); dir != "" {
+			args = append(args, "-cpuprofile", filepath.Join(dir, fmt.Sprintf("%s-%d.prof", group, len(ps.procs))))
+		}
+		p.cmd = exec.Command(exe, args...)
 		p.cmd.Stderr = p.stderr
 		in, err := p.cmd.StdinPipe()
 		if err != nil {
