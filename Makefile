@@ -7,6 +7,7 @@
 # make unit   the fast part only: vet + tests on kfake, no services
 #             (every module of go.work: scripts/modules.sh)
 # make bench  the framework-overhead benchmark (no-op handler vs raw franz-go)
+# make bench-all, make bench-scale  cmd/shareq-bench (below)
 
 .PHONY: test compat unit bench example kafka-up kafka-down pg-up pg-down
 
@@ -55,6 +56,36 @@ bench-all:
 	  pg_started=1; scripts/postgres.sh up >/dev/null || exit 1; \
 	fi; \
 	go run ./cmd/shareq-bench -broker both -database "$$(scripts/postgres.sh url)" -out bench-out $(BENCH_FLAGS)
+
+# make bench-scale  cmd/shareq-bench's producer and scale scenarios (cost as
+#                   work grows: partitions, worker processes, brokers,
+#                   topics, an idle worker, start time) on kfake, on the
+#                   real broker and, for the brokers row, on the 3-node
+#                   cluster of scripts/kafka-cluster.sh, with Postgres: a
+#                   few minutes a backend. Starts the broker, the cluster
+#                   and Postgres if they are not running and stops only
+#                   what it started. BENCH_FLAGS=-quick for a short run.
+#                   See BENCHMARKS.md section 9.
+.PHONY: bench-scale
+bench-scale:
+	@kafka_started=; cluster_started=; pg_started=; \
+	stop_started() { \
+	  if [ -n "$$kafka_started" ]; then scripts/kafka.sh down; fi; \
+	  if [ -n "$$cluster_started" ]; then scripts/kafka-cluster.sh down; fi; \
+	  if [ -n "$$pg_started" ]; then scripts/postgres.sh down; fi; \
+	}; \
+	trap stop_started EXIT; \
+	if ! scripts/kafka.sh status 2>/dev/null; then \
+	  kafka_started=1; scripts/kafka.sh up >/dev/null || exit 1; \
+	fi; \
+	if ! scripts/kafka-cluster.sh status 2>/dev/null; then \
+	  cluster_started=1; scripts/kafka-cluster.sh up >/dev/null || exit 1; \
+	fi; \
+	if ! scripts/postgres.sh status 2>/dev/null; then \
+	  pg_started=1; scripts/postgres.sh up >/dev/null || exit 1; \
+	fi; \
+	env $$(scripts/kafka.sh env) go run ./cmd/shareq-bench -broker both -cluster "$$(scripts/kafka-cluster.sh seeds)" \
+	  -database "$$(scripts/postgres.sh url)" -scenarios producer,scale -out bench-out $(BENCH_FLAGS)
 
 # make soak  the chaos soak (cmd/shareq-soak, see RELIABILITY.md): worker
 #            processes on the real test broker, then on a 3-node cluster

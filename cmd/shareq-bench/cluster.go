@@ -35,14 +35,24 @@ type cluster struct {
 
 	topics []string
 	groups []string
+
+	// replication is the replication factor of the run's topics: 1 on
+	// kfake, min(3, brokers) on Kafka (a cluster's min.insync.replicas
+	// refuses acks=all produces to fewer replicas).
+	replication int16
 }
 
-// newCluster starts an in-process kfake cluster (broker "kfake") or
-// connects to the real broker at addr.
+// newCluster starts an in-process kfake cluster (broker "kfake", or
+// "kfake3" for three brokers) or connects to the real brokers at broker
+// (host:port,...).
 func newCluster(ctx context.Context, broker string) (*cluster, error) {
-	c := &cluster{kind: "kafka", run: "shareq-bench-" + randHex(4)}
-	if broker == "kfake" {
-		fake, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.BrokerConfigs(map[string]string{
+	c := &cluster{kind: "kafka", run: "shareq-bench-" + randHex(4), replication: 1}
+	if broker == "kfake" || broker == "kfake3" {
+		n := 1
+		if broker == "kfake3" {
+			n = 3
+		}
+		fake, err := kfake.NewCluster(kfake.NumBrokers(n), kfake.BrokerConfigs(map[string]string{
 			"group.share.record.lock.duration.ms": strconv.Itoa(int(fakeLockDuration / time.Millisecond)),
 			"share.record.lock.sweep.interval.ms": "100",
 			"group.share.heartbeat.interval.ms":   "100",
@@ -83,8 +93,23 @@ func newCluster(ctx context.Context, broker string) (*cluster, error) {
 			return nil, fmt.Errorf("broker %v: cannot read %s", c.seeds, groupcfg.BrokerRecordLockDurationMs)
 		}
 		c.lock = time.Duration(ms) * time.Millisecond
+		n, err := c.brokers(pctx)
+		if err != nil {
+			c.close()
+			return nil, fmt.Errorf("broker %v: %w", c.seeds, err)
+		}
+		c.replication = int16(min(3, n))
 	}
 	return c, nil
+}
+
+// brokers returns the number of brokers in the cluster's metadata.
+func (c *cluster) brokers(ctx context.Context) (int, error) {
+	md, err := c.adm.BrokerMetadata(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return len(md.Brokers), nil
 }
 
 // close deletes the run's topics and groups and closes the clients.
@@ -118,7 +143,7 @@ func (c *cluster) topic(ctx context.Context, what string, partitions int32) (str
 	name := c.run + "-" + what + "-" + randHex(2)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	resp, err := c.adm.CreateTopic(ctx, partitions, 1, nil, name)
+	resp, err := c.adm.CreateTopic(ctx, partitions, c.replication, nil, name)
 	if err == nil {
 		err = resp.Err
 	}
@@ -193,6 +218,13 @@ const shareSettle = time.Second
 // about half the kfake runs without the epoch check, 1.00× in 12 of 12
 // with it).
 func (c *cluster) waitShareMembers(ctx context.Context, group string, workers int) error {
+	return c.waitShareMembersFor(ctx, group, workers, shareSettle)
+}
+
+// waitShareMembersFor is waitShareMembers with the members the same for
+// settle rather than shareSettle (0: the first time they are all on the
+// latest assignment).
+func (c *cluster) waitShareMembersFor(ctx context.Context, group string, workers int, settle time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	var last, settled string
@@ -229,7 +261,7 @@ func (c *cluster) waitShareMembers(ctx context.Context, group string, workers in
 			since = time.Time{}
 		case since.IsZero():
 			since = time.Now()
-		case time.Since(since) >= shareSettle:
+		case time.Since(since) >= settle:
 			return nil
 		}
 		select {

@@ -2,7 +2,8 @@
 // would weigh it against, in one run, and reports ratios within that run:
 //
 //	go run ./cmd/shareq-bench [-broker kfake|127.0.0.1:19092|both]
-//	    [-database URL] [-scenarios hol,overhead,eos,renew,burst] [-out bench-out/] [-quick]
+//	    [-database URL] [-scenarios hol,overhead,eos,renew,burst,producer,scale] [-out bench-out/] [-quick]
+//	    [-cluster HOST:PORT,HOST:PORT,HOST:PORT]
 //
 // Scenarios, each run on every backend asked for (kfake in process, and
 // a real broker):
@@ -28,6 +29,17 @@
 //	bigrecords (only when named) 500 records of 1 MiB, one worker process
 //	          per variant of Concurrency and worker.MaxBytesInHand: its
 //	          peak resident set (VmHWM) against the bound.
+//	producer  enqueueing: enqueue.Client.Enqueue against a raw
+//	          ProduceSync, a business row + pgoutbox.EnqueueTx against
+//	          the business row alone, and the relay's commit-to-receipt
+//	          latency at 1,000 jobs/s (the last two need -database).
+//	scale     how costs grow (not run by default; see scale.go): no-op
+//	          jobs/s and CPU per job of worker processes against a raw
+//	          share loop process, on 6, 60 and 600 partitions, 1, 3 and 10
+//	          worker processes, 3 brokers (kfake with 3 brokers; on Kafka
+//	          the -cluster seeds of scripts/kafka-cluster.sh) and 20
+//	          topics; an idle worker's CPU and requests per second and a
+//	          worker's start time on 1 and 20 topics of 60 partitions.
 //
 // The shareq worker's only setting in every scenario is its Concurrency
 // (handler slots); how it fetches to fill them is the worker's business.
@@ -75,6 +87,13 @@ func main() {
 		}
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == scaleWorkerCmd {
+		if err := runScaleWorker(ctx, os.Args[2:], os.Stdin, os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "shareq-bench "+scaleWorkerCmd+":", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "shareq-bench:", err)
@@ -89,6 +108,7 @@ type options struct {
 	scenarios map[string]bool
 	out       string
 	quick     bool
+	cluster   string // seeds of a 3-broker cluster, for the scale scenario
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -99,13 +119,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	scen := fs.String("scenarios", "hol,overhead,eos,renew,burst", "comma-separated scenarios to run")
 	out := fs.String("out", "bench-out", "directory for results.csv and the charts")
 	quick := fs.Bool("quick", false, "smaller counts and shorter no-op runs (a few minutes on kfake)")
+	clusterSeeds := fs.String("cluster", "", "seed brokers of a 3-broker cluster (scripts/kafka-cluster.sh seeds) for the scale scenario's brokers row on Kafka")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
 	if fs.NArg() > 0 {
 		return options{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	o := options{database: *database, out: *out, quick: *quick, scenarios: map[string]bool{}}
+	o := options{database: *database, out: *out, quick: *quick, cluster: *clusterSeeds, scenarios: map[string]bool{}}
 	switch *broker {
 	case "both":
 		real := os.Getenv("SHAREQ_TEST_KAFKA")
@@ -120,13 +141,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	for _, s := range strings.Split(*scen, ",") {
 		switch s = strings.TrimSpace(s); s {
-		case "hol", "overhead", "eos", "renew", "burst":
+		case "hol", "overhead", "eos", "renew", "burst", "scale", "producer":
 			o.scenarios[s] = true
 		case "bigrecords":
 			o.scenarios[s] = true
 		case "":
 		default:
-			return o, fmt.Errorf("-scenarios: unknown scenario %q (want hol, overhead, eos, renew, burst)", s)
+			return o, fmt.Errorf("-scenarios: unknown scenario %q (want hol, overhead, eos, renew, burst, scale, producer, bigrecords)", s)
 		}
 	}
 	return o, nil
@@ -440,6 +461,22 @@ func runBackend(ctx context.Context, c *cluster, log *slog.Logger, o options, sz
 	}
 	if o.scenarios["bigrecords"] {
 		errs = append(errs, bigRecordsScenario(ctx, c, log, o.quick, add, progress))
+	}
+	if o.scenarios["producer"] {
+		producerAdd := func(variant, metric string, v float64, unit, note string) {
+			add("producer", variant, metric, v, unit, note)
+		}
+		if err := runProducer(ctx, c, log, o.database, o.quick, producerAdd, progress); err != nil {
+			errs = append(errs, fmt.Errorf("producer: %w", err))
+		}
+	}
+	if o.scenarios["scale"] {
+		scaleAdd := func(variant, metric string, v float64, unit, note string) {
+			add("scale", variant, metric, v, unit, note)
+		}
+		if err := runScale(ctx, c, log, scaleSizesFor(o.quick), o.cluster, scaleAdd, progress); err != nil {
+			errs = append(errs, fmt.Errorf("scale: %w", err))
+		}
 	}
 	return br, errors.Join(errs...)
 }

@@ -14,7 +14,6 @@ package outboxbench
 // enqueue/pgoutbox.
 
 import (
-	"context"
 	"sync/atomic"
 	"testing"
 
@@ -34,24 +33,15 @@ import (
 // variant.
 const benchParallelism = 4
 
-// signupArgs is the River job of the comparison: the same payload as
-// shareq's.
-type signupArgs struct {
-	User string `json:"user"`
-	N    int    `json:"n"`
-}
-
-func (signupArgs) Kind() string { return "shareq_bench_welcome" }
-
 // benchDB returns a pool on a migrated schema with a business table,
-// bench_users.
+// UsersTable.
 func benchDB(b *testing.B) *pgxpool.Pool {
 	b.Helper()
 	pool, _ := pgtest.NewPool(b, 32)
 	if err := migrations.Up(b.Context(), pool); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := pool.Exec(b.Context(), "CREATE TABLE bench_users (id bigserial PRIMARY KEY, email text NOT NULL)"); err != nil {
+	if err := CreateUsersTable(b.Context(), pool); err != nil {
 		b.Fatal(err)
 	}
 	return pool
@@ -79,17 +69,6 @@ func riverClient(b *testing.B, pool *pgxpool.Pool) (*river.Client[pgx.Tx], strin
 	return rc, schema
 }
 
-// signupTx is one transaction of the benchmark: the business row, then
-// the job through enqueueJob.
-func signupTx(ctx context.Context, pool *pgxpool.Pool, n int, enqueueJob func(tx pgx.Tx, v signupArgs) error) error {
-	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "INSERT INTO bench_users (email) VALUES ($1)", "user@example.com"); err != nil {
-			return err
-		}
-		return enqueueJob(tx, signupArgs{User: "user@example.com", N: n})
-	})
-}
-
 func BenchmarkTransactionalEnqueue(b *testing.B) {
 	pool := benchDB(b)
 	topic := "welcome" // no relay runs: the topic need not exist
@@ -99,14 +78,14 @@ func BenchmarkTransactionalEnqueue(b *testing.B) {
 	var n, shareqN, riverN atomic.Int64
 	shareq := func() error {
 		shareqN.Add(1)
-		return signupTx(ctx, pool, int(n.Add(1)), func(tx pgx.Tx, v signupArgs) error {
+		return SignupTx(ctx, pool, int(n.Add(1)), func(tx pgx.Tx, v Signup) error {
 			_, err := pgoutbox.EnqueueTx(ctx, tx, topic, v)
 			return err
 		})
 	}
 	riv := func() error {
 		riverN.Add(1)
-		return signupTx(ctx, pool, int(n.Add(1)), func(tx pgx.Tx, v signupArgs) error {
+		return SignupTx(ctx, pool, int(n.Add(1)), func(tx pgx.Tx, v Signup) error {
 			_, err := rc.InsertTx(ctx, tx, v, nil)
 			return err
 		})
@@ -117,7 +96,7 @@ func BenchmarkTransactionalEnqueue(b *testing.B) {
 	// Both sides committed what they were timed for.
 	var outbox, jobs, users int64
 	err := pool.QueryRow(ctx, "SELECT (SELECT count(*) FROM "+pgoutbox.Table+"), (SELECT count(*) FROM "+
-		pgx.Identifier{riverSchema, "river_job"}.Sanitize()+"), (SELECT count(*) FROM bench_users)").Scan(&outbox, &jobs, &users)
+		pgx.Identifier{riverSchema, "river_job"}.Sanitize()+"), (SELECT count(*) FROM "+UsersTable+")").Scan(&outbox, &jobs, &users)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -70,7 +70,7 @@ func warm(b *testing.B, n int, ops ...func() error) {
 func counts(b *testing.B, pool *pgxpool.Pool, riverSchema, where string) (outbox, jobs, users int64) {
 	b.Helper()
 	err := pool.QueryRow(b.Context(), "SELECT (SELECT count(*) FROM "+pgoutbox.Table+" "+where+"), (SELECT count(*) FROM "+
-		pgx.Identifier{riverSchema, "river_job"}.Sanitize()+"), (SELECT count(*) FROM bench_users)").Scan(&outbox, &jobs, &users)
+		pgx.Identifier{riverSchema, "river_job"}.Sanitize()+"), (SELECT count(*) FROM "+UsersTable+")").Scan(&outbox, &jobs, &users)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -85,14 +85,14 @@ func BenchmarkScheduledEnqueue(b *testing.B) {
 	var n, shareqN, riverN atomic.Int64
 	shareq := func() error {
 		shareqN.Add(1)
-		return signupTx(ctx, pool, int(n.Add(1)), func(tx pgx.Tx, v signupArgs) error {
+		return SignupTx(ctx, pool, int(n.Add(1)), func(tx pgx.Tx, v Signup) error {
 			_, err := pgoutbox.EnqueueJobTx(ctx, tx, enqueue.NewJob(topic, v), pgoutbox.In(time.Hour))
 			return err
 		})
 	}
 	riv := func() error {
 		riverN.Add(1)
-		return signupTx(ctx, pool, int(n.Add(1)), func(tx pgx.Tx, v signupArgs) error {
+		return SignupTx(ctx, pool, int(n.Add(1)), func(tx pgx.Tx, v Signup) error {
 			_, err := rc.InsertTx(ctx, tx, v, &river.InsertOpts{ScheduledAt: time.Now().Add(time.Hour)})
 			return err
 		})
@@ -126,7 +126,7 @@ func BenchmarkUniqueEnqueue(b *testing.B) {
 	sides := func(key func(n int) string) (shareq, riv func() error) {
 		shareq = func() error {
 			shareqN.Add(1)
-			return signupTx(ctx, pool, int(n.Add(1)), func(tx pgx.Tx, v signupArgs) error {
+			return SignupTx(ctx, pool, int(n.Add(1)), func(tx pgx.Tx, v Signup) error {
 				res, err := pgoutbox.EnqueueJobTx(ctx, tx, enqueue.NewJob(topic, v), pgoutbox.Unique(key(v.N)))
 				if res.Duplicate {
 					shareqDup.Add(1)
@@ -136,7 +136,7 @@ func BenchmarkUniqueEnqueue(b *testing.B) {
 		}
 		riv = func() error {
 			riverN.Add(1)
-			return signupTx(ctx, pool, int(n.Add(1)), func(tx pgx.Tx, v signupArgs) error {
+			return SignupTx(ctx, pool, int(n.Add(1)), func(tx pgx.Tx, v Signup) error {
 				res, err := rc.InsertTx(ctx, tx, uniqueArgs{Key: key(v.N), User: v.User, N: v.N}, riverOpts)
 				if err == nil && res.UniqueSkippedAsDuplicate {
 					riverDup.Add(1)
