@@ -136,7 +136,7 @@ func BenchmarkRelayLatency(b *testing.B) {
 func BenchmarkEnqueue(b *testing.B) {
 	c := kafkatest.New(b)
 	topic := c.Topic(b, 3)
-	cl := c.Client(b)
+	cl := c.Client(b, enqueue.ProducerOpts()...)
 	q, err := enqueue.New(cl)
 	if err != nil {
 		b.Fatal(err)
