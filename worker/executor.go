@@ -144,9 +144,11 @@ type executor struct {
 	pause  *pause
 	reruns []*xjob // paused jobs to run again now that the pause is over, oldest first
 
-	// Credits: outstanding were granted and not yet used by a delivery.
-	// The executor keeps running + queued + outstanding at
-	// conc + prefetch, and grants nothing while stopping.
+	// Credits: outstanding were granted and not yet used by a delivery;
+	// below 0, a debt: the member delivered that many past the credit
+	// (member.Delivery, batch_optimized fetches). The executor keeps
+	// running + queued + outstanding at conc + prefetch, and grants
+	// nothing while stopping.
 	outstanding int
 	prefetch    int
 	completed   int     // handler returns since the last prefetch reading
@@ -432,9 +434,10 @@ func (x *executor) event(ev member.Event) {
 // deliver takes a delivered record: a new job, queued for a slot, or a
 // new delivery of a record whose job the executor already has.
 func (x *executor) deliver(d member.Delivery) {
-	if x.outstanding > 0 {
-		x.outstanding--
-	}
+	// Below 0 when the member delivered past the credit (a whole producer
+	// batch, batch_optimized): a debt the member keeps too, so both agree
+	// on what is granted, and topUp grants nothing until it is repaid.
+	x.outstanding--
 	if d.Lock > x.lockSeen {
 		x.lockSeen = d.Lock
 	}

@@ -1032,6 +1032,39 @@ func TestExecutorGrantsCreditAsSlotsFree(t *testing.T) {
 	})
 }
 
+// A member may deliver past the credit (a whole producer batch in a
+// batch_optimized fetch): the records run, and the credit they took
+// beyond the grant is a debt that the jobs ending repay before the
+// member may fetch again.
+func TestExecutorRepaysCreditDebtBeforeFetchingMore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newCtl()
+		b := startExecutor(t, h, nil, Concurrency(2))
+		b.f.deliver(delivery(1, 1, lock), delivery(2, 1, lock), delivery(3, 1, lock), delivery(4, 1, lock), delivery(5, 1, lock))
+		if got := b.f.credit(); got != -3 {
+			t.Fatalf("credit %d after 5 deliveries on a grant of 2, want -3", got)
+		}
+		for off := int64(1); off <= 3; off++ {
+			h.finish(off, nil)
+			if got := b.f.credit(); got > 0 {
+				t.Fatalf("credit %d after %d of 5 jobs ended, want none until 3 have (2 slots)", got, off)
+			}
+		}
+		h.finish(4, nil)
+		if got := b.f.credit(); got != 1 {
+			t.Fatalf("credit %d with one job in hand, want 1 (Concurrency 2)", got)
+		}
+		if got := b.obs.startedList(); !slices.Equal(got, []int64{1, 2, 3, 4, 5}) {
+			t.Fatalf("started %v, want every delivery in order", got)
+		}
+		h.finish(5, nil)
+		if got := b.f.credit(); got != 2 {
+			t.Fatalf("credit %d with nothing in hand, want 2", got)
+		}
+		b.stop(t)
+	})
+}
+
 func TestExecutorPrefetchFor(t *testing.T) {
 	for _, tc := range []struct {
 		name      string

@@ -26,6 +26,10 @@ type decoder struct {
 	cache  map[batchKey]*decodedBatch
 	order  []batchKey // oldest first
 	bytes  int
+	// batchSize is, per partition, the most records of a producer batch
+	// in the partition's latest response that held acquired records
+	// (acquire.go); absent: none seen yet.
+	batchSize map[tp]int
 }
 
 type batchKey struct {
@@ -39,7 +43,7 @@ type decodedBatch struct {
 }
 
 func newDecoder() *decoder {
-	return &decoder{decomp: kgo.DefaultDecompressor(), cache: map[batchKey]*decodedBatch{}}
+	return &decoder{decomp: kgo.DefaultDecompressor(), cache: map[batchKey]*decodedBatch{}, batchSize: map[tp]int{}}
 }
 
 // records returns the record of every acquired offset, in the order of
@@ -52,6 +56,7 @@ func (d *decoder) records(p tp, raw []byte, acquired []kmsg.ShareFetchResponseTo
 	}
 	out := make([]*kgo.Record, 0, n)
 	var batches []*decodedBatch
+	largest := 0
 	for len(raw) >= 12 {
 		base := int64(binary.BigEndian.Uint64(raw))
 		size := 12 + int(int32(binary.BigEndian.Uint32(raw[8:])))
@@ -63,11 +68,15 @@ func (d *decoder) records(p tp, raw []byte, acquired []kmsg.ShareFetchResponseTo
 		last := int64(-1) // unknown: decode to find out
 		if len(b) >= 27 && b[16] == 2 {
 			last = base + int64(int32(binary.BigEndian.Uint32(b[23:27])))
+			largest = max(largest, int(last-base+1))
 		}
 		if last >= 0 && !overlaps(base, last, acquired) {
 			continue
 		}
 		batches = append(batches, d.batch(p, base, b))
+	}
+	if largest > 0 {
+		d.batchSize[p] = largest
 	}
 	i := 0 // batches hold ascending offsets, as do the acquired ranges
 	for _, a := range acquired {
@@ -143,6 +152,11 @@ func (d *decoder) batch(p tp, base int64, raw []byte) *decodedBatch {
 // forget drops the decoded batches of a topic (it was re-created: its
 // offsets start again).
 func (d *decoder) forget(topic string) {
+	for p := range d.batchSize {
+		if p.topic == topic {
+			delete(d.batchSize, p)
+		}
+	}
 	d.order = slices.DeleteFunc(d.order, func(k batchKey) bool {
 		if k.p.topic != topic {
 			return false

@@ -133,9 +133,10 @@ type AckResult struct {
 // then fetched again.
 type Event struct {
 	// Deliveries are newly acquired records, each using one granted
-	// credit. A key may be delivered again while its first delivery is
-	// still held (its lock ran out and this member fetched it again);
-	// the member then holds only the newest delivery.
+	// credit, past the credit if a fetch acquired more (see
+	// [Member.Grant]). A key may be delivered again while its first
+	// delivery is still held (its lock ran out and this member fetched
+	// it again); the member then holds only the newest delivery.
 	Deliveries []Delivery
 	// Renewals answer [Member.Renew], one per key asked for.
 	Renewals []Renewal
@@ -190,7 +191,8 @@ type Stats struct {
 	Partitions int
 	// Held is the number of records acquired and not yet acknowledged.
 	Held int
-	// Credit is the number of records the member may still fetch.
+	// Credit is the number of records the member may still fetch; below
+	// 0, the records delivered past the credit not yet repaid by grants.
 	Credit int
 	// FetchRTT is a moving average of the round trip of ShareFetch
 	// requests that returned records (long polls that waited for records
@@ -208,4 +210,11 @@ type Stats struct {
 	SessionsReset   int64 // sessions reopened after an error
 	Rejoins         int64 // times the member rejoined after being fenced
 	HeartbeatErrors int64
+
+	// BatchFetches are the fetches sent in batch_optimized mode
+	// (acquire.go); the others were record_limit.
+	BatchFetches int64
+	// OverCredit counts the records fetches delivered past the credit
+	// they asked for (whole producer batches, batch_optimized).
+	OverCredit int64
 }
