@@ -11,7 +11,7 @@
 //	          6 partitions and 24 workers; a classic consumer group of 24
 //	          members vs shareq at Concurrency 24 vs the ideal list
 //	          schedule (the physical limit).
-//	overhead  no-op jobs: shareq at Concurrency 24, 100 and 1,000 vs a raw
+//	overhead  no-op jobs: shareq at Concurrency 1, 24, 100 and 1,000 vs a raw
 //	          franz-go share loop and a raw consumer group, on the same
 //	          records; each shareq rate as a ratio to the raw share loop.
 //	eos       one INSERT per job, exactly once, 16 slots on both sides:
