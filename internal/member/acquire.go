@@ -28,11 +28,15 @@ const (
 	acquireRecordLimit    int8 = 1
 )
 
+// recordLimitOnly makes every fetch record_limit: the baseline of
+// BenchmarkMemberAcquireMode, set only before any member runs.
+var recordLimitOnly = false
+
 // acquireMode is the acquire mode of the session's next fetch, which asks
 // for share records.
 func (m *Member) acquireMode(s *session, share int) int8 {
 	want := m.meta.want[s.broker]
-	if len(want) == 0 {
+	if len(want) == 0 || recordLimitOnly {
 		return acquireRecordLimit
 	}
 	for _, p := range want {

@@ -15,8 +15,10 @@
 // safe for concurrent use.
 //
 // The worker's executor is the only user. It grants capacity with
-// [Member.Grant] (the member fetches at most that many records, in
-// record_limit mode), receives deliveries, renewal results and lost locks
+// [Member.Grant] (the member asks for at most that many records:
+// record_limit fetches, or batch_optimized ones when the credit covers
+// whole producer batches, which may deliver past it; see acquire.go),
+// receives deliveries, renewal results and lost locks
 // as [Event]s, and sends each record's terminal acknowledgement with
 // [Member.Ack] and renewals with [Member.Renew]. The graceful stop is
 // [Member.StopFetching], then [Member.Quiet], then the final acks, then
@@ -42,6 +44,8 @@
 //   - held.go: the held records, their acknowledgements' and renewals'
 //     results, lost locks.
 //   - decode.go: record batches to deliveries.
+//   - acquire.go: each fetch's acquire mode (record_limit or
+//     batch_optimized), and what was measured of each.
 //   - stop.go: the stop sequence (stopPhase, in order), the hard stop.
 package member
 
