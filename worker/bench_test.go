@@ -99,3 +99,79 @@ func benchSetup(b *testing.B) (*kafkatest.Cluster, string, string) {
 	}
 	return c, topic, group
 }
+
+// requestTimes is a kgo hook that sums the round trips of the share
+// session requests (ShareFetch 78, ShareAcknowledge 79): their count and
+// their time from the write to the end of the response's read.
+type requestTimes struct {
+	fetches, acks  atomic.Int64
+	fetchNs, ackNs atomic.Int64
+}
+
+func (t *requestTimes) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2E) {
+	switch key {
+	case 78:
+		t.fetches.Add(1)
+		t.fetchNs.Add(int64(e2e.DurationE2E()))
+	case 79:
+		t.acks.Add(1)
+		t.ackNs.Add(int64(e2e.DurationE2E()))
+	}
+}
+
+// BenchmarkNoopRequests measures what limits the no-op rate: the worker
+// at Concurrency 24 and 1,000 on b.N records, with the round trip of
+// every share request timed (kgo's HookBrokerE2E). It reports records
+// per fetch, the mean round trip of a fetch (acks piggybacked) and of a
+// standalone acknowledgement, and busy: the share of the wall time a
+// request of the member was in flight (one at a time per session, one
+// broker: near 1 means the broker's answers, not the member's own work,
+// set the rate).
+//
+//	go test -run '^$' -bench NoopRequests -benchtime 200000x ./worker
+func BenchmarkNoopRequests(b *testing.B) {
+	for _, concurrency := range []int{24, 1000} {
+		b.Run(fmt.Sprintf("concurrency=%d", concurrency), func(b *testing.B) {
+			c, topic, group := benchSetup(b)
+			var done atomic.Int64
+			all := make(chan struct{})
+			nop := handler.Func(func(context.Context, *handler.Job) error {
+				if done.Add(1) == int64(b.N) {
+					close(all)
+				}
+				return nil
+			})
+			times := &requestTimes{}
+			w, err := worker.New(worker.Brokers(c.Seeds...), worker.Group(group), worker.Handle(topic, nop),
+				worker.Concurrency(concurrency), worker.Logger(shareqtest.Logger()),
+				worker.ClientOpts(kgo.WithHooks(times)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			ran := make(chan error, 1)
+			b.ResetTimer()
+			start := time.Now()
+			go func() { ran <- w.Run(ctx) }()
+			select {
+			case <-all:
+			case <-time.After(10 * time.Minute):
+				b.Errorf("done %d of %d in 10 minutes", done.Load(), b.N)
+			}
+			took := time.Since(start)
+			b.StopTimer()
+			fetches, acks := times.fetches.Load(), times.acks.Load()
+			fetchNs, ackNs := times.fetchNs.Load(), times.ackNs.Load()
+			cancel()
+			if err := <-ran; err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(b.N)/took.Seconds(), "jobs/s")
+			b.ReportMetric(float64(b.N)/float64(max(fetches, 1)), "records/fetch")
+			b.ReportMetric(float64(fetchNs)/float64(max(fetches, 1))/1e6, "fetch-ms")
+			b.ReportMetric(float64(ackNs)/float64(max(acks, 1))/1e6, "ack-ms")
+			b.ReportMetric(float64(acks), "acks")
+			b.ReportMetric(float64(fetchNs+ackNs)/float64(took), "busy")
+		})
+	}
+}

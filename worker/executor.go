@@ -38,6 +38,21 @@ const (
 	// prefetchEvery is how often the executor measures its job rate and
 	// recomputes the prefetch.
 	prefetchEvery = 250 * time.Millisecond
+	// fetchesAhead is how many fetch round trips of jobs the prefetch
+	// covers at the observed rate: a fetch brings what the jobs finished
+	// while the one before it was out, so a session with one request at a
+	// time needs records for several round trips to never wait for
+	// credit, and its fetches grow with the rate instead of staying at the
+	// handful of slots that free up during one round trip.
+	fetchesAhead = 4
+	// prefetchHorizon is the least time of jobs, at the observed rate,
+	// the prefetch covers: a fetch also waits for the member's own work
+	// between requests, which the round trip does not show (on an
+	// in-process broker it is most of the cycle).
+	prefetchHorizon = 10 * time.Millisecond
+	// prefetchMax is the hard ceiling of the prefetch, in records beyond
+	// Concurrency, whatever the rate.
+	prefetchMax = 4096
 	// rateWeight is the weight of the latest reading in the job rate's
 	// moving average (a time constant of about a second).
 	rateWeight = 0.25
@@ -129,9 +144,11 @@ type executor struct {
 	pause  *pause
 	reruns []*xjob // paused jobs to run again now that the pause is over, oldest first
 
-	// Credits: outstanding were granted and not yet used by a delivery.
-	// The executor keeps running + queued + outstanding at
-	// conc + prefetch, and grants nothing while stopping.
+	// Credits: outstanding were granted and not yet used by a delivery;
+	// below 0, a debt: the member delivered that many past the credit
+	// (member.Delivery, batch_optimized fetches). The executor keeps
+	// running + queued + outstanding at conc + prefetch, and grants
+	// nothing while stopping.
 	outstanding int
 	prefetch    int
 	completed   int     // handler returns since the last prefetch reading
@@ -417,9 +434,10 @@ func (x *executor) event(ev member.Event) {
 // deliver takes a delivered record: a new job, queued for a slot, or a
 // new delivery of a record whose job the executor already has.
 func (x *executor) deliver(d member.Delivery) {
-	if x.outstanding > 0 {
-		x.outstanding--
-	}
+	// Below 0 when the member delivered past the credit (a whole producer
+	// batch, batch_optimized): a debt the member keeps too, so both agree
+	// on what is granted, and topUp grants nothing until it is repaid.
+	x.outstanding--
 	if d.Lock > x.lockSeen {
 		x.lockSeen = d.Lock
 	}
@@ -936,10 +954,7 @@ func (x *executor) armFor(k member.Key) {
 	}
 }
 
-// reading measures the job rate and recomputes the prefetch: enough
-// records beyond the free slots to cover one fetch round trip at that
-// rate (Little's law), at most Concurrency, and few enough that a queued
-// record waits at most a quarter of its lock.
+// reading measures the job rate and recomputes the prefetch (prefetchFor).
 func (x *executor) reading() {
 	now := time.Now()
 	dt := now.Sub(x.lastReading).Seconds()
@@ -954,7 +969,7 @@ func (x *executor) reading() {
 	} else if x.rate += rateWeight * (r - x.rate); x.rate < 0.01 {
 		x.rate = 0 // idle: known no longer
 	}
-	x.prefetch = prefetchFor(x.rate, x.m.Stats().FetchRTT, x.lockSeen, x.conc)
+	x.prefetch = prefetchFor(x.rate, x.m.Stats().FetchRTT, x.lockSeen)
 	x.pubRunning.Store(int64(x.running))
 	x.pubQueued.Store(int64(x.queued))
 }
@@ -966,14 +981,20 @@ func (x *executor) counts() (running, queued int) {
 	return int(x.pubRunning.Load()), int(x.pubQueued.Load())
 }
 
-// prefetchFor is the prefetch for a job rate (per second), a fetch round
-// trip and a lock duration.
-func prefetchFor(rate float64, rtt, lock time.Duration, conc int) int {
+// prefetchFor is the prefetch, in records beyond Concurrency, for a job
+// rate (per second), a fetch round trip and a lock duration: the jobs of
+// fetchesAhead round trips (at least prefetchHorizon) at that rate
+// (Little's law), so short jobs get many records in hand and long jobs
+// few; never so many that a queued record would wait more than a quarter
+// of its lock for a handler (the jobs ahead of it take about prefetch ÷
+// rate); and at most prefetchMax. No rate or round trip yet: none.
+func prefetchFor(rate float64, rtt, lock time.Duration) int {
 	if rate <= 0 || rtt <= 0 || lock <= 0 {
 		return 0
 	}
-	n := math.Ceil(rate * rtt.Seconds())
-	n = min(n, math.Floor(rate*lock.Seconds()/4), float64(conc))
+	horizon := max(fetchesAhead*rtt, prefetchHorizon)
+	n := math.Ceil(rate * horizon.Seconds())
+	n = min(n, math.Floor(rate*lock.Seconds()/4), prefetchMax)
 	return max(int(n), 0)
 }
 

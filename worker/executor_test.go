@@ -1032,6 +1032,39 @@ func TestExecutorGrantsCreditAsSlotsFree(t *testing.T) {
 	})
 }
 
+// A member may deliver past the credit (a whole producer batch in a
+// batch_optimized fetch): the records run, and the credit they took
+// beyond the grant is a debt that the jobs ending repay before the
+// member may fetch again.
+func TestExecutorRepaysCreditDebtBeforeFetchingMore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newCtl()
+		b := startExecutor(t, h, nil, Concurrency(2))
+		b.f.deliver(delivery(1, 1, lock), delivery(2, 1, lock), delivery(3, 1, lock), delivery(4, 1, lock), delivery(5, 1, lock))
+		if got := b.f.credit(); got != -3 {
+			t.Fatalf("credit %d after 5 deliveries on a grant of 2, want -3", got)
+		}
+		for off := int64(1); off <= 3; off++ {
+			h.finish(off, nil)
+			if got := b.f.credit(); got > 0 {
+				t.Fatalf("credit %d after %d of 5 jobs ended, want none until 3 have (2 slots)", got, off)
+			}
+		}
+		h.finish(4, nil)
+		if got := b.f.credit(); got != 1 {
+			t.Fatalf("credit %d with one job in hand, want 1 (Concurrency 2)", got)
+		}
+		if got := b.obs.startedList(); !slices.Equal(got, []int64{1, 2, 3, 4, 5}) {
+			t.Fatalf("started %v, want every delivery in order", got)
+		}
+		h.finish(5, nil)
+		if got := b.f.credit(); got != 2 {
+			t.Fatalf("credit %d with nothing in hand, want 2", got)
+		}
+		b.stop(t)
+	})
+}
+
 func TestExecutorPrefetchFor(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -1041,12 +1074,15 @@ func TestExecutorPrefetchFor(t *testing.T) {
 	}{
 		{"no rate yet", 0, 10 * time.Millisecond, lock, 0},
 		{"no round trip yet", 1000, 0, lock, 0},
-		{"one round trip of jobs", 1000, 10 * time.Millisecond, lock, 10},
-		{"rounded up", 1000, 10500 * time.Microsecond, lock, 11},
+		{"four round trips of jobs", 1000, 10 * time.Millisecond, lock, 40},
+		{"rounded up", 1000, 10500 * time.Microsecond, lock, 42},
+		{"at least the horizon of jobs", 100000, 100 * time.Microsecond, lock, 1000},
+		{"long jobs: one record", 24, 5 * time.Millisecond, lock, 1},
 		{"a quarter lock of waiting at most", 100, time.Second, 2 * time.Second, 50},
-		{"at most Concurrency", 100000, 10 * time.Millisecond, lock, 100},
+		{"beyond Concurrency", 10000, 10 * time.Millisecond, lock, 400},
+		{"at most prefetchMax", 1e6, 10 * time.Millisecond, lock, prefetchMax},
 	} {
-		if got := prefetchFor(tc.rate, tc.rtt, tc.lock, 100); got != tc.want {
+		if got := prefetchFor(tc.rate, tc.rtt, tc.lock); got != tc.want {
 			t.Errorf("%s: prefetchFor(%v, %v, %v) = %d, want %d", tc.name, tc.rate, tc.rtt, tc.lock, got, tc.want)
 		}
 	}
@@ -1085,9 +1121,9 @@ func TestExecutorPrefetchFollowsRateAndLock(t *testing.T) {
 		min, max int // prefetch (in hand beyond Concurrency) at a steady rate
 		slowMax  int // and once the jobs are 4× slower
 	}{
-		{"a round trip of jobs", 50 * time.Millisecond, lock, 3, 9, 3},                      // 105/s × 50 ms ≈ 5, then ≈ 1.3
+		{"four round trips of jobs", 50 * time.Millisecond, lock, 15, 30, 8},                // 105/s × 200 ms ≈ 21, then ≈ 5
 		{"a quarter lock of waiting at most", 2 * time.Second, 2 * time.Second, 35, 70, 20}, // 105/s × 0.5 s ≈ 52, then ≈ 13
-		{"at most Concurrency", 2 * time.Second, time.Minute, conc, conc, 70},               // 105/s × 2 s ≈ 210, then ≈ 52
+		{"beyond Concurrency", 2 * time.Second, time.Minute, 600, 1100, 300},                // 105/s × 8 s ≈ 840, then ≈ 210
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -1110,9 +1146,10 @@ func TestExecutorPrefetchFollowsRateAndLock(t *testing.T) {
 					}
 				}
 				// Jobs slow down 4×: the prefetch shrinks with the rate,
-				// by withholding the credit of finishing jobs.
+				// by withholding the credit of finishing jobs (at the
+				// slower rate, 40 s run the largest prefetch down).
 				slow.Store(4)
-				feed(f, &next, tc.lock, 20*time.Second)
+				feed(f, &next, tc.lock, 40*time.Second)
 				synctest.Wait()
 				if p := f.inHand() - conc; p > tc.slowMax {
 					t.Fatalf("prefetch %d after the rate fell 4×, want at most %d", p, tc.slowMax)

@@ -187,11 +187,13 @@ func Use(mws ...handler.Middleware) Option {
 }
 
 // Concurrency sets how many handlers may run at once: the worker's one
-// knob. The worker holds up to this many records, plus a small prefetch
-// that covers one fetch round trip at the observed job rate (never more
-// than Concurrency, and never so much that a record would wait more than a
-// quarter of its lock for a handler), and fetches as handlers free up. A
-// slow job holds only its own slot. The worker is one share-group member
+// knob. The worker holds up to this many records plus a prefetch that
+// follows the observed job rate: the jobs of four fetch round trips at
+// that rate (at least 10 ms of them), so short jobs get up to 4,096
+// records in hand beyond Concurrency and long jobs one or two; never so
+// many that a record would wait more than a quarter of its lock for a
+// handler. It fetches as handlers free up. A slow job holds only its own
+// slot. The worker is one share-group member
 // whatever the Concurrency (Kafka allows 200 members per group by
 // default, group.share.max.size). Default [ConcurrencyDefault].
 func Concurrency(n int) Option {

@@ -136,9 +136,9 @@ func (x *executor) maybeProbe() {
 			return
 		}
 	}
-	if x.outstanding == 0 {
-		x.outstanding++
-		x.m.Grant(1)
+	if x.outstanding < 1 { // credit for one record, past any debt
+		x.m.Grant(1 - x.outstanding)
+		x.outstanding = 1
 	}
 }
 

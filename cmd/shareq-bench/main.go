@@ -2,7 +2,7 @@
 // would weigh it against, in one run, and reports ratios within that run:
 //
 //	go run ./cmd/shareq-bench [-broker kfake|127.0.0.1:19092|both]
-//	    [-database URL] [-scenarios hol,overhead,eos,renew,burst,producer,scale] [-out bench-out/] [-quick]
+//	    [-database URL] [-scenarios hol,overhead,eos,renew,burst,latency,producer,scale] [-out bench-out/] [-quick]
 //	    [-cluster HOST:PORT,HOST:PORT,HOST:PORT]
 //
 // Scenarios, each run on every backend asked for (kfake in process, and
@@ -12,7 +12,7 @@
 //	          6 partitions and 24 workers; a classic consumer group of 24
 //	          members vs shareq at Concurrency 24 vs the ideal list
 //	          schedule (the physical limit).
-//	overhead  no-op jobs: shareq at Concurrency 24, 100 and 1,000 vs a raw
+//	overhead  no-op jobs: shareq at Concurrency 1, 24, 100 and 1,000 vs a raw
 //	          franz-go share loop and a raw consumer group, on the same
 //	          records; each shareq rate as a ratio to the raw share loop.
 //	eos       one INSERT per job, exactly once, 16 slots on both sides:
@@ -26,6 +26,9 @@
 //	          re-executed) of Concurrency 4: makespan against the ideal
 //	          ceil(N/(3·C))·d and jobs per worker, with enqueue.Partitioner
 //	          and with franz-go's default (sticky) partitioner.
+//	latency   start latency: jobs produced at 100/s and at 1,000/s (10 s
+//	          each, 3 s with -quick) to a joined, otherwise idle worker of
+//	          Concurrency 24; p50, p99 and max from produce to handler start.
 //	bigrecords (only when named) 500 records of 1 MiB, one worker process
 //	          per variant of Concurrency and worker.MaxBytesInHand: its
 //	          peak resident set (VmHWM) against the bound.
@@ -116,7 +119,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	broker := fs.String("broker", "kfake", "kfake, a broker address (host:port), or both (kfake, then $SHAREQ_TEST_KAFKA or "+realBrokerDefault+")")
 	database := fs.String("database", os.Getenv("SHAREQ_TEST_POSTGRES"), "Postgres URL for the eos scenario (default $SHAREQ_TEST_POSTGRES; scripts/postgres.sh url)")
-	scen := fs.String("scenarios", "hol,overhead,eos,renew,burst", "comma-separated scenarios to run")
+	scen := fs.String("scenarios", "hol,overhead,eos,renew,burst,latency", "comma-separated scenarios to run")
 	out := fs.String("out", "bench-out", "directory for results.csv and the charts")
 	quick := fs.Bool("quick", false, "smaller counts and shorter no-op runs (a few minutes on kfake)")
 	clusterSeeds := fs.String("cluster", "", "seed brokers of a 3-broker cluster (scripts/kafka-cluster.sh seeds) for the scale scenario's brokers row on Kafka")
@@ -141,13 +144,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	for _, s := range strings.Split(*scen, ",") {
 		switch s = strings.TrimSpace(s); s {
-		case "hol", "overhead", "eos", "renew", "burst", "scale", "producer":
-			o.scenarios[s] = true
-		case "bigrecords":
+		case "hol", "overhead", "eos", "renew", "burst", "latency", "scale", "producer", "bigrecords":
 			o.scenarios[s] = true
 		case "":
 		default:
-			return o, fmt.Errorf("-scenarios: unknown scenario %q (want hol, overhead, eos, renew, burst, scale, producer, bigrecords)", s)
+			return o, fmt.Errorf("-scenarios: unknown scenario %q (want hol, overhead, eos, renew, burst, latency, scale, producer, bigrecords)", s)
 		}
 	}
 	return o, nil
@@ -160,13 +161,14 @@ type sizes struct {
 	eosJobs     int
 	eosConc     int
 	renewJobs   int
+	latencyFor  time.Duration // how long the latency scenario produces at each rate
 }
 
 func sizesFor(quick bool) sizes {
 	if quick {
-		return sizes{noopRecords: 20000, sweepLimit: 2 * time.Second, eosJobs: 2000, eosConc: 16, renewJobs: 20}
+		return sizes{noopRecords: 20000, sweepLimit: 2 * time.Second, eosJobs: 2000, eosConc: 16, renewJobs: 20, latencyFor: 3 * time.Second}
 	}
-	return sizes{noopRecords: 200000, sweepLimit: 8 * time.Second, eosJobs: 20000, eosConc: 16, renewJobs: 20}
+	return sizes{noopRecords: 200000, sweepLimit: 8 * time.Second, eosJobs: 20000, eosConc: 16, renewJobs: 20, latencyFor: 10 * time.Second}
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -424,6 +426,23 @@ func runBackend(ctx context.Context, c *cluster, log *slog.Logger, o options, sz
 		add("renew", v, "renew_errors", float64(res.RenewErrors), "count", "")
 		if res.JobDur > 0 && res.Makespan > 0 {
 			add("renew", v, "makespan_vs_job", res.Makespan.Seconds()/res.JobDur.Seconds(), "x", "all jobs ran at once: ideal 1")
+		}
+	}
+	if o.scenarios["latency"] {
+		for _, rate := range latencyRates {
+			progress(fmt.Sprintf("latency: %d jobs/s for %v, concurrency=%d", rate, sz.latencyFor, latencyConcurrency))
+			r, err := runLatency(ctx, c, log, rate, sz.latencyFor)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("latency (%d/s): %w", rate, err))
+			}
+			if r.Jobs == 0 {
+				continue
+			}
+			v := fmt.Sprintf("%d jobs/s, concurrency=%d", rate, latencyConcurrency)
+			note := fmt.Sprintf("%d jobs; produce to handler start", r.Jobs)
+			add("latency", v, "start_p50", float64(r.P50)/1e6, "ms", note)
+			add("latency", v, "start_p99", float64(r.P99)/1e6, "ms", note)
+			add("latency", v, "start_max", float64(r.Max)/1e6, "ms", note)
 		}
 	}
 	if o.scenarios["burst"] {

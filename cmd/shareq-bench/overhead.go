@@ -20,7 +20,7 @@ import (
 // is at most a twentieth of the -quick record count (see
 // TestOverheadRecordsOutnumberSlots), so no point can hold enough of
 // the topic at once to hide its steady rate.
-var overheadConcurrency = []int{24, 100, 1000}
+var overheadConcurrency = []int{1, 24, 100, 1000}
 
 // sweepPoint is one measured Concurrency setting of the no-op scenario.
 type sweepPoint struct {

@@ -139,3 +139,61 @@ func cpuTime(b *testing.B) int64 {
 	}
 	return ru.Utime.Nano() + ru.Stime.Nano()
 }
+
+// BenchmarkMemberAcquireMode measures what batch_optimized acquisition
+// saves: the member alone (as BenchmarkMemberNoop) at a credit of 1,000 on
+// b.N records written in producer batches of about 130 records (16 KiB),
+// with every fetch record_limit, and with the member's choice (it fetches
+// batch_optimized once it has seen the batches and its credit covers
+// them). It reports records/s, CPU per record, fetches and the records
+// delivered past the credit.
+//
+//	go test -run '^$' -bench MemberAcquireMode -benchtime 100000x ./internal/member
+func BenchmarkMemberAcquireMode(b *testing.B) {
+	for _, mode := range []string{"record_limit", "chosen"} {
+		b.Run(mode, func(b *testing.B) {
+			member.RecordLimitOnly(mode == "record_limit")
+			defer member.RecordLimitOnly(false)
+			c := kafkatest.New(b)
+			const partitions, credit = 6, 1000
+			topic, group := c.Topic(b, partitions), c.Group(b)
+			n := b.N + 1 // one to join with, outside the clock
+			cl := c.Client(b, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchMaxBytes(16<<10), kgo.ProducerLinger(0))
+			value := make([]byte, 100)
+			recs := make([]*kgo.Record, n)
+			for i := range recs {
+				recs[i] = &kgo.Record{Topic: topic, Partition: int32(i % partitions), Value: value}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			err := cl.ProduceSync(ctx, recs...).FirstErr()
+			cancel()
+			if err != nil {
+				b.Fatal(err)
+			}
+			r := start(b, c, group, []string{topic})
+			r.mu.Lock()
+			r.onDelivery = func(d member.Delivery) {
+				r.m.Ack(d.Key(), member.Accept)
+				r.m.Grant(1)
+			}
+			r.mu.Unlock()
+			r.m.Grant(1)
+			r.waitFor("the first delivery", func() bool { return len(r.deliveries) > 0 })
+			b.ResetTimer()
+			began, cpu := time.Now(), cpuTime(b)
+			r.m.Grant(credit - 1)
+			r.waitFor("every record accepted", func() bool { return r.m.Stats().Acks[member.Accept] >= int64(n) })
+			b.StopTimer()
+			s := r.m.Stats()
+			b.ReportMetric(float64(b.N)/time.Since(began).Seconds(), "records/s")
+			b.ReportMetric(float64(cpuTime(b)-cpu)/float64(b.N), "cpu-ns/record")
+			b.ReportMetric(float64(s.Fetches), "fetches")
+			b.ReportMetric(float64(s.BatchFetches), "batch-fetches")
+			b.ReportMetric(float64(s.OverCredit), "over-credit")
+			r.leave()
+			if s.AckErrors != 0 || s.Fetched != int64(n) {
+				b.Errorf("member stats %+v", s)
+			}
+		})
+	}
+}

@@ -31,6 +31,10 @@ type decoder struct {
 	order  []batchKey // oldest first
 	bytes  int
 	limit  int // the most bytes of batches kept decoded
+	// batchSize is, per partition, the most records of a producer batch
+	// in the partition's latest response that held acquired records
+	// (acquire.go); absent: none seen yet.
+	batchSize map[tp]int
 }
 
 type batchKey struct {
@@ -44,7 +48,7 @@ type decodedBatch struct {
 }
 
 func newDecoder(limit int) *decoder {
-	return &decoder{decomp: kgo.DefaultDecompressor(), cache: map[batchKey]*decodedBatch{}, limit: limit}
+	return &decoder{decomp: kgo.DefaultDecompressor(), cache: map[batchKey]*decodedBatch{}, limit: limit, batchSize: map[tp]int{}}
 }
 
 // records returns the record of every acquired offset, in the order of
@@ -57,6 +61,7 @@ func (d *decoder) records(p tp, raw []byte, acquired []kmsg.ShareFetchResponseTo
 	}
 	out := make([]*kgo.Record, 0, n)
 	var batches []*decodedBatch
+	largest := 0
 	for len(raw) >= 12 {
 		base := int64(binary.BigEndian.Uint64(raw))
 		size := 12 + int(int32(binary.BigEndian.Uint32(raw[8:])))
@@ -68,11 +73,15 @@ func (d *decoder) records(p tp, raw []byte, acquired []kmsg.ShareFetchResponseTo
 		last := int64(-1) // unknown: decode to find out
 		if len(b) >= 27 && b[16] == 2 {
 			last = base + int64(int32(binary.BigEndian.Uint32(b[23:27])))
+			largest = max(largest, int(last-base+1))
 		}
 		if last >= 0 && !overlaps(base, last, acquired) {
 			continue
 		}
 		batches = append(batches, d.batch(p, base, b, last >= 0 && covered(base, last, acquired)))
+	}
+	if largest > 0 {
+		d.batchSize[p] = largest
 	}
 	i := 0 // batches hold ascending offsets, as do the acquired ranges
 	for _, a := range acquired {
@@ -168,6 +177,11 @@ func (d *decoder) batch(p tp, base int64, raw []byte, whole bool) *decodedBatch 
 // forget drops the decoded batches of a topic (it was re-created: its
 // offsets start again).
 func (d *decoder) forget(topic string) {
+	for p := range d.batchSize {
+		if p.topic == topic {
+			delete(d.batchSize, p)
+		}
+	}
 	d.order = slices.DeleteFunc(d.order, func(k batchKey) bool {
 		if k.p.topic != topic {
 			return false

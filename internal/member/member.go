@@ -92,7 +92,7 @@ type Member struct {
 	nHeld    int                // the entries of held that are deliveries, not internal
 	nAcked   int                // of those, the ones with a terminal ack queued or sent (count keeps both)
 
-	credit   int // records the executor granted that no delivery has used yet
+	credit   int // records the executor granted that no delivery has used yet; below 0: delivered past it (a debt)
 	reserved int // credit promised to the fetches in flight (their request.reserved)
 
 	// The bytes in hand (bytes.go): of the deliveries whose job has not
@@ -204,7 +204,10 @@ func (m *Member) Events() <-chan Event { return m.events }
 func (m *Member) Quiet() <-chan struct{} { return m.quiet }
 
 // Grant lets the member fetch n more records. Each delivered record uses
-// one credit; the member never holds a fetch for more than the credit.
+// one credit; the member never asks a fetch for more than the credit. A
+// batch_optimized fetch may deliver past it (whole producer batches, see
+// acquire.go): the credit then goes below 0, and grants repay that debt
+// before the member fetches again.
 func (m *Member) Grant(n int) {
 	if n <= 0 {
 		return

@@ -187,7 +187,12 @@ func (m *Member) handleFetch(rq *request, resp *kmsg.ShareFetchResponse, lock ti
 		}
 	}
 	if n := len(m.out.Deliveries) - deliveredBefore; n > 0 {
-		m.credit = max(0, m.credit-n)
+		// Past the credit (a batch_optimized fetch took whole producer
+		// batches, acquire.go), the credit goes below 0: a debt that the
+		// executor, which counts deliveries against its grants, keeps too,
+		// and repays with the grants of the jobs that end.
+		m.credit -= n
+		m.st.OverCredit += int64(max(0, n-rq.reserved))
 		var bytes int64
 		for _, d := range m.out.Deliveries[deliveredBefore:] {
 			bytes += recordBytes(d.Record)
@@ -246,10 +251,10 @@ func (m *Member) acquire(rq *request, p tp, sp *kmsg.ShareFetchResponseTopicPart
 				h.internal, h.ack, h.ackSent = true, opGap, false
 				s.queue(k, h)
 			default:
-				// Even past the credit (a broker that gave more than
-				// MaxRecords): a release would cost a delivery, and
-				// archive a last one, so deliver it; the credit does not
-				// go below 0.
+				// Even past the credit (a batch_optimized fetch gave
+				// more than MaxRecords): a release would cost a
+				// delivery, and archive a last one, so deliver it; the
+				// credit goes below 0 (handleFetch).
 				h.size = recordBytes(rec)
 				m.count(h, 1)
 				m.out.Deliveries = append(m.out.Deliveries, h.d)

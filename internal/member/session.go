@@ -214,7 +214,7 @@ func (m *Member) share(s *session, fetchers int) int {
 		return 0
 	}
 	free := m.credit - m.reserved
-	return min(free, (m.credit+fetchers-1)/fetchers, m.recordsRoom())
+	return max(0, min(free, (m.credit+fetchers-1)/fetchers, m.recordsRoom())) // credit below 0 is a debt (handleFetch)
 }
 
 // hold reports whether the session still holds back its next request
@@ -321,7 +321,7 @@ func (m *Member) sendFetch(s *session, share int) {
 	req.MaxBytes = 50 << 20
 	req.MaxRecords = int32(share)
 	req.BatchSize = int32(share)
-	req.ShareAcquireMode = 1
+	req.ShareAcquireMode = m.acquireMode(s, share) // acquire.go
 	parts := map[tp]*kmsg.ShareFetchRequestTopicPartition{}
 	topics := map[string]int{}
 	add := func(p tp) *kmsg.ShareFetchRequestTopicPartition {

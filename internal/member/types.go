@@ -15,8 +15,10 @@
 // safe for concurrent use.
 //
 // The worker's executor is the only user. It grants capacity with
-// [Member.Grant] (the member fetches at most that many records, in
-// record_limit mode), receives deliveries, renewal results and lost locks
+// [Member.Grant] (the member asks for at most that many records:
+// record_limit fetches, or batch_optimized ones when the credit covers
+// whole producer batches, which may deliver past it; see acquire.go),
+// receives deliveries, renewal results and lost locks
 // as [Event]s, and sends each record's terminal acknowledgement with
 // [Member.Ack] and renewals with [Member.Renew]. The graceful stop is
 // [Member.StopFetching], then [Member.Quiet], then the final acks, then
@@ -44,6 +46,8 @@
 //   - decode.go: record batches to deliveries.
 //   - bytes.go: the bytes in hand ([Config.MaxBytes]) and how they size
 //     fetches.
+//   - acquire.go: each fetch's acquire mode (record_limit or
+//     batch_optimized), and what was measured of each.
 //   - stop.go: the stop sequence (stopPhase, in order), the hard stop.
 package member
 
@@ -135,9 +139,10 @@ type AckResult struct {
 // then fetched again.
 type Event struct {
 	// Deliveries are newly acquired records, each using one granted
-	// credit. A key may be delivered again while its first delivery is
-	// still held (its lock ran out and this member fetched it again);
-	// the member then holds only the newest delivery.
+	// credit, past the credit if a fetch acquired more (see
+	// [Member.Grant]). A key may be delivered again while its first
+	// delivery is still held (its lock ran out and this member fetched
+	// it again); the member then holds only the newest delivery.
 	Deliveries []Delivery
 	// Renewals answer [Member.Renew], one per key asked for.
 	Renewals []Renewal
@@ -196,7 +201,8 @@ type Stats struct {
 	// hand: delivered and their job not ended (no terminal ack queued);
 	// within Config.MaxBytes plus one fetch's overshoot (bytes.go).
 	HeldBytes int64
-	// Credit is the number of records the member may still fetch.
+	// Credit is the number of records the member may still fetch; below
+	// 0, the records delivered past the credit not yet repaid by grants.
 	Credit int
 	// FetchRTT is a moving average of the round trip of ShareFetch
 	// requests that returned records (long polls that waited for records
@@ -214,4 +220,11 @@ type Stats struct {
 	SessionsReset   int64 // sessions reopened after an error
 	Rejoins         int64 // times the member rejoined after being fenced
 	HeartbeatErrors int64
+
+	// BatchFetches are the fetches sent in batch_optimized mode
+	// (acquire.go); the others were record_limit.
+	BatchFetches int64
+	// OverCredit counts the records fetches delivered past the credit
+	// they asked for (whole producer batches, batch_optimized).
+	OverCredit int64
 }
