@@ -42,7 +42,10 @@ const (
 // hand stay within MaxBytes plus one record per broker fetched from at
 // once. Where sizes vary, a fetch may bring up to room ÷ mean size
 // records of any size: the mean follows the latest fetches (a weight of
-// a quarter each).
+// a quarter each). A batch_optimized fetch (acquire.go) may bring the
+// rest of a producer batch past its MaxRecords, per partition fetched;
+// the member asks for one only when the fetch's share, which the room
+// bounds, covers the batches of every partition it fetches.
 
 // recordBytes is what r counts against Config.MaxBytes.
 func recordBytes(r *kgo.Record) int64 {
