@@ -22,7 +22,9 @@ const StatementTimeoutDefault = 10 * time.Second
 // pauses the worker like an outage, within seconds, instead of holding
 // the job until its context ends and then spending its delivery.
 //
-// The BEGIN and the COMMIT of a claim are given d; without an answer the
+// The BEGIN (with the wait for a connection of the pool, and its making:
+// keep d well above the time a connection takes) and the COMMIT of a
+// claim are given d; without an answer the
 // claim fails with a [handler.UnavailableError] of [Dependency] (for the
 // COMMIT, with an unknown outcome, as for a connection lost during it:
 // see [Store.Claim]). The claim's INSERT, which waits for an unfinished
