@@ -54,6 +54,7 @@ func (p *phase) schedule(window time.Duration) []faultRecord {
 	if p.o.webhookDownFor > 0 && p.name != phaseCluster3 {
 		kinds = append(kinds, faultWebhookDown)
 	}
+	kinds = append(kinds, p.silentKinds()...)
 	out := make([]faultRecord, len(kinds))
 	for i, k := range kinds {
 		// Between 10% and 80% of the window: the last faults still find
@@ -142,6 +143,9 @@ func (p *phase) fault(ctx context.Context, kind string) (string, error) {
 
 	case faultKillParking:
 		return p.killParking(ctx)
+
+	case faultSilentBroker, faultSilentPostgres:
+		return p.silentFault(ctx, kind)
 
 	case faultWebhookDown:
 		busy := p.waitBusy(ctx)

@@ -90,6 +90,8 @@ type options struct {
 	spareDeliveries   int
 	poisonPct         float64
 	slowPct           float64
+	silentBroker      bool
+	silentPostgres    bool
 }
 
 func driverMain(args []string) int {
@@ -116,6 +118,8 @@ func driverMain(args []string) int {
 	fs.BoolVar(&o.keep, "keep", false, "keep the topics, group and schema of a passing phase (a failing one always keeps them)")
 	fs.Float64Var(&o.poisonPct, "poison", 1, "percent of jobs that are poison")
 	fs.Float64Var(&o.slowPct, "slow", 1, "percent of jobs that outrun the record lock")
+	fs.BoolVar(&o.silentBroker, "silent-broker", true, "add a fault (single-broker phase, not -short): a worker's connections to its broker go silent (no byte passes, nothing is closed) for longer than the lock and the session timeout")
+	fs.BoolVar(&o.silentPostgres, "silent-postgres", true, "add a fault (single-broker phase, not -short): a worker's Postgres connections go silent likewise")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

@@ -100,6 +100,7 @@ type phase struct {
 	killedParking string        // the poison job whose parking delivery was killed
 	drainStop     string        // why the drain stopped short
 	hitAt         time.Duration // when the fault in progress struck (set by hit)
+	silent        *silentRoutes // the slots' proxies for the silent faults (fault_silent.go)
 	abort         context.CancelCauseFunc
 
 	replayed     map[string]bool // healthy jobs replayed from the DLQ
@@ -184,6 +185,11 @@ func runPhase(ctx context.Context, svc *services, o options, name string, seed u
 		"-webhook-flag", p.webhookFlag(),
 		"-deadline", workerDeadline.Add(time.Minute).Format(time.RFC3339Nano),
 	}, p.logDir, p.ev, o.workers)
+	closeRoutes, err := p.routeSilent()
+	defer closeRoutes()
+	if err != nil {
+		return nil, fmt.Errorf("silent-network proxies: %w", err)
+	}
 	fleetCtx, stopFleet := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopFleet()
 	p.fleet.start(fleetCtx)

@@ -45,6 +45,7 @@ type slot struct {
 	stdin   io.WriteCloser
 	exited  chan struct{} // closed when the current process is reaped
 	expect  string        // the fault that is about to end the process, if any
+	extra   []string      // flags of this slot's processes only, after the common ones
 	starts  int
 	crashes int // exits nobody asked for
 }
@@ -113,7 +114,7 @@ func (f *fleet) launch(s *slot) error {
 	}
 	s.starts++
 	name := fmt.Sprintf("%s.%d", s.name, s.starts)
-	cmd := exec.Command(f.exe, append([]string{"worker", "-name", name}, f.args...)...)
+	cmd := exec.Command(f.exe, append(append([]string{"worker", "-name", name}, f.args...), s.extra...)...)
 	cmd.Stderr = logf
 	// Its own process group, so a Ctrl-C on the soak's terminal reaches
 	// the driver only, which then stops the workers itself; and a kill

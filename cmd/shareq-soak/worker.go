@@ -58,6 +58,7 @@ type workerFlags struct {
 	parkAt          int
 	groupLimit      int
 	webhookFlag     string
+	kafkaVia        string
 	deadline        time.Time
 }
 
@@ -82,6 +83,7 @@ func workerMain(args []string) int {
 	fs.IntVar(&f.parkAt, "park-at", 0, "dlq.DeliveryLimit: the delivery on which failing jobs are parked (0: the group's limit)")
 	fs.IntVar(&f.groupLimit, "group-limit", 0, "worker.GroupDeliveryLimit: the group's share.delivery.count.limit, written before joining (0: leave it)")
 	fs.StringVar(&f.webhookFlag, "webhook-flag", "", "while this file exists, the \"webhook\" every job calls is down: handlers return handler.Unavailable(\"webhook\")")
+	fs.StringVar(&f.kafkaVia, "kafka-via", "", "send every broker connection to this address (a proxy of the single broker: the silent-broker fault)")
 	fs.StringVar(&deadline, "deadline", "", "RFC 3339 time at which to stop regardless")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -153,7 +155,7 @@ func runWorker(ctx context.Context, f workerFlags, log *slog.Logger) error {
 	}
 
 	brokers := strings.Split(f.brokers, ",")
-	producer, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	producer, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, viaProxy(f.kafkaVia)...)...)
 	if err != nil {
 		return err
 	}
@@ -213,6 +215,7 @@ func runWorker(ctx context.Context, f workerFlags, log *slog.Logger) error {
 		worker.StartTimeout(20 * time.Second),
 		worker.Logger(log),
 		worker.WithObserver(observer{}),
+		worker.ClientOpts(viaProxy(f.kafkaVia)...),
 	}
 	if f.groupLimit > 0 {
 		opts = append(opts, worker.GroupDeliveryLimit(f.groupLimit))

@@ -19,7 +19,7 @@ import (
 
 // proxied returns a Store whose pool reaches Postgres through a proxy the
 // test cuts, the proxy, and a direct pool on the same schema.
-func proxied(t *testing.T) (*pgstore.Store, *cutproxy.Proxy, *pgxpool.Pool) {
+func proxied(t *testing.T, opts ...pgstore.Option) (*pgstore.Store, *cutproxy.Proxy, *pgxpool.Pool) {
 	t.Helper()
 	direct, schema := newPool(t)
 	if err := migrations.Up(t.Context(), direct); err != nil {
@@ -42,7 +42,7 @@ func proxied(t *testing.T) (*pgstore.Store, *cutproxy.Proxy, *pgxpool.Pool) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	s, err := pgstore.New(pool)
+	s, err := pgstore.New(pool, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -100,6 +100,7 @@ func (f optionFunc) apply(c *config) { f(c) }
 type config struct {
 	table      string
 	sweepBatch int
+	timeout    time.Duration
 }
 
 // Table sets the claim table: a lower-case Postgres identifier, optionally
@@ -132,6 +133,7 @@ type Store struct {
 	sweepSQL     string
 	checkSQL     string
 	batch        int
+	timeout      time.Duration // StatementTimeout
 }
 
 var identRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
@@ -139,7 +141,7 @@ var identRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 // New returns a Store that keeps claims in db. It checks its options, not
 // the database: call [Store.Check] at start-up for that.
 func New(db DB, opts ...Option) (*Store, error) {
-	c := &config{table: TableDefault, sweepBatch: SweepBatchDefault}
+	c := &config{table: TableDefault, sweepBatch: SweepBatchDefault, timeout: StatementTimeoutDefault}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(c)
@@ -165,6 +167,9 @@ func New(db DB, opts ...Option) (*Store, error) {
 	if c.sweepBatch < 1 {
 		errs = append(errs, fmt.Errorf("pgstore: SweepBatch(%d): must be at least 1", c.sweepBatch))
 	}
+	if c.timeout < 0 {
+		errs = append(errs, fmt.Errorf("pgstore: StatementTimeout(%v): must not be negative", c.timeout))
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -178,6 +183,7 @@ func New(db DB, opts ...Option) (*Store, error) {
 			" WHERE claimed_at < $1 ORDER BY claimed_at LIMIT $2 FOR UPDATE SKIP LOCKED)",
 		checkSQL: "SELECT key, claimed_at, cancelled_at FROM " + t + " LIMIT 0",
 		batch:    c.sweepBatch,
+		timeout:  c.timeout,
 	}, nil
 }
 
@@ -221,12 +227,18 @@ func Tx(ctx context.Context) pgx.Tx {
 // which pauses the worker instead of spending the job's deliveries; the
 // cause stays in its chain (errors.Is, errors.As). Set connect_timeout in
 // the pool's connection string, so that a begin against an unreachable
-// host fails in seconds rather than after the system's TCP timeout.
+// host fails in seconds rather than after the system's TCP timeout. A
+// Postgres that stops answering (a silent network) is an outage too,
+// after [StatementTimeout].
 func (s *Store) Claim(ctx context.Context, key string, fn func(ctx context.Context) error) (claimed bool, err error) {
 	if key == "" {
 		return false, fmt.Errorf("pgstore: claim: %w", idempotency.ErrEmptyKey)
 	}
-	tx, err := s.db.Begin(ctx)
+	var tx pgx.Tx
+	err = s.bounded(ctx, "BEGIN", func(ctx context.Context) (err error) {
+		tx, err = s.db.Begin(ctx)
+		return err
+	})
 	if err != nil {
 		return false, unavailable(ctx, nil, fmt.Errorf("pgstore: claim %q: begin: %w", key, err))
 	}
@@ -241,13 +253,13 @@ func (s *Store) Claim(ctx context.Context, key string, fn func(ctx context.Conte
 	if err != nil || !ok {
 		return false, err
 	}
-	if err := fn(idempotency.WithTx(ctx, tx)); err != nil {
+	if err := fn(idempotency.WithTx(ctx, watchedTx{Tx: tx, s: s})); err != nil {
 		// A handler whose statements failed because the connection died
 		// returns that failure: an outage, not the job's.
 		return false, unavailable(ctx, tx, err)
 	}
 	done = true
-	if err := tx.Commit(ctx); err != nil {
+	if err := s.bounded(ctx, "COMMIT", tx.Commit); err != nil {
 		return false, unavailable(ctx, tx, fmt.Errorf("pgstore: claim %q: commit: %w", key, err))
 	}
 	return true, nil
@@ -278,7 +290,11 @@ func (s *Store) ClaimTx(ctx context.Context, tx pgx.Tx, key string) (bool, error
 	if key == "" {
 		return false, fmt.Errorf("pgstore: claim: %w", idempotency.ErrEmptyKey)
 	}
-	tag, err := tx.Exec(ctx, s.claimSQL, key)
+	var tag pgconn.CommandTag
+	err := s.watched(ctx, "the claim's INSERT", func(ctx context.Context) (err error) {
+		tag, err = tx.Exec(ctx, s.claimSQL, key)
+		return err
+	})
 	if err != nil {
 		return false, unavailable(ctx, tx, fmt.Errorf("pgstore: claim %q: %w", key, s.explain(err)))
 	}
@@ -289,7 +305,9 @@ func (s *Store) ClaimTx(ctx context.Context, tx pgx.Tx, key string) (bool, error
 	// transaction that wrote the row to commit, so this statement (read
 	// committed) sees it; a row swept since reads as a run's.
 	var cancelled bool
-	err = tx.QueryRow(ctx, s.cancelledSQL, key).Scan(&cancelled)
+	err = s.watched(ctx, "the claim's SELECT", func(ctx context.Context) error {
+		return tx.QueryRow(ctx, s.cancelledSQL, key).Scan(&cancelled)
+	})
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return false, unavailable(ctx, tx, fmt.Errorf("pgstore: claim %q: %w", key, s.explain(err)))
 	}

@@ -56,6 +56,7 @@ func TestNewOptions(t *testing.T) {
 		{name: "empty schema", db: nopDB{}, opts: []pgstore.Option{pgstore.Table(".t")}, wantErr: `Table(".t")`},
 		{name: "64-byte table", db: nopDB{}, opts: []pgstore.Option{pgstore.Table(strings.Repeat("t", 64))}, wantErr: "Table("},
 		{name: "sweep batch 0", db: nopDB{}, opts: []pgstore.Option{pgstore.SweepBatch(0)}, wantErr: "SweepBatch(0)"},
+		{name: "negative statement timeout", db: nopDB{}, opts: []pgstore.Option{pgstore.StatementTimeout(-time.Second)}, wantErr: "StatementTimeout(-1s)"},
 		{
 			name: "every error reported",
 			opts: []pgstore.Option{pgstore.Table("a-b"), pgstore.SweepBatch(-1)}, wantErr: "nil DB|Table(\"a-b\")|SweepBatch(-1)",

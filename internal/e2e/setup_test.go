@@ -194,10 +194,10 @@ type env struct {
 	obs   *shareqtest.Observer
 }
 
-func setup(t *testing.T, partitions int32) *env {
+func setup(t *testing.T, partitions int32, opts ...kafkatest.Option) *env {
 	t.Helper()
 	d := newDB(t) // first: skips before any broker work when there is no database
-	c := kafkatest.New(t)
+	c := kafkatest.New(t, opts...)
 	return &env{c: c, topic: c.Topic(t, partitions), group: c.Group(t), db: d, obs: new(shareqtest.Observer)}
 }
 
@@ -230,17 +230,17 @@ func (e *env) produce(t *testing.T, ids ...string) []*kgo.Record {
 
 // claimsMiddleware returns idempotency.Middleware on a pgstore Store over
 // pool, checked at start, counting suppressed duplicates in dups.
-func claimsMiddleware(t testing.TB, pool *pgxpool.Pool, dups *atomic.Int64) handler.Middleware {
+func claimsMiddleware(t testing.TB, pool *pgxpool.Pool, dups *atomic.Int64, opts ...pgstore.Option) handler.Middleware {
 	t.Helper()
-	mw, err := newClaims(t.Context(), pool, dups)
+	mw, err := newClaims(t.Context(), pool, dups, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return mw
 }
 
-func newClaims(ctx context.Context, pool *pgxpool.Pool, dups *atomic.Int64) (handler.Middleware, error) {
-	store, err := pgstore.New(pool)
+func newClaims(ctx context.Context, pool *pgxpool.Pool, dups *atomic.Int64, opts ...pgstore.Option) (handler.Middleware, error) {
+	store, err := pgstore.New(pool, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -110,6 +110,7 @@ type Member struct {
 	fetchRTT time.Duration        // moving average of the round trips of fetches that brought records
 	dec      *decoder             // decoded record batches, reused across fetches (decode.go)
 	logged   map[string]time.Time // logEvery: when each kind of message was last logged at its level
+	unreach  map[string]time.Time // noteReach: the peers not answering, since their first failure (reach.go)
 	// fatal ends Run: the coordinator refused the member for want of an
 	// ACL before it ever joined (a member that joined keeps retrying, so
 	// a revoked and re-granted ACL does not stop a running worker).

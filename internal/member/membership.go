@@ -76,6 +76,7 @@ func (m *Member) handleHeartbeat(resp *kmsg.ShareGroupHeartbeatResponse, err err
 	if err == nil {
 		err = kerr.ErrorForCode(resp.ErrorCode)
 	}
+	m.noteReach(peerCoordinator, err)
 	switch {
 	case err == nil:
 		m.group.errs = 0

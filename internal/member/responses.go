@@ -48,6 +48,7 @@ func (m *Member) handleSession(rq *request, resp kmsg.Response, err error) {
 	if err == nil {
 		err = kerr.ErrorForCode(code)
 	}
+	m.noteReach(peerBroker(s.broker), err)
 	if rq.kind == kindClose {
 		m.handleClose(rq, resp, err)
 		return
