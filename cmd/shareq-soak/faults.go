@@ -25,6 +25,7 @@ const (
 	faultLeaderKill    = "leader-kill"
 	faultKillParking   = "worker-sigkill-parking"
 	faultWebhookDown   = "webhook-outage"
+	faultPartitions    = "partitions-added"
 )
 
 // faultRecord is one injected fault, for the report.
@@ -53,6 +54,9 @@ func (p *phase) schedule(window time.Duration) []faultRecord {
 	}
 	if p.o.webhookDownFor > 0 && p.name != phaseCluster3 {
 		kinds = append(kinds, faultWebhookDown)
+	}
+	if p.o.partitionsAdded > 0 {
+		kinds = append(kinds, faultPartitions)
 	}
 	out := make([]faultRecord, len(kinds))
 	for i, k := range kinds {
@@ -142,6 +146,9 @@ func (p *phase) fault(ctx context.Context, kind string) (string, error) {
 
 	case faultKillParking:
 		return p.killParking(ctx)
+
+	case faultPartitions:
+		return p.addPartitions(ctx)
 
 	case faultWebhookDown:
 		busy := p.waitBusy(ctx)

@@ -31,7 +31,8 @@
 //     SIGKILL of a worker process and SIGTERM of one (both restarted), a
 //     restart of the broker that keeps its data, a restart of Postgres,
 //     and on the 3-node cluster the stop and the crash of the leader of
-//     the busiest partition, each brought back;
+//     the busiest partition, each brought back; partitions added to the
+//     job topic (-partitions-added, fault_partitions.go);
 //   - waits until every job is accounted for (an effect row or a DLQ
 //     record), lets stragglers settle, stops the workers, and checks and
 //     prints a report. It exits 1 on a lost job, a double effect, or any
@@ -90,6 +91,7 @@ type options struct {
 	spareDeliveries   int
 	poisonPct         float64
 	slowPct           float64
+	partitionsAdded   int
 }
 
 func driverMain(args []string) int {
@@ -116,6 +118,7 @@ func driverMain(args []string) int {
 	fs.BoolVar(&o.keep, "keep", false, "keep the topics, group and schema of a passing phase (a failing one always keeps them)")
 	fs.Float64Var(&o.poisonPct, "poison", 1, "percent of jobs that are poison")
 	fs.Float64Var(&o.slowPct, "slow", 1, "percent of jobs that outrun the record lock")
+	fs.IntVar(&o.partitionsAdded, "partitions-added", -1, "add a fault: this many partitions added to the job topic mid-run, the producer writing to them too (default 3; 0 with -short; 0 turns it off)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -125,6 +128,9 @@ func driverMain(args []string) int {
 	}
 	if o.jobs == 0 {
 		o.jobs = map[bool]int{true: 1500, false: 20000}[o.short]
+	}
+	if o.partitionsAdded < 0 {
+		o.partitionsAdded = map[bool]int{true: 0, false: 3}[o.short]
 	}
 	if o.workers == 0 {
 		o.workers = map[bool]int{true: 2, false: 4}[o.short]
