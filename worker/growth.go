@@ -37,8 +37,9 @@ import (
 // only once one arrives and is done. It costs two requests per watch
 // tick, and only while an added partition is not started yet: nothing
 // while the partition count stays the same. It runs only for a group not
-// set to earliest, on brokers not known to run 4.4 or newer (kfake, which
-// behaves like Kafka before 4.4 here, included).
+// set to earliest, on brokers not known to run 4.4 or newer. (kfake
+// starts added partitions like Kafka before 4.4 but reports 4.4's
+// metadata.version, so on kfake it does not run.)
 //
 // Owned by the topic watch goroutine.
 type growthCheck struct {
@@ -126,7 +127,7 @@ func (g *growthCheck) skipped(topic string, p int32, first, start int64) {
 		" a share group starts a partition added to a topic at share.auto.offset.reset, latest here, not at offset 0 (KAFKA-20742, fixed in Kafka 4.4), so up to that many records written before the group started it were never delivered;"+
 		" set AutoOffsetReset(\"earliest\") (it changes only where partitions not started yet begin) or upgrade the brokers to Kafka 4.4, and deliver these again: stop every worker of the group, then run kafka-share-groups.sh --bootstrap-server "+brokers+
 		" --group "+group+" --topic "+topic+":"+strconv.Itoa(int(p))+" --reset-offsets --to-earliest --execute"+
-		" (it delivers the partition's records since offset "+strconv.FormatInt(first, 10)+" again, those already done too: the idempotency middleware absorbs them)",
+		" (it delivers the partition's records since offset "+strconv.FormatInt(first, 10)+" again, those already done too: with the idempotency middleware their claims absorb them)",
 		"topic", topic, "partition", p, "first_offset", first, "group_start_offset", start, "records", start-first, "offset_reset", groupcfg.AutoOffsetReset+"="+cmp.Or(g.w.groupReset, "latest"))
 	g.obs.PartitionSkipped(topic, p, start-first)
 }
