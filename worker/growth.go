@@ -124,7 +124,7 @@ func (g *growthCheck) skipped(topic string, p int32, first, start int64) {
 		brokers = "HOST:9092"
 	}
 	g.log.Error("a partition added to the topic was started past its first record: on "+g.w.brokerLine.String()+
-		" a share group starts a partition added to a topic at share.auto.offset.reset, latest here, not at offset 0 (KAFKA-20742, fixed in Kafka 4.4), so up to that many records written before the group started it were never delivered;"+
+		" a share group starts a partition added to a topic at share.auto.offset.reset, latest here, not at offset 0 (KAFKA-20742, fixed in Kafka 4.4), so up to that many records written before the group started it may never have been delivered;"+
 		" set AutoOffsetReset(\"earliest\") (it changes only where partitions not started yet begin) or upgrade the brokers to Kafka 4.4, and deliver these again: stop every worker of the group, then run kafka-share-groups.sh --bootstrap-server "+brokers+
 		" --group "+group+" --topic "+topic+":"+strconv.Itoa(int(p))+" --reset-offsets --to-earliest --execute"+
 		" (it delivers the partition's records since offset "+strconv.FormatInt(first, 10)+" again, those already done too: with the idempotency middleware their claims absorb them)",

@@ -164,8 +164,9 @@ type TopicObserver interface {
 // started a partition added to a handled topic past the partition's first
 // record, on Apache Kafka before 4.4 with share.auto.offset.reset=latest
 // (KAFKA-20742): up to records records written to it before the group
-// started it were never delivered. The
-// worker logs the same at Error level, with what to do. metrics.Metrics
+// started it may never have been delivered ("up to": records done before
+// the worker looked count too). The worker logs the same at Error level,
+// with what to do. metrics.Metrics
 // implements it.
 type GrowthObserver interface {
 	PartitionSkipped(topic string, partition int32, records int64)
