@@ -102,6 +102,12 @@
 //	shareq_topic_recreations_total{topic}
 //	    Counter. A consumed topic found deleted and re-created under a new
 //	    ID; the worker consumes the new topic from then on.
+//	shareq_partition_records_skipped_total{topic}
+//	    Counter. At most how many records the share group skipped on
+//	    partitions added to the topic while it ran: on Apache Kafka before
+//	    4.4 a group with share.auto.offset.reset=latest starts an added
+//	    partition at its latest offset (KAFKA-20742). The worker logs, at
+//	    Error level, the command that delivers them again; alert on it.
 //	shareq_worker_paused{dependency}
 //	    Gauge. 1 while the worker is paused because a dependency every job
 //	    needs is down (a handler returned handler.Unavailable, as the

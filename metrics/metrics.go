@@ -90,6 +90,7 @@ type Metrics struct {
 	expired      *prometheus.CounterVec
 	topicMissing *prometheus.GaugeVec
 	recreated    *prometheus.CounterVec
+	skipped      *prometheus.CounterVec
 	paused       *prometheus.GaugeVec
 	pauses       *prometheus.CounterVec
 	pausedFor    *prometheus.CounterVec
@@ -101,6 +102,7 @@ var (
 	_ worker.TopicObserver  = (*Metrics)(nil)
 	_ worker.MemberObserver = (*Metrics)(nil)
 	_ worker.PauseObserver  = (*Metrics)(nil)
+	_ worker.GrowthObserver = (*Metrics)(nil)
 )
 
 // New creates the worker metrics and registers them with reg. It returns
@@ -158,6 +160,8 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 			Help: "1 while a topic the worker consumes is deleted (its jobs are gone), else 0.", ConstLabels: c.constLabels}, []string{"topic"}),
 		recreated: counter("topic_recreations_total",
 			"Topics the worker consumes found deleted and re-created under a new ID; the worker consumes the new one.", "topic"),
+		skipped: counter("partition_records_skipped_total",
+			"Records (at most) the share group skipped on partitions added to the topic, found by the worker on Kafka before 4.4 (KAFKA-20742); the worker logs what to do.", "topic"),
 		paused: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "worker_paused",
 			Help: "1 while the worker is paused because the dependency is down (a handler returned handler.Unavailable), else 0.", ConstLabels: c.constLabels}, []string{"dependency"}),
 		pauses: counter("worker_pauses_total",
@@ -178,6 +182,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		m.expired.WithLabelValues(t)
 		m.topicMissing.WithLabelValues(t)
 		m.recreated.WithLabelValues(t)
+		m.skipped.WithLabelValues(t)
 	}
 	if reg == nil {
 		return m, nil
@@ -197,7 +202,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 
 func (m *Metrics) collectors() []prometheus.Collector {
 	cs := []prometheus.Collector{m.jobs, m.duration, m.inFlight, m.renewals, m.deliveries,
-		m.ackErrors, m.parked, m.duplicates, m.lockLeft, m.expired, m.topicMissing, m.recreated,
+		m.ackErrors, m.parked, m.duplicates, m.lockLeft, m.expired, m.topicMissing, m.recreated, m.skipped,
 		m.paused, m.pauses, m.pausedFor}
 	return append(cs, m.member.collectors()...)
 }
@@ -298,6 +303,12 @@ func (m *Metrics) TopicMissing(topic string, missing bool) {
 // shareq_topic_recreations_total.
 func (m *Metrics) TopicRecreated(topic string) {
 	m.recreated.WithLabelValues(topic).Inc()
+}
+
+// PartitionSkipped counts in shareq_partition_records_skipped_total the
+// records the share group skipped on a partition added to topic.
+func (m *Metrics) PartitionSkipped(topic string, _ int32, records int64) {
+	m.skipped.WithLabelValues(topic).Add(float64(records))
 }
 
 // WorkerPaused sets shareq_worker_paused{dependency} to 1 and counts the

@@ -54,6 +54,7 @@ func TestNewRegistersEveryMetricWithTopics(t *testing.T) {
 		"shareq_lock_renewals_total",
 		"shareq_member_partitions",
 		"shareq_member_rejoins_total",
+		"shareq_partition_records_skipped_total",
 		"shareq_records_buffered",
 		"shareq_records_fetched_total",
 		"shareq_records_held",
@@ -94,8 +95,8 @@ func TestMetricNamesPassLint(t *testing.T) {
 	for _, p := range problems {
 		t.Errorf("lint %s: %s", p.Metric, p.Text)
 	}
-	if n := len(scrape(t, reg)); n != 25 {
-		t.Errorf("%d metric families after every event, want 25", n)
+	if n := len(scrape(t, reg)); n != 26 {
+		t.Errorf("%d metric families after every event, want 26", n)
 	}
 }
 
@@ -110,6 +111,7 @@ func driveEveryMethod(m *metrics.Metrics) {
 	m.Duplicate(j, "emails/0/1")
 	m.TopicMissing("emails", true)
 	m.TopicRecreated("emails")
+	m.PartitionSkipped("emails", 3, 10)
 	m.MemberStats(worker.MemberStats{State: "joined", Fetches: 1, Acks: map[worker.Ack]int64{worker.AckAccept: 1}})
 }
 
@@ -128,6 +130,14 @@ func TestTopicEvents(t *testing.T) {
 	}
 	if got := value(t, mfs, "shareq_topic_recreations_total", "topic", "emails"); got != 1 {
 		t.Errorf("topic_recreations_total = %v, want 1", got)
+	}
+	if got := value(t, mfs, "shareq_partition_records_skipped_total", "topic", "emails"); got != 0 {
+		t.Errorf("partition_records_skipped_total before any = %v, want 0", got)
+	}
+	m.PartitionSkipped("emails", 3, 10)
+	m.PartitionSkipped("emails", 4, 7)
+	if got := value(t, scrape(t, reg), "shareq_partition_records_skipped_total", "topic", "emails"); got != 17 {
+		t.Errorf("partition_records_skipped_total = %v, want 17", got)
 	}
 }
 

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -70,6 +71,11 @@ func (w *Worker) check(ctx context.Context, admin *kgo.Client) error {
 	if err := w.checkShareAPIs(ctx, admin); err != nil {
 		return err
 	}
+	// 2b. The brokers' release line (the highest metadata.version each
+	// supports, ApiVersions), for the topic watch; on the 4.2 line a
+	// warning that 4.2.0 (KAFKA-20505) must not be used: it cannot be
+	// told from 4.2.1 over the protocol. Never fails.
+	w.checkBrokerLine(ctx, admin)
 	// 3. Each handled topic exists and may be read, each RequireTopics
 	// topic exists and may be written (one Metadata request): else
 	// ErrNotAuthorized naming the right, or ErrTopicMissing with the
@@ -105,6 +111,7 @@ func (w *Worker) check(ctx context.Context, admin *kgo.Client) error {
 	if err := w.setOffsetReset(ctx, admin, gc.current); err != nil {
 		return err
 	}
+	w.groupReset = cmp.Or(w.cfg.offsetReset, gc.current[groupcfg.AutoOffsetReset])
 	if err := w.setGroupDeliveryLimit(ctx, admin, gc.current); err != nil {
 		return err
 	}
@@ -168,6 +175,7 @@ func (w *Worker) checkTopics(ctx context.Context, admin *kgo.Client) error {
 	}
 	var missing, missingRequired []string
 	w.topicIDs = make(map[string]kadm.TopicID, len(w.topics))
+	w.topicParts = make(map[string]int, len(w.topics))
 	for _, t := range w.topics {
 		d, ok := topics[t]
 		switch {
@@ -179,6 +187,7 @@ func (w *Worker) checkTopics(ctx context.Context, admin *kgo.Client) error {
 			return w.notAuthorized(admin, acl.Right{Op: "Read", Resource: acl.Topic, Name: t}, errors.New("the broker authorizes Describe only"))
 		default:
 			w.topicIDs[t] = d.id
+			w.topicParts[t] = d.partitions
 		}
 	}
 	for _, t := range w.cfg.required {

@@ -159,6 +159,19 @@ type TopicObserver interface {
 	TopicRecreated(topic string)
 }
 
+// GrowthObserver is an optional extension of [Observer]: an observer that
+// also implements it hears when the worker finds that its share group
+// started a partition added to a handled topic past the partition's first
+// record, on Apache Kafka before 4.4 with share.auto.offset.reset=latest
+// (KAFKA-20742): up to records records written to it before the group
+// started it may never have been delivered ("up to": records done before
+// the worker looked count too). The worker logs the same at Error level,
+// with what to do. metrics.Metrics
+// implements it.
+type GrowthObserver interface {
+	PartitionSkipped(topic string, partition int32, records int64)
+}
+
 // PauseObserver is an optional extension of [Observer]: an observer that
 // also implements it hears when the worker pauses because a dependency
 // every job needs is down (a handler returned [handler.Unavailable]) and
@@ -238,6 +251,7 @@ var (
 	_ TopicObserver  = multiObserver(nil)
 	_ MemberObserver = multiObserver(nil)
 	_ PauseObserver  = multiObserver(nil)
+	_ GrowthObserver = multiObserver(nil)
 )
 
 // multiObserver passes every event to each observer in turn.
@@ -279,6 +293,14 @@ func (m multiObserver) TopicRecreated(topic string) {
 	for _, o := range m {
 		if to, ok := o.(TopicObserver); ok {
 			to.TopicRecreated(topic)
+		}
+	}
+}
+
+func (m multiObserver) PartitionSkipped(topic string, partition int32, records int64) {
+	for _, o := range m {
+		if g, ok := o.(GrowthObserver); ok {
+			g.PartitionSkipped(topic, partition, records)
 		}
 	}
 }

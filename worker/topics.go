@@ -24,7 +24,9 @@ const topicWatchEvery = 10 * time.Second
 // so when it does not: a deleted topic is logged at Error level once (its
 // jobs are gone), and a topic re-created under the same name is logged
 // and reported to the TopicObserver. The share-group member itself takes
-// up the new topic ID from its metadata and the group's assignment.
+// up the new topic ID from its metadata and the group's assignment. A
+// topic that gains partitions is checked for records the group skipped
+// on them (growthCheck, KAFKA-20742).
 func (w *Worker) watchTopics(ctx context.Context, log *slog.Logger) {
 	cl, err := kgo.NewClient(w.baseOpts()...)
 	if err != nil {
@@ -38,6 +40,8 @@ func (w *Worker) watchTopics(ctx context.Context, log *slog.Logger) {
 	if !ok {
 		obs = nopTopicObserver{}
 	}
+	parts := maps.Clone(w.topicParts)
+	grown := newGrowthCheck(w, adm, log)
 	gone := map[string]bool{}
 	tick := time.NewTicker(topicWatchEvery)
 	defer tick.Stop()
@@ -71,8 +75,15 @@ func (w *Worker) watchTopics(ctx context.Context, log *slog.Logger) {
 					"topic", name, "old_id", ids[name].String(), "new_id", d.ID.String())
 				ids[name] = d.ID
 				obs.TopicRecreated(name)
+				parts[name] = len(d.Partitions)
+				grown.forget(name)
+			}
+			if n := len(d.Partitions); !deleted && n > parts[name] {
+				grown.added(name, parts[name], n)
+				parts[name] = n
 			}
 		}
+		grown.check(ctx)
 	}
 }
 
@@ -84,9 +95,10 @@ func (nopTopicObserver) TopicRecreated(string)     {}
 
 // topicInfo is what a metadata request says of one topic.
 type topicInfo struct {
-	id  kadm.TopicID
-	err error
-	ops int32 // authorized operations bit field; math.MinInt32 when the broker did not say
+	id         kadm.TopicID
+	err        error
+	ops        int32 // authorized operations bit field; math.MinInt32 when the broker did not say
+	partitions int
 }
 
 func (d topicInfo) allows(op kmsg.ACLOperation) bool {
@@ -115,7 +127,7 @@ func (w *Worker) describeTopics(ctx context.Context, admin *kgo.Client) (map[str
 		if t.Topic == nil {
 			continue
 		}
-		out[*t.Topic] = topicInfo{id: t.TopicID, err: kerr.ErrorForCode(t.ErrorCode), ops: t.AuthorizedOperations}
+		out[*t.Topic] = topicInfo{id: t.TopicID, err: kerr.ErrorForCode(t.ErrorCode), ops: t.AuthorizedOperations, partitions: len(t.Partitions)}
 	}
 	return out, nil
 }

@@ -109,6 +109,12 @@ type Worker struct {
 	ran      atomic.Bool
 	checked  atomic.Bool
 	topicIDs map[string]kadm.TopicID // set by Check, read by Run
+	// topicParts is each handled topic's partition count and brokerLine
+	// the brokers' release line, both set by Check and read by the topic
+	// watch in Run.
+	topicParts map[string]int
+	brokerLine brokerLine
+	groupReset string // the group's share.auto.offset.reset as Check left it ("" when unknown)
 
 	deliveryLimit atomic.Int32           // set by Check
 	brokerDLQ     atomic.Pointer[string] // set by Check

@@ -268,7 +268,7 @@ func claimStore(t *testing.T) idempotency.Store {
 // stops cleanly when asked.
 func TestTopicDeletedWhileRunning(t *testing.T) {
 	t.Parallel()
-	r, resumed := deleteAndRecreate(t, 10*time.Second)
+	r, resumed := deleteAndRecreate(t, 10*time.Second, false)
 	t.Logf("%s: job produced to the re-created topic handled: %v; shareq poll-error log lines: %d",
 		r.c.Kind, resumed, strings.Count(r.logs.String(), "poll error"))
 }
@@ -281,7 +281,7 @@ func TestTopicDeletedWhileRunning(t *testing.T) {
 // topics' IDs, says so at Error level, and purges and re-adds the topic.
 func TestRecreatedTopicConsumed(t *testing.T) {
 	t.Parallel()
-	r, resumed := deleteAndRecreate(t, 45*time.Second)
+	r, resumed := deleteAndRecreate(t, 45*time.Second, true)
 	if !resumed {
 		t.Errorf("the worker did not handle a job of the re-created topic within 45s")
 	}
@@ -295,9 +295,11 @@ func TestRecreatedTopicConsumed(t *testing.T) {
 
 // deleteAndRecreate runs a worker, deletes its topic, re-creates it and
 // produces a job to it, and reports whether the worker handled that job
-// within wait. It fails t if the worker does not keep running or does not
-// stop cleanly.
-func deleteAndRecreate(t *testing.T, wait time.Duration) (*rig, bool) {
+// within wait. With reported, it then waits for the worker's topic watch
+// (every 10 s) to report the re-creation to the observer: the member
+// consumes the new topic sooner than that. It fails t if the worker does
+// not keep running or does not stop cleanly.
+func deleteAndRecreate(t *testing.T, wait time.Duration, reported bool) (*rig, bool) {
 	r := newRig(t)
 	r.produce(t, jobRec("before-1", []byte("x")), jobRec("before-2", []byte("x")))
 	var mu sync.Mutex
@@ -344,6 +346,11 @@ func deleteAndRecreate(t *testing.T, wait time.Duration) (*rig, bool) {
 		resumed = slices.Contains(ran, "after-1")
 		mu.Unlock()
 		time.Sleep(100 * time.Millisecond)
+	}
+	if reported {
+		waitFor(t, 25*time.Second, "the re-creation reported to the observer", func() bool {
+			return slices.Contains(r.obs.TopicEvents(), "recreated "+r.topic)
+		})
 	}
 	start := time.Now()
 	if err := stop(); err != nil {

@@ -25,6 +25,7 @@ const (
 	faultLeaderKill    = "leader-kill"
 	faultKillParking   = "worker-sigkill-parking"
 	faultWebhookDown   = "webhook-outage"
+	faultPartitions    = "partitions-added"
 )
 
 // faultRecord is one injected fault, for the report.
@@ -55,6 +56,9 @@ func (p *phase) schedule(window time.Duration) []faultRecord {
 		kinds = append(kinds, faultWebhookDown)
 	}
 	kinds = append(kinds, p.silentKinds()...)
+	if p.o.partitionsAdded > 0 {
+		kinds = append(kinds, faultPartitions)
+	}
 	out := make([]faultRecord, len(kinds))
 	for i, k := range kinds {
 		// Between 10% and 80% of the window: the last faults still find
@@ -146,6 +150,8 @@ func (p *phase) fault(ctx context.Context, kind string) (string, error) {
 
 	case faultSilentBroker, faultSilentPostgres:
 		return p.silentFault(ctx, kind)
+	case faultPartitions:
+		return p.addPartitions(ctx)
 
 	case faultWebhookDown:
 		busy := p.waitBusy(ctx)

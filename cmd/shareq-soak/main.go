@@ -31,7 +31,8 @@
 //     SIGKILL of a worker process and SIGTERM of one (both restarted), a
 //     restart of the broker that keeps its data, a restart of Postgres,
 //     and on the 3-node cluster the stop and the crash of the leader of
-//     the busiest partition, each brought back;
+//     the busiest partition, each brought back; partitions added to the
+//     job topic (-partitions-added, fault_partitions.go);
 //   - waits until every job is accounted for (an effect row or a DLQ
 //     record), lets stragglers settle, stops the workers, and checks and
 //     prints a report. It exits 1 on a lost job, a double effect, or any
@@ -92,6 +93,7 @@ type options struct {
 	slowPct           float64
 	silentBroker      bool
 	silentPostgres    bool
+	partitionsAdded   int
 }
 
 func driverMain(args []string) int {
@@ -120,6 +122,7 @@ func driverMain(args []string) int {
 	fs.Float64Var(&o.slowPct, "slow", 1, "percent of jobs that outrun the record lock")
 	fs.BoolVar(&o.silentBroker, "silent-broker", true, "add a fault (single-broker phase, not -short): a worker's connections to its broker go silent (no byte passes, nothing is closed) for longer than the lock and the session timeout")
 	fs.BoolVar(&o.silentPostgres, "silent-postgres", true, "add a fault (single-broker phase, not -short): a worker's Postgres connections go silent likewise")
+	fs.IntVar(&o.partitionsAdded, "partitions-added", -1, "add a fault: this many partitions added to the job topic mid-run, the producer writing to them too (default 3; 0 with -short; 0 turns it off)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -129,6 +132,9 @@ func driverMain(args []string) int {
 	}
 	if o.jobs == 0 {
 		o.jobs = map[bool]int{true: 1500, false: 20000}[o.short]
+	}
+	if o.partitionsAdded < 0 {
+		o.partitionsAdded = map[bool]int{true: 0, false: 3}[o.short]
 	}
 	if o.workers == 0 {
 		o.workers = map[bool]int{true: 2, false: 4}[o.short]

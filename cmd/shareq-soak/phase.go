@@ -91,6 +91,7 @@ type phase struct {
 	produceErrs atomic.Int64
 	producedIDs sync.Map // job ID → struct{}, acknowledged by the broker
 	locID       sync.Map // "topic/partition/offset" of a produced job → job ID
+	added       addedPartitions
 
 	dlqMu   sync.Mutex
 	dlqSeen map[string]int // from the tailing consumer
@@ -694,7 +695,7 @@ func (p *phase) lagZero(ctx context.Context) bool {
 			zero = false
 		}
 	})
-	return zero && n == partitions
+	return zero && n == partitions+int(p.added.n.Load())
 }
 
 // settle lets late deliveries (a lock that ran out just now, a released

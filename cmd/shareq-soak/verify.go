@@ -67,6 +67,7 @@ type report struct {
 	longest      map[string]time.Duration // dependency → the longest pause
 
 	killedParking string
+	addedParts    string // the partitions-added fault's count, "" without it
 	drainStop     string
 
 	faults      []faultRecord
@@ -204,6 +205,7 @@ func (p *phase) verify(ctx context.Context) (*report, error) {
 			r.effectNoClaim = append(r.effectNoClaim, j.id)
 		}
 	}
+	r.addedParts = p.addedPartitionsLine(r.lost)
 	for id := range effects {
 		if _, ok := p.byID[id]; !ok {
 			r.unknownEffects++
@@ -278,6 +280,9 @@ func (r *report) print(w io.Writer) {
 	pf("effects exactly once     %d of %d non-poison jobs", r.effectsOnce, healthy)
 	pf("lost                     %d", len(r.lost))
 	pf("double effects           %d", len(r.doubles))
+	if r.addedParts != "" {
+		pf("partitions added         %s", r.addedParts)
+	}
 	pf("poison parked once       %d of %d (reason delivery-limit, at delivery >= %d)", r.poisonOnce, r.planned[kindPoison], r.parkAt)
 	pf("poison parked twice+     %d (at-least-once parking: a crash between the DLQ produce and the ACCEPT re-parks)", len(r.poisonExtra))
 	pf("healthy jobs parked      %d by an outage, replayed with dlq.Replay and then run once; %d still parked", len(r.replayedOnce), len(r.healthyParked))

@@ -155,10 +155,17 @@ func (m *Member) replan() {
 			m.meta.wantSet[k] = b + 1 // 0 means not wanted
 		}
 	}
-	if missing && m.meta.due.IsZero() {
+	// An assigned partition Metadata has not described yet (a partition
+	// just added to the topic, a new leader) is looked up now, not at the
+	// next periodic refresh up to 30 s away.
+	if missing && (m.meta.due.IsZero() || time.Until(m.meta.due) > metadataRetry) {
 		m.meta.due = time.Now()
 	}
 }
+
+// metadataRetry is how soon Metadata is asked again while an assigned
+// partition has no known leader.
+const metadataRetry = 250 * time.Millisecond
 
 func (m *Member) sendMetadata() {
 	m.meta.busy = true
@@ -204,7 +211,7 @@ func (m *Member) handleMetadata(resp *kmsg.MetadataResponse, err error) {
 		// Leaders move without telling us when nothing fails: look again now and then.
 		m.meta.due = time.Now().Add(30 * time.Second)
 	} else {
-		m.meta.due = time.Now().Add(250 * time.Millisecond)
+		m.meta.due = time.Now().Add(metadataRetry)
 	}
 }
 
