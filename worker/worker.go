@@ -84,7 +84,11 @@ var (
 	// ErrLockLost: the record's lock ran out while the job was in hand (a
 	// renewal failed past the deadline, or the share session holding it
 	// was lost with its broker connection); its context is cancelled, and
-	// another member may run it.
+	// another member may run it. Also the error of a job whose handler
+	// returned after its lock ran out with no renewal answered (the
+	// process was frozen: a SIGSTOP, a long GC or VM pause): its ACCEPT or
+	// REJECT is still sent, but the job is reported interrupted, not done,
+	// since the broker has most likely given the record out again.
 	ErrLockLost = errors.New("worker: lock lost while the job ran")
 	// ErrMaxHold: the job held its record for MaxHold; its context is
 	// cancelled and the record released.
