@@ -25,6 +25,9 @@ const (
 	faultLeaderKill    = "leader-kill"
 	faultKillParking   = "worker-sigkill-parking"
 	faultWebhookDown   = "webhook-outage"
+	faultSigstop       = "worker-sigstop"
+	faultRolling       = "rolling-restart"
+	faultPGOutageLong  = "postgres-outage-long"
 )
 
 // faultRecord is one injected fault, for the report.
@@ -54,6 +57,7 @@ func (p *phase) schedule(window time.Duration) []faultRecord {
 	if p.o.webhookDownFor > 0 && p.name != phaseCluster3 {
 		kinds = append(kinds, faultWebhookDown)
 	}
+	kinds = append(kinds, p.frozenFaults()...)
 	out := make([]faultRecord, len(kinds))
 	for i, k := range kinds {
 		// Between 10% and 80% of the window: the last faults still find
@@ -98,7 +102,7 @@ func (p *phase) inject(ctx context.Context, runStart time.Time, schedule []fault
 		if f.err != nil {
 			p.ev.note("FAULT %s failed after %v: %v", f.kind, f.took.Round(time.Millisecond), f.err)
 			switch f.kind {
-			case faultBrokerRestart, faultPGRestart, faultLeaderStop, faultLeaderKill:
+			case faultBrokerRestart, faultPGRestart, faultLeaderStop, faultLeaderKill, faultRolling, faultPGOutageLong:
 				// A service left in an unknown state: the rest of the
 				// phase would measure that, not the workers.
 				p.abort(fmt.Errorf("fault %s failed: %w", f.kind, f.err))
@@ -142,6 +146,12 @@ func (p *phase) fault(ctx context.Context, kind string) (string, error) {
 
 	case faultKillParking:
 		return p.killParking(ctx)
+	case faultSigstop:
+		return p.freezeWorker(ctx)
+	case faultRolling:
+		return p.rollingRestart(ctx)
+	case faultPGOutageLong:
+		return p.postgresOutageLong(ctx)
 
 	case faultWebhookDown:
 		busy := p.waitBusy(ctx)

@@ -90,6 +90,7 @@ type options struct {
 	spareDeliveries   int
 	poisonPct         float64
 	slowPct           float64
+	frozen            frozenFlags
 }
 
 func driverMain(args []string) int {
@@ -116,9 +117,11 @@ func driverMain(args []string) int {
 	fs.BoolVar(&o.keep, "keep", false, "keep the topics, group and schema of a passing phase (a failing one always keeps them)")
 	fs.Float64Var(&o.poisonPct, "poison", 1, "percent of jobs that are poison")
 	fs.Float64Var(&o.slowPct, "slow", 1, "percent of jobs that outrun the record lock")
+	o.frozen.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	o.frozen.settle(fs, o.short)
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "shareq-soak: unexpected arguments %q\n", fs.Args())
 		return 2

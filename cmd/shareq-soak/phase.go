@@ -108,6 +108,7 @@ type phase struct {
 }
 
 func runPhase(ctx context.Context, svc *services, o options, name string, seed uint64) (*report, error) {
+	o.workers = o.frozen.workersFor(name, o.workers)
 	p := &phase{
 		name: name, o: o, svc: svc,
 		rng:     rand.New(rand.NewPCG(seed, seed^0x5eed)),
