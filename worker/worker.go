@@ -59,7 +59,9 @@ import (
 
 // Errors the worker returns from Run or records as a [Result.Err].
 var (
-	// ErrBrokersUnreachable: Run could not reach any seed broker.
+	// ErrBrokersUnreachable: Run could not reach any seed broker, or the
+	// brokers stopped answering during its start-up checks (their
+	// connections failed, or StartTimeout passed).
 	ErrBrokersUnreachable = errors.New("worker: cannot reach the brokers")
 	// ErrShareGroupsUnsupported: the brokers lack the share group APIs
 	// (KIP-932); Apache Kafka 4.2 or newer is needed.
