@@ -116,7 +116,7 @@ func runPhase(ctx context.Context, svc *services, o options, name string, seed u
 		timings: map[string]time.Duration{},
 	}
 	phaseStart := time.Now()
-	fmt.Printf("\n=== phase %s (seed %d)\n", name, seed)
+	fmt.Printf("\n=== phase %s (seed %d, %d worker processes)\n", name, seed, o.workers)
 	outer := ctx
 	ctx, p.abort = context.WithCancelCause(ctx)
 	defer p.abort(nil)
