@@ -5,10 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -48,13 +51,30 @@ func (w *Worker) Check(ctx context.Context) error {
 		return fmt.Errorf("worker: client options: %w", err)
 	}
 	defer admin.Close()
-	ctx, cancel := context.WithTimeout(ctx, w.cfg.startTimeout)
+	cctx, cancel := context.WithTimeout(ctx, w.cfg.startTimeout)
 	defer cancel()
-	if err := w.check(ctx, admin); err != nil {
+	if err := w.check(cctx, admin); err != nil {
+		if ctx.Err() == nil && !errors.Is(err, ErrBrokersUnreachable) && brokersLost(err) {
+			// A broker answered the first check, then went away (killed
+			// or restarted while the worker started): as unreachable as
+			// one that never answered, for a caller that retries on it.
+			err = fmt.Errorf("%w: they stopped answering during the start-up checks: %w", ErrBrokersUnreachable, err)
+		}
 		return err
 	}
 	w.checked.Store(true)
 	return nil
+}
+
+// brokersLost reports whether err, a start-up check's, is the brokers'
+// connections failing or the start-up timeout passing rather than an
+// answer.
+func brokersLost(err error) bool {
+	var ne net.Error
+	var eof *kgo.ErrFirstReadEOF
+	return errors.As(err, &ne) || errors.As(err, &eof) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, context.DeadlineExceeded)
 }
 
 // check runs the start-up checks, in this order; the first that fails

@@ -599,6 +599,25 @@ func (x *executor) result(r xresult) {
 			x.resume() // the dependency is back; j's outcome is decided below
 		}
 	}
+	if (r.err == nil || handler.IsPermanent(r.err)) && !j.deadline.After(time.Now()) {
+		// The lock ran out before the handler returned, with no renewal
+		// answered: the process was frozen (a SIGSTOP, a long GC or VM
+		// pause) or its member cut off. The broker has made the record
+		// available again, perhaps to another member, so the job is not
+		// done as far as the queue goes, and is not reported so: the
+		// acknowledgement still goes (refused if the record is gone, and
+		// right if a renewal in flight did reach the broker), and the job
+		// ends interrupted by ErrLockLost (a parked job keeps its Parked);
+		// its next delivery finds its claim, if it made one.
+		ack, t := AckAccept, member.Accept
+		if r.err != nil {
+			ack, t = AckReject, member.Reject
+		}
+		x.m.Ack(j.key, t)
+		x.end(j, ErrLockLost)
+		x.report(j, ack, OutcomeInterrupted, fmt.Errorf("%w: it ran out %v before the handler returned", ErrLockLost, time.Since(j.deadline).Round(time.Millisecond)), r.took, r.parked)
+		return
+	}
 	switch {
 	case r.err == nil && r.parked != nil:
 		x.m.Ack(j.key, member.Accept)

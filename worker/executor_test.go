@@ -1370,3 +1370,64 @@ func BenchmarkExecutorNoop(b *testing.B) {
 		})
 	}
 }
+
+// TestExecutorFrozenPastDeadlineIsNotDone is a frozen process's wake-up
+// (a SIGSTOP, a long GC or VM pause), played in process: while it is
+// frozen its member answers nothing (the renewals asked stay unanswered)
+// and the clock runs past the lock; then the handlers return. Their
+// records are no longer held (the broker expired the locks and may have
+// given them to another member), so their results must not be reported as
+// done: the worker still sends the acknowledgement (harmless if refused,
+// and right if a renewal in flight did reach the broker), and reports the
+// job interrupted with ErrLockLost, its record delivered again.
+func TestExecutorFrozenPastDeadlineIsNotDone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newCtl()
+		b := startExecutor(t, h, nil, Concurrency(4))
+		const lock = 10 * time.Second
+		b.f.deliver(delivery(1, 1, lock), delivery(2, 1, lock), delivery(3, 1, lock), delivery(4, 1, lock))
+
+		// Offset 4 returns in time, its renewal unanswered: done.
+		time.Sleep(lock / 2)
+		h.finish(4, nil)
+		if r := b.only(t, 4); r.Outcome != OutcomeSucceeded || r.Err != nil {
+			t.Fatalf("offset 4, returned within its lock, finished with %+v", r)
+		}
+
+		// Frozen past the lock: nothing answered, the handlers blocked.
+		time.Sleep(lock)
+		if got := len(b.f.renewedKeys()); got == 0 {
+			t.Fatal("no renewal asked while the lock ran")
+		}
+		h.finish(1, nil)
+		h.finish(2, handler.Permanent(errors.New("bad input")))
+		h.finish(3, errRetryX)
+		wantAcks(t, b.f, 1, member.Accept)
+		wantAcks(t, b.f, 2, member.Reject)
+		wantAcks(t, b.f, 3, member.Release)
+		for _, off := range []int64{1, 2} {
+			r := b.only(t, off)
+			if r.Outcome != OutcomeInterrupted || !errors.Is(r.Err, ErrLockLost) || !r.Ran {
+				t.Fatalf("offset %d, returned after its lock ran out, finished with %+v; want OutcomeInterrupted, ErrLockLost", off, r)
+			}
+		}
+		if r := b.only(t, 3); r.Outcome != OutcomeRetried || r.Ack != AckRelease {
+			t.Fatalf("offset 3 (a retryable failure) finished with %+v", r)
+		}
+
+		// A renewal answered meanwhile moves the deadline: done.
+		b.f.answerRenewals(lock, errors.New("answered too late")) // the frozen ones
+		b.f.deliver(delivery(5, 1, lock))
+		time.Sleep(lock - time.Second)
+		synctest.Wait()
+		if n := b.f.answerRenewals(lock, nil); n != 1 {
+			t.Fatalf("%d renewals answered, want offset 5's", n)
+		}
+		time.Sleep(2 * time.Second) // past the first deadline
+		h.finish(5, nil)
+		if r := b.only(t, 5); r.Outcome != OutcomeSucceeded || r.Err != nil {
+			t.Fatalf("offset 5, its lock renewed, finished with %+v", r)
+		}
+		b.stop(t)
+	})
+}

@@ -11,5 +11,6 @@ import (
 func TestMain(m *testing.M) {
 	kafkatest.RunCrashMember() // returns unless this is a crash member
 	runCrashWorker()           // returns unless this is a crash worker
+	runFrozenWorker()          // returns unless this is a frozen worker
 	goleak.VerifyTestMain(m)
 }

@@ -59,7 +59,9 @@ import (
 
 // Errors the worker returns from Run or records as a [Result.Err].
 var (
-	// ErrBrokersUnreachable: Run could not reach any seed broker.
+	// ErrBrokersUnreachable: Run could not reach any seed broker, or the
+	// brokers stopped answering during its start-up checks (their
+	// connections failed, or StartTimeout passed).
 	ErrBrokersUnreachable = errors.New("worker: cannot reach the brokers")
 	// ErrShareGroupsUnsupported: the brokers lack the share group APIs
 	// (KIP-932); Apache Kafka 4.2 or newer is needed.
@@ -84,7 +86,11 @@ var (
 	// ErrLockLost: the record's lock ran out while the job was in hand (a
 	// renewal failed past the deadline, or the share session holding it
 	// was lost with its broker connection); its context is cancelled, and
-	// another member may run it.
+	// another member may run it. Also the error of a job whose handler
+	// returned after its lock ran out with no renewal answered (the
+	// process was frozen: a SIGSTOP, a long GC or VM pause): its ACCEPT or
+	// REJECT is still sent, but the job is reported interrupted, not done,
+	// since the broker has most likely given the record out again.
 	ErrLockLost = errors.New("worker: lock lost while the job ran")
 	// ErrMaxHold: the job held its record for MaxHold; its context is
 	// cancelled and the record released.

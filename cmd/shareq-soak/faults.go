@@ -26,6 +26,9 @@ const (
 	faultKillParking   = "worker-sigkill-parking"
 	faultWebhookDown   = "webhook-outage"
 	faultPartitions    = "partitions-added"
+	faultSigstop       = "worker-sigstop"
+	faultRolling       = "rolling-restart"
+	faultPGOutageLong  = "postgres-outage-long"
 )
 
 // faultRecord is one injected fault, for the report.
@@ -59,6 +62,7 @@ func (p *phase) schedule(window time.Duration) []faultRecord {
 	if p.o.partitionsAdded > 0 {
 		kinds = append(kinds, faultPartitions)
 	}
+	kinds = append(kinds, p.frozenFaults()...)
 	out := make([]faultRecord, len(kinds))
 	for i, k := range kinds {
 		// Between 10% and 80% of the window: the last faults still find
@@ -103,7 +107,7 @@ func (p *phase) inject(ctx context.Context, runStart time.Time, schedule []fault
 		if f.err != nil {
 			p.ev.note("FAULT %s failed after %v: %v", f.kind, f.took.Round(time.Millisecond), f.err)
 			switch f.kind {
-			case faultBrokerRestart, faultPGRestart, faultLeaderStop, faultLeaderKill:
+			case faultBrokerRestart, faultPGRestart, faultLeaderStop, faultLeaderKill, faultRolling, faultPGOutageLong:
 				// A service left in an unknown state: the rest of the
 				// phase would measure that, not the workers.
 				p.abort(fmt.Errorf("fault %s failed: %w", f.kind, f.err))
@@ -147,6 +151,12 @@ func (p *phase) fault(ctx context.Context, kind string) (string, error) {
 
 	case faultKillParking:
 		return p.killParking(ctx)
+	case faultSigstop:
+		return p.freezeWorker(ctx)
+	case faultRolling:
+		return p.rollingRestart(ctx)
+	case faultPGOutageLong:
+		return p.postgresOutageLong(ctx)
 
 	case faultSilentBroker, faultSilentPostgres:
 		return p.silentFault(ctx, kind)

@@ -94,6 +94,7 @@ type options struct {
 	silentBroker      bool
 	silentPostgres    bool
 	partitionsAdded   int
+	frozen            frozenFlags
 }
 
 func driverMain(args []string) int {
@@ -123,9 +124,11 @@ func driverMain(args []string) int {
 	fs.BoolVar(&o.silentBroker, "silent-broker", true, "add a fault (single-broker phase, not -short): a worker's connections to its broker go silent (no byte passes, nothing is closed) for longer than the lock and the session timeout")
 	fs.BoolVar(&o.silentPostgres, "silent-postgres", true, "add a fault (single-broker phase, not -short): a worker's Postgres connections go silent likewise")
 	fs.IntVar(&o.partitionsAdded, "partitions-added", -1, "add a fault: this many partitions added to the job topic mid-run, the producer writing to them too (default 3; 0 with -short; 0 turns it off)")
+	o.frozen.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	o.frozen.settle(fs, o.short)
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "shareq-soak: unexpected arguments %q\n", fs.Args())
 		return 2

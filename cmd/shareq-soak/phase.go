@@ -110,6 +110,7 @@ type phase struct {
 }
 
 func runPhase(ctx context.Context, svc *services, o options, name string, seed uint64) (*report, error) {
+	o.workers = o.frozen.workersFor(name, o.workers)
 	p := &phase{
 		name: name, o: o, svc: svc,
 		rng:     rand.New(rand.NewPCG(seed, seed^0x5eed)),
@@ -117,7 +118,7 @@ func runPhase(ctx context.Context, svc *services, o options, name string, seed u
 		timings: map[string]time.Duration{},
 	}
 	phaseStart := time.Now()
-	fmt.Printf("\n=== phase %s (seed %d)\n", name, seed)
+	fmt.Printf("\n=== phase %s (seed %d, %d worker processes)\n", name, seed, o.workers)
 	outer := ctx
 	ctx, p.abort = context.WithCancelCause(ctx)
 	defer p.abort(nil)

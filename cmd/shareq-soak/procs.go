@@ -202,6 +202,23 @@ func (f *fleet) signal(i int, sig syscall.Signal, why string) (int, <-chan struc
 	return s.cmd.Process.Pid, s.exited, nil
 }
 
+// pause sends SIGSTOP or SIGCONT (sig) to the process in slot i, which
+// keeps running (its supervisor sees no exit), and returns its pid.
+func (f *fleet) pause(i int, sig syscall.Signal) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.slots[i]
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0, fmt.Errorf("worker %s is not running", s.name)
+	}
+	select {
+	case <-s.exited:
+		return 0, fmt.Errorf("worker %s exited", s.name)
+	default:
+	}
+	return s.cmd.Process.Pid, s.cmd.Process.Signal(sig)
+}
+
 // slotOf returns the index of the slot whose current process is proc.
 func (f *fleet) slotOf(proc string) (int, bool) {
 	f.mu.Lock()
@@ -295,7 +312,9 @@ type events struct {
 	finishes    map[string]int                  // "ack/why" → count
 	runs        map[string]int                  // job ID → deliveries that ended in the worker
 	inflight    map[string]int                  // process → jobs in hand: started and not yet acknowledged
+	jobsIn      map[string]map[string]bool      // process → the IDs of its jobs in hand
 	onStart     func(proc, id, delivery string) // called with e.mu held
+	watch       func(proc string, f []string)   // every event line's fields, called with e.mu held
 	renewOK     int
 	renewFail   int
 	ackFails    int
@@ -312,7 +331,7 @@ func newEvents(out, log io.Writer) *events {
 	return &events{
 		start: time.Now(), out: out, log: log,
 		dups: map[string]int{}, parks: map[string]int{}, finishes: map[string]int{}, runs: map[string]int{},
-		inflight: map[string]int{}, pauses: map[string]int{}, resumes: map[string]int{}, longest: map[string]time.Duration{},
+		inflight: map[string]int{}, jobsIn: map[string]map[string]bool{}, pauses: map[string]int{}, resumes: map[string]int{}, longest: map[string]time.Duration{},
 	}
 }
 
@@ -331,6 +350,7 @@ func (e *events) gone(proc string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.inflight, proc)
+	delete(e.jobsIn, proc)
 }
 
 // busy returns the jobs in hand in proc ("" for all processes) and
@@ -360,6 +380,9 @@ func (e *events) line(proc, line string) {
 	if len(f) < 2 || f[0] != "EVENT" {
 		return
 	}
+	if e.watch != nil {
+		e.watch(proc, f)
+	}
 	arg := func(i int) string {
 		if i+2 < len(f) {
 			return f[i+2]
@@ -373,6 +396,10 @@ func (e *events) line(proc, line string) {
 		e.parks[arg(0)]++
 	case "start":
 		e.inflight[proc]++
+		if e.jobsIn[proc] == nil {
+			e.jobsIn[proc] = map[string]bool{}
+		}
+		e.jobsIn[proc][arg(0)] = true
 		if e.onStart != nil {
 			e.onStart(proc, arg(0), arg(1))
 		}
@@ -380,6 +407,7 @@ func (e *events) line(proc, line string) {
 		if arg(4) == "1" && e.inflight[proc] > 0 {
 			e.inflight[proc]--
 		}
+		delete(e.jobsIn[proc], arg(0))
 		e.finishes[arg(1)+"/"+arg(2)]++
 		e.runs[arg(0)]++
 		e.lastFinish = time.Now()

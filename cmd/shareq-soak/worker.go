@@ -45,6 +45,10 @@ const poisonSecret = "token=soak-s3cr3t"
 
 var secretRE = regexp.MustCompile(`token=[^\s&]+`)
 
+// clientIDPrefix and the process name are a worker's Kafka client ID, by
+// which the driver finds its member in the group.
+const clientIDPrefix = "shareq-soak-"
+
 // workerFlags are the settings of one worker process, passed by the driver.
 type workerFlags struct {
 	name            string
@@ -215,7 +219,7 @@ func runWorker(ctx context.Context, f workerFlags, log *slog.Logger) error {
 		worker.StartTimeout(20 * time.Second),
 		worker.Logger(log),
 		worker.WithObserver(observer{}),
-		worker.ClientOpts(viaProxy(f.kafkaVia)...),
+		worker.ClientOpts(append(viaProxy(f.kafkaVia), kgo.ClientID(clientIDPrefix+f.name))...),
 	}
 	if f.groupLimit > 0 {
 		opts = append(opts, worker.GroupDeliveryLimit(f.groupLimit))
