@@ -94,6 +94,9 @@ func (m *Member) drop(k Key, h *held) {
 		p := tp{k.Topic, k.Partition}
 		if s.held[p]--; s.held[p] == 0 {
 			delete(s.held, p)
+			if m.meta.wantSet[p] != s.broker+1 && s.parts[p] {
+				s.forgetDue = true // the next fetch may forget it now
+			}
 		}
 	}
 	m.count(h, -1)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"time"
 
@@ -44,6 +45,9 @@ type routing struct {
 	due     time.Time           // when the next Metadata request goes; zero: none wanted
 	want    map[int32][]tp      // broker id → the assigned partitions it leads: what its session fetches
 	wantSet map[tp]int32        // partition → its broker id + 1 in want; absent (0): no session fetches it
+	// plan counts the replans (0: none yet), so that a session's fetch
+	// walks want and its partitions only when they may differ (sendFetch).
+	plan uint64
 }
 
 // ---- membership ----
@@ -92,8 +96,12 @@ func (m *Member) handleHeartbeat(resp *kmsg.ShareGroupHeartbeatResponse, err err
 			for _, t := range resp.Assignment.TopicPartitions {
 				as[t.TopicID] = append(as[t.TopicID], t.Partitions...)
 			}
-			m.group.assigned = as
-			m.replan()
+			// kfake sends the assignment in every heartbeat; the same one
+			// again changes no session, so it is not planned again.
+			if !maps.EqualFunc(as, m.group.assigned, slices.Equal) {
+				m.group.assigned = as
+				m.replan()
+			}
 		}
 		if m.group.state != Joined && m.group.epoch > 0 {
 			m.group.state = Joined
@@ -134,6 +142,7 @@ func (m *Member) handleHeartbeat(resp *kmsg.ShareGroupHeartbeatResponse, err err
 
 // replan recomputes which partitions each broker's session fetches.
 func (m *Member) replan() {
+	m.meta.plan++
 	m.meta.want = map[int32][]tp{}
 	m.meta.wantSet = map[tp]int32{}
 	missing := false

@@ -23,6 +23,24 @@ type session struct {
 	// it yet, and forgets those no longer wanted once the member holds
 	// none of their records here.
 	parts map[tp]bool
+	// syncedPlan is the plan (routing.plan) that parts was last brought
+	// in line with: every wanted partition in it, every other one
+	// forgotten unless records of it are held here. 0: never. While it
+	// is the current plan and forgetDue is false, a fetch names only the
+	// partitions it acknowledges, without a walk of the wanted ones and
+	// of parts (KIP-932: a fetch with epoch > 0 lists only partitions to
+	// add, forget or acknowledge), so its cost does not grow with the
+	// session's partitions.
+	syncedPlan uint64
+	// forgetDue: the last record held here of a partition no longer
+	// wanted was dropped (drop), so the next fetch may forget it.
+	forgetDue bool
+	// modePlan and modeDecoded are the plan and the decoder's batch-size
+	// changes (decoder.changes) that maxBatch was computed for (0: never):
+	// the largest batch seen of the wanted partitions, −1 if one is not
+	// seen yet (acquireMode).
+	modePlan, modeDecoded uint64
+	maxBatch              int
 	// pending holds the keys held here with an op not yet sent: a
 	// terminal ack (opAck), or only renewals (opRenewal). Changed only
 	// through queue and unqueue, which keep the counts beside it, so
@@ -134,6 +152,8 @@ type request struct {
 	reserved int            // a fetch: the credit it may use (MaxRecords)
 	fetched  []tp           // a fetch: the partitions in the session once it is answered
 	forgot   []tp           // a fetch: the partitions it forgets
+	walked   bool           // a fetch: it brought the session's partitions in line with plan
+	plan     uint64         // a fetch that walked: the plan it followed
 	req      kmsg.Request
 
 	reservedBytes int64 // a fetch: the room it may use (MaxBytes; bytes.go)
@@ -338,11 +358,20 @@ func (m *Member) sendFetch(s *session, share int) {
 		t.Partitions = append(t.Partitions, kmsg.ShareFetchRequestTopicPartition{Partition: p.part, PartitionMaxBytes: 10 << 20})
 		return &t.Partitions[len(t.Partitions)-1]
 	}
-	for _, p := range m.meta.want[s.broker] {
-		if s.epoch == 0 || !s.parts[p] {
-			add(p)
+	// The wanted partitions and the session's are walked only when they
+	// may differ: the session (re)opens, the plan changed, or a partition
+	// became one to forget. Otherwise the broker's session already holds
+	// what this one fetches.
+	walk := s.epoch == 0 || s.syncedPlan == 0 || s.syncedPlan != m.meta.plan || s.forgetDue
+	if walk {
+		rq.walked, rq.plan = true, m.meta.plan
+		s.forgetDue = false
+		for _, p := range m.meta.want[s.broker] {
+			if s.epoch == 0 || !s.parts[p] {
+				add(p)
+			}
+			rq.fetched = append(rq.fetched, p)
 		}
-		rq.fetched = append(rq.fetched, p)
 	}
 	if s.epoch > 0 {
 		rq.ops = m.takeOps(s, false, true)
@@ -357,6 +386,9 @@ func (m *Member) sendFetch(s *session, share int) {
 			}
 		}
 		for p := range s.parts {
+			if !walk {
+				break
+			}
 			if m.meta.wantSet[p] != s.broker+1 && s.held[p] == 0 {
 				rq.forgot = append(rq.forgot, p)
 				req.ForgottenTopicsData = appendForgotten(req.ForgottenTopicsData, m.meta.ids[p.topic], p.part)
