@@ -36,9 +36,10 @@ type held struct {
 	// solo: the partition's list of ops failed as a whole (fact 4), so
 	// this offset's next op goes in a list of its own.
 	solo     bool
-	renews   int   // renewals asked and not yet sent
-	renewing int   // renewals in the request in flight
-	size     int64 // the delivery's bytes (recordBytes), counted in Member.bytes while no ack is queued
+	queued   pendingOp // the op it waits for in its session's pending set; 0: not in it
+	renews   int       // renewals asked and not yet sent
+	renewing int       // renewals in the request in flight
+	size     int64     // the delivery's bytes (recordBytes), counted in Member.bytes while no ack is queued
 }
 
 // requeue puts the request's ops back as pending.

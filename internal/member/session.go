@@ -42,11 +42,14 @@ type session struct {
 	modePlan, modeDecoded uint64
 	maxBatch              int
 	// pending holds the keys held here with an op not yet sent: a
-	// terminal ack (opAck), or only renewals (opRenewal). Changed only
-	// through queue and unqueue, which keep the counts beside it, so
-	// that turn, which runs at every step, reads them without a scan of
-	// the set (it holds up to the credit: thousands of keys).
-	pending  map[Key]pendingOp
+	// terminal ack (opAck), or only renewals (opRenewal), as the entry's
+	// queued says. It maps to the entry itself so that a request takes
+	// its ops without a lookup in Member.held per key (takeOps). Changed
+	// only through queue, unqueue and takeOps, which keep the counts
+	// beside it, so that turn, which runs at every step, reads them
+	// without a scan of the set (it holds up to the credit: thousands of
+	// keys).
+	pending  map[Key]*held
 	nRenewal int        // keys in pending for renewals only
 	acksIn   map[tp]int // keys in pending with a terminal ack, per partition (no zero entries)
 	// held counts the records acquired in this session and held, per
@@ -88,13 +91,14 @@ func (s *session) queue(k Key, h *held) {
 		s.unqueue(k)
 		return
 	}
-	if old, ok := s.pending[k]; ok {
-		if old == op {
-			return
-		}
+	if h.queued == op {
+		return
+	}
+	if h.queued != 0 {
 		s.unqueue(k)
 	}
-	s.pending[k] = op
+	s.pending[k] = h
+	h.queued = op
 	if op == opAck {
 		s.acksIn[tp{k.Topic, k.Partition}]++
 	} else {
@@ -104,11 +108,13 @@ func (s *session) queue(k Key, h *held) {
 
 // unqueue takes k out of the session's pending set, if it is there.
 func (s *session) unqueue(k Key) {
-	op, ok := s.pending[k]
+	h, ok := s.pending[k]
 	if !ok {
 		return
 	}
 	delete(s.pending, k)
+	op := h.queued
+	h.queued = 0
 	if op == opRenewal {
 		s.nRenewal--
 		return
@@ -253,37 +259,63 @@ func (s *session) hold() bool {
 // renew) into a request, per partition sorted ascending; onlyWanted keeps
 // to partitions this session fetches.
 func (m *Member) takeOps(s *session, renew, onlyWanted bool) map[tp][]int64 {
-	// Gathered with their entries, so each key is looked up once.
+	// Gathered per partition with their entries (pending maps to them),
+	// so each key costs one lookup here and one delete, and the counts
+	// beside the set and the wanted check move once per partition.
 	type ref struct {
 		off int64
 		h   *held
 	}
-	refs := map[tp][]ref{}
-	for k, op := range s.pending {
-		if op == opRenewal && !renew {
+	type partOps struct {
+		skip bool // not fetched here, and only wanted partitions are taken
+		rs   []ref
+	}
+	parts := map[tp]*partOps{}
+	for k, h := range s.pending {
+		if h.queued == opRenewal && !renew {
 			continue
 		}
 		p := tp{k.Topic, k.Partition}
-		if onlyWanted && m.meta.wantSet[p] != s.broker+1 {
+		g := parts[p]
+		if g == nil {
+			g = &partOps{skip: onlyWanted && m.meta.wantSet[p] != s.broker+1}
+			parts[p] = g
+		}
+		if !g.skip {
+			g.rs = append(g.rs, ref{k.Offset, h})
+		}
+	}
+	byPart := make(map[tp][]int64, len(parts))
+	for p, g := range parts {
+		rs := g.rs
+		if len(rs) == 0 {
 			continue
 		}
-		refs[p] = append(refs[p], ref{k.Offset, m.held[k]})
-	}
-	byPart := make(map[tp][]int64, len(refs))
-	for p, rs := range refs {
 		slices.SortFunc(rs, func(a, b ref) int { return cmp.Compare(a.off, b.off) })
 		// A partition whose list failed as a whole sends its ops alone.
 		if i := slices.IndexFunc(rs, func(r ref) bool { return r.h.solo }); i >= 0 {
 			rs = rs[i : i+1]
 		}
 		offs := make([]int64, len(rs))
+		acks := 0
 		for i, r := range rs {
 			offs[i] = r.off
-			s.unqueue(Key{p.topic, p.part, r.off})
+			delete(s.pending, Key{p.topic, p.part, r.off}) // unqueue, its counts below
+			if r.h.queued == opAck {
+				acks++
+			} else {
+				s.nRenewal--
+			}
+			r.h.queued = 0
 			if r.h.ack != opNone {
 				r.h.ackSent = true
 			} else {
 				r.h.renewing, r.h.renews = r.h.renews, 0
+			}
+		}
+		if acks > 0 {
+			if s.acksIn[p] -= acks; s.acksIn[p] == 0 {
+				delete(s.acksIn, p)
 			}
 		}
 		byPart[p] = offs
