@@ -53,11 +53,21 @@ func (m *Member) acquireMode(s *session, share int) int8 {
 	if len(want) == 0 || recordLimitOnly {
 		return acquireRecordLimit
 	}
-	for _, p := range want {
-		n, seen := m.dec.batchSize[p]
-		if !seen || n > share {
-			return acquireRecordLimit
+	if s.modePlan == 0 || s.modePlan != m.meta.plan || s.modeDecoded != m.dec.changes {
+		// The wanted partitions or their batch sizes changed: look at
+		// each once, rather than at every fetch.
+		s.modePlan, s.modeDecoded, s.maxBatch = m.meta.plan, m.dec.changes, 0
+		for _, p := range want {
+			n, seen := m.dec.batchSize[p]
+			if !seen {
+				s.maxBatch = -1
+				break
+			}
+			s.maxBatch = max(s.maxBatch, n)
 		}
+	}
+	if s.maxBatch < 0 || s.maxBatch > share {
+		return acquireRecordLimit
 	}
 	m.st.BatchFetches++
 	return acquireBatchOptimized

@@ -35,6 +35,9 @@ type decoder struct {
 	// in the partition's latest response that held acquired records
 	// (acquire.go); absent: none seen yet.
 	batchSize map[tp]int
+	// changes counts the changes to batchSize, so that acquireMode
+	// looks at the sizes again only when one moved.
+	changes uint64
 }
 
 type batchKey struct {
@@ -80,8 +83,9 @@ func (d *decoder) records(p tp, raw []byte, acquired []kmsg.ShareFetchResponseTo
 		}
 		batches = append(batches, d.batch(p, base, b, last >= 0 && covered(base, last, acquired)))
 	}
-	if largest > 0 {
+	if old, seen := d.batchSize[p]; largest > 0 && (!seen || old != largest) {
 		d.batchSize[p] = largest
+		d.changes++
 	}
 	i := 0 // batches hold ascending offsets, as do the acquired ranges
 	for _, a := range acquired {
@@ -180,6 +184,7 @@ func (d *decoder) forget(topic string) {
 	for p := range d.batchSize {
 		if p.topic == topic {
 			delete(d.batchSize, p)
+			d.changes++
 		}
 	}
 	d.order = slices.DeleteFunc(d.order, func(k batchKey) bool {

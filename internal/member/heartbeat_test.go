@@ -65,3 +65,34 @@ func TestHeartbeatsFollowTheReturnedInterval(t *testing.T) {
 	}
 	r.leave()
 }
+
+// A member that joins with no partitions heartbeats every 200 ms during
+// its first interval rather than once (assignmentPoll): Kafka answers the
+// join with an empty assignment and makes the assignment apart from it
+// (KIP-1263), so at a 3 s interval the partitions would otherwise come in
+// the second heartbeat, 3 s after the join. kfake assigns in the join's
+// answer.
+func TestFirstAssignmentComesBeforeTheInterval(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.New(t)
+	topic, group := c.Topic(t, 2), c.Group(t)
+	const interval = 3 * time.Second
+	if c.HonoursGroupSessionTimeout {
+		c.SetGroupConfig(t, group, map[string]string{groupcfg.SessionTimeoutMs: "15000", groupcfg.HeartbeatIntervalMs: "3000"})
+	}
+	var hb heartbeats
+	began := time.Now()
+	r := start(t, c, group, []string{topic}, func(cfg *member.Config) {
+		cfg.Client = c.Client(t, kgo.ConnIdleTimeout(10*time.Minute), kgo.WithHooks(&hb))
+	})
+	r.waitFor("partitions", func() bool { return r.m.Stats().Partitions == 2 })
+	took, n := time.Since(began), hb.n.Load()
+	t.Logf("%s: partitions %v after the start, in heartbeat %d", c.Kind, took.Round(time.Millisecond), n)
+	if c.HonoursGroupSessionTimeout && took >= interval {
+		t.Errorf("the assignment came %v after the start, not before the %v interval", took, interval)
+	}
+	if most := int64(took/(200*time.Millisecond)) + 2; n > most {
+		t.Errorf("%d heartbeats in %v: more than one per 200 ms (%d)", n, took, most)
+	}
+	r.leave()
+}

@@ -36,9 +36,10 @@ type held struct {
 	// solo: the partition's list of ops failed as a whole (fact 4), so
 	// this offset's next op goes in a list of its own.
 	solo     bool
-	renews   int   // renewals asked and not yet sent
-	renewing int   // renewals in the request in flight
-	size     int64 // the delivery's bytes (recordBytes), counted in Member.bytes while no ack is queued
+	queued   pendingOp // the op it waits for in its session's pending set; 0: not in it
+	renews   int       // renewals asked and not yet sent
+	renewing int       // renewals in the request in flight
+	size     int64     // the delivery's bytes (recordBytes), counted in Member.bytes while no ack is queued
 }
 
 // requeue puts the request's ops back as pending.
@@ -94,6 +95,9 @@ func (m *Member) drop(k Key, h *held) {
 		p := tp{k.Topic, k.Partition}
 		if s.held[p]--; s.held[p] == 0 {
 			delete(s.held, p)
+			if m.meta.wantSet[p] != s.broker+1 && s.parts[p] {
+				s.forgetDue = true // the next fetch may forget it now
+			}
 		}
 	}
 	m.count(h, -1)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"time"
 
@@ -22,6 +23,7 @@ type membership struct {
 	due      time.Time            // when the next heartbeat goes (zero: at once)
 	errs     int                  // heartbeats failed in a row, for the backoff
 	assigned map[[16]byte][]int32 // the assignment: partitions by topic ID
+	joinedAt time.Time            // when the member last joined (epoch 0 → > 0)
 	// everJoined: the coordinator accepted the member once. From then on
 	// an ACL error is retried rather than fatal, and Run's end sends the
 	// leave heartbeat even while the member is fenced.
@@ -44,6 +46,9 @@ type routing struct {
 	due     time.Time           // when the next Metadata request goes; zero: none wanted
 	want    map[int32][]tp      // broker id → the assigned partitions it leads: what its session fetches
 	wantSet map[tp]int32        // partition → its broker id + 1 in want; absent (0): no session fetches it
+	// plan counts the replans (0: none yet), so that a session's fetch
+	// walks want and its partitions only when they may differ (sendFetch).
+	plan uint64
 }
 
 // ---- membership ----
@@ -93,13 +98,21 @@ func (m *Member) handleHeartbeat(resp *kmsg.ShareGroupHeartbeatResponse, err err
 			for _, t := range resp.Assignment.TopicPartitions {
 				as[t.TopicID] = append(as[t.TopicID], t.Partitions...)
 			}
-			m.group.assigned = as
-			m.replan()
+			// kfake sends the assignment in every heartbeat; the same one
+			// again changes no session, so it is not planned again.
+			if !maps.EqualFunc(as, m.group.assigned, slices.Equal) {
+				m.group.assigned = as
+				m.replan()
+			}
 		}
 		if m.group.state != Joined && m.group.epoch > 0 {
 			m.group.state = Joined
 			m.group.everJoined = true
+			m.group.joinedAt = now
 			m.log.Debug("member: joined", "epoch", m.group.epoch)
+		}
+		if len(m.group.assigned) == 0 && now.Sub(m.group.joinedAt) < m.group.interval {
+			m.group.due = now.Add(min(m.group.interval, assignmentPoll))
 		}
 		return
 	case errors.Is(err, kerr.UnknownMemberID) || errors.Is(err, kerr.FencedMemberEpoch):
@@ -133,8 +146,26 @@ func (m *Member) handleHeartbeat(resp *kmsg.ShareGroupHeartbeatResponse, err err
 	m.logEvery("hb:"+err.Error(), level, "member: heartbeat failed; retrying", "err", err, "message", msg)
 }
 
+// assignmentPoll is how often a member that joined with no partitions
+// heartbeats during its first heartbeat interval, rather than once.
+//
+// Kafka computes a share group's target assignment apart from the
+// heartbeat that joins (KIP-1263: the assignor runs off the coordinator
+// thread, at most once per group.share.assignment.interval.ms, 1 s by
+// default), so the join's answer carries an empty assignment and the
+// partitions come in the first heartbeat after the assignment is made: at
+// the default 5 s interval, 5 s after the join. Nothing bounds how soon a
+// member may heartbeat (GroupMetadataManager's share heartbeat has no
+// minimum gap; the Java consumer heartbeats at once, not at the interval,
+// while JOINING and ACKNOWLEDGING: AbstractMembershipManager
+// .shouldHeartbeatNow), so a member polls every assignmentPoll during its
+// first interval. A member that still has no partitions after it (a group
+// with more members than partitions) heartbeats at the interval.
+const assignmentPoll = 200 * time.Millisecond
+
 // replan recomputes which partitions each broker's session fetches.
 func (m *Member) replan() {
+	m.meta.plan++
 	m.meta.want = map[int32][]tp{}
 	m.meta.wantSet = map[tp]int32{}
 	missing := false

@@ -66,6 +66,9 @@ func (m *Member) handleSession(rq *request, resp kmsg.Response, err error) {
 		for _, p := range rq.forgot {
 			delete(s.parts, p)
 		}
+		if rq.walked {
+			s.syncedPlan = rq.plan
+		}
 		if rq.epoch == 0 {
 			m.st.SessionsOpened++
 		}
@@ -137,6 +140,7 @@ func (m *Member) reset(s *session) {
 	}
 	s.epoch = 0
 	clear(s.parts)
+	s.syncedPlan = 0
 }
 
 func (m *Member) handleFetch(rq *request, resp *kmsg.ShareFetchResponse, lock time.Duration) {

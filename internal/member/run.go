@@ -282,7 +282,7 @@ func (m *Member) anyToReopen() bool {
 func (m *Member) session(b int32) *session {
 	s := m.sessions[b]
 	if s == nil {
-		s = &session{broker: b, parts: map[tp]bool{}, pending: map[Key]pendingOp{}, acksIn: map[tp]int{}, held: map[tp]int{}}
+		s = &session{broker: b, parts: map[tp]bool{}, pending: map[Key]*held{}, acksIn: map[tp]int{}, held: map[tp]int{}}
 		m.sessions[b] = s
 	}
 	return s

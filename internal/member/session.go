@@ -23,12 +23,33 @@ type session struct {
 	// it yet, and forgets those no longer wanted once the member holds
 	// none of their records here.
 	parts map[tp]bool
+	// syncedPlan is the plan (routing.plan) that parts was last brought
+	// in line with: every wanted partition in it, every other one
+	// forgotten unless records of it are held here. 0: never. While it
+	// is the current plan and forgetDue is false, a fetch names only the
+	// partitions it acknowledges, without a walk of the wanted ones and
+	// of parts (KIP-932: a fetch with epoch > 0 lists only partitions to
+	// add, forget or acknowledge), so its cost does not grow with the
+	// session's partitions.
+	syncedPlan uint64
+	// forgetDue: the last record held here of a partition no longer
+	// wanted was dropped (drop), so the next fetch may forget it.
+	forgetDue bool
+	// modePlan and modeDecoded are the plan and the decoder's batch-size
+	// changes (decoder.changes) that maxBatch was computed for (0: never):
+	// the largest batch seen of the wanted partitions, −1 if one is not
+	// seen yet (acquireMode).
+	modePlan, modeDecoded uint64
+	maxBatch              int
 	// pending holds the keys held here with an op not yet sent: a
-	// terminal ack (opAck), or only renewals (opRenewal). Changed only
-	// through queue and unqueue, which keep the counts beside it, so
-	// that turn, which runs at every step, reads them without a scan of
-	// the set (it holds up to the credit: thousands of keys).
-	pending  map[Key]pendingOp
+	// terminal ack (opAck), or only renewals (opRenewal), as the entry's
+	// queued says. It maps to the entry itself so that a request takes
+	// its ops without a lookup in Member.held per key (takeOps). Changed
+	// only through queue, unqueue and takeOps, which keep the counts
+	// beside it, so that turn, which runs at every step, reads them
+	// without a scan of the set (it holds up to the credit: thousands of
+	// keys).
+	pending  map[Key]*held
 	nRenewal int        // keys in pending for renewals only
 	acksIn   map[tp]int // keys in pending with a terminal ack, per partition (no zero entries)
 	// held counts the records acquired in this session and held, per
@@ -70,13 +91,14 @@ func (s *session) queue(k Key, h *held) {
 		s.unqueue(k)
 		return
 	}
-	if old, ok := s.pending[k]; ok {
-		if old == op {
-			return
-		}
+	if h.queued == op {
+		return
+	}
+	if h.queued != 0 {
 		s.unqueue(k)
 	}
-	s.pending[k] = op
+	s.pending[k] = h
+	h.queued = op
 	if op == opAck {
 		s.acksIn[tp{k.Topic, k.Partition}]++
 	} else {
@@ -86,11 +108,13 @@ func (s *session) queue(k Key, h *held) {
 
 // unqueue takes k out of the session's pending set, if it is there.
 func (s *session) unqueue(k Key) {
-	op, ok := s.pending[k]
+	h, ok := s.pending[k]
 	if !ok {
 		return
 	}
 	delete(s.pending, k)
+	op := h.queued
+	h.queued = 0
 	if op == opRenewal {
 		s.nRenewal--
 		return
@@ -134,6 +158,8 @@ type request struct {
 	reserved int            // a fetch: the credit it may use (MaxRecords)
 	fetched  []tp           // a fetch: the partitions in the session once it is answered
 	forgot   []tp           // a fetch: the partitions it forgets
+	walked   bool           // a fetch: it brought the session's partitions in line with plan
+	plan     uint64         // a fetch that walked: the plan it followed
 	req      kmsg.Request
 
 	reservedBytes int64 // a fetch: the room it may use (MaxBytes; bytes.go)
@@ -233,37 +259,63 @@ func (s *session) hold() bool {
 // renew) into a request, per partition sorted ascending; onlyWanted keeps
 // to partitions this session fetches.
 func (m *Member) takeOps(s *session, renew, onlyWanted bool) map[tp][]int64 {
-	// Gathered with their entries, so each key is looked up once.
+	// Gathered per partition with their entries (pending maps to them),
+	// so each key costs one lookup here and one delete, and the counts
+	// beside the set and the wanted check move once per partition.
 	type ref struct {
 		off int64
 		h   *held
 	}
-	refs := map[tp][]ref{}
-	for k, op := range s.pending {
-		if op == opRenewal && !renew {
+	type partOps struct {
+		skip bool // not fetched here, and only wanted partitions are taken
+		rs   []ref
+	}
+	parts := map[tp]*partOps{}
+	for k, h := range s.pending {
+		if h.queued == opRenewal && !renew {
 			continue
 		}
 		p := tp{k.Topic, k.Partition}
-		if onlyWanted && m.meta.wantSet[p] != s.broker+1 {
+		g := parts[p]
+		if g == nil {
+			g = &partOps{skip: onlyWanted && m.meta.wantSet[p] != s.broker+1}
+			parts[p] = g
+		}
+		if !g.skip {
+			g.rs = append(g.rs, ref{k.Offset, h})
+		}
+	}
+	byPart := make(map[tp][]int64, len(parts))
+	for p, g := range parts {
+		rs := g.rs
+		if len(rs) == 0 {
 			continue
 		}
-		refs[p] = append(refs[p], ref{k.Offset, m.held[k]})
-	}
-	byPart := make(map[tp][]int64, len(refs))
-	for p, rs := range refs {
 		slices.SortFunc(rs, func(a, b ref) int { return cmp.Compare(a.off, b.off) })
 		// A partition whose list failed as a whole sends its ops alone.
 		if i := slices.IndexFunc(rs, func(r ref) bool { return r.h.solo }); i >= 0 {
 			rs = rs[i : i+1]
 		}
 		offs := make([]int64, len(rs))
+		acks := 0
 		for i, r := range rs {
 			offs[i] = r.off
-			s.unqueue(Key{p.topic, p.part, r.off})
+			delete(s.pending, Key{p.topic, p.part, r.off}) // unqueue, its counts below
+			if r.h.queued == opAck {
+				acks++
+			} else {
+				s.nRenewal--
+			}
+			r.h.queued = 0
 			if r.h.ack != opNone {
 				r.h.ackSent = true
 			} else {
 				r.h.renewing, r.h.renews = r.h.renews, 0
+			}
+		}
+		if acks > 0 {
+			if s.acksIn[p] -= acks; s.acksIn[p] == 0 {
+				delete(s.acksIn, p)
 			}
 		}
 		byPart[p] = offs
@@ -338,11 +390,20 @@ func (m *Member) sendFetch(s *session, share int) {
 		t.Partitions = append(t.Partitions, kmsg.ShareFetchRequestTopicPartition{Partition: p.part, PartitionMaxBytes: 10 << 20})
 		return &t.Partitions[len(t.Partitions)-1]
 	}
-	for _, p := range m.meta.want[s.broker] {
-		if s.epoch == 0 || !s.parts[p] {
-			add(p)
+	// The wanted partitions and the session's are walked only when they
+	// may differ: the session (re)opens, the plan changed, or a partition
+	// became one to forget. Otherwise the broker's session already holds
+	// what this one fetches.
+	walk := s.epoch == 0 || s.syncedPlan == 0 || s.syncedPlan != m.meta.plan || s.forgetDue
+	if walk {
+		rq.walked, rq.plan = true, m.meta.plan
+		s.forgetDue = false
+		for _, p := range m.meta.want[s.broker] {
+			if s.epoch == 0 || !s.parts[p] {
+				add(p)
+			}
+			rq.fetched = append(rq.fetched, p)
 		}
-		rq.fetched = append(rq.fetched, p)
 	}
 	if s.epoch > 0 {
 		rq.ops = m.takeOps(s, false, true)
@@ -357,6 +418,9 @@ func (m *Member) sendFetch(s *session, share int) {
 			}
 		}
 		for p := range s.parts {
+			if !walk {
+				break
+			}
 			if m.meta.wantSet[p] != s.broker+1 && s.held[p] == 0 {
 				rq.forgot = append(rq.forgot, p)
 				req.ForgottenTopicsData = appendForgotten(req.ForgottenTopicsData, m.meta.ids[p.topic], p.part)
