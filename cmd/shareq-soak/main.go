@@ -90,6 +90,7 @@ type options struct {
 	spareDeliveries   int
 	poisonPct         float64
 	slowPct           float64
+	ext               optionsExt // the overload phase's and the endurance mode's (overload.go)
 }
 
 func driverMain(args []string) int {
@@ -116,6 +117,7 @@ func driverMain(args []string) int {
 	fs.BoolVar(&o.keep, "keep", false, "keep the topics, group and schema of a passing phase (a failing one always keeps them)")
 	fs.Float64Var(&o.poisonPct, "poison", 1, "percent of jobs that are poison")
 	fs.Float64Var(&o.slowPct, "slow", 1, "percent of jobs that outrun the record lock")
+	registerExtFlags(fs, &o.ext)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -134,6 +136,9 @@ func driverMain(args []string) int {
 	}
 	if o.seed == 0 {
 		o.seed = rand.Uint64() % 1_000_000
+	}
+	if code := applyExt(&o, fs); code != 0 {
+		return code
 	}
 	switch {
 	case o.jobs < 100:
@@ -179,8 +184,10 @@ func driverMain(args []string) int {
 		phases = []string{phaseSingle}
 	case o.cluster3:
 		phases = []string{phaseCluster3}
+	case o.ext.overload:
+		phases = []string{phaseOverload}
 	default:
-		phases = []string{phaseSingle, phaseCluster3}
+		phases = []string{phaseSingle, phaseOverload, phaseCluster3}
 	}
 	fmt.Printf("shareq-soak: code %s, seed %d, phases %v, %d jobs per phase at %.0f/s, %d workers x %d handlers, duration limit %v\n",
 		o.commit, o.seed, phases, o.jobs, o.rate, o.workers, o.concurrency, o.durationLimit)
