@@ -37,9 +37,12 @@
 //     prints a report. It exits 1 on a lost job, a double effect, or any
 //     other broken promise, and 2 on a setup failure.
 //
-// The full soak runs the single-broker phase and then the 3-node phase;
-// -cluster3 runs only the latter, -short only a small single-broker phase
-// (make test runs it). Every phase is bounded by -duration-limit, and
+// The full soak runs the single-broker phase, the overload phase
+// (overload.go) and then the 3-node phase; -cluster3 runs only the last,
+// -overload only the overload phase, -short only a small single-broker
+// phase (make test runs it), -duration D the single-broker phase's
+// workload and faults over and over for D (endurance.go). Every phase
+// samples its worker processes (sampler.go). Every phase is bounded by -duration-limit, and
 // every process the soak started is stopped when it ends, fails or is
 // interrupted.
 package main

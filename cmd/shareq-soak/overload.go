@@ -125,6 +125,7 @@ func (p *phase) phaseOptions() options {
 	if p.name == phaseOverload {
 		o.workers, o.concurrency = o.ext.ovWorkers, o.ext.ovConcurrency
 		o.poisonPct, o.slowPct = 0, 0
+		o.jobs = 0 // planned by prepare, after the calibration
 	}
 	return o
 }
