@@ -223,3 +223,48 @@ func TestEnduranceSchedule(t *testing.T) {
 		t.Fatalf("faultable with only w1 running: %v", got)
 	}
 }
+
+// TestOverloadChecks feeds the overload phase's checks a series of two
+// workers: one within the bound and flat, one that breaks each rule in
+// turn.
+func TestOverloadChecks(t *testing.T) {
+	const mb = 1 << 20
+	ov := &overloadRun{bound: 4 * mb, recordSize: 64 << 10, concurrency: 64, rate: 20, prodJobs: 2000}
+	// idle at 0s, warm at 10s, the peak at 20s, end at 30s.
+	series := func(proc string, peak int64, endGo, endTCP int, endLag int64) []sample {
+		return []sample{
+			{at: 0, proc: proc, slot: proc[:2], rss: 20 * mb, hwm: 20 * mb, goroutines: 10, fds: 10, tcp: 3, lag: -1},
+			{at: 10 * time.Second, proc: proc, slot: proc[:2], rss: 40 * mb, hwm: 40 * mb, goroutines: 80, fds: 77, tcp: 68, lag: 0},
+			{at: 20 * time.Second, proc: proc, slot: proc[:2], rss: peak, hwm: peak, goroutines: 82, fds: 78, tcp: 69, lag: 1800},
+			{at: 30 * time.Second, proc: proc, slot: proc[:2], rss: 45 * mb, hwm: peak, goroutines: endGo, fds: 77, tcp: endTCP, lag: endLag},
+		}
+	}
+	check := func(w2 []sample) []string {
+		p := &phase{timings: map[string]time.Duration{"drain": time.Minute}}
+		p.ext.smp = &sampler{marks: map[string]time.Duration{"idle": 0, "warm": 10 * time.Second, "end": 30 * time.Second}}
+		samples := append(series("w1.1", 60*mb, 80, 68, 0), w2...)
+		sec := &samplerSection{samples: samples, maxLag: 1800}
+		for _, s := range samples {
+			sec.maxLag = max(sec.maxLag, s.lag)
+		}
+		out := ov.section(p, sec)
+		var b strings.Builder
+		out.printTo(&b) // prints whatever it found
+		return out.problems()
+	}
+	// The limit: warm 40 + 2 x (4 + 2) + 16 = 68 MiB.
+	if probs := check(series("w2.1", 68*mb, 85, 70, 0)); len(probs) != 0 {
+		t.Fatalf("within every rule: %v", probs)
+	}
+	for name, w2 := range map[string][]sample{
+		"over the bound":   series("w2.1", 69*mb, 80, 68, 0),
+		"goroutines grew":  series("w2.1", 60*mb, 91, 68, 0),
+		"connections grew": series("w2.1", 60*mb, 80, 72, 0),
+		"lag left":         series("w2.1", 60*mb, 80, 68, 5),
+		"restarted":        series("w2.1", 60*mb, 80, 68, 0)[1:],
+	} {
+		if probs := check(w2); len(probs) != 1 {
+			t.Errorf("%s: problems %q, want one", name, probs)
+		}
+	}
+}
