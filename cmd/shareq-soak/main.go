@@ -103,7 +103,7 @@ func driverMain(args []string) int {
 	fs.IntVar(&o.workers, "workers", 0, "worker processes (default 4; 2 with -short)")
 	fs.IntVar(&o.concurrency, "concurrency", 8, "handlers at once per worker process")
 	fs.Float64Var(&o.rate, "rate", 0, "jobs produced per second (default 100; 30 with -short)")
-	fs.DurationVar(&o.durationLimit, "duration-limit", 15*time.Minute, "stop and report after this long, whatever the state")
+	fs.DurationVar(&o.durationLimit, "duration-limit", 20*time.Minute, "stop and report after this long, whatever the state")
 	fs.BoolVar(&o.short, "short", false, "a small single-broker phase with one fault of each kind (for make test)")
 	fs.BoolVar(&o.cluster3, "cluster3", false, "run only the 3-broker phase")
 	fs.BoolVar(&o.single, "single", false, "run only the single-broker phase")
