@@ -130,7 +130,9 @@ func (s *enduranceSection) printTo(w io.Writer) {
 	pf := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 	pf("endurance                %v of the single-broker workload and faults; the steady worker (never signalled), fitted after a warm-up of %v:", s.duration, s.warmUp.Round(time.Second))
 	for _, st := range s.steady {
-		pf("  %-8s %v      RSS %s -> %s (max %s, VmHWM %s), slope %+.1f MiB/h", st.proc, st.span.Round(time.Second), mib(st.first.rss), mib(st.last.rss), mib(st.peakRSS), mib(st.hwm), st.slope["rss_mib"])
+		pf("  %-8s %v      RSS %s -> %s (max %s, VmHWM %s), slope %+.1f MiB/h; Go heap in use %s -> %s, slope %+.1f MiB/h",
+			st.proc, st.span.Round(time.Second), mib(st.first.rss), mib(st.last.rss), mib(st.peakRSS), mib(st.hwm), st.slope["rss_mib"],
+			mib(st.first.heap), mib(st.last.heap), st.slope["heap_mib"])
 		pf("  %-8s               goroutines %d -> %d (max %d), slope %+.1f/h; fds %d -> %d (max %d), slope %+.1f/h; tcp %d -> %d (max %d), slope %+.1f/h",
 			"", st.first.goroutines, st.last.goroutines, st.maxGo, st.slope["goroutines"], st.first.fds, st.last.fds, st.maxFDs, st.slope["fds"], st.first.tcp, st.last.tcp, st.maxTCP, st.slope["tcp"])
 	}

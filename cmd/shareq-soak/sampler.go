@@ -489,7 +489,7 @@ type procStats struct {
 	peakRSS, hwm          int64
 	maxGo, maxFDs, maxTCP int
 	span                  time.Duration
-	slope                 map[string]float64 // per hour: rss_mib, goroutines, fds, tcp
+	slope                 map[string]float64 // per hour: rss_mib, heap_mib, goroutines, fds, tcp
 }
 
 func statsOf(ss []sample) procStats {
@@ -510,6 +510,12 @@ func statsOf(ss []sample) procStats {
 	}
 	st.slope["rss_mib"] = slopePerHour(ss, func(s sample) float64 { return float64(s.rss) / (1 << 20) })
 	st.slope["goroutines"] = slopePerHour(ss, goro)
+	st.slope["heap_mib"] = slopePerHour(ss, func(s sample) float64 {
+		if s.goroutines < 0 { // no status file read
+			return math.NaN()
+		}
+		return float64(s.heap) / (1 << 20)
+	})
 	st.slope["fds"] = slopePerHour(ss, func(s sample) float64 { return float64(s.fds) })
 	st.slope["tcp"] = slopePerHour(ss, func(s sample) float64 { return float64(s.tcp) })
 	return st

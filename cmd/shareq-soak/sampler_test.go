@@ -148,7 +148,7 @@ func TestSlopePerHour(t *testing.T) {
 		if i == 4 {
 			g = -1
 		}
-		ss = append(ss, sample{at: time.Duration(i) * 6 * time.Minute, goroutines: g, rss: int64(50+i) << 20})
+		ss = append(ss, sample{at: time.Duration(i) * 6 * time.Minute, goroutines: g, rss: int64(50+i) << 20, heap: int64(2*i) << 20})
 	}
 	st := statsOf(ss)
 	if got := st.slope["goroutines"]; math.Abs(got-20) > 1e-9 {
@@ -156,6 +156,9 @@ func TestSlopePerHour(t *testing.T) {
 	}
 	if got := st.slope["rss_mib"]; math.Abs(got-10) > 1e-9 {
 		t.Fatalf("RSS slope %v MiB/h, want 10", got)
+	}
+	if got := st.slope["heap_mib"]; math.Abs(got-20) > 1e-9 {
+		t.Fatalf("heap slope %v MiB/h, want 20", got)
 	}
 	if st.first.goroutines != 100 || st.last.goroutines != 118 || st.maxGo != 118 {
 		t.Fatalf("first %d last %d max %d", st.first.goroutines, st.last.goroutines, st.maxGo)
