@@ -91,8 +91,9 @@ bench-scale:
 #            processes on the real test broker, then on a 3-node cluster
 #            (scripts/kafka-cluster.sh), with Postgres; workers, brokers and
 #            Postgres are killed and restarted while they work, then every
-#            job is checked to have run exactly once or been parked. About
-#            10 minutes; stops every process it started. SOAK_FLAGS=-short
+#            job is checked to have run exactly once or been parked; between
+#            the two phases, the overload phase (make soak-overload). About 13
+#            minutes; stops every process it started. SOAK_FLAGS=-short
 #            for the 2-minute run that make test does; -own-broker to leave
 #            the shared test broker alone; -spare-deliveries 0 to run on
 #            the broker's delivery limit alone (a SIGKILL on a job's last
