@@ -59,13 +59,7 @@ type optionsExt struct {
 	duration      time.Duration // the endurance mode, when > 0
 }
 
-func registerExtFlags(fs interface {
-	BoolVar(*bool, string, bool, string)
-	Float64Var(*float64, string, float64, string)
-	DurationVar(*time.Duration, string, time.Duration, string)
-	IntVar(*int, string, int, string)
-	Int64Var(*int64, string, int64, string)
-}, e *optionsExt) {
+func registerExtFlags(fs *flag.FlagSet, e *optionsExt) {
 	fs.BoolVar(&e.overload, "overload", false, "run only the overload phase (the full soak runs it after the single-broker phase): jobs at -overload-factor times the workers' measured rate, then the lag must drain")
 	fs.Float64Var(&e.ovFactor, "overload-factor", 10, "overload phase: produce at this many times the workers' measured rate")
 	fs.DurationVar(&e.ovBacklog, "overload-backlog", 90*time.Second, "overload phase: produce until the lag stands for about this much of the workers' work")

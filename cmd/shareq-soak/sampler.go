@@ -14,6 +14,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/csv"
+	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -46,10 +47,7 @@ var workerExtra struct {
 	maxBytesInHand int64
 }
 
-func registerSamplerFlags(fs interface {
-	StringVar(*string, string, string, string)
-	Int64Var(*int64, string, int64, string)
-}) {
+func registerSamplerFlags(fs *flag.FlagSet) {
 	fs.StringVar(&workerExtra.statusDir, "status-dir", "", "write NAME.status (goroutines, heap) into this directory every second, for the driver's sampler")
 	fs.Int64Var(&workerExtra.maxBytesInHand, "max-bytes-in-hand", 0, "worker.MaxBytesInHand (0: the default)")
 }
@@ -334,11 +332,10 @@ func (s *sampler) finish(ctx context.Context) {
 }
 
 func (s *sampler) doFinish(ctx context.Context) {
-	if s.stop == nil {
-		return
+	if s.stop != nil {
+		s.stop()
+		<-s.done
 	}
-	s.stop()
-	<-s.done
 	s.sampleNow(ctx, "end")
 	s.mu.Lock()
 	s.csv.Flush()
@@ -563,6 +560,9 @@ func (sec *samplerSection) printTo(w io.Writer) {
 		return
 	}
 	pf("samples                  %d readings of %d worker processes every %v (samples.csv, samples.png in the logs); group lag peaked at %d records", len(sec.samples), len(procNames(sec.samples)), sampleEvery, sec.maxLag)
+	if sec.errs > 0 {
+		pf("  failed readings        %d (a process that exited between the listing and the reading)", sec.errs)
+	}
 	pf("  %-8s %6s %10s %10s  %-22s %-16s %-16s", "process", "span", "peak RSS", "VmHWM", "goroutines first/last/max", "fds first/last/max", "tcp first/last/max")
 	for _, name := range procNames(sec.samples) {
 		st := statsOf(series(sec.samples, name))
