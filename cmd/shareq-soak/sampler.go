@@ -518,6 +518,10 @@ func statsOf(ss []sample) procStats {
 	return st
 }
 
+// slopeMinSpan is the shortest series the report fits a slope to: over
+// less, a reconnect or a burst of jobs is most of the slope.
+const slopeMinSpan = 5 * time.Minute
+
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
 // samplerSection is the sampler's part of a phase's report: for each
@@ -563,13 +567,18 @@ func (sec *samplerSection) printTo(w io.Writer) {
 	if sec.errs > 0 {
 		pf("  failed readings        %d (a process that exited between the listing and the reading)", sec.errs)
 	}
-	pf("  %-8s %6s %10s %10s  %-22s %-16s %-16s", "process", "span", "peak RSS", "VmHWM", "goroutines first/last/max", "fds first/last/max", "tcp first/last/max")
+	pf("  %-8s %6s %10s %10s  %-25s %-18s %-18s %s", "process", "span", "peak RSS", "VmHWM", "goroutines first/last/max", "fds first/last/max", "tcp first/last/max",
+		fmt.Sprintf("slopes per hour (RSS MiB, goroutines, fds, tcp; processes that ran %v or more)", slopeMinSpan))
 	for _, name := range procNames(sec.samples) {
 		st := statsOf(series(sec.samples, name))
-		pf("  %-8s %6s %10s %10s  %-25s %-18s %-18s", name, st.span.Round(time.Second), mib(st.peakRSS), mib(st.hwm),
+		slopes := "-"
+		if st.span >= slopeMinSpan {
+			slopes = fmt.Sprintf("%+.1f, %+.1f, %+.1f, %+.1f", st.slope["rss_mib"], st.slope["goroutines"], st.slope["fds"], st.slope["tcp"])
+		}
+		pf("  %-8s %6s %10s %10s  %-25s %-18s %-18s %s", name, st.span.Round(time.Second), mib(st.peakRSS), mib(st.hwm),
 			fmt.Sprintf("%d/%d/%d", st.first.goroutines, st.last.goroutines, st.maxGo),
 			fmt.Sprintf("%d/%d/%d", st.first.fds, st.last.fds, st.maxFDs),
-			fmt.Sprintf("%d/%d/%d", st.first.tcp, st.last.tcp, st.maxTCP))
+			fmt.Sprintf("%d/%d/%d", st.first.tcp, st.last.tcp, st.maxTCP), slopes)
 	}
 }
 
