@@ -485,12 +485,13 @@ type procStats struct {
 	first, last           sample
 	peakRSS, hwm          int64
 	maxGo, maxFDs, maxTCP int
+	firstGo               int // the first goroutine count read (the status file comes a moment after the process starts)
 	span                  time.Duration
 	slope                 map[string]float64 // per hour: rss_mib, heap_mib, goroutines, fds, tcp
 }
 
 func statsOf(ss []sample) procStats {
-	st := procStats{proc: ss[0].proc, first: ss[0], last: ss[len(ss)-1], slope: map[string]float64{}}
+	st := procStats{proc: ss[0].proc, first: ss[0], last: ss[len(ss)-1], slope: map[string]float64{}, firstGo: -1}
 	st.span = st.last.at - st.first.at
 	for _, s := range ss {
 		st.peakRSS = max(st.peakRSS, s.rss)
@@ -498,6 +499,9 @@ func statsOf(ss []sample) procStats {
 		st.maxGo = max(st.maxGo, s.goroutines)
 		st.maxFDs = max(st.maxFDs, s.fds)
 		st.maxTCP = max(st.maxTCP, s.tcp)
+		if st.firstGo < 0 {
+			st.firstGo = s.goroutines
+		}
 	}
 	goro := func(s sample) float64 {
 		if s.goroutines < 0 {
@@ -576,7 +580,7 @@ func (sec *samplerSection) printTo(w io.Writer) {
 			slopes = fmt.Sprintf("%+.1f, %+.1f, %+.1f, %+.1f", st.slope["rss_mib"], st.slope["goroutines"], st.slope["fds"], st.slope["tcp"])
 		}
 		pf("  %-8s %6s %10s %10s  %-25s %-18s %-18s %s", name, st.span.Round(time.Second), mib(st.peakRSS), mib(st.hwm),
-			fmt.Sprintf("%d/%d/%d", st.first.goroutines, st.last.goroutines, st.maxGo),
+			fmt.Sprintf("%d/%d/%d", st.firstGo, st.last.goroutines, st.maxGo),
 			fmt.Sprintf("%d/%d/%d", st.first.fds, st.last.fds, st.maxFDs),
 			fmt.Sprintf("%d/%d/%d", st.first.tcp, st.last.tcp, st.maxTCP), slopes)
 	}

@@ -143,9 +143,9 @@ func TestStatusFileRoundTrip(t *testing.T) {
 func TestSlopePerHour(t *testing.T) {
 	var ss []sample
 	for i := range 10 {
-		// 2 goroutines more every 6 minutes: 20 per hour; one unknown.
+		// 2 goroutines more every 6 minutes: 20 per hour; two unknown.
 		g := 100 + 2*i
-		if i == 4 {
+		if i == 0 || i == 4 { // no status file read yet, or read failed
 			g = -1
 		}
 		ss = append(ss, sample{at: time.Duration(i) * 6 * time.Minute, goroutines: g, rss: int64(50+i) << 20, heap: int64(2*i) << 20})
@@ -160,8 +160,8 @@ func TestSlopePerHour(t *testing.T) {
 	if got := st.slope["heap_mib"]; math.Abs(got-20) > 1e-9 {
 		t.Fatalf("heap slope %v MiB/h, want 20", got)
 	}
-	if st.first.goroutines != 100 || st.last.goroutines != 118 || st.maxGo != 118 {
-		t.Fatalf("first %d last %d max %d", st.first.goroutines, st.last.goroutines, st.maxGo)
+	if st.firstGo != 102 || st.last.goroutines != 118 || st.maxGo != 118 {
+		t.Fatalf("first %d last %d max %d", st.firstGo, st.last.goroutines, st.maxGo)
 	}
 	if got := slopePerHour(ss[:1], func(s sample) float64 { return 1 }); got != 0 {
 		t.Fatalf("one sample: slope %v, want 0", got)
