@@ -91,8 +91,9 @@ bench-scale:
 #            processes on the real test broker, then on a 3-node cluster
 #            (scripts/kafka-cluster.sh), with Postgres; workers, brokers and
 #            Postgres are killed and restarted while they work, then every
-#            job is checked to have run exactly once or been parked. About
-#            10 minutes; stops every process it started. SOAK_FLAGS=-short
+#            job is checked to have run exactly once or been parked; between
+#            the two phases, the overload phase (make soak-overload). About 13
+#            minutes; stops every process it started. SOAK_FLAGS=-short
 #            for the 2-minute run that make test does; -own-broker to leave
 #            the shared test broker alone; -spare-deliveries 0 to run on
 #            the broker's delivery limit alone (a SIGKILL on a job's last
@@ -100,6 +101,23 @@ bench-scale:
 .PHONY: soak
 soak:
 	go run ./cmd/shareq-soak $(SOAK_FLAGS)
+
+# make soak-overload   the soak's overload phase alone (RELIABILITY.md,
+#                      "Overload"): jobs at 10x the workers' measured rate
+#                      until the lag stands for 90 s of work, then the lag
+#                      must drain; peak RSS against MaxBytesInHand, no
+#                      goroutine or connection growth. About 3 minutes.
+# make soak-endurance  the single-broker phase's jobs and faults over and
+#                      over for SOAK_DURATION (default 1h), with the
+#                      sampler: the slopes of goroutines, fds, connections
+#                      and RSS per hour of a worker never signalled. Both
+#                      take SOAK_FLAGS (e.g. -own-broker).
+SOAK_DURATION ?= 1h
+.PHONY: soak-overload soak-endurance
+soak-overload:
+	go run ./cmd/shareq-soak -overload $(SOAK_FLAGS)
+soak-endurance:
+	go run ./cmd/shareq-soak -duration $(SOAK_DURATION) $(SOAK_FLAGS)
 
 # make scheduler-soak  the periodic scheduler over minutes: three scheduler
 #                      processes (the scheduler's test binary re-executed),

@@ -45,6 +45,10 @@ type faultRecord struct {
 func (p *phase) schedule(window time.Duration) []faultRecord {
 	var kinds []string
 	switch {
+	case p.name == phaseOverload:
+		return nil // overload alone (overload.go)
+	case p.o.ext.duration > 0:
+		return p.enduranceSchedule(window)
 	case p.name == phaseCluster3:
 		kinds = []string{faultSigkill, faultSigterm, faultLeaderStop, faultLeaderKill}
 	case p.o.short:
@@ -358,7 +362,7 @@ func (p *phase) waitBusy(ctx context.Context) int {
 func (p *phase) pickWorker(ctx context.Context) (int, int, error) {
 	deadline := time.Now().Add(busyWait)
 	for {
-		running := p.fleet.running()
+		running := p.faultable(p.fleet.running())
 		if len(running) == 0 {
 			if time.Now().After(deadline) || ctx.Err() != nil {
 				return 0, 0, errors.New("no worker process running")

@@ -38,9 +38,12 @@
 //     prints a report. It exits 1 on a lost job, a double effect, or any
 //     other broken promise, and 2 on a setup failure.
 //
-// The full soak runs the single-broker phase and then the 3-node phase;
-// -cluster3 runs only the latter, -short only a small single-broker phase
-// (make test runs it). Every phase is bounded by -duration-limit, and
+// The full soak runs the single-broker phase, the overload phase
+// (overload.go) and then the 3-node phase; -cluster3 runs only the last,
+// -overload only the overload phase, -short only a small single-broker
+// phase (make test runs it), -duration D the single-broker phase's
+// workload and faults over and over for D (endurance.go). Every phase
+// samples its worker processes (sampler.go). Every phase is bounded by -duration-limit, and
 // every process the soak started is stopped when it ends, fails or is
 // interrupted.
 package main
@@ -95,6 +98,7 @@ type options struct {
 	silentPostgres    bool
 	partitionsAdded   int
 	frozen            frozenFlags
+	ext               optionsExt // the overload phase's and the endurance mode's (overload.go)
 }
 
 func driverMain(args []string) int {
@@ -104,7 +108,7 @@ func driverMain(args []string) int {
 	fs.IntVar(&o.workers, "workers", 0, "worker processes (default 4; 2 with -short)")
 	fs.IntVar(&o.concurrency, "concurrency", 8, "handlers at once per worker process")
 	fs.Float64Var(&o.rate, "rate", 0, "jobs produced per second (default 100; 30 with -short)")
-	fs.DurationVar(&o.durationLimit, "duration-limit", 15*time.Minute, "stop and report after this long, whatever the state")
+	fs.DurationVar(&o.durationLimit, "duration-limit", 20*time.Minute, "stop and report after this long, whatever the state")
 	fs.BoolVar(&o.short, "short", false, "a small single-broker phase with one fault of each kind (for make test)")
 	fs.BoolVar(&o.cluster3, "cluster3", false, "run only the 3-broker phase")
 	fs.BoolVar(&o.single, "single", false, "run only the single-broker phase")
@@ -125,6 +129,7 @@ func driverMain(args []string) int {
 	fs.BoolVar(&o.silentPostgres, "silent-postgres", true, "add a fault (single-broker phase, not -short): a worker's Postgres connections go silent likewise")
 	fs.IntVar(&o.partitionsAdded, "partitions-added", -1, "add a fault: this many partitions added to the job topic mid-run, the producer writing to them too (default 3; 0 with -short; 0 turns it off)")
 	o.frozen.register(fs)
+	registerExtFlags(fs, &o.ext)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -147,6 +152,9 @@ func driverMain(args []string) int {
 	}
 	if o.seed == 0 {
 		o.seed = rand.Uint64() % 1_000_000
+	}
+	if code := applyExt(&o, fs); code != 0 {
+		return code
 	}
 	switch {
 	case o.jobs < 100:
@@ -192,8 +200,10 @@ func driverMain(args []string) int {
 		phases = []string{phaseSingle}
 	case o.cluster3:
 		phases = []string{phaseCluster3}
+	case o.ext.overload:
+		phases = []string{phaseOverload}
 	default:
-		phases = []string{phaseSingle, phaseCluster3}
+		phases = []string{phaseSingle, phaseOverload, phaseCluster3}
 	}
 	fmt.Printf("shareq-soak: code %s, seed %d, phases %v, %d jobs per phase at %.0f/s, %d workers x %d handlers, duration limit %v\n",
 		o.commit, o.seed, phases, o.jobs, o.rate, o.workers, o.concurrency, o.durationLimit)

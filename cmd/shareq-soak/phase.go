@@ -105,6 +105,7 @@ type phase struct {
 	abort         context.CancelCauseFunc
 
 	replayed     map[string]bool // healthy jobs replayed from the DLQ
+	ext          phaseExt        // the sampler's, the overload phase's and the endurance mode's state (sampler.go)
 	replayErr    error
 	replayGroups []string
 }
@@ -117,6 +118,8 @@ func runPhase(ctx context.Context, svc *services, o options, name string, seed u
 		dlqSeen: map[string]int{},
 		timings: map[string]time.Duration{},
 	}
+	p.o = p.phaseOptions()
+	o = p.o
 	phaseStart := time.Now()
 	fmt.Printf("\n=== phase %s (seed %d, %d worker processes)\n", name, seed, o.workers)
 	outer := ctx
@@ -174,7 +177,10 @@ func runPhase(ctx context.Context, svc *services, o options, name string, seed u
 		return nil, err
 	}
 	workerDeadline, _ := ctx.Deadline()
-	p.fleet = newFleet(exe, []string{
+	if p.ext.smp, err = p.newSampler(); err != nil {
+		return nil, err
+	}
+	p.fleet = newFleet(exe, append([]string{
 		"-brokers", strings.Join(p.seeds, ","),
 		"-group", p.group,
 		"-topic", p.topic,
@@ -186,7 +192,7 @@ func runPhase(ctx context.Context, svc *services, o options, name string, seed u
 		"-group-limit", strconv.Itoa(p.workerGroupLimit()),
 		"-webhook-flag", p.webhookFlag(),
 		"-deadline", workerDeadline.Add(time.Minute).Format(time.RFC3339Nano),
-	}, p.logDir, p.ev, o.workers)
+	}, p.extraWorkerArgs()...), p.logDir, p.ev, o.workers)
 	closeRoutes, err := p.routeSilent()
 	defer closeRoutes()
 	if err != nil {
@@ -195,6 +201,8 @@ func runPhase(ctx context.Context, svc *services, o options, name string, seed u
 	fleetCtx, stopFleet := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopFleet()
 	p.fleet.start(fleetCtx)
+	p.ext.smp.run(fleetCtx)
+	defer p.ext.smp.finish(context.WithoutCancel(ctx))
 	stopped := false
 	stopWorkers := func() {
 		if !stopped {
@@ -210,6 +218,9 @@ func runPhase(ctx context.Context, svc *services, o options, name string, seed u
 	go func() { defer tailWG.Done(); p.tailDLQ(tailCtx) }()
 	defer func() { stopTail(); tailWG.Wait() }()
 
+	if err := p.prepare(ctx); err != nil { // the overload phase's calibration
+		return nil, err
+	}
 	runStart := time.Now()
 	p.ev.start = runStart
 	window := time.Duration(float64(len(p.jobs)) / o.rate * float64(time.Second))
@@ -248,6 +259,7 @@ func runPhase(ctx context.Context, svc *services, o options, name string, seed u
 	if !complete {
 		p.ev.note("NOT every job accounted for: %s", p.drainStop)
 	}
+	p.ext.smp.finish(ctx)
 	stopWorkers()
 	p.timings["run"] = time.Since(runStart)
 
@@ -258,6 +270,7 @@ func runPhase(ctx context.Context, svc *services, o options, name string, seed u
 		return nil, fmt.Errorf("verify: %w", err)
 	}
 	rep.complete = complete
+	rep.sections = p.sections()
 	rep.interrupted = errors.Is(outer.Err(), context.Canceled)
 	p.timings["phase"] = time.Since(phaseStart)
 	rep.timings = p.timings
@@ -482,11 +495,11 @@ func countKind(jobs []jobSpec, kind string) int {
 
 // produce writes the jobs at the configured rate, from runStart.
 func (p *phase) produce(ctx context.Context, runStart time.Time) {
-	interval := time.Duration(float64(time.Second) / p.o.rate)
+	interval := time.Duration(float64(time.Second) / p.produceRate())
 	var wg sync.WaitGroup
-	for i := range p.jobs {
+	for i := p.ext.produceFrom; i < len(p.jobs); i++ {
 		j := &p.jobs[i]
-		if d := time.Until(runStart.Add(time.Duration(i) * interval)); d > 0 {
+		if d := time.Until(runStart.Add(time.Duration(i-p.ext.produceFrom) * interval)); d > 0 {
 			select {
 			case <-ctx.Done():
 				return
@@ -498,7 +511,7 @@ func (p *phase) produce(ctx context.Context, runStart time.Time) {
 			Topic:   p.topic,
 			Key:     []byte(j.id),
 			Value:   v,
-			Headers: []kgo.RecordHeader{{Key: handler.JobIDHeader, Value: []byte(j.id)}},
+			Headers: append([]kgo.RecordHeader{{Key: handler.JobIDHeader, Value: []byte(j.id)}}, p.ext.padding...),
 		}
 		wg.Add(1)
 		p.cl.Produce(ctx, rec, func(r *kgo.Record, err error) {

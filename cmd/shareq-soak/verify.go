@@ -75,6 +75,7 @@ type report struct {
 	complete    bool
 	interrupted bool
 	kept        string
+	sections    []reportSection // the sampler's and the overload phase's (sampler.go)
 }
 
 // verify reads the final state from Postgres and the DLQ topic and checks
@@ -264,6 +265,9 @@ func (r *report) problems() []string {
 	for _, f := range r.faults {
 		add(f.err != nil, "fault %s failed: %v", f.kind, f.err)
 	}
+	for _, s := range r.sections {
+		out = append(out, s.problems()...)
+	}
 	return out
 }
 
@@ -348,6 +352,9 @@ func (r *report) print(w io.Writer) {
 	show("both ran and parked", r.effectAndParked)
 	show("claims without an effect", r.claimNoEffect)
 	show("effects without a claim", r.effectNoClaim)
+	for _, s := range r.sections {
+		s.printTo(w)
+	}
 	if r.kept != "" {
 		pf("%s", r.kept)
 	}

@@ -89,6 +89,7 @@ func workerMain(args []string) int {
 	fs.StringVar(&f.webhookFlag, "webhook-flag", "", "while this file exists, the \"webhook\" every job calls is down: handlers return handler.Unavailable(\"webhook\")")
 	fs.StringVar(&f.kafkaVia, "kafka-via", "", "send every broker connection to this address (a proxy of the single broker: the silent-broker fault)")
 	fs.StringVar(&deadline, "deadline", "", "RFC 3339 time at which to stop regardless")
+	registerSamplerFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -121,6 +122,7 @@ func workerMain(args []string) int {
 		cancel(errors.New("stdin closed: driver gone"))
 	}()
 
+	go writeStatus(ctx, f.name)
 	if err := runWorker(ctx, f, log); err != nil {
 		log.Error("worker failed", "error", err)
 		emit("exit", "error", oneLine(err.Error()))
@@ -223,6 +225,9 @@ func runWorker(ctx context.Context, f workerFlags, log *slog.Logger) error {
 	}
 	if f.groupLimit > 0 {
 		opts = append(opts, worker.GroupDeliveryLimit(f.groupLimit))
+	}
+	if workerExtra.maxBytesInHand > 0 {
+		opts = append(opts, worker.MaxBytesInHand(workerExtra.maxBytesInHand))
 	}
 	// A worker restarted while the broker is down fails its start-up
 	// checks; keep trying, as a supervisor (systemd, Kubernetes) would.
