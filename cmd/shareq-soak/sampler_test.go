@@ -85,12 +85,14 @@ func TestProcSamplesOwnProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Both ends are ours: the client's remote port is the listener's, the
-	// server's is the client's.
-	if n := count(ports, port); n != 1 {
-		t.Fatalf("remote ports %v: %d connections to %d, want 1", ports, n, port)
+	// server's is the client's. Other sockets of this process (clients of
+	// brokers other tests started, which listen on ephemeral ports too) may
+	// have the same remote ports: at least one each, not exactly one.
+	if n := count(ports, port); n < 1 {
+		t.Fatalf("remote ports %v: no connection to %d (the client's end)", ports, port)
 	}
-	if want := c.LocalAddr().(*net.TCPAddr).Port; count(ports, want) != 1 {
-		t.Fatalf("remote ports %v: want one connection to %d (the server's end)", ports, want)
+	if want := c.LocalAddr().(*net.TCPAddr).Port; count(ports, want) < 1 {
+		t.Fatalf("remote ports %v: no connection to %d (the server's end)", ports, want)
 	}
 	c.Close()
 }
