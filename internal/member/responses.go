@@ -247,9 +247,22 @@ func (m *Member) acquire(rq *request, p tp, sp *kmsg.ShareFetchResponseTopicPart
 			} else {
 				m.count(h, -1)
 			}
+			m.st.Fetched++
+			if rec != nil && !h.internal && h.ack != opNone {
+				// Its job ended, but its lock ran out before the ack
+				// went (a failed list resent op by op, a session
+				// reopened): the broker gave it again, to this session.
+				// Acks are by offset, so the queued one answers for this
+				// delivery too; delivering it would run the job again
+				// only for its ack to be refused here (the record has
+				// an ack queued).
+				h.d.Count, h.d.Deadline, h.d.Lock = int32(a.DeliveryCount), deadline, lock
+				m.count(h, 1)
+				m.st.Reacquired++
+				continue
+			}
 			h.d = Delivery{Record: rec, Count: int32(a.DeliveryCount), Deadline: deadline, Lock: lock}
 			h.internal = false
-			m.st.Fetched++
 			switch {
 			case rec == nil:
 				// An offset with no record (a control record or a gap).

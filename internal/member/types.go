@@ -227,4 +227,8 @@ type Stats struct {
 	// OverCredit counts the records fetches delivered past the credit
 	// they asked for (whole producer batches, batch_optimized).
 	OverCredit int64
+	// Reacquired counts the records the broker gave again to the session
+	// holding their queued terminal ack (their lock ran out before it
+	// went): not delivered again, the queued ack answers for them.
+	Reacquired int64
 }
