@@ -608,7 +608,14 @@ func (x *executor) result(r xresult) {
 		// acknowledgement still goes (refused if the record is gone, and
 		// right if a renewal in flight did reach the broker), and the job
 		// ends interrupted by ErrLockLost (a parked job keeps its Parked);
-		// its next delivery finds its claim, if it made one.
+		// its next delivery finds its claim, if it made one. The outcome
+		// is decided here, not on the broker's answer to that ack: Kafka
+		// answers an ack of an offset below the share-partition start
+		// offset with no error and ignores it (ENGINE.md fact 4), which
+		// is what a record another member has taken and accepted
+		// meanwhile becomes (TestFrozenWorkerWakesWithoutClaimingLostJobs
+		// on Kafka 4.4.0: the woken worker's ACCEPT of such a record is
+		// answered OK).
 		ack, t := AckAccept, member.Accept
 		if r.err != nil {
 			ack, t = AckReject, member.Reject
