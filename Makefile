@@ -55,7 +55,7 @@ bench-all:
 	if ! scripts/postgres.sh status 2>/dev/null; then \
 	  pg_started=1; scripts/postgres.sh up >/dev/null || exit 1; \
 	fi; \
-	go run ./cmd/shareq-bench -broker both -database "$$(scripts/postgres.sh url)" -out bench-out $(BENCH_FLAGS)
+	env $$(scripts/kafka.sh env) go run ./cmd/shareq-bench -broker both -database "$$(scripts/postgres.sh url)" -out bench-out $(BENCH_FLAGS)
 
 # make bench-scale  cmd/shareq-bench's producer and scale scenarios (cost as
 #                   work grows: partitions, worker processes, brokers,
