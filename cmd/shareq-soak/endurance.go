@@ -135,6 +135,8 @@ func (s *enduranceSection) printTo(w io.Writer) {
 			mib(st.first.heap), mib(st.last.heap), st.slope["heap_mib"])
 		pf("  %-8s               goroutines %d -> %d (max %d), slope %+.1f/h; fds %d -> %d (max %d), slope %+.1f/h; tcp %d -> %d (max %d), slope %+.1f/h",
 			"", st.first.goroutines, st.last.goroutines, st.maxGo, st.slope["goroutines"], st.first.fds, st.last.fds, st.maxFDs, st.slope["fds"], st.first.tcp, st.last.tcp, st.maxTCP, st.slope["tcp"])
+		pf("  %-8s               heap profiles: status/%s.heap-early.pprof (at %v) and status/%s.heap.pprof (the newest, every %v): go tool pprof -diff_base ... shows what grew",
+			"", st.proc, heapProfileAfter, st.proc, heapProfileEvery)
 	}
 	if len(s.probs) == 0 {
 		pf("  endurance checks       hold (no gross growth after the warm-up; read the slopes)")

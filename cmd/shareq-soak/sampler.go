@@ -23,6 +23,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -63,6 +64,8 @@ func writeStatus(ctx context.Context, name string) {
 	path := filepath.Join(workerExtra.statusDir, name+".status")
 	t := time.NewTicker(statusEvery)
 	defer t.Stop()
+	start := time.Now()
+	var profiled time.Time // when the last heap profile was written
 	for {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
@@ -70,11 +73,42 @@ func writeStatus(ctx context.Context, name string) {
 		if err := os.WriteFile(path+".tmp", []byte(line), 0o644); err == nil {
 			_ = os.Rename(path+".tmp", path)
 		}
+		// Heap profiles, to tell what a rising heap holds: one once the
+		// pools have filled (NAME.heap-early.pprof) and the newest every
+		// heapProfileEvery after it (NAME.heap.pprof); compare them with
+		// go tool pprof -diff_base NAME.heap-early.pprof NAME.heap.pprof.
+		switch now := time.Now(); {
+		case profiled.IsZero() && now.Sub(start) >= heapProfileAfter:
+			writeHeapProfile(filepath.Join(workerExtra.statusDir, name+".heap-early.pprof"))
+			profiled = now
+		case !profiled.IsZero() && now.Sub(profiled) >= heapProfileEvery:
+			writeHeapProfile(filepath.Join(workerExtra.statusDir, name+".heap.pprof"))
+			profiled = now
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// When a worker writes its heap profiles (writeStatus).
+const (
+	heapProfileAfter = 2 * time.Minute
+	heapProfileEvery = 5 * time.Minute
+)
+
+// writeHeapProfile writes the heap profile of the process to path, by a
+// temporary file renamed over it.
+func writeHeapProfile(path string) {
+	f, err := os.Create(path + ".tmp")
+	if err != nil {
+		return
+	}
+	err = pprof.Lookup("heap").WriteTo(f, 0)
+	if cerr := f.Close(); err == nil && cerr == nil {
+		_ = os.Rename(path+".tmp", path)
 	}
 }
 
