@@ -60,6 +60,12 @@ say "all tests, Kafka suite on kfake"
 secure_only='^TestSecure(CLI|RelayCommand|Clients|ConnectErrors)$'
 SHAREQ_TEST_BROKERS=kfake gotest kfake -skip "$secure_only" "${patterns[@]}"
 
+# Benchmarks are timed by hand (BENCHMARKS.md), never here; run once each
+# (-benchtime 1x) they keep building and working: one broke unseen before.
+mapfile -t bench_pkgs < <(bench_packages)
+say "every benchmark once (-benchtime 1x), on kfake: ${bench_pkgs[*]}"
+SHAREQ_TEST_BROKERS=kfake gotest bench-1x -run '^$' -bench . -benchtime 1x "${bench_pkgs[@]}"
+
 if [[ $real == 1 ]]; then
   # Packages whose tests reach Kafka through internal/kafkatest.
   mapfile -t kafka_pkgs < <(kafka_packages)

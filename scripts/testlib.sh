@@ -37,7 +37,8 @@ gotest() {
   # Package results, failed tests and what the failing tests said.
   grep -E '^(ok|FAIL|panic:)|^\s*--- FAIL|^\s+[A-Za-z0-9_]+_test\.go:[0-9]+: ' "$log" | grep -v '^=== ' || true
   local p f s
-  p=$(grep -cE '^\s*--- PASS' "$log" || true)
+  # A benchmark that ran prints its result line (Name-N  iterations  ...).
+  p=$(grep -cE '^\s*--- PASS|^Benchmark[^ ]+[[:space:]]+[0-9]+[[:space:]]' "$log" || true)
   f=$(grep -cE '^\s*--- FAIL' "$log" || true)
   s=$(grep -cE '^\s*--- SKIP' "$log" || true)
   echo "$label: $p passed, $f failed, $s skipped (log: $log)"
@@ -47,6 +48,13 @@ gotest() {
     failed=$((failed + 1))
     tail -40 "$log"
   fi
+}
+
+# bench_packages: the package directories holding a benchmark, one per
+# line (./dir, every module).
+bench_packages() {
+  grep -rlE --include='*_test.go' --exclude-dir=.cache --exclude-dir=node_modules '^func Benchmark' . |
+    xargs -n1 dirname | sort -u
 }
 
 # kafka_packages: the packages of every module (scripts/modules.sh) whose
