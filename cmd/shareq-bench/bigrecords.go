@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/internal/procstat"
 	"github.com/shareq/shareq/worker"
 )
 
@@ -199,7 +200,7 @@ func runBigVariant(ctx context.Context, c *cluster, log *slog.Logger, topic stri
 		tick := time.NewTicker(bigSampleEvery)
 		defer tick.Stop()
 		for {
-			if rss, _, err := procMemory(cmd.Process.Pid); err == nil && rss > peak.Load() {
+			if rss, _, err := procstat.Memory(cmd.Process.Pid); err == nil && rss > peak.Load() {
 				peak.Store(rss)
 			}
 			select {
@@ -216,7 +217,7 @@ func runBigVariant(ctx context.Context, c *cluster, log *slog.Logger, topic stri
 	}
 	close(stopSampling)
 	<-sampled
-	_, run.HWM, _ = procMemory(cmd.Process.Pid)
+	_, run.HWM, _ = procstat.Memory(cmd.Process.Pid)
 	run.PeakRSS = peak.Load()
 	_ = in.Close()
 	t := time.AfterFunc(burstStopTimeout, func() { _ = cmd.Process.Kill() })
@@ -231,33 +232,6 @@ func runBigVariant(ctx context.Context, c *cluster, log *slog.Logger, topic stri
 	times, run.Makespan, run.Dups = comp.result()
 	run.Jobs = len(times)
 	return run, err
-}
-
-// procMemory returns a process's VmRSS and VmHWM, in bytes.
-func procMemory(pid int) (rss, hwm int64, err error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, 0, err
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		k, v, ok := strings.Cut(l, ":")
-		if !ok || (k != "VmRSS" && k != "VmHWM") {
-			continue
-		}
-		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		if err != nil {
-			return 0, 0, fmt.Errorf("/proc/%d/status %s: %w", pid, k, err)
-		}
-		if k == "VmRSS" {
-			rss = kb << 10
-		} else {
-			hwm = kb << 10
-		}
-	}
-	if rss == 0 || hwm == 0 {
-		return rss, hwm, fmt.Errorf("/proc/%d/status: no VmRSS or VmHWM", pid)
-	}
-	return rss, hwm, nil
 }
 
 // runBigWorker is a bigrecords worker process: a shareq worker on topic

@@ -32,6 +32,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shareq/shareq/internal/procstat"
 )
 
 // sampleEvery is how often the driver samples the worker processes, and
@@ -135,34 +137,6 @@ func readStatus(path string) (goroutines int, heap int64, err error) {
 		return 0, 0, fmt.Errorf("%s: no goroutine count", path)
 	}
 	return goroutines, heap, nil
-}
-
-// procMemory returns a process's VmRSS and VmHWM, in bytes (as
-// cmd/shareq-bench reads them).
-func procMemory(pid int) (rss, hwm int64, err error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, 0, err
-	}
-	for line := range strings.Lines(string(b)) {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok || (k != "VmRSS" && k != "VmHWM") {
-			continue
-		}
-		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		if err != nil {
-			return 0, 0, fmt.Errorf("/proc/%d/status %s: %w", pid, k, err)
-		}
-		if k == "VmRSS" {
-			rss = kb << 10
-		} else {
-			hwm = kb << 10
-		}
-	}
-	if rss == 0 || hwm == 0 {
-		return rss, hwm, fmt.Errorf("/proc/%d/status: no VmRSS or VmHWM", pid)
-	}
-	return rss, hwm, nil
 }
 
 // procSockets returns how many file descriptors a process has open and
@@ -395,7 +369,7 @@ func (s *sampler) sampleNow(ctx context.Context, mark string) {
 	for _, pr := range s.p.fleet.procs() {
 		sm := sample{at: at, slot: pr.slot, proc: pr.proc, pid: pr.pid, lag: lag, goroutines: -1}
 		var err error
-		if sm.rss, sm.hwm, err = procMemory(pr.pid); err != nil {
+		if sm.rss, sm.hwm, err = procstat.Memory(pr.pid); err != nil {
 			errs++
 			continue
 		}

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shareq/shareq/internal/procstat"
 )
 
 // A /proc/net/tcp table: one row per state that matters.
@@ -66,7 +68,7 @@ func TestProcSamplesOwnProcess(t *testing.T) {
 	port := ln.Addr().(*net.TCPAddr).Port
 
 	pid := os.Getpid()
-	rss, hwm, err := procMemory(pid)
+	rss, hwm, err := procstat.Memory(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
