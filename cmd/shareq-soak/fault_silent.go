@@ -38,7 +38,7 @@ type silentRoutes struct {
 // silentKinds returns the silent faults the phase throws: in the full
 // soak's single-broker phase, as the flags say.
 func (p *phase) silentKinds() []string {
-	if p.o.short || p.name == phaseCluster3 || len(p.seeds) != 1 {
+	if p.o.short || p.name == phaseCluster3 || p.name == phaseOverload || len(p.seeds) != 1 {
 		return nil
 	}
 	var kinds []string
@@ -83,6 +83,12 @@ func (p *phase) routeSilent() (close func(), err error) {
 		u := *pgu
 		u.Host = ppx.Addr()
 		s.extra = []string{"-kafka-via", kpx.Addr(), "-pg", u.String()}
+		if smp := p.ext.smp; smp != nil {
+			// The slot's connections end at its proxies: count them as
+			// the broker's and Postgres's (the sampler runs after this).
+			smp.addPort(smp.kafkaPorts, kpx.Addr())
+			smp.addPort(smp.pgPorts, ppx.Addr())
+		}
 	}
 	p.silent = r
 	return close, nil

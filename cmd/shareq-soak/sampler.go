@@ -95,6 +95,15 @@ func writeStatus(ctx context.Context, name string) {
 	}
 }
 
+// addPort adds the port of addr (host:port) to ports; before run only.
+func (s *sampler) addPort(ports map[int]bool, addr string) {
+	if _, port, err := net.SplitHostPort(addr); err == nil {
+		if n, err := strconv.Atoi(port); err == nil {
+			ports[n] = true
+		}
+	}
+}
+
 // When a worker writes its heap profiles (writeStatus).
 const (
 	heapProfileAfter = 2 * time.Minute
@@ -272,8 +281,10 @@ type sampler struct {
 	p          *phase
 	start      time.Time
 	statusDir  string
+	// The remote ports of a worker's connections to the broker(s) and
+	// to Postgres: theirs, and the slots' proxies' (routeSilent).
 	kafkaPorts map[int]bool
-	pgPort     int
+	pgPorts    map[int]bool
 
 	mu      sync.Mutex
 	samples []sample
@@ -289,20 +300,18 @@ type sampler struct {
 
 // newSampler makes the phase's sampler; start starts it.
 func (p *phase) newSampler() (*sampler, error) {
-	s := &sampler{p: p, start: time.Now(), statusDir: filepath.Join(p.logDir, "status"), kafkaPorts: map[int]bool{}, marks: map[string]time.Duration{}}
+	s := &sampler{p: p, start: time.Now(), statusDir: filepath.Join(p.logDir, "status"), kafkaPorts: map[int]bool{}, pgPorts: map[int]bool{}, marks: map[string]time.Duration{}}
 	if err := os.MkdirAll(s.statusDir, 0o755); err != nil {
 		return nil, err
 	}
 	for _, b := range p.seeds {
-		if _, port, err := net.SplitHostPort(b); err == nil {
-			n, _ := strconv.Atoi(port)
-			s.kafkaPorts[n] = true
-		}
+		s.addPort(s.kafkaPorts, b)
 	}
 	if u, err := url.Parse(p.pgURL); err == nil {
-		s.pgPort, _ = strconv.Atoi(u.Port())
-		if s.pgPort == 0 {
-			s.pgPort = 5432
+		if u.Port() == "" {
+			s.pgPorts[5432] = true
+		} else {
+			s.addPort(s.pgPorts, u.Host)
 		}
 	}
 	f, err := os.Create(filepath.Join(p.logDir, "samples.csv"))
@@ -389,7 +398,7 @@ func (s *sampler) sampleNow(ctx context.Context, mark string) {
 			switch {
 			case s.kafkaPorts[port]:
 				sm.tcpKafka++
-			case port == s.pgPort:
+			case s.pgPorts[port]:
 				sm.tcpPG++
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -273,5 +274,64 @@ func TestOverloadChecks(t *testing.T) {
 		if probs := check(w2); len(probs) != 1 {
 			t.Errorf("%s: problems %q, want one", name, probs)
 		}
+	}
+}
+
+// A slot whose connections go through its silent-fault proxies has them
+// counted as the broker's and Postgres's: the sampler learns the proxies'
+// ports from routeSilent (before, every such connection counted as
+// neither).
+func TestSamplerCountsProxiedConnections(t *testing.T) {
+	broker, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer broker.Close()
+	pg, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	p := &phase{name: phaseSingle, seeds: []string{broker.Addr().String()}, pgURL: "postgres://u:p@" + pg.Addr().String() + "/db"}
+	p.o.silentBroker, p.o.silentPostgres = true, true
+	p.logDir = t.TempDir()
+	p.fleet = &fleet{slots: []*slot{{name: "w1"}, {name: "w2"}}}
+	smp, err := p.newSampler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer smp.csvFile.Close()
+	p.ext.smp = smp
+	closeRoutes, err := p.routeSilent()
+	defer closeRoutes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range p.fleet.slots {
+		if len(s.extra) != 4 {
+			t.Fatalf("slot %s: extra flags %v, want -kafka-via and -pg", s.name, s.extra)
+		}
+		for _, c := range []struct {
+			what  string
+			addr  string
+			ports map[int]bool
+		}{
+			{"broker proxy", p.silent.kafka[i].Addr(), smp.kafkaPorts},
+			{"Postgres proxy", p.silent.pg[i].Addr(), smp.pgPorts},
+		} {
+			_, port, _ := net.SplitHostPort(c.addr)
+			n, _ := strconv.Atoi(port)
+			if !c.ports[n] {
+				t.Errorf("slot %s: its %s's port %d is not counted (%v)", s.name, c.what, n, c.ports)
+			}
+		}
+	}
+	// The overload phase throws no silent fault: no proxies.
+	p.name, p.silent = phaseOverload, nil
+	p.fleet.slots[0].extra = nil
+	closeOverload, err := p.routeSilent()
+	defer closeOverload()
+	if err != nil || p.silent != nil || p.fleet.slots[0].extra != nil {
+		t.Errorf("overload phase: routeSilent %v, routes %v, extra %v; want none", err, p.silent, p.fleet.slots[0].extra)
 	}
 }
