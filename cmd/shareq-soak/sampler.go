@@ -278,9 +278,9 @@ func (f *fleet) procs() []procRef {
 
 // sampler samples a phase's worker processes every sampleEvery.
 type sampler struct {
-	p          *phase
-	start      time.Time
-	statusDir  string
+	p         *phase
+	start     time.Time
+	statusDir string
 	// The remote ports of a worker's connections to the broker(s) and
 	// to Postgres: theirs, and the slots' proxies' (routeSilent).
 	kafkaPorts map[int]bool
