@@ -121,10 +121,13 @@ soak-endurance:
 
 # make scheduler-soak  the periodic scheduler over minutes: three scheduler
 #                      processes (the scheduler's test binary re-executed),
-#                      the active one SIGKILLed every 15 s and restarted,
-#                      then every firing checked to be in the outbox once,
-#                      and the missed ones to be what each policy says
-#                      (TestKilledSchedulerProcesses; RELIABILITY.md).
+#                      the active one SIGKILLed every 15 s and restarted
+#                      (every third fault a SIGSTOP instead, and a SIGCONT
+#                      once another process has fired), then every firing
+#                      checked to be in the outbox once, and the missed
+#                      ones to be what each policy says
+#                      (TestKilledAndFrozenSchedulerProcesses;
+#                      RELIABILITY.md).
 #                      SCHEDULER_SOAK=3m by default (SCHEDULER_SOAK_TIMEOUT
 #                      30m bounds the run); make test runs a 12 s version.
 #                      Starts Postgres if it is not running, and stops it
@@ -139,4 +142,4 @@ scheduler-soak:
 	  pg_started=1; scripts/postgres.sh up >/dev/null || exit 1; \
 	fi; \
 	SHAREQ_SCHEDULER_SOAK=$(SCHEDULER_SOAK) SHAREQ_TEST_DATABASE_URL="$$(scripts/postgres.sh url)" \
-	  go test -race -count=1 -timeout $(SCHEDULER_SOAK_TIMEOUT) -run '^TestKilledSchedulerProcesses$$' -v ./scheduler/
+	  go test -race -count=1 -timeout $(SCHEDULER_SOAK_TIMEOUT) -run '^TestKilledAndFrozenSchedulerProcesses$$' -v ./scheduler/

@@ -32,16 +32,33 @@
 // the lock every [RetryInterval] (default 5 s), which bounds a
 // failover's delay; the active one checks its connection every
 // [CheckInterval] between firings and, once it fails, stops leading
-// ([Scheduler.Leading] false) and goes back to trying. A lease row was
-// the alternative: it needs a clock-based expiry and a renewal loop, and
-// a leader stalled past its lease can still commit; the session lock
-// ties leadership to the connection the firings go through, with nothing
-// to tune. Its limit is Postgres's: a half-open connection (a network
-// partition, no RST) holds the session, and so the lock, until the
-// server's TCP keepalives (tcp_keepalives_idle and friends) or
-// idle_session_timeout end it; the lock is not released through
-// PgBouncer in transaction pooling mode, so connect the pool directly
-// or through session pooling.
+// ([Scheduler.Leading] false) and goes back to trying.
+//
+// A session whose process is frozen (SIGSTOP, a paused VM or container,
+// a long stall) or whose network went silent is not ended by Postgres on
+// its own: its socket stays open, the kernel answers TCP keepalives for
+// a stopped process, and the lock would be held, and every firing
+// blocked, for as long as the freeze lasts. So the statement that takes
+// the lock also sets the session's idle_session_timeout and
+// idle_in_transaction_session_timeout to [SessionTimeout] (default
+// 30 s): Postgres ends the session, and frees the lock, once the active
+// scheduler has sent nothing for that long, and its check every
+// CheckInterval renews it. A frozen active scheduler is replaced after
+// SessionTimeout plus the followers' RetryInterval; when it wakes, its
+// firings due meanwhile fail with its ended session (none commits), and
+// it logs that Postgres ended its session and goes back to trying, a
+// follower. This needs Postgres 14 or later ([Scheduler.Check] says so).
+//
+// A lease row was the alternative: it needs a clock-based expiry and a
+// renewal loop, and a leader stalled past its lease can still commit;
+// the session lock ties leadership to the connection the firings go
+// through, and its bound is enforced by the server that holds the lock,
+// not by the stalled process. Its limits are Postgres's: a connection
+// whose peer vanished (a network partition, no RST) holds the session
+// until SessionTimeout or the server's TCP keepalives end it, whichever
+// comes first; the lock is not released through PgBouncer in
+// transaction pooling mode, so connect the pool directly or through
+// session pooling.
 //
 // # Each firing once
 //

@@ -8,7 +8,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	// The test binary re-executed by TestKilledSchedulerProcesses as one
+	// The test binary re-executed by TestKilledAndFrozenSchedulerProcesses as one
 	// of its scheduler processes.
 	if os.Getenv(childEnv) == "1" {
 		os.Exit(schedulerChild())

@@ -33,8 +33,9 @@ const (
 )
 
 // SoakEnv names the environment variable that makes
-// TestKilledSchedulerProcesses the long run (make scheduler-soak): its
-// duration, a Go duration ("3m"), with a kill every soakKillEvery.
+// TestKilledAndFrozenSchedulerProcesses the long run (make
+// scheduler-soak): its duration, a Go duration ("3m"), with a fault
+// every soakKillEvery.
 const soakEnv = "SHAREQ_SCHEDULER_SOAK"
 
 const (
@@ -44,10 +45,19 @@ const (
 	// procInterval, so that most handovers miss firings and the
 	// policies have something to do.
 	procRetry = time.Second
-	// procShort is the run of make test, with procShortKills kills.
+	// procSession is the children's SessionTimeout: a frozen active
+	// process loses the lock that long after its last statement. 40
+	// times their CheckInterval, so that a loaded machine's stalls do
+	// not lose it.
+	procSession = 2 * time.Second
+	// procFreezeEvery: every procFreezeEvery-th fault, from the second,
+	// is a SIGSTOP of the active process instead of a SIGKILL.
+	procFreezeEvery = 3
+	// procShort is the run of make test, with procShortKills faults (a
+	// kill, then a freeze).
 	procShort      = 12 * time.Second
 	procShortKills = 2
-	// soakKillEvery spaces the kills of the long run.
+	// soakKillEvery spaces the faults of the long run.
 	soakKillEvery = 15 * time.Second
 	// procExtraKills bounds the kills added to make a handover miss a
 	// firing.
@@ -58,7 +68,8 @@ const (
 // schedules at procInterval, one of each missed-firing policy, until
 // SIGTERM (Run returns after the firing under way) or SIGKILL. It logs
 // as JSON on stderr, which the parent reads (the "scheduler: active"
-// line is the moment it took over).
+// line is the moment it took over; msgSessionEnded, that it found its
+// session ended after a freeze).
 func schedulerChild() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
@@ -77,7 +88,7 @@ func schedulerChild() int {
 	defer pool.Close()
 	by := os.Getenv(childByEnv)
 	s, err := New(pool, App(os.Getenv(childAppEnv)), Logger(log),
-		RetryInterval(procRetry), CheckInterval(50*time.Millisecond),
+		RetryInterval(procRetry), CheckInterval(50*time.Millisecond), SessionTimeout(procSession),
 		Add(Schedule{Name: "last", Spec: Every(procInterval), Job: byJob("t", by), Missed: RunLast}),
 		Add(Schedule{Name: "skip", Spec: Every(procInterval), Job: byJob("t", by), Missed: Skip}))
 	if err != nil {
@@ -179,9 +190,27 @@ func (c *child) term(t *testing.T) {
 	}
 }
 
+// signal sends sig (SIGSTOP, SIGCONT) to the process.
+func (c *child) signal(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := c.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("%v %s: %v", sig, c.by, err)
+	}
+}
+
+// msgSessionEnded starts the line a scheduler logs when Postgres ended
+// its session after SessionTimeout.
+const msgSessionEnded = "scheduler: Postgres ended the lock's session after SessionTimeout"
+
 // activeAt returns the times the process logged that it became the
 // active scheduler.
 func (c *child) activeAt(t *testing.T) []time.Time {
+	return c.logged(t, "scheduler: active")
+}
+
+// logged returns the times of the process's log lines whose message
+// starts with msg.
+func (c *child) logged(t *testing.T, msg string) []time.Time {
 	t.Helper()
 	var out []time.Time
 	sc := bufio.NewScanner(strings.NewReader(c.logs.String()))
@@ -190,7 +219,7 @@ func (c *child) activeAt(t *testing.T) []time.Time {
 			Time time.Time `json:"time"`
 			Msg  string    `json:"msg"`
 		}
-		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "scheduler: active" {
+		if json.Unmarshal(sc.Bytes(), &line) == nil && strings.HasPrefix(line.Msg, msg) {
 			out = append(out, line.Time)
 		}
 	}
@@ -272,24 +301,44 @@ func waitUntil(t *testing.T, deadline time.Time, what string, cond func() bool) 
 	}
 }
 
-// procKill is one SIGKILL of the active scheduler.
+// procKill is one fault of the active scheduler: a SIGKILL, or a SIGSTOP
+// and, once another process has fired, a SIGCONT.
 type procKill struct {
-	by string    // the process killed
-	at time.Time // just before the signal
+	by     string    // the process killed or frozen
+	at     time.Time // just before the signal
+	frozen bool      // SIGSTOP, not SIGKILL
+	woke   time.Time // the SIGCONT
 }
 
-func (k procKill) String() string { return k.by + " at " + k.at.Format(time.StampMicro) }
+func (k procKill) String() string {
+	what := "killed"
+	if k.frozen {
+		what = "frozen"
+	}
+	return k.by + " " + what + " at " + k.at.Format(time.StampMicro)
+}
 
 // Three scheduler processes (the test binary re-executed), two schedules
 // at 100 ms (RunLast and Skip); the active one is SIGKILLed at points
-// during the run, and restarted as a new process. At the end, from the
-// outbox: every firing once; each process's firings contiguous; and
-// across each kill, the firings missed while no scheduler was active
-// are what the schedule's policy says (RunLast: all but the last one due
-// by the takeover; Skip: all due by the takeover). 12 s and 2 kills in
-// make test; SHAREQ_SCHEDULER_SOAK=3m (make scheduler-soak) for the long
-// run, a kill every 15 s.
-func TestKilledSchedulerProcesses(t *testing.T) {
+// during the run, and restarted as a new process, or, every third fault
+// from the second, frozen: SIGSTOP, and SIGCONT once another process has
+// fired, which takes SessionTimeout (procSession) plus up to the
+// followers' RetryInterval. The woken process must find its session
+// ended and go back to trying for the lock (msgSessionEnded), a
+// follower; it is not restarted. At the end, from the outbox: every
+// firing once; each process's firings contiguous; no firing by a
+// faulted process after its fault, nor a handover without a fault (a
+// woken process that fired again would be one); and across each fault,
+// the firings missed while no scheduler was active are what the
+// schedule's policy says (RunLast: all but the last one due by the
+// takeover; Skip: all due by the takeover). 12 s with a kill and a
+// freeze in make test; SHAREQ_SCHEDULER_SOAK=3m (make scheduler-soak)
+// for the long run, a fault every 15 s.
+//
+// Without SessionTimeout (before it existed) the first freeze failed the
+// test: the frozen process's session, its socket open, held the lock,
+// and no process fired for the waitTimeout of 60 s.
+func TestKilledAndFrozenSchedulerProcesses(t *testing.T) {
 	dur, kills := procShort, procShortKills
 	if v := os.Getenv(soakEnv); v != "" {
 		d, err := time.ParseDuration(v)
@@ -335,20 +384,37 @@ func TestKilledSchedulerProcesses(t *testing.T) {
 		phase := rand.N(procRetry)
 		waitUntil(t, target.Add(waitTimeout), "the kill's moment", func() bool { return time.Now().After(target.Add(phase)) })
 		leader, _ := b.latest(t, "last")
-		kill := procKill{by: leader.by, at: time.Now()}
-		children[leader.by].kill(t)
-		killed = append(killed, kill)
+		c := children[leader.by]
+		kill := procKill{by: leader.by, at: time.Now(), frozen: k%procFreezeEvery == 1}
+		ended := len(c.logged(t, msgSessionEnded))
+		if kill.frozen {
+			c.signal(t, syscall.SIGSTOP)
+		} else {
+			c.kill(t)
+		}
 		// On the Skip schedule: the RunLast one's catch-up comes first,
 		// alone; and RunLast fills a gap of one firing.
 		waitUntil(t, kill.at.Add(waitTimeout), "a firing by another process", func() bool {
 			r, _ := b.latest(t, "skip")
 			return r.by != kill.by
 		})
-		// Restarted once another took over: the handover is a
-		// follower's, on its RetryInterval (a process just started
-		// tries for the lock at once, and would often take over within
-		// one interval).
-		start(slots[kill.by])
+		if kill.frozen {
+			// Woken once another fired: its firings due meanwhile, and
+			// those the other fired, fail with its session. It is a
+			// follower now, and stays in its slot.
+			kill.woke = time.Now()
+			c.signal(t, syscall.SIGCONT)
+			waitUntil(t, kill.woke.Add(waitTimeout), "the woken process to find its session ended", func() bool {
+				return len(c.logged(t, msgSessionEnded)) > ended
+			})
+		} else {
+			// Restarted once another took over: the handover is a
+			// follower's, on its RetryInterval (a process just
+			// started tries for the lock at once, and would often
+			// take over within one interval).
+			start(slots[kill.by])
+		}
+		killed = append(killed, kill)
 		rows := b.procRows(t, "skip")
 		i := slices.IndexFunc(rows, func(r procRow) bool { return r.by != kill.by && r.at.After(kill.at.Add(-time.Second)) })
 		if i > 0 && rows[i].at.Sub(rows[i-1].at) > procInterval {
@@ -377,6 +443,9 @@ func TestKilledSchedulerProcesses(t *testing.T) {
 	}
 
 	var gaps []time.Duration // kill to the next process's takeover
+	// freezes: SIGSTOP to the next process's takeover, and to its first
+	// firing (the start of its transaction, created_at).
+	var freezes, freezeFired []time.Duration
 	for _, schedule := range []string{"last", "skip"} {
 		policy := map[string]Missed{"last": RunLast, "skip": Skip}[schedule]
 		rows := b.procRows(t, schedule)
@@ -393,13 +462,13 @@ func TestKilledSchedulerProcesses(t *testing.T) {
 			// A handover: the k-th kill, from the killed process to a
 			// new active one.
 			if k == len(killed) || prev.by != killed[k].by {
-				t.Errorf("%s: firings by %s then %s at %v, no kill of %s there (kills %v)", schedule, prev.by, r.by, r.at, prev.by, killed)
+				t.Errorf("%s: firings by %s then %s at %v, no fault of %s there (faults %v)", schedule, prev.by, r.by, r.at, prev.by, killed)
 				break
 			}
 			kill := killed[k]
 			k++
 			if !prev.at.Before(kill.at) {
-				t.Errorf("%s: killed process %s fired %v, not before its kill at %v", schedule, prev.by, prev.at, kill.at)
+				t.Errorf("%s: process %s fired %v, not before its fault at %v", schedule, prev.by, prev.at, kill.at)
 			}
 			// The takeover: the last time the new process logged it
 			// became the active one before its first firing.
@@ -415,8 +484,18 @@ func TestKilledSchedulerProcesses(t *testing.T) {
 			}
 			gap := int(r.at.Sub(prev.at)/procInterval) - 1 // firings between them, none enqueued
 			missed += gap
-			if schedule == "last" {
+			if schedule == "last" && kill.frozen {
+				freezes = append(freezes, took.Sub(kill.at))
+				freezeFired = append(freezeFired, r.created.Sub(kill.at))
+			} else if schedule == "last" {
 				gaps = append(gaps, took.Sub(kill.at))
+			}
+			// Postgres ended the frozen one's session SessionTimeout
+			// after its last statement, which was no earlier than the
+			// start of its last firing's transaction.
+			if kill.frozen && took.Before(prev.created.Add(procSession)) {
+				t.Errorf("%s: process %s took over at %v, within SessionTimeout %v of the last firing (at %v) of %s",
+					schedule, r.by, took, procSession, prev.created, kill)
 			}
 			switch {
 			case gap == 0:
@@ -442,12 +521,19 @@ func TestKilledSchedulerProcesses(t *testing.T) {
 		if len(rows) == 0 || !rows[0].at.Before(killed[0].at) || !rows[len(rows)-1].at.After(end) {
 			t.Fatalf("%s: %d firings, want some from before the first kill to the end %v", schedule, len(rows), end)
 		}
-		t.Logf("%s (%s): %d firings from %v to %v, %d kills, 0 duplicates, %d missed in the handovers",
-			schedule, policy, len(rows), rows[0].at.Format(time.TimeOnly), rows[len(rows)-1].at.Format(time.TimeOnly), len(killed), missed)
+		t.Logf("%s (%s): %d firings from %v to %v, %d kills and %d freezes, 0 duplicates, %d missed in the handovers",
+			schedule, policy, len(rows), rows[0].at.Format(time.TimeOnly), rows[len(rows)-1].at.Format(time.TimeOnly),
+			len(killed)-len(freezes), len(freezes), missed)
 	}
-	slices.Sort(gaps)
+	spread := func(ds []time.Duration) string {
+		slices.Sort(ds)
+		return fmt.Sprintf("min %v, p50 %v, max %v", ds[0].Round(time.Millisecond), ds[len(ds)/2].Round(time.Millisecond), ds[len(ds)-1].Round(time.Millisecond))
+	}
 	if len(gaps) > 0 {
-		t.Logf("handover gap, SIGKILL to the next process's takeover: p50 %v, max %v (%d kills)",
-			gaps[len(gaps)/2].Round(time.Millisecond), gaps[len(gaps)-1].Round(time.Millisecond), len(gaps))
+		t.Logf("handover gap, SIGKILL to the next process's takeover: %s (%d kills)", spread(gaps), len(gaps))
+	}
+	if len(freezes) > 0 {
+		t.Logf("handover gap, SIGSTOP to the next process's takeover: %s; to its first firing: %s (%d freezes, SessionTimeout %v, RetryInterval %v)",
+			spread(freezes), spread(freezeFired), len(freezes), procSession, procRetry)
 	}
 }

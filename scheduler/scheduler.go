@@ -7,11 +7,13 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -24,10 +26,11 @@ const StateTable = "shareq_scheduler_state"
 
 // Defaults of the options.
 const (
-	AppDefault           = "default"
-	RetryIntervalDefault = 5 * time.Second
-	CheckIntervalDefault = 5 * time.Second
-	FireTimeoutDefault   = 30 * time.Second
+	AppDefault            = "default"
+	RetryIntervalDefault  = 5 * time.Second
+	CheckIntervalDefault  = 5 * time.Second
+	FireTimeoutDefault    = 30 * time.Second
+	SessionTimeoutDefault = 30 * time.Second
 )
 
 // An Option configures a [Scheduler]; [New] validates them once.
@@ -38,12 +41,13 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
-	app           string
-	schedules     []Schedule
-	retryInterval time.Duration
-	checkInterval time.Duration
-	fireTimeout   time.Duration
-	log           *slog.Logger
+	app            string
+	schedules      []Schedule
+	retryInterval  time.Duration
+	checkInterval  time.Duration
+	fireTimeout    time.Duration
+	sessionTimeout time.Duration
+	log            *slog.Logger
 }
 
 // App names the app the scheduler belongs to (AppDefault unless given):
@@ -74,10 +78,28 @@ func CheckInterval(d time.Duration) Option {
 }
 
 // FireTimeout bounds the transaction that enqueues the firings due at one
-// moment (FireTimeoutDefault). It is not cut short by Run's context: a
+// moment, and the reads and writes of a scheduler that takes over
+// (FireTimeoutDefault). It is not cut short by Run's context: a
 // stop waits for the firing under way.
 func FireTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.fireTimeout = d })
+}
+
+// SessionTimeout bounds how long the active scheduler keeps the lock
+// while it sends Postgres nothing (SessionTimeoutDefault). Postgres ends
+// its session after d without a statement (idle_session_timeout), or d
+// inside a firing's transaction without the next statement
+// (idle_in_transaction_session_timeout), and so frees the lock: a
+// process frozen (SIGSTOP, a VM or container paused) or stalled, whose
+// connection stays open, lets a follower take over after d plus the
+// followers' RetryInterval, instead of blocking every firing for as long
+// as it is frozen. The active scheduler renews it by its check every
+// CheckInterval, which must be at most half of d; building a firing's
+// job (Schedule.Job) must take less than d. Set on the lock's session
+// only: the followers and the pool's other connections keep the
+// server's settings. It needs Postgres 14 or later.
+func SessionTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.sessionTimeout = d })
 }
 
 // Logger sets the logger (slog.Default() unless given).
@@ -106,7 +128,7 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Scheduler, error) {
 	if pool == nil {
 		return nil, errors.New("scheduler: nil pool")
 	}
-	c := config{app: AppDefault, retryInterval: RetryIntervalDefault, checkInterval: CheckIntervalDefault, fireTimeout: FireTimeoutDefault}
+	c := config{app: AppDefault, retryInterval: RetryIntervalDefault, checkInterval: CheckIntervalDefault, fireTimeout: FireTimeoutDefault, sessionTimeout: SessionTimeoutDefault}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&c)
@@ -122,6 +144,8 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Scheduler, error) {
 		return nil, errors.New("scheduler: no schedules (Add)")
 	case c.retryInterval <= 0, c.checkInterval <= 0, c.fireTimeout <= 0:
 		return nil, fmt.Errorf("scheduler: RetryInterval %v, CheckInterval %v, FireTimeout %v: want them positive", c.retryInterval, c.checkInterval, c.fireTimeout)
+	case c.sessionTimeout < 2*c.checkInterval || c.sessionTimeout%time.Millisecond != 0:
+		return nil, fmt.Errorf("scheduler: SessionTimeout %v: want whole milliseconds, and at least twice CheckInterval (%v), which renews it", c.sessionTimeout, c.checkInterval)
 	}
 	seen := map[string]bool{}
 	for _, s := range c.schedules {
@@ -191,6 +215,13 @@ func (s *Scheduler) Check(ctx context.Context) error {
 	if _, err := s.pool.Exec(ctx, "SELECT spec, next_firing, leader FROM "+StateTable+" LIMIT 0"); err != nil {
 		return fmt.Errorf("scheduler: table %s: %w (run the migrations: migrations.Up, which applies 0006)", StateTable, err)
 	}
+	var idle *string
+	if err := s.pool.QueryRow(ctx, "SELECT current_setting('idle_session_timeout', true)").Scan(&idle); err != nil {
+		return fmt.Errorf("scheduler: %w", err)
+	}
+	if idle == nil {
+		return errors.New("scheduler: Postgres has no idle_session_timeout, which bounds a frozen active scheduler's hold on the lock (SessionTimeout): it needs Postgres 14 or later")
+	}
 	return nil
 }
 
@@ -222,7 +253,13 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if err != nil {
+		switch {
+		case err == nil:
+		case sessionTimedOut(err):
+			s.counters.failed()
+			s.cfg.log.WarnContext(ctx, "scheduler: Postgres ended the lock's session after SessionTimeout without a statement (this process was frozen or stalled); "+
+				"another scheduler may be active; trying again for the lock", slog.Duration("session_timeout", s.cfg.sessionTimeout), slog.Any("err", err))
+		default:
 			s.counters.failed()
 			s.cfg.log.WarnContext(ctx, "scheduler: database error; trying again for the lock", slog.Any("err", err))
 		}
@@ -248,9 +285,10 @@ func (s *Scheduler) term(ctx context.Context) error {
 		defer cancel()
 		conn.Close(cctx) // ends the session, and so frees the lock
 	}()
+	timeout := strconv.FormatInt(s.cfg.sessionTimeout.Milliseconds(), 10)
 	for {
 		var got bool
-		if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", s.lockKey).Scan(&got); err != nil {
+		if err := conn.QueryRow(ctx, lockSQL, s.lockKey, timeout).Scan(&got); err != nil {
 			return err
 		}
 		if got {
@@ -260,6 +298,23 @@ func (s *Scheduler) term(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// lockSQL tries for the lock ($1) and, in the same statement, when it
+// got it, bounds the session's idle time by SessionTimeout ($2, ms), so
+// that no moment holds the lock unbounded. A follower's session keeps the
+// server's settings (its RetryInterval may be longer).
+const lockSQL = `SELECT CASE WHEN pg_try_advisory_lock($1)
+	THEN set_config('idle_session_timeout', $2, false) IS NOT NULL
+		AND set_config('idle_in_transaction_session_timeout', $2, false) IS NOT NULL
+	ELSE false END`
+
+// sessionTimedOut reports whether err is Postgres ending the session on
+// idle_session_timeout (57P05) or idle_in_transaction_session_timeout
+// (25P03): SessionTimeout ran out.
+func sessionTimedOut(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "57P05" || pe.Code == "25P03")
 }
 
 // maxDue bounds the firings of one schedule enqueued at once, after a
@@ -280,7 +335,12 @@ func (s *Scheduler) lead(ctx context.Context, conn *pgx.Conn) error {
 	s.counters.elected()
 	now := s.now()
 	s.cfg.log.InfoContext(ctx, "scheduler: active", slog.String("leader", s.leader))
-	last, err := s.lastFirings(ctx, conn)
+	// The takeover's reads and writes are bounded like a firing: a
+	// network gone silent under them would hold this scheduler leading
+	// for ever, with the lock long freed.
+	tctx, cancel := context.WithTimeout(ctx, s.cfg.fireTimeout)
+	defer cancel()
+	last, err := s.lastFirings(tctx, conn)
 	if err != nil {
 		return err
 	}
@@ -305,9 +365,10 @@ func (s *Scheduler) lead(ctx context.Context, conn *pgx.Conn) error {
 			s.cfg.log.InfoContext(ctx, "scheduler: skipping missed firings", slog.String("schedule", sc.Name), slog.Time("after", l), slog.Time("through", missed))
 		}
 	}
-	if err := s.announce(ctx, conn, states); err != nil {
+	if err := s.announce(tctx, conn, states); err != nil {
 		return err
 	}
+	cancel()
 	if len(catchUp) > 0 {
 		if err := s.fire(ctx, conn, catchUp); err != nil {
 			return err
@@ -361,7 +422,13 @@ func (s *Scheduler) lead(ctx context.Context, conn *pgx.Conn) error {
 		case <-timer.C:
 		}
 		if s.now().Sub(checked) >= s.cfg.checkInterval {
-			if err := conn.Ping(ctx); err != nil {
+			// Bounded by SessionTimeout: past it, Postgres has ended
+			// the session anyway (a network gone silent holds a ping
+			// unanswered).
+			pctx, cancel := context.WithTimeout(ctx, s.cfg.sessionTimeout)
+			err := conn.Ping(pctx)
+			cancel()
+			if err != nil {
 				if ctx.Err() != nil {
 					return nil
 				}

@@ -202,6 +202,8 @@ func TestNewValidates(t *testing.T) {
 		{"zero retry", pool, []Option{Add(ok), RetryInterval(0)}, "want them positive"},
 		{"negative check", pool, []Option{Add(ok), CheckInterval(-1)}, "want them positive"},
 		{"zero fire timeout", pool, []Option{Add(ok), FireTimeout(0)}, "want them positive"},
+		{"session timeout under twice the check", pool, []Option{Add(ok), CheckInterval(time.Second), SessionTimeout(1999 * time.Millisecond)}, "at least twice CheckInterval"},
+		{"sub-millisecond session timeout", pool, []Option{Add(ok), SessionTimeout(20*time.Second + time.Microsecond)}, "whole milliseconds"},
 		{"two names", pool, []Option{Add(ok, ok)}, `two schedules named "a"`},
 		{"empty name", pool, []Option{Add(Schedule{Spec: Every(time.Second), Topic: "t"})}, "empty name"},
 		{"nil spec", pool, []Option{Add(Schedule{Name: "a", Topic: "t"})}, "nil Spec"},
@@ -362,6 +364,62 @@ func TestLeadershipLostWithConnection(t *testing.T) {
 	px.Restore()
 	stopOther()
 	waitFor(t, "leading again", s.Leading)
+}
+
+// A network to Postgres that goes silent under the active scheduler
+// (the proxy holds every byte, nothing is closed: from Postgres, like a
+// frozen process) holds its session open; Postgres ends it after
+// SessionTimeout without a statement, which frees the lock: a follower
+// takes over within SessionTimeout plus its RetryInterval, and the
+// silenced one, its check bounded by SessionTimeout too, stops leading.
+// When the network comes back it finds its session gone and follows,
+// and leads again once the other stops. Without the bound the follower
+// never took over (the test timed out after waitTimeout).
+func TestSilentLeaderLosesLockAfterSessionTimeout(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const timeout = 500 * time.Millisecond
+	sched := Add(Schedule{Name: "a", Spec: Every(time.Hour), Topic: "t", Value: 1})
+	pool, px := b.proxiedPool(t)
+	s, err := New(pool, b.options(sched, SessionTimeout(timeout), FireTimeout(2*time.Second))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, s)
+	waitFor(t, "leading", s.Leading)
+	// Its takeover's writes are through (else they would wait out
+	// FireTimeout under the silence).
+	waitFor(t, "its state row", func() bool {
+		var n int
+		err := b.pool.QueryRow(t.Context(), "SELECT count(*) FROM "+StateTable+" WHERE app = $1", b.app).Scan(&n)
+		return err == nil && n == 1
+	})
+	other, err := New(b.pool, b.options(sched, SessionTimeout(timeout))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopOther := start(t, other)
+	silenced := time.Now()
+	px.Silence()
+	waitFor(t, "the other leading", other.Leading)
+	took := time.Since(silenced)
+	// Postgres counts SessionTimeout from the silenced one's last
+	// statement, a check at most CheckInterval (50 ms) before the silence
+	// unless the machine stalled it: half of it is a bound that holds.
+	if took < timeout/2 {
+		t.Errorf("the other took over %v after the silence, well within SessionTimeout %v", took, timeout)
+	}
+	waitFor(t, "the silenced one to stop leading", func() bool { return !s.Leading() })
+	t.Logf("silence to the follower's takeover: %v (SessionTimeout %v, RetryInterval 50ms)", took.Round(time.Millisecond), timeout)
+	px.Resume()
+	if st := other.Stats(); st.Elections != 1 {
+		t.Errorf("the other's elections: %d, want 1", st.Elections)
+	}
+	stopOther()
+	waitFor(t, "the silenced one leading again", s.Leading)
+	if st := s.Stats(); st.Elections != 2 {
+		t.Errorf("elections of the silenced one: %d, want 2", st.Elections)
+	}
 }
 
 // failoverInterval is the interval of the failover tests' schedule.
