@@ -445,6 +445,38 @@ func (c *Cluster) Produce(t testing.TB, recs ...*kgo.Record) {
 	}
 }
 
+// ProduceBatch writes recs as one producer batch per partition (as long
+// as they fit in one), failing t on an error. Produce's ProduceSync may
+// split one call into several batches: with franz-go's default linger of
+// 0 the first record can leave alone while the others are appended. Here
+// a client that flushes only when told buffers them all first.
+func (c *Cluster) ProduceBatch(t testing.TB, recs ...*kgo.Record) {
+	t.Helper()
+	cl := c.Client(t, kgo.ManualFlushing(), kgo.MaxBufferedRecords(len(recs)+1))
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(recs))
+	for _, r := range recs {
+		wg.Add(1)
+		cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
+			if err != nil {
+				errs <- err
+			}
+			wg.Done()
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatalf("produce batch: flush: %v", err)
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		t.Fatalf("produce batch: %v", err)
+	}
+}
+
 // Consume reads the first n records of topic with a plain consumer from
 // the log start, failing t if they are not all there within 60 s.
 func (c *Cluster) Consume(t testing.TB, topic string, n int) []*kgo.Record {

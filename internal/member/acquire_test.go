@@ -1,10 +1,8 @@
 package member_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -13,21 +11,15 @@ import (
 )
 
 // produceBatches writes n producer batches of size records each to
-// partition 0, one ProduceSync per batch, so each is a batch of its own.
+// partition 0 (kafkatest's ProduceBatch: each a batch of its own).
 func produceBatches(t *testing.T, c *kafkatest.Cluster, topic string, n, size int) {
 	t.Helper()
-	cl := c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	for b := range n {
 		recs := make([]*kgo.Record, size)
 		for i := range recs {
 			recs[i] = &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "b%d-%d", b, i)}
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := cl.ProduceSync(ctx, recs...).FirstErr()
-		cancel()
-		if err != nil {
-			t.Fatalf("produce: %v", err)
-		}
+		c.ProduceBatch(t, recs...)
 	}
 }
 

@@ -24,7 +24,7 @@ func TestDecoderDecodesAcquiredBatchesOnce(t *testing.T) {
 		for i := range 10 {
 			recs = append(recs, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "v%d", b*10+i)})
 		}
-		c.Produce(t, recs...)
+		c.ProduceBatch(t, recs...)
 	}
 	raw := fetchRaw(t, c, topic)
 	p := tp{topic, 0}
@@ -80,7 +80,7 @@ func TestDecoderKeepsNoBatchAcquiredWhole(t *testing.T) {
 	c := kafkatest.New(t)
 	topic := c.Topic(t, 1)
 	for b := range 2 { // offsets 0-2, 3-5
-		c.Produce(t, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "v%d", 3*b)},
+		c.ProduceBatch(t, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "v%d", 3*b)},
 			&kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "v%d", 3*b+1)}, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "v%d", 3*b+2)})
 	}
 	raw := fetchRaw(t, c, topic)

@@ -24,7 +24,7 @@ func TestReacquiredRecordWithAckQueuedIsNotDeliveredAgain(t *testing.T) {
 	for i := range 3 {
 		recs = append(recs, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "v%d", i)})
 	}
-	c.Produce(t, recs...)
+	c.ProduceBatch(t, recs...)
 	raw := fetchRaw(t, c, topic)
 
 	m, err := New(Config{Client: c.Client(t), Group: "g", Topics: []string{topic}})
