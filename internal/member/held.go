@@ -33,14 +33,22 @@ type held struct {
 	released bool
 	ack      int8 // the terminal ack queued or sent (an AckType, or opGap); opNone: none yet
 	ackSent  bool // the ack is in a request in flight
-	// solo: the partition's list of ops failed as a whole (fact 4), so
-	// this offset's next op goes in a list of its own.
-	solo     bool
+	// split: the partition's list of ops that held this one failed as a
+	// whole (fact 4), one bad op failing the good ones with it; each
+	// failure of a list deepens it by one. The offsets of the deepest
+	// split are resent half at a time (takeOps), a binary search for the
+	// bad ones: k bad ops in a list of n cost about k·log2(n) requests,
+	// where one op per request cost n while the partition's new acks
+	// waited behind them. 0: not in a failed list.
+	split    int8
 	queued   pendingOp // the op it waits for in its session's pending set; 0: not in it
 	renews   int       // renewals asked and not yet sent
 	renewing int       // renewals in the request in flight
 	size     int64     // the delivery's bytes (recordBytes), counted in Member.bytes while no ack is queued
 }
+
+// maxSplit bounds held.split: a list of 4,096 ops halves to one in 12.
+const maxSplit = 64
 
 // requeue puts the request's ops back as pending.
 func (m *Member) requeue(rq *request) {
@@ -131,10 +139,18 @@ func (m *Member) opsAnswered(rq *request, p tp, err error, lock time.Duration, f
 		return
 	}
 	if err != nil && len(offs) > 1 && !isLeaderErr(err) && !final {
-		// All-or-nothing (fact 4): resend each op of the partition alone.
+		// All-or-nothing (fact 4): resend the list's ops half at a time
+		// (split, takeOps) until the bad ones fail alone.
+		var depth int8
 		for _, o := range offs {
 			if h := m.held[Key{p.topic, p.part, o}]; h != nil {
-				h.solo = true
+				depth = max(depth, h.split)
+			}
+		}
+		depth = min(depth+1, maxSplit)
+		for _, o := range offs {
+			if h := m.held[Key{p.topic, p.part, o}]; h != nil {
+				h.split = depth
 			}
 		}
 		m.requeue(&request{s: rq.s, ops: map[tp][]int64{p: offs}})
@@ -162,7 +178,7 @@ func (m *Member) opsAnswered(rq *request, p tp, err error, lock time.Duration, f
 		}
 		n := h.renewing
 		h.renewing = 0
-		h.solo = false
+		h.split = 0
 		for range n {
 			if err != nil {
 				m.emitRenewal(Renewal{Key: k, Err: fmt.Errorf("member: renew %v: %w", k, err)})

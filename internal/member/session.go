@@ -262,10 +262,6 @@ func (m *Member) takeOps(s *session, renew, onlyWanted bool) map[tp][]int64 {
 	// Gathered per partition with their entries (pending maps to them),
 	// so each key costs one lookup here and one delete, and the counts
 	// beside the set and the wanted check move once per partition.
-	type ref struct {
-		off int64
-		h   *held
-	}
 	type partOps struct {
 		skip bool // not fetched here, and only wanted partitions are taken
 		rs   []ref
@@ -292,10 +288,7 @@ func (m *Member) takeOps(s *session, renew, onlyWanted bool) map[tp][]int64 {
 			continue
 		}
 		slices.SortFunc(rs, func(a, b ref) int { return cmp.Compare(a.off, b.off) })
-		// A partition whose list failed as a whole sends its ops alone.
-		if i := slices.IndexFunc(rs, func(r ref) bool { return r.h.solo }); i >= 0 {
-			rs = rs[i : i+1]
-		}
+		rs = splitHalf(rs)
 		offs := make([]int64, len(rs))
 		acks := 0
 		for i, r := range rs {
@@ -321,6 +314,34 @@ func (m *Member) takeOps(s *session, renew, onlyWanted bool) map[tp][]int64 {
 		byPart[p] = offs
 	}
 	return byPart
+}
+
+// ref is a pending op's offset and entry, as takeOps gathers them.
+type ref struct {
+	off int64
+	h   *held
+}
+
+// splitHalf returns the ops of a partition to send, rs sorted by offset:
+// all of them, unless some were in a list that failed as a whole (split);
+// then the first half (rounded up) of those of the deepest split, the
+// others waiting. A half that fails is split again; one that succeeds
+// leaves the bad ops in the other half.
+func splitHalf(rs []ref) []ref {
+	var depth int8
+	for _, r := range rs {
+		depth = max(depth, r.h.split)
+	}
+	if depth == 0 {
+		return rs
+	}
+	group := make([]ref, 0, len(rs))
+	for _, r := range rs {
+		if r.h.split == depth {
+			group = append(group, r)
+		}
+	}
+	return group[:(len(group)+1)/2]
 }
 
 type ackBatch struct {
