@@ -67,6 +67,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "worker" {
 		os.Exit(workerMain(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "relay" {
+		os.Exit(relayMain(os.Args[2:]))
+	}
 	os.Exit(driverMain(os.Args[1:]))
 }
 
@@ -98,6 +101,7 @@ type options struct {
 	silentPostgres    bool
 	partitionsAdded   int
 	frozen            frozenFlags
+	relay             relayFlags // the outbox path and the relay faults (relay.go)
 	ext               optionsExt // the overload phase's and the endurance mode's (overload.go)
 }
 
@@ -129,11 +133,15 @@ func driverMain(args []string) int {
 	fs.BoolVar(&o.silentPostgres, "silent-postgres", true, "add a fault (single-broker phase, not -short): a worker's Postgres connections go silent likewise")
 	fs.IntVar(&o.partitionsAdded, "partitions-added", -1, "add a fault: this many partitions added to the job topic mid-run, the producer writing to them too (default 3; 0 with -short; 0 turns it off)")
 	o.frozen.register(fs)
+	o.relay.register(fs)
 	registerExtFlags(fs, &o.ext)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	o.frozen.settle(fs, o.short)
+	if code := o.relay.settle(fs, o.short); code != 0 {
+		return code
+	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "shareq-soak: unexpected arguments %q\n", fs.Args())
 		return 2
