@@ -330,7 +330,7 @@ func (s *relaySection) published() (jobs, records, dupJobs, dupRecords int) {
 func (s *relaySection) printTo(w io.Writer) {
 	pf := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 	jobs, records, dupJobs, dupRecords := s.published()
-	pf("outbox jobs              %d committed of %d planned (pgoutbox.EnqueueTx, a transaction each with its business row; %d retried after a failure); %d relay processes, claim lease %v",
+	pf("outbox jobs              %d committed of %d planned (pgoutbox.EnqueueTx, a transaction each with its business row; %d retried after a failure); %d relay processes ran (restarts included), claim lease %v",
 		s.committed, s.jobs, s.retries, len(s.relayNames()), s.lease)
 	pf("  published              %d jobs in %d records: %d duplicate publishes of %d jobs, their second records absorbed by the claim (%d claim hits on those jobs); rows left in the outbox %d",
 		jobs, records, dupRecords, dupJobs, s.dupEvents, s.left)
@@ -339,7 +339,7 @@ func (s *relaySection) printTo(w io.Writer) {
 		st := s.stats[name]
 		parts = append(parts, fmt.Sprintf("%s produced %d, failures %d, db errors %d", name, st.produced, st.failures, st.dbErrors))
 	}
-	pf("  relays                 %s; unexpected exits %d", strings.Join(parts, "; "), s.crashes)
+	pf("  relays                 counters as last reported: %s; unexpected exits %d", strings.Join(parts, "; "), s.crashes)
 }
 
 func (s *relaySection) relayNames() []string { return slices.Sorted(maps.Keys(s.stats)) }
