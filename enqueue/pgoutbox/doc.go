@@ -61,9 +61,10 @@
 // rows by its lease at most, not for as long as it is frozen; woken, it
 // finds its session ended, its delete fails (a [Stats.DBErrors]) and it
 // goes on. Rows it had produced are produced again by the relay that took
-// them over, with their job IDs: at least once, as below. (A relay frozen
-// while Postgres is still sending it a claim's rows is not idle for
-// Postgres; a claim is at most BatchSize rows of at most [MaxRecordBytes].)
+// them over, with their job IDs: at least once, as below. Postgres counts
+// idle time only: a relay frozen while Postgres still sends it the rows
+// of its claim (a claim larger than the sockets' buffers) holds them
+// until it wakes or the operating system ends the connection.
 //
 // A committed insert notifies the relays (LISTEN/NOTIFY, from a trigger
 // the migration installs), so a job reaches Kafka within milliseconds of
