@@ -32,7 +32,10 @@
 //     restart of the broker that keeps its data, a restart of Postgres,
 //     and on the 3-node cluster the stop and the crash of the leader of
 //     the busiest partition, each brought back; partitions added to the
-//     job topic (-partitions-added, fault_partitions.go);
+//     job topic (-partitions-added, fault_partitions.go); in the
+//     single-broker phase a share of the jobs goes through the outbox
+//     (-outbox, relay.go: pgoutbox.EnqueueTx, relay processes), and a
+//     relay is SIGKILLed and SIGSTOPped (fault_relay.go);
 //   - waits until every job is accounted for (an effect row or a DLQ
 //     record), lets stragglers settle, stops the workers, and checks and
 //     prints a report. It exits 1 on a lost job, a double effect, or any
