@@ -29,6 +29,8 @@ const (
 	faultSigstop       = "worker-sigstop"
 	faultRolling       = "rolling-restart"
 	faultPGOutageLong  = "postgres-outage-long"
+	faultRelaySigkill  = "relay-sigkill"
+	faultRelaySigstop  = "relay-sigstop"
 )
 
 // faultRecord is one injected fault, for the report.
@@ -67,11 +69,15 @@ func (p *phase) schedule(window time.Duration) []faultRecord {
 		kinds = append(kinds, faultPartitions)
 	}
 	kinds = append(kinds, p.frozenFaults()...)
+	kinds = append(kinds, p.relayFaults()...)
 	out := make([]faultRecord, len(kinds))
 	for i, k := range kinds {
 		// Between 10% and 80% of the window: the last faults still find
 		// jobs arriving.
 		at := time.Duration((0.1 + 0.7*p.rng.Float64()) * float64(window))
+		if k == faultRelaySigkill || k == faultRelaySigstop {
+			at /= 2 // early: the faults that run before it may take long, and it needs rows arriving
+		}
 		out[i] = faultRecord{kind: k, at: at}
 	}
 	// Sort by time (insertion sort: a handful of entries).
@@ -161,6 +167,10 @@ func (p *phase) fault(ctx context.Context, kind string) (string, error) {
 		return p.rollingRestart(ctx)
 	case faultPGOutageLong:
 		return p.postgresOutageLong(ctx)
+	case faultRelaySigkill:
+		return p.relaySigkill(ctx)
+	case faultRelaySigstop:
+		return p.relaySigstop(ctx)
 
 	case faultSilentBroker, faultSilentPostgres:
 		return p.silentFault(ctx, kind)

@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/shareq/shareq v0.0.0-00010101000000-000000000000
+	github.com/shareq/shareq/enqueue/pgoutbox v0.0.0-00010101000000-000000000000
 	github.com/shareq/shareq/idempotency/pgstore v0.0.0-00010101000000-000000000000
 	github.com/shareq/shareq/migrations v0.0.0-00010101000000-000000000000
 	github.com/twmb/franz-go v1.22.3
@@ -37,6 +38,7 @@ require (
 // module builds from a clone, also without go.work (GOWORK=off, go mod tidy).
 replace (
 	github.com/shareq/shareq => ../..
+	github.com/shareq/shareq/enqueue/pgoutbox => ../../enqueue/pgoutbox
 	github.com/shareq/shareq/idempotency/pgstore => ../../idempotency/pgstore
 	github.com/shareq/shareq/migrations => ../../migrations
 )

@@ -32,7 +32,10 @@
 //     restart of the broker that keeps its data, a restart of Postgres,
 //     and on the 3-node cluster the stop and the crash of the leader of
 //     the busiest partition, each brought back; partitions added to the
-//     job topic (-partitions-added, fault_partitions.go);
+//     job topic (-partitions-added, fault_partitions.go); in the
+//     single-broker phase a share of the jobs goes through the outbox
+//     (-outbox, relay.go: pgoutbox.EnqueueTx, relay processes), and a
+//     relay is SIGKILLed and SIGSTOPped (fault_relay.go);
 //   - waits until every job is accounted for (an effect row or a DLQ
 //     record), lets stragglers settle, stops the workers, and checks and
 //     prints a report. It exits 1 on a lost job, a double effect, or any
@@ -67,6 +70,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "worker" {
 		os.Exit(workerMain(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "relay" {
+		os.Exit(relayMain(os.Args[2:]))
+	}
 	os.Exit(driverMain(os.Args[1:]))
 }
 
@@ -98,6 +104,7 @@ type options struct {
 	silentPostgres    bool
 	partitionsAdded   int
 	frozen            frozenFlags
+	relay             relayFlags // the outbox path and the relay faults (relay.go)
 	ext               optionsExt // the overload phase's and the endurance mode's (overload.go)
 }
 
@@ -129,11 +136,15 @@ func driverMain(args []string) int {
 	fs.BoolVar(&o.silentPostgres, "silent-postgres", true, "add a fault (single-broker phase, not -short): a worker's Postgres connections go silent likewise")
 	fs.IntVar(&o.partitionsAdded, "partitions-added", -1, "add a fault: this many partitions added to the job topic mid-run, the producer writing to them too (default 3; 0 with -short; 0 turns it off)")
 	o.frozen.register(fs)
+	o.relay.register(fs)
 	registerExtFlags(fs, &o.ext)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	o.frozen.settle(fs, o.short)
+	if code := o.relay.settle(fs, o.short); code != 0 {
+		return code
+	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "shareq-soak: unexpected arguments %q\n", fs.Args())
 		return 2

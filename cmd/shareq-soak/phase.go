@@ -102,6 +102,7 @@ type phase struct {
 	drainStop     string        // why the drain stopped short
 	hitAt         time.Duration // when the fault in progress struck (set by hit)
 	silent        *silentRoutes // the slots' proxies for the silent faults (fault_silent.go)
+	outbox        *outboxRun    // the outbox path and its relays (relay.go); nil without
 	abort         context.CancelCauseFunc
 
 	replayed     map[string]bool // healthy jobs replayed from the DLQ
@@ -201,12 +202,16 @@ func runPhase(ctx context.Context, svc *services, o options, name string, seed u
 	fleetCtx, stopFleet := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopFleet()
 	p.fleet.start(fleetCtx)
+	if err := p.startRelays(fleetCtx, exe, workerDeadline); err != nil {
+		return nil, err
+	}
 	p.ext.smp.run(fleetCtx)
 	defer p.ext.smp.finish(context.WithoutCancel(ctx))
 	stopped := false
 	stopWorkers := func() {
 		if !stopped {
 			stopped = true
+			p.stopRelays()
 			p.fleet.stop(workerShutdown + 15*time.Second)
 		}
 	}
@@ -271,6 +276,9 @@ func runPhase(ctx context.Context, svc *services, o options, name string, seed u
 	}
 	rep.complete = complete
 	rep.sections = p.sections()
+	if s := p.outboxSection(vctx); s != nil {
+		rep.sections = append(rep.sections, s)
+	}
 	rep.interrupted = errors.Is(outer.Err(), context.Canceled)
 	p.timings["phase"] = time.Since(phaseStart)
 	rep.timings = p.timings
@@ -506,6 +514,10 @@ func (p *phase) produce(ctx context.Context, runStart time.Time) {
 			case <-time.After(d):
 			}
 		}
+		if p.outbox != nil && p.outbox.jobs[j.id] {
+			wg.Go(func() { p.enqueueOutbox(ctx, j, payload{Kind: j.kind, SleepMS: j.ms}) })
+			continue
+		}
 		v, _ := json.Marshal(payload{Kind: j.kind, SleepMS: j.ms})
 		rec := &kgo.Record{
 			Topic:   p.topic,
@@ -664,7 +676,7 @@ func (p *phase) drain(ctx context.Context) bool {
 				return true
 			}
 		}
-		if p.lagZero(ctx) {
+		if p.lagZero(ctx) && p.outboxEmpty(ctx) {
 			if idleSince.IsZero() {
 				idleSince = time.Now()
 			}

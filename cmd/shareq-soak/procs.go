@@ -27,6 +27,7 @@ const (
 // the fleet stops.
 type fleet struct {
 	exe    string
+	verb   string   // the subcommand its processes run: "worker" when empty
 	args   []string // common worker flags
 	logDir string
 	ev     *events
@@ -114,7 +115,11 @@ func (f *fleet) launch(s *slot) error {
 	}
 	s.starts++
 	name := fmt.Sprintf("%s.%d", s.name, s.starts)
-	cmd := exec.Command(f.exe, append(append([]string{"worker", "-name", name}, f.args...), s.extra...)...)
+	verb := f.verb
+	if verb == "" {
+		verb = "worker"
+	}
+	cmd := exec.Command(f.exe, append(append([]string{verb, "-name", name}, f.args...), s.extra...)...)
 	cmd.Stderr = logf
 	// Its own process group, so a Ctrl-C on the soak's terminal reaches
 	// the driver only, which then stops the workers itself; and a kill
@@ -315,6 +320,7 @@ type events struct {
 	jobsIn      map[string]map[string]bool      // process → the IDs of its jobs in hand
 	onStart     func(proc, id, delivery string) // called with e.mu held
 	watch       func(proc string, f []string)   // every event line's fields, called with e.mu held
+	onRelay     func(proc string, f []string)   // a relay process's counters (relay.go), called with e.mu held
 	renewOK     int
 	renewFail   int
 	ackFails    int
@@ -390,6 +396,10 @@ func (e *events) line(proc, line string) {
 		return ""
 	}
 	switch f[1] {
+	case "relay":
+		if e.onRelay != nil {
+			e.onRelay(proc, f[2:])
+		}
 	case "dup":
 		e.dups[arg(0)]++
 	case "park":

@@ -52,6 +52,20 @@
 // produces the batch, waits for the broker's acknowledgements, and
 // deletes the acknowledged rows in the same transaction that locked them.
 //
+// A relay's claim is a lease: Postgres ends the session of a relay that
+// leaves its claimed rows idle in their transaction for longer than
+// ProduceTimeout + [ClaimSlack] (idle_in_transaction_session_timeout, set
+// for the round's transaction only), which rolls the claim back and
+// releases the rows, and the rows of their keys behind them, to the other
+// relays. A relay frozen mid-batch (SIGSTOP, a VM pause) so delays its
+// rows by its lease at most, not for as long as it is frozen; woken, it
+// finds its session ended, its delete fails (a [Stats.DBErrors]) and it
+// goes on. Rows it had produced are produced again by the relay that took
+// them over, with their job IDs: at least once, as below. Postgres counts
+// idle time only: a relay frozen while Postgres still sends it the rows
+// of its claim (a claim larger than the sockets' buffers) holds them
+// until it wakes or the operating system ends the connection.
+//
 // A committed insert notifies the relays (LISTEN/NOTIFY, from a trigger
 // the migration installs), so a job reaches Kafka within milliseconds of
 // its commit; the relay also polls every [PollIntervalDefault], which

@@ -26,6 +26,14 @@ const (
 	// ProduceTimeoutDefault bounds the produce of one batch: a row not
 	// acknowledged by then counts as failed and is retried.
 	ProduceTimeoutDefault = 30 * time.Second
+	// ClaimSlack is added to the ProduceTimeout to make a relay's claim
+	// lease: Postgres ends the session of a relay that leaves its claimed
+	// rows idle in their transaction for longer (its
+	// idle_in_transaction_session_timeout, set for the round's
+	// transaction), which releases the rows to the other relays. A relay
+	// frozen between its claim and its delete (SIGSTOP, a VM pause, a
+	// process throttled to nothing) holds its rows that long at most.
+	ClaimSlack = 10 * time.Second
 	// RetryBackoffDefault is the wait before the first retry of a row
 	// whose produce failed; it doubles with each failure.
 	RetryBackoffDefault = time.Second
@@ -70,6 +78,8 @@ func PollInterval(d time.Duration) RelayOption {
 }
 
 // ProduceTimeout bounds the produce of one batch. Default [ProduceTimeoutDefault].
+// With [ClaimSlack] it makes the lease of the rows a round claims: see
+// [ClaimSlack].
 func ProduceTimeout(d time.Duration) RelayOption {
 	return relayOptionFunc(func(c *relayConfig) { c.produceTimeout = d })
 }
@@ -123,6 +133,8 @@ type Relay struct {
 	swept time.Time
 	// sweepEvery is SweepInterval; tests shorten it.
 	sweepEvery time.Duration
+	// claimSlack is ClaimSlack; tests shorten it.
+	claimSlack time.Duration
 
 	// listening is true while the relay's connection LISTENs.
 	listening atomic.Bool
@@ -185,7 +197,7 @@ func NewRelay(pool *pgxpool.Pool, p enqueue.Producer, opts ...RelayOption) (*Rel
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("pgoutbox: %w", err)
 	}
-	return &Relay{pool: pool, p: p, cfg: cfg, sweepEvery: SweepInterval}, nil
+	return &Relay{pool: pool, p: p, cfg: cfg, sweepEvery: SweepInterval, claimSlack: ClaimSlack}, nil
 }
 
 // Stats are a relay's counters since it was created. They only grow.
@@ -470,9 +482,20 @@ func (r *Relay) round(ctx context.Context) (full bool, claimed time.Time, err er
 		return false, time.Time{}, fmt.Errorf("pgoutbox: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(rctx)) }()
-	// The claim and its time in one round trip.
+	// The lease, the claim and its time in one round trip. The claimed
+	// rows stay locked until the commit, whatever happens to this
+	// process: the lease (idle_in_transaction_session_timeout, for this
+	// transaction only) makes Postgres end the session, and so release
+	// the rows, when the transaction stays idle longer than a produce
+	// can take plus ClaimSlack: the relay froze. Without it a frozen
+	// relay's rows, and every row of their keys behind them, waited for
+	// it to wake. A relay that wakes after its lease ran out finds its
+	// session gone: its delete fails, and the rows it produced are
+	// produced again by the relay that took them over, with the same
+	// job IDs (the worker's claim absorbs the second record).
 	var batch []row
 	var b pgx.Batch
+	b.Queue("SELECT set_config('idle_in_transaction_session_timeout', $1, true)", fmt.Sprintf("%dms", r.lease().Milliseconds()))
 	b.Queue("SELECT now()").QueryRow(func(rs pgx.Row) error { return rs.Scan(&claimed) })
 	b.Queue(claimSQL, r.cfg.batchSize).Query(func(rows pgx.Rows) error {
 		var err error
@@ -589,6 +612,10 @@ func (r *Relay) round(ctx context.Context) (full bool, claimed time.Time, err er
 	}
 	return full, claimed, nil
 }
+
+// lease is how long a round's transaction may stay idle, holding its
+// claimed rows, before Postgres ends its session.
+func (r *Relay) lease() time.Duration { return r.cfg.produceTimeout + r.claimSlack }
 
 // nextDue returns how long until the earliest row due after claimed (the
 // last round's claim, by Postgres's clock) is due, 0 for a row that fell
