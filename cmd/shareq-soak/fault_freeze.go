@@ -75,6 +75,30 @@ func (p *phase) memberOf(ctx context.Context, proc string) (id string, epoch int
 	return "", 0, false, nil
 }
 
+// memberWait bounds how long the worker-sigstop fault waits for its
+// worker to be listed in the group before it freezes it.
+const memberWait = 30 * time.Second
+
+// awaitMember returns the member ID and epoch of proc's member once the
+// group lists it, asking again every 250 ms (a describe that fails
+// included) for up to within.
+func (p *phase) awaitMember(ctx context.Context, proc string, within time.Duration) (string, int32, error) {
+	deadline := time.Now().Add(within)
+	for {
+		id, epoch, listed, err := p.memberOf(ctx, proc)
+		if err == nil && listed {
+			return id, epoch, nil
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			if err == nil {
+				err = fmt.Errorf("not listed within %v", within)
+			}
+			return "", 0, err
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
 // procTally counts what one worker process reported after a moment.
 type procTally struct {
 	finishes map[string]int // "ack/why" of the jobs that had started before the freeze
@@ -131,18 +155,20 @@ func (p *phase) freezeWorker(ctx context.Context) (string, error) {
 		p.ev.mu.Unlock()
 	}()
 
+	// Its member as the group lists it, found before the freeze: a
+	// describe that times out (a broker just restarted, a loaded
+	// machine) is asked again, and a worker still rejoining is waited
+	// for, for up to memberWait.
+	memberID, epoch, err := p.awaitMember(ctx, proc, memberWait)
+	if err != nil {
+		return "", fmt.Errorf("worker %s is not a member of the group before its freeze: %w", proc, err)
+	}
 	p.hit()
 	pid, err := p.fleet.pause(i, syscall.SIGSTOP)
 	if err != nil {
 		return "", err
 	}
 	stopped := time.Now()
-	// Its member as the group lists it, for a session timeout yet.
-	memberID, epoch, listed, err := p.memberOf(ctx, proc)
-	if err != nil || !listed {
-		_, _ = p.fleet.pause(i, syscall.SIGCONT)
-		return "", fmt.Errorf("worker %s is not a member of the group as it freezes (err %v)", proc, err)
-	}
 	// The coordinator drops the frozen member after the session timeout.
 	var droppedAfter time.Duration
 	for time.Since(stopped) < freeze && ctx.Err() == nil {
