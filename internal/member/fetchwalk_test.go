@@ -3,8 +3,6 @@ package member
 import (
 	"testing"
 
-	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -16,20 +14,7 @@ import (
 // no longer wanted, makes the next fetch add or forget what changed.
 // Drives sendFetch directly and answers each fetch by hand.
 func TestFetchNamesOnlyWhatChanged(t *testing.T) {
-	fake, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(fake.Close)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(fake.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	m, err := New(Config{Client: cl, Group: "g", Topics: []string{"t"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := directMember(t, 1)
 	const parts = 600
 	id := [16]byte{1}
 	m.group.state = Joined

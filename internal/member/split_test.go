@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // A partition's list of acks that fails as a whole (fact 4) is resent
@@ -16,15 +15,7 @@ import (
 // and a bad ack alone fails alone. Drives takeOps and opsAnswered
 // directly: the broker's answers are given by hand.
 func TestFailedAckListIsResentHalfAtATime(t *testing.T) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1")) // never dialled
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	m, err := New(Config{Client: cl, Group: "g", Topics: []string{"t"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := directMember(t, 1)
 	p := tp{"t", 0}
 	s := m.session(0)
 	s.epoch = 1

@@ -2,9 +2,6 @@ package member
 
 import (
 	"testing"
-
-	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // The coalescing hold counts the jobs in hand across sessions: a session
@@ -12,20 +9,7 @@ import (
 // fetches at once, for no job in hand will free credit. Drives turn
 // directly: which sessions are busy, and what each holds, is set by hand.
 func TestTurnCountsJobsInHandAcrossSessions(t *testing.T) {
-	fake, err := kfake.NewCluster(kfake.NumBrokers(2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(fake.Close)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(fake.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	m, err := New(Config{Client: cl, Group: "g", Topics: []string{"t"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := directMember(t, 2)
 	p0, p1 := tp{"t", 0}, tp{"t", 1}
 	m.group.state = Joined
 	m.meta.ids["t"] = [16]byte{1}
