@@ -38,7 +38,12 @@ SHAREQ_TEST_DATABASE_URL=$(scripts/postgres.sh url)
 export SHAREQ_TEST_DATABASE_URL
 # The console's browser test (internal/consolebrowser) runs in make test;
 # here, on the older releases, its packages' other tests do not need it.
-mapfile -t kafka_pkgs < <(kafka_packages | grep -vx 'github.com/shareq/shareq/internal/consolebrowser')
+module_list patterns
+kafka_packages all_kafka_pkgs "${patterns[@]}"
+kafka_pkgs=()
+for p in "${all_kafka_pkgs[@]}"; do
+  [[ $p == github.com/shareq/shareq/internal/consolebrowser ]] || kafka_pkgs+=("$p")
+done
 
 IFS=, read -r -a versions <<<"$KAFKA_COMPAT_VERSIONS"
 for v in "${versions[@]}"; do

@@ -18,9 +18,9 @@ cd "$repo_root"
 trap stop_started EXIT
 
 # Every module of go.work (scripts/modules.sh): the root's ./... alone
-# would skip the nested ones.
-mapfile -t patterns < <(scripts/modules.sh)
-mapfile -t module_dirs < <(scripts/modules.sh -dirs)
+# would skip the nested ones. Read once, here, where set -e sees a failure.
+module_list patterns
+module_list module_dirs -dirs
 
 say "go vet, and every module on its own (GOWORK=off: its go.mod, replace directives and go.sum, tidy)"
 go vet "${patterns[@]}"
@@ -68,7 +68,7 @@ SHAREQ_TEST_BROKERS=kfake gotest bench-1x -run '^$' -bench . -benchtime 1x "${be
 
 if [[ $real == 1 ]]; then
   # Packages whose tests reach Kafka through internal/kafkatest.
-  mapfile -t kafka_pkgs < <(kafka_packages)
+  kafka_packages kafka_pkgs "${patterns[@]}"
   say "Kafka suite on Apache Kafka $KAFKA_VERSION (127.0.0.1:$KAFKA_PORT): ${kafka_pkgs[*]}"
   SHAREQ_TEST_BROKERS=127.0.0.1:$KAFKA_PORT gotest kafka -skip "$secure_only" "${kafka_pkgs[@]}"
 fi

@@ -57,11 +57,31 @@ bench_packages() {
     xargs -n1 dirname | sort -u
 }
 
-# kafka_packages: the packages of every module (scripts/modules.sh) whose
-# tests reach Kafka through internal/kafkatest, one per line.
+# module_list VAR [-dirs]: scripts/modules.sh's lines into the array VAR,
+# failing the script when it fails or lists nothing (mapfile < <(...)
+# would hide both).
+module_list() {
+  local -n _into=$1
+  local out
+  out=$(scripts/modules.sh "${@:2}") || exit 1
+  mapfile -t _into <<<"$out"
+  if [[ -z $out || ${#_into[@]} -eq 0 ]]; then
+    echo "testlib.sh: scripts/modules.sh listed no module" >&2
+    exit 1
+  fi
+}
+
+# kafka_packages VAR PATTERN...: the packages matching the patterns whose
+# tests reach Kafka through internal/kafkatest, into the array VAR;
+# failing the script when go list fails or finds none (a Kafka pass over
+# no package would pass having run nothing).
 kafka_packages() {
-  local patterns
-  mapfile -t patterns < <(scripts/modules.sh)
-  go list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' "${patterns[@]}" |
-    awk '/internal\/kafkatest/ {print $1}'
+  local -n _pkgs=$1
+  local out
+  out=$(go list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' "${@:2}") || exit 1
+  mapfile -t _pkgs < <(awk '/internal\/kafkatest/ {print $1}' <<<"$out")
+  if [[ ${#_pkgs[@]} -eq 0 ]]; then
+    echo "testlib.sh: no package's tests import internal/kafkatest: the Kafka pass would run nothing" >&2
+    exit 1
+  fi
 }
