@@ -15,12 +15,16 @@ import (
 // record_limit mode a member acquires only some records of a batch at a
 // time: a producer batch of 10,000 records fetched 1,000 at a time comes
 // back ten times. The decoder skips batches that hold no acquired record
-// and keeps the batches it decoded of which some records were not
-// acquired (up to limit bytes of them, the oldest dropped first, the
-// newest always kept), so each batch is decompressed and decoded about
-// once. A batch acquired whole is not kept: its records come again only
-// if released, and large records come one to a batch. The member sets the limit to half
-// its bound on the bytes in hand ([Config.MaxBytes]).
+// and keeps the batches it decoded whose last record was not acquired yet
+// (up to limit bytes of them, the oldest dropped first, the newest always
+// kept), so each batch is decompressed and decoded about once. A batch is
+// dropped once a fetch acquires its last record (a batch acquired whole is
+// never kept): the broker acquires a partition's records in offset order,
+// so the batch's records come again only if released, and decoding it
+// again then costs less than keeping every finished batch until the limit
+// pushes it out (the endurance run's steady worker held its cache full of
+// finished batches: RELIABILITY.md). The member sets the limit to half its
+// bound on the bytes in hand ([Config.MaxBytes]).
 //
 // Decoded records alias the bytes they were decoded from, so an
 // uncompressed batch is copied out of the response first: a record then
@@ -28,9 +32,12 @@ import (
 type decoder struct {
 	decomp kgo.Decompressor
 	cache  map[batchKey]*decodedBatch
-	order  []batchKey // oldest first
-	bytes  int
-	limit  int // the most bytes of batches kept decoded
+	// order lists the kept batches oldest first; an entry whose seq is not
+	// its batch's (dropped, or kept again since) is stale and skipped.
+	order []orderEntry
+	seq   uint64 // the last seq given
+	bytes int    // the sizes of the batches in cache
+	limit int    // the most bytes of batches kept decoded
 	// batchSize is, per partition, the most records of a producer batch
 	// in the partition's latest response that held acquired records
 	// (acquire.go); absent: none seen yet.
@@ -45,8 +52,14 @@ type batchKey struct {
 	base int64
 }
 
+type orderEntry struct {
+	k   batchKey
+	seq uint64
+}
+
 type decodedBatch struct {
 	size int
+	seq  uint64        // its entry in order
 	recs []*kgo.Record // by offset
 }
 
@@ -81,7 +94,7 @@ func (d *decoder) records(p tp, raw []byte, acquired []kmsg.ShareFetchResponseTo
 		if last >= 0 && !overlaps(base, last, acquired) {
 			continue
 		}
-		batches = append(batches, d.batch(p, base, b, last >= 0 && covered(base, last, acquired)))
+		batches = append(batches, d.batch(p, base, b, last >= 0 && holds(last, acquired)))
 	}
 	if old, seen := d.batchSize[p]; largest > 0 && (!seen || old != largest) {
 		d.batchSize[p] = largest
@@ -130,52 +143,72 @@ func overlaps(base, last int64, acquired []kmsg.ShareFetchResponseTopicPartition
 	return false
 }
 
-// covered reports whether the acquired ranges (ascending, disjoint) hold
-// every offset from base to last.
-func covered(base, last int64, acquired []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord) bool {
-	next := base
+// holds reports whether the acquired ranges hold offset last.
+func holds(last int64, acquired []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord) bool {
 	for _, a := range acquired {
-		if a.FirstOffset > next {
-			break
+		if a.FirstOffset <= last && last <= a.LastOffset {
+			return true
 		}
-		next = max(next, a.LastOffset+1)
 	}
-	return next > last
+	return false
 }
 
 // batch returns the decoded records of one raw batch, from the cache when
-// it holds them; whole says every record of it was acquired (it is not
-// kept).
-func (d *decoder) batch(p tp, base int64, raw []byte, whole bool) *decodedBatch {
+// it holds them; done says its last record was acquired now: it is
+// dropped from the cache (or never put there).
+func (d *decoder) batch(p tp, base int64, raw []byte, done bool) *decodedBatch {
 	k := batchKey{p, base}
-	if b := d.cache[k]; b != nil && b.size == len(raw) {
+	b := d.cache[k]
+	if b == nil || b.size != len(raw) {
+		b = d.decode(p, base, raw)
+	}
+	if done {
+		d.drop(k)
 		return b
 	}
+	if d.cache[k] != b {
+		d.drop(k)
+		d.seq++
+		b.seq = d.seq
+		d.order = append(d.order, orderEntry{k, b.seq})
+		d.cache[k] = b
+		d.bytes += b.size
+	}
+	for d.bytes > d.limit && len(d.order) > 0 {
+		e := d.order[0]
+		if ob := d.cache[e.k]; ob != nil && ob.seq == e.seq {
+			if e.k == k {
+				break // the newest is always kept
+			}
+			d.drop(e.k)
+		}
+		d.order = d.order[1:]
+	}
+	if len(d.order) > 2*len(d.cache)+64 { // mostly stale entries: compact
+		d.order = slices.DeleteFunc(d.order, func(e orderEntry) bool {
+			b := d.cache[e.k]
+			return b == nil || b.seq != e.seq
+		})
+	}
+	return b
+}
+
+// decode decodes one raw batch.
+func (d *decoder) decode(p tp, base int64, raw []byte) *decodedBatch {
 	if len(raw) >= 23 && raw[16] == 2 && raw[22]&0x07 == 0 {
 		raw = bytes.Clone(raw) // uncompressed: the records would alias the response
 	}
 	fp := kmsg.FetchResponseTopicPartition{Partition: p.part, RecordBatches: raw, HighWatermark: -1, LastStableOffset: -1}
 	part, _ := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{Topic: p.topic, Partition: p.part, Offset: base}, &fp, d.decomp, nil)
-	b := &decodedBatch{size: len(raw), recs: part.Records}
-	if whole {
-		return b
+	return &decodedBatch{size: len(raw), recs: part.Records}
+}
+
+// drop removes a batch from the cache; its entry in order goes stale.
+func (d *decoder) drop(k batchKey) {
+	if b := d.cache[k]; b != nil {
+		d.bytes -= b.size
+		delete(d.cache, k)
 	}
-	if old := d.cache[k]; old != nil {
-		d.bytes -= old.size
-	} else {
-		d.order = append(d.order, k)
-	}
-	d.cache[k] = b
-	d.bytes += b.size
-	for d.bytes > d.limit && len(d.order) > 1 {
-		old := d.order[0]
-		d.order = d.order[1:]
-		if ob := d.cache[old]; ob != nil {
-			d.bytes -= ob.size
-			delete(d.cache, old)
-		}
-	}
-	return b
 }
 
 // forget drops the decoded batches of a topic (it was re-created: its
@@ -187,14 +220,10 @@ func (d *decoder) forget(topic string) {
 			d.changes++
 		}
 	}
-	d.order = slices.DeleteFunc(d.order, func(k batchKey) bool {
-		if k.p.topic != topic {
-			return false
+	for k := range d.cache {
+		if k.p.topic == topic {
+			d.drop(k)
 		}
-		if b := d.cache[k]; b != nil {
-			d.bytes -= b.size
-			delete(d.cache, k)
-		}
-		return true
-	})
+	}
+	d.order = slices.DeleteFunc(d.order, func(e orderEntry) bool { return e.k.p.topic == topic })
 }

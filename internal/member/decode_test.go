@@ -131,3 +131,82 @@ func fetchRaw(t *testing.T, c *kafkatest.Cluster, topic string) []byte {
 	}
 	return resp.Topics[0].Partitions[0].RecordBatches
 }
+
+// A batch acquired in pieces is kept while records of it wait to be
+// acquired and dropped once its last record is, so a steady worker's cache
+// holds only the batches it is part way through; a record released and
+// acquired again later decodes its batch anew. The cache's bookkeeping
+// stays as small as the cache.
+func TestDecoderDropsABatchOnceItsLastRecordIsAcquired(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.New(t)
+	topic := c.Topic(t, 1)
+	var recs []*kgo.Record // one batch: offsets 0-9
+	for i := range 10 {
+		recs = append(recs, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "v%d", i)})
+	}
+	c.ProduceBatch(t, recs...)
+	raw := fetchRaw(t, c, topic)
+	p := tp{topic, 0}
+	one := func(first, last int64) []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord {
+		return []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord{{FirstOffset: first, LastOffset: last, DeliveryCount: 1}}
+	}
+	d := newDecoder(32 << 20)
+	for i := int64(0); i < 8; i += 2 {
+		if got := d.records(p, raw, one(i, i+1)); len(got) != 2 || got[0] == nil || got[0].Offset != i {
+			t.Fatalf("offsets %d-%d: %v", i, i+1, got)
+		}
+		if len(d.cache) != 1 || d.bytes == 0 {
+			t.Fatalf("after offsets %d-%d: %d batches kept (%d bytes), want the batch kept", i, i+1, len(d.cache), d.bytes)
+		}
+	}
+	if got := d.records(p, raw, one(8, 9)); len(got) != 2 || got[1] == nil || string(got[1].Value) != "v9" {
+		t.Fatalf("offsets 8-9: %v", got)
+	}
+	if len(d.cache) != 0 || d.bytes != 0 {
+		t.Errorf("after the batch's last record: %d batches kept (%d bytes), want none", len(d.cache), d.bytes)
+	}
+	// Released and acquired again: decoded again, and kept while its
+	// last record waits.
+	if got := d.records(p, raw, one(3, 3)); len(got) != 1 || got[0] == nil || string(got[0].Value) != "v3" {
+		t.Fatalf("offset 3 again: %v", got)
+	}
+	if len(d.cache) != 1 {
+		t.Errorf("offset 3 acquired again: %d batches kept, want 1", len(d.cache))
+	}
+	// Kept and dropped over and over, the order list does not grow with
+	// the count of batches ever decoded.
+	for range 1000 {
+		d.records(p, raw, one(4, 4))
+		d.records(p, raw, one(9, 9))
+	}
+	if len(d.order) > 2*len(d.cache)+64 {
+		t.Errorf("order holds %d entries for %d kept batches", len(d.order), len(d.cache))
+	}
+}
+
+// Over its limit, the cache drops its oldest batches and keeps the newest.
+func TestDecoderDropsTheOldestBatchesPastItsLimit(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.New(t)
+	topic := c.Topic(t, 1)
+	for b := range 4 { // offsets 0-4, 5-9, 10-14, 15-19
+		var recs []*kgo.Record
+		for i := range 5 {
+			recs = append(recs, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "v%d", 5*b+i)})
+		}
+		c.ProduceBatch(t, recs...)
+	}
+	raw := fetchRaw(t, c, topic)
+	p := tp{topic, 0}
+	d := newDecoder(1) // any batch is over the limit
+	for b := int64(0); b < 4; b++ {
+		got := d.records(p, raw, []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord{{FirstOffset: 5 * b, LastOffset: 5 * b, DeliveryCount: 1}})
+		if len(got) != 1 || got[0] == nil || got[0].Offset != 5*b {
+			t.Fatalf("offset %d: %v", 5*b, got)
+		}
+		if _, ok := d.cache[batchKey{p, 5 * b}]; !ok || len(d.cache) != 1 {
+			t.Fatalf("after offset %d: %d batches kept (the newest: %v), want only the newest", 5*b, len(d.cache), ok)
+		}
+	}
+}
