@@ -111,6 +111,9 @@ type Member struct {
 	dec      *decoder             // decoded record batches, reused across fetches (decode.go)
 	logged   map[string]time.Time // logEvery: when each kind of message was last logged at its level
 	unreach  map[string]time.Time // noteReach: the peers not answering, since their first failure (reach.go)
+	// idleMarks holds, per partition wanted (routing.wantSet), where its
+	// idle time runs from (idle.go).
+	idleMarks map[tp]*idleMark
 	// fatal ends Run: the coordinator refused the member for want of an
 	// ACL before it ever joined (a member that joined keeps retrying, so
 	// a revoked and re-granted ACL does not stop a running worker).
@@ -122,7 +125,8 @@ type mailbox struct {
 	grant    int
 	acks     []pendingAck
 	renews   []Key
-	phase    stopPhase // the furthest stop step asked for: draining or leaving
+	phase    stopPhase   // the furthest stop step asked for: draining or leaving
+	idle     []idleQuery // Idle calls waiting for an answer (idle.go)
 	anything bool
 }
 
@@ -186,11 +190,12 @@ func New(cfg Config) (*Member, error) {
 			names: map[[16]byte]string{}, ids: map[string][16]byte{}, leaders: map[tp]int32{},
 			want: map[int32][]tp{}, wantSet: map[tp]int32{},
 		},
-		sessions: map[int32]*session{},
-		held:     map[Key]*held{},
-		st:       Stats{MemberID: cfg.MemberID},
-		dec:      newDecoder(int(cfg.MaxBytes / 2)),
-		logged:   map[string]time.Time{},
+		sessions:  map[int32]*session{},
+		held:      map[Key]*held{},
+		st:        Stats{MemberID: cfg.MemberID},
+		dec:       newDecoder(int(cfg.MaxBytes / 2)),
+		logged:    map[string]time.Time{},
+		idleMarks: map[tp]*idleMark{},
 	}
 	m.stats = m.st
 	return m, nil

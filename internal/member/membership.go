@@ -186,6 +186,7 @@ func (m *Member) replan() {
 			m.meta.wantSet[k] = b + 1 // 0 means not wanted
 		}
 	}
+	m.markIdle()
 	// An assigned partition Metadata has not described yet (a partition
 	// just added to the topic, a new leader) is looked up now, not at the
 	// next periodic refresh up to 30 s away.

@@ -171,6 +171,9 @@ func (m *Member) handleFetch(rq *request, resp *kmsg.ShareFetchResponse, lock ti
 		}
 	}
 	rq.s.drained = total == 0
+	if total == 0 && failed == 0 && rq.reserved > 0 {
+		rq.s.empty++
+	}
 	if failed > 0 && total == 0 {
 		// A partition error answers at once: without a pause the
 		// session would ask again in a tight loop until the metadata
@@ -217,6 +220,7 @@ func (m *Member) acquire(rq *request, p tp, sp *kmsg.ShareFetchResponseTopicPart
 		return cmp.Compare(a.FirstOffset, b.FirstOffset)
 	})
 	recs := m.dec.records(p, sp.Records, acquired)
+	m.acquiredNow(rq.s, p, time.Now())
 	n, total := 0, len(recs)
 	// The new entries of held come from one slab per fetch rather than
 	// one allocation each: a slab lives while any of its entries is

@@ -76,6 +76,9 @@ func (m *Member) mailbox() {
 	}
 	m.credit += b.grant
 	m.advance(b.phase)
+	for _, q := range b.idle {
+		m.answerIdle(q)
+	}
 	for _, k := range b.renews {
 		h := m.held[k]
 		if h == nil || h.internal || h.ack != opNone || m.phase >= closing {

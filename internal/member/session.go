@@ -61,6 +61,10 @@ type session struct {
 	closed  bool      // the epoch −1 close was sent: the session sends nothing more
 	backoff time.Time // after a failure, no request before then
 	errs    int       // requests failed in a row, for the backoff
+	// empty counts the session's fetches that asked for records and
+	// acquired none (of any partition, with no partition error): the
+	// broker had nothing to give (idle.go).
+	empty int64
 	// drained: the session's last fetch acquired nothing, so the next
 	// one will likely wait out MaxWait: acks go alone rather than wait
 	// on it.
