@@ -108,6 +108,16 @@
 //	    4.4 a group with share.auto.offset.reset=latest starts an added
 //	    partition at its latest offset (KAFKA-20742). The worker logs, at
 //	    Error level, the command that delivers them again; alert on it.
+//	shareq_partitions_stalled{topic}
+//	    Gauge. Partitions of the topic assigned to the worker that records
+//	    wait on and the broker gives none of: the group's start offset on
+//	    the partition does not move and the records from it reach the
+//	    share partition's in-flight limit (share.partition.max.record.locks,
+//	    2,000 by default), so the broker acquires no more. A long job
+//	    holding the record at the start offset does that until it ends;
+//	    a broker whose share state is stuck does it for good (seen on
+//	    Kafka 4.4.0 after broker restarts). The worker logs, at Error
+//	    level, what to do; alert on it staying above 0.
 //	shareq_worker_paused{dependency}
 //	    Gauge. 1 while the worker is paused because a dependency every job
 //	    needs is down (a handler returned handler.Unavailable, as the

@@ -91,6 +91,7 @@ type Metrics struct {
 	topicMissing *prometheus.GaugeVec
 	recreated    *prometheus.CounterVec
 	skipped      *prometheus.CounterVec
+	stalled      *prometheus.GaugeVec
 	paused       *prometheus.GaugeVec
 	pauses       *prometheus.CounterVec
 	pausedFor    *prometheus.CounterVec
@@ -103,6 +104,7 @@ var (
 	_ worker.MemberObserver = (*Metrics)(nil)
 	_ worker.PauseObserver  = (*Metrics)(nil)
 	_ worker.GrowthObserver = (*Metrics)(nil)
+	_ worker.StallObserver  = (*Metrics)(nil)
 )
 
 // New creates the worker metrics and registers them with reg. It returns
@@ -162,6 +164,8 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 			"Topics the worker consumes found deleted and re-created under a new ID; the worker consumes the new one.", "topic"),
 		skipped: counter("partition_records_skipped_total",
 			"Records (at most) the share group skipped on partitions added to the topic, found by the worker on Kafka before 4.4 (KAFKA-20742); the worker logs what to do.", "topic"),
+		stalled: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "partitions_stalled",
+			Help: "Partitions of the topic assigned to the worker that records wait on and the broker gives none of (the share partition's in-flight limit reached behind a start offset that does not move); the worker logs what to do.", ConstLabels: c.constLabels}, []string{"topic"}),
 		paused: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "worker_paused",
 			Help: "1 while the worker is paused because the dependency is down (a handler returned handler.Unavailable), else 0.", ConstLabels: c.constLabels}, []string{"dependency"}),
 		pauses: counter("worker_pauses_total",
@@ -183,6 +187,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		m.topicMissing.WithLabelValues(t)
 		m.recreated.WithLabelValues(t)
 		m.skipped.WithLabelValues(t)
+		m.stalled.WithLabelValues(t)
 	}
 	if reg == nil {
 		return m, nil
@@ -203,7 +208,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 func (m *Metrics) collectors() []prometheus.Collector {
 	cs := []prometheus.Collector{m.jobs, m.duration, m.inFlight, m.renewals, m.deliveries,
 		m.ackErrors, m.parked, m.duplicates, m.lockLeft, m.expired, m.topicMissing, m.recreated, m.skipped,
-		m.paused, m.pauses, m.pausedFor}
+		m.stalled, m.paused, m.pauses, m.pausedFor}
 	return append(cs, m.member.collectors()...)
 }
 
@@ -309,6 +314,16 @@ func (m *Metrics) TopicRecreated(topic string) {
 // records the share group skipped on a partition added to topic.
 func (m *Metrics) PartitionSkipped(topic string, _ int32, records int64) {
 	m.skipped.WithLabelValues(topic).Add(float64(records))
+}
+
+// PartitionStalled adds one to shareq_partitions_stalled{topic} when a
+// partition stalls, and takes it off when it moves again.
+func (m *Metrics) PartitionStalled(topic string, _ int32, stalled bool) {
+	if stalled {
+		m.stalled.WithLabelValues(topic).Inc()
+	} else {
+		m.stalled.WithLabelValues(topic).Dec()
+	}
 }
 
 // WorkerPaused sets shareq_worker_paused{dependency} to 1 and counts the

@@ -55,6 +55,7 @@ func TestNewRegistersEveryMetricWithTopics(t *testing.T) {
 		"shareq_member_partitions",
 		"shareq_member_rejoins_total",
 		"shareq_partition_records_skipped_total",
+		"shareq_partitions_stalled",
 		"shareq_records_buffered",
 		"shareq_records_fetched_total",
 		"shareq_records_held",
@@ -95,8 +96,8 @@ func TestMetricNamesPassLint(t *testing.T) {
 	for _, p := range problems {
 		t.Errorf("lint %s: %s", p.Metric, p.Text)
 	}
-	if n := len(scrape(t, reg)); n != 26 {
-		t.Errorf("%d metric families after every event, want 26", n)
+	if n := len(scrape(t, reg)); n != 27 {
+		t.Errorf("%d metric families after every event, want 27", n)
 	}
 }
 
@@ -112,6 +113,7 @@ func driveEveryMethod(m *metrics.Metrics) {
 	m.TopicMissing("emails", true)
 	m.TopicRecreated("emails")
 	m.PartitionSkipped("emails", 3, 10)
+	m.PartitionStalled("emails", 3, true)
 	m.MemberStats(worker.MemberStats{State: "joined", Fetches: 1, Acks: map[worker.Ack]int64{worker.AckAccept: 1}})
 }
 
@@ -138,6 +140,23 @@ func TestTopicEvents(t *testing.T) {
 	m.PartitionSkipped("emails", 4, 7)
 	if got := value(t, scrape(t, reg), "shareq_partition_records_skipped_total", "topic", "emails"); got != 17 {
 		t.Errorf("partition_records_skipped_total = %v, want 17", got)
+	}
+}
+
+func TestStallEvents(t *testing.T) {
+	t.Parallel()
+	reg, m := setup(t, metrics.Topics("emails"))
+	if got := value(t, scrape(t, reg), "shareq_partitions_stalled", "topic", "emails"); got != 0 {
+		t.Errorf("partitions_stalled before any = %v, want 0", got)
+	}
+	m.PartitionStalled("emails", 3, true)
+	m.PartitionStalled("emails", 4, true)
+	if got := value(t, scrape(t, reg), "shareq_partitions_stalled", "topic", "emails"); got != 2 {
+		t.Errorf("partitions_stalled with two stalled = %v, want 2", got)
+	}
+	m.PartitionStalled("emails", 3, false)
+	if got := value(t, scrape(t, reg), "shareq_partitions_stalled", "topic", "emails"); got != 1 {
+		t.Errorf("partitions_stalled once one moves again = %v, want 1", got)
 	}
 }
 

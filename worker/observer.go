@@ -175,6 +175,18 @@ type GrowthObserver interface {
 	PartitionSkipped(topic string, partition int32, records int64)
 }
 
+// StallObserver is an optional extension of [Observer]: an observer that
+// also implements it hears when the worker finds a partition assigned to
+// it stalled (stalled true): records wait, and the broker gives it none of
+// them because the group's start offset on the partition does not move
+// and the records from it reach the in-flight limit
+// (share.partition.max.record.locks); and when the partition moves again
+// (false). The worker logs the same, with what to do. metrics.Metrics
+// implements it.
+type StallObserver interface {
+	PartitionStalled(topic string, partition int32, stalled bool)
+}
+
 // PauseObserver is an optional extension of [Observer]: an observer that
 // also implements it hears when the worker pauses because a dependency
 // every job needs is down (a handler returned [handler.Unavailable]) and
@@ -255,6 +267,7 @@ var (
 	_ MemberObserver = multiObserver(nil)
 	_ PauseObserver  = multiObserver(nil)
 	_ GrowthObserver = multiObserver(nil)
+	_ StallObserver  = multiObserver(nil)
 )
 
 // multiObserver passes every event to each observer in turn.
@@ -304,6 +317,14 @@ func (m multiObserver) PartitionSkipped(topic string, partition int32, records i
 	for _, o := range m {
 		if g, ok := o.(GrowthObserver); ok {
 			g.PartitionSkipped(topic, partition, records)
+		}
+	}
+}
+
+func (m multiObserver) PartitionStalled(topic string, partition int32, stalled bool) {
+	for _, o := range m {
+		if g, ok := o.(StallObserver); ok {
+			g.PartitionStalled(topic, partition, stalled)
 		}
 	}
 }

@@ -111,6 +111,10 @@ type config struct {
 	nilHandler      bool // a Handle had a nil handler
 	jobTimeout      time.Duration
 	topicTimeouts   []topicTimeout
+	// The stall check's (stall.go): how long a partition gives nothing
+	// before it looks, and how often it looks. Tests shorten them
+	// (export_test.go).
+	stallAfter, stallEvery time.Duration
 
 	errs []error
 }
@@ -434,6 +438,8 @@ func newConfig(opts []Option) (*config, error) {
 		fetchMaxWait:    FetchMaxWaitDefault,
 		sessionTimeout:  SessionTimeoutDefault,
 		maxBytesInHand:  MaxBytesInHandDefault,
+		stallAfter:      stallAfterDefault,
+		stallEvery:      topicWatchEvery,
 	}
 	for _, o := range opts {
 		if o == nil {

@@ -84,7 +84,13 @@ func (w *Worker) runMember(ctx context.Context, log *slog.Logger) error {
 	wctx, stopWatch := context.WithCancel(ctx)
 	rctx, stopReports := context.WithCancel(context.WithoutCancel(ctx))
 	var helpers conc.WaitGroup
-	helpers.Go(func() { w.watchTopics(wctx, log) })
+	if acl, err := kgo.NewClient(w.baseOpts()...); err != nil {
+		log.Error("cannot watch the topics (deletion, growth) and partitions (stalls)", "error", err)
+	} else {
+		defer acl.Close()
+		helpers.Go(func() { w.watchTopics(wctx, acl, log) })
+		helpers.Go(func() { w.watchStalls(wctx, acl, m, log) })
+	}
 	helpers.Go(func() { w.reportMember(rctx, m, x, clientID) })
 
 	x.run(ctx)

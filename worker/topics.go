@@ -27,13 +27,7 @@ const topicWatchEvery = 10 * time.Second
 // up the new topic ID from its metadata and the group's assignment. A
 // topic that gains partitions is checked for records the group skipped
 // on them (growthCheck, KAFKA-20742).
-func (w *Worker) watchTopics(ctx context.Context, log *slog.Logger) {
-	cl, err := kgo.NewClient(w.baseOpts()...)
-	if err != nil {
-		log.Error("cannot watch the topics for deletion", "error", err)
-		return
-	}
-	defer cl.Close()
+func (w *Worker) watchTopics(ctx context.Context, cl *kgo.Client, log *slog.Logger) {
 	adm := kadm.NewClient(cl)
 	ids := maps.Clone(w.topicIDs)
 	obs, ok := w.cfg.observer.(TopicObserver)

@@ -27,6 +27,12 @@ const (
 	// HeartbeatIntervalMs is the heartbeat interval the coordinator gives
 	// the group's members; it must be below SessionTimeoutMs.
 	HeartbeatIntervalMs = "share.heartbeat.interval.ms"
+	// PartitionMaxRecordLocks is how many records from a share
+	// partition's start offset the broker may have in flight (acquired, or
+	// done past a record that is not): past it, no record of the
+	// partition is acquired until the start offset moves (Kafka's default
+	// 2,000, group.share.partition.max.record.locks).
+	PartitionMaxRecordLocks = "share.partition.max.record.locks"
 
 	// DLQTopicName names the group's dead-letter topic (Kafka 4.4+,
 	// KIP-1191): the broker writes every record it archives there. Empty
@@ -54,6 +60,10 @@ const (
 	// DeliveryCountLimit (Kafka 4.3+; 2 and 10 by default).
 	BrokerMinDeliveryCountLimit = "group.share.min.delivery.count.limit"
 	BrokerMaxDeliveryCountLimit = "group.share.max.delivery.count.limit"
+
+	// BrokerPartitionMaxRecordLocks is the broker-wide default of
+	// PartitionMaxRecordLocks (2,000).
+	BrokerPartitionMaxRecordLocks = "group.share.partition.max.record.locks"
 
 	// BrokerSessionTimeoutMs and BrokerHeartbeatIntervalMs are the
 	// broker-wide defaults of SessionTimeoutMs and HeartbeatIntervalMs

@@ -1,0 +1,253 @@
+package worker
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shareq/shareq/internal/groupcfg"
+	"github.com/shareq/shareq/internal/member"
+)
+
+// The stall check looks for a partition the broker has stopped serving
+// to the group. A share partition acquires no record past
+// share.partition.max.record.locks (2,000 by default) records from its
+// start offset, and its start offset moves only past records that are
+// done. So a record that is never done holds the partition still: every
+// fetch of it comes back empty though records wait, and nothing says so.
+// Two things do that:
+//
+//   - a job that holds the record at the start offset for a long time (a
+//     long job renewing its lock, on any worker of the group), while the
+//     records after it are done: Kafka's design, and the partition moves
+//     again when the job ends;
+//   - the broker's share state for the partition stuck after broker
+//     restarts: on Kafka 4.4.0 a partition stopped being served for good
+//     at the end of the hour-long endurance run (RELIABILITY.md, "A
+//     partition the broker stops serving"), though every record from its
+//     start offset on was done; a broker restart, or every member of the
+//     group disconnecting for a moment, makes the broker read the state
+//     again.
+//
+// The member says which assigned partitions have given nothing for
+// stallAfter while it asked with credit to spare (member.Idle); for those
+// the check reads the group's offsets (DescribeShareGroupOffsets) and the
+// partitions' end offsets, and calls a partition stalled when records
+// wait (the group's lag is more than the records of it this worker holds)
+// and the records from its start offset to its end reach the limit. It
+// logs one Error line when a partition stalls, with what to do, and one
+// Info line when it moves again; the StallObserver hears both. It costs
+// one request to the member's goroutine every 10 s, and three admin
+// requests only while a partition is idle (the group config once).
+//
+// Owned by the stall watch goroutine (watchStalls).
+type stallCheck struct {
+	w     *Worker
+	cl    *kgo.Client
+	adm   *kadm.Client
+	log   *slog.Logger
+	obs   StallObserver
+	m     *member.Member
+	limit int64 // the group's share.partition.max.record.locks; 0: not read yet
+	// stalled are the partitions reported stalled: the group's start
+	// offset then, and since when the member had had nothing of them.
+	stalled map[topicPartition]stallEpisode
+}
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+type stallEpisode struct {
+	start int64
+	since time.Time
+}
+
+const (
+	// stallAfterDefault is how long an assigned partition must give
+	// nothing while the member asks before the stall check looks at the
+	// group's offsets: longer than any wait a healthy partition shows
+	// (a rebalance, a broker restart's state load of up to 17 s seen on a
+	// starved machine).
+	stallAfterDefault = 2 * time.Minute
+	// stallMinEmptyFetches is the fewest fetches, asking for records and
+	// coming back with none, that the member must have sent in that
+	// time: a member with no credit (every handler busy, or paused) asks
+	// for nothing and sees no stall.
+	stallMinEmptyFetches = 10
+	// inFlightLimitDefault is Kafka's group.share.partition.max.record.locks
+	// default, the limit where the group does not set its own.
+	inFlightLimitDefault = 2000
+)
+
+func newStallCheck(w *Worker, cl *kgo.Client, adm *kadm.Client, m *member.Member, log *slog.Logger) *stallCheck {
+	obs, ok := w.cfg.observer.(StallObserver)
+	if !ok {
+		obs = nopStallObserver{}
+	}
+	return &stallCheck{w: w, cl: cl, adm: adm, m: m, log: log, obs: obs, stalled: map[topicPartition]stallEpisode{}}
+}
+
+// watchStalls runs the stall check every stallEvery until ctx is done.
+func (w *Worker) watchStalls(ctx context.Context, cl *kgo.Client, m *member.Member, log *slog.Logger) {
+	c := newStallCheck(w, cl, kadm.NewClient(cl), m, log)
+	tick := time.NewTicker(w.cfg.stallEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		c.check(ctx)
+	}
+}
+
+// check looks once. A request that fails leaves things as they were.
+func (c *stallCheck) check(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, topicWatchEvery)
+	defer cancel()
+	idle, err := c.m.Idle(ctx, c.w.cfg.stallAfter, stallMinEmptyFetches)
+	if err != nil {
+		return
+	}
+	now := time.Now()
+	isIdle := map[topicPartition]member.IdlePartition{}
+	for _, p := range idle {
+		isIdle[topicPartition{p.Topic, p.Partition}] = p
+	}
+	for _, tp := range c.sortedStalled() {
+		if _, ok := isIdle[tp]; !ok {
+			c.moved(tp, now, "the worker was given records of it again")
+		}
+	}
+	if len(idle) == 0 {
+		return
+	}
+	described, err := c.adm.DescribeShareGroupOffsets(ctx, c.w.cfg.group)
+	if err != nil {
+		return
+	}
+	d := described[c.w.cfg.group]
+	if d.Err != nil {
+		return
+	}
+	var topics []string
+	for _, p := range idle {
+		if !slices.Contains(topics, p.Topic) {
+			topics = append(topics, p.Topic)
+		}
+	}
+	ends, err := c.adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return
+	}
+	limit := c.inFlightLimit(ctx)
+	for _, p := range idle {
+		tp := topicPartition{p.Topic, p.Partition}
+		so, ok := d.Offsets.Lookup(p.Topic, p.Partition)
+		end, eok := ends.Lookup(p.Topic, p.Partition)
+		if !ok || so.Err != nil || so.StartOffset < 0 || !eok || end.Err != nil {
+			continue
+		}
+		// Records wait: the group's lag counts the records from the start
+		// offset not done, this worker's among them. (A group with more
+		// members than partitions shares a partition, and records another
+		// member holds count as waiting here: the partition is full then
+		// too, and a record produced to it would wait.)
+		waiting := so.Lag - int64(p.Held)
+		full := waiting > 0 && end.Offset-so.StartOffset >= limit
+		if ep, was := c.stalled[tp]; was {
+			switch {
+			case waiting <= 0:
+				c.moved(tp, now, "no record of it waits any more")
+			case so.StartOffset != ep.start:
+				c.moved(tp, now, "the group's start offset on it moved")
+			}
+			continue
+		}
+		if full {
+			c.stall(tp, p, so, end.Offset, waiting, limit, now)
+		}
+	}
+}
+
+// stall reports a partition stalled, in one log line.
+func (c *stallCheck) stall(tp topicPartition, p member.IdlePartition, so kadm.ShareOffset, end, waiting, limit int64, now time.Time) {
+	since := now.Add(-p.For)
+	c.stalled[tp] = stallEpisode{start: so.StartOffset, since: since}
+	brokers := strings.Join(c.w.cfg.brokers, ",")
+	if brokers == "" {
+		brokers = "HOST:9092"
+	}
+	c.log.Error("a partition gives the worker nothing though records wait: the broker acquires no record past "+
+		strconv.FormatInt(limit, 10)+" from the group's start offset on it (share.partition.max.record.locks), and the start offset does not move;"+
+		" either a job holds the record at the start offset (a long job renewing its lock, on any worker of the group: the partition moves when it ends),"+
+		" or the broker's share state for the partition is stuck (seen on Kafka 4.4.0 after broker restarts): then restart the broker that leads the partition,"+
+		" or stop every worker of the group for a few seconds (the broker reads the partition's state again once no member is connected);"+
+		" see what the group holds with kafka-share-groups.sh --bootstrap-server "+brokers+" --describe --group "+c.w.cfg.group+" --offsets",
+		"topic", tp.topic, "partition", tp.partition, "idle_for", p.For.Round(time.Second), "empty_fetches", p.EmptyFetches,
+		"group_start_offset", so.StartOffset, "end_offset", end, "lag", so.Lag, "waiting", waiting, "held_here", p.Held, "record_locks_limit", limit)
+	c.obs.PartitionStalled(tp.topic, tp.partition, true)
+}
+
+// moved reports a stalled partition moving again.
+func (c *stallCheck) moved(tp topicPartition, now time.Time, why string) {
+	ep := c.stalled[tp]
+	delete(c.stalled, tp)
+	c.log.Info("a stalled partition moves again: "+why, "topic", tp.topic, "partition", tp.partition,
+		"stalled_for", now.Sub(ep.since).Round(time.Second))
+	c.obs.PartitionStalled(tp.topic, tp.partition, false)
+}
+
+func (c *stallCheck) sortedStalled() []topicPartition {
+	out := make([]topicPartition, 0, len(c.stalled))
+	for tp := range c.stalled {
+		out = append(out, tp)
+	}
+	slices.SortFunc(out, func(a, b topicPartition) int {
+		return cmp.Or(strings.Compare(a.topic, b.topic), cmp.Compare(a.partition, b.partition))
+	})
+	return out
+}
+
+// inFlightLimit returns the in-flight limit of the group's partitions,
+// read once: the group's own share.partition.max.record.locks, else the
+// brokers' group.share.partition.max.record.locks (kfake describes the
+// group's default as 2,000 whatever the broker's is), else Kafka's
+// default. A failed read is tried again at the next check.
+func (c *stallCheck) inFlightLimit(ctx context.Context) int64 {
+	if c.limit > 0 {
+		return c.limit
+	}
+	values, own, err := groupcfg.DescribeOwn(ctx, c.cl, c.w.cfg.group, groupcfg.PartitionMaxRecordLocks)
+	if err != nil {
+		return inFlightLimitDefault
+	}
+	v := values[groupcfg.PartitionMaxRecordLocks]
+	if !own[groupcfg.PartitionMaxRecordLocks] {
+		b, err := groupcfg.Broker(ctx, c.cl, groupcfg.BrokerPartitionMaxRecordLocks)
+		if err != nil {
+			return inFlightLimitDefault
+		}
+		v = b[groupcfg.BrokerPartitionMaxRecordLocks]
+	}
+	c.limit = inFlightLimitDefault
+	if n, perr := strconv.ParseInt(v, 10, 64); perr == nil && n > 0 {
+		c.limit = n
+	}
+	return c.limit
+}
+
+// nopStallObserver stands in when no observer implements StallObserver.
+type nopStallObserver struct{}
+
+func (nopStallObserver) PartitionStalled(string, int32, bool) {}
