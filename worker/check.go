@@ -240,13 +240,19 @@ func (w *Worker) checkTopics(ctx context.Context, admin *kgo.Client) error {
 // in T.dlq by default.
 const dlqSuffix = ".dlq"
 
+// bootstrap is the brokers a command in a log line or an error should
+// name: the worker's seeds, or a placeholder when they come from ClientOpts.
+func (w *Worker) bootstrap() string {
+	if len(w.cfg.brokers) == 0 {
+		return "HOST:9092"
+	}
+	return strings.Join(w.cfg.brokers, ",")
+}
+
 // createHint says how to create topics: the shareq command (with -dlq,
 // their DLQ topics too) and the kafka-topics.sh line of each.
 func (w *Worker) createHint(topics []string, withDLQ bool) string {
-	brokers := strings.Join(w.cfg.brokers, ",")
-	if brokers == "" {
-		brokers = "HOST:9092"
-	}
+	brokers := w.bootstrap()
 	dlqFlag := ""
 	if withDLQ {
 		dlqFlag = " -dlq"

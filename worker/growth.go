@@ -8,7 +8,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -119,10 +118,7 @@ func (g *growthCheck) check(ctx context.Context) {
 // partition past its first record, and what to do.
 func (g *growthCheck) skipped(topic string, p int32, first, start int64) {
 	group := g.w.cfg.group
-	brokers := strings.Join(g.w.cfg.brokers, ",")
-	if brokers == "" {
-		brokers = "HOST:9092"
-	}
+	brokers := g.w.bootstrap()
 	g.log.Error("a partition added to the topic was started past its first record: on "+g.w.brokerLine.String()+
 		" a share group starts a partition added to a topic at share.auto.offset.reset, latest here, not at offset 0 (KAFKA-20742, fixed in Kafka 4.4), so up to that many records written before the group started it may never have been delivered;"+
 		" set AutoOffsetReset(\"earliest\") (it changes only where partitions not started yet begin) or upgrade the brokers to Kafka 4.4, and deliver these again: stop every worker of the group, then run kafka-share-groups.sh --bootstrap-server "+brokers+

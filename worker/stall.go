@@ -184,10 +184,7 @@ func (c *stallCheck) check(ctx context.Context) {
 func (c *stallCheck) stall(tp topicPartition, p member.IdlePartition, so kadm.ShareOffset, end, waiting, limit int64, now time.Time) {
 	since := now.Add(-p.For)
 	c.stalled[tp] = stallEpisode{start: so.StartOffset, since: since}
-	brokers := strings.Join(c.w.cfg.brokers, ",")
-	if brokers == "" {
-		brokers = "HOST:9092"
-	}
+	brokers := c.w.bootstrap()
 	c.log.Error("a partition gives the worker nothing though records wait: the broker acquires no record past "+
 		strconv.FormatInt(limit, 10)+" from the group's start offset on it (share.partition.max.record.locks), and the start offset does not move;"+
 		" either a job holds the record at the start offset (a long job renewing its lock, on any worker of the group: the partition moves when it ends),"+
