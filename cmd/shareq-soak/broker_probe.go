@@ -688,16 +688,13 @@ func (pr *prober) brokerLog() {
 	var excerpt []string
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.Contains(line, pr.group) && !strings.Contains(line, "Kafka Server started") {
+		if (!strings.Contains(line, pr.group) || strings.Contains(line, pr.group+"-warm")) && !strings.Contains(line, "Kafka Server started") {
 			continue
 		}
 		fmt.Fprintln(out, line)
 		if strings.Contains(line, "Initialized share partition") || strings.Contains(line, "max in-flight") ||
 			strings.Contains(line, "acquirable gap") || strings.Contains(line, "Kafka Server started") {
-			if len(line) > 600 {
-				line = line[:600] + " ..."
-			}
-			excerpt = append(excerpt, line)
+			excerpt = append(excerpt, shortLogLine(line, pr.group))
 		}
 	}
 	pr.logf("broker log lines of the group: %s", path)
@@ -708,6 +705,34 @@ func (pr *prober) brokerLog() {
 	for _, l := range excerpt {
 		fmt.Println("    " + l)
 	}
+}
+
+// shortLogLine shortens a broker log line for the excerpt: the share
+// partition's name to "the partition", and of an "Initialized" line only
+// the persisted start offset and state batches.
+func shortLogLine(line, group string) string {
+	if i := strings.Index(line, "Initialized share partition"); i >= 0 {
+		st := line[:i]
+		if j := strings.Index(line, "startOffset="); j >= 0 {
+			rest := line[j:]
+			k := strings.Index(rest, ",")
+			b := strings.Index(rest, "stateBatches=")
+			e := strings.Index(rest, "])])]")
+			if k > 0 && b > 0 && e > b {
+				return st + "Initialized share partition: persisted " + rest[:k] + ", " + rest[b:e+1]
+			}
+		}
+	}
+	if i := strings.Index(line, group+"-"); i >= 0 {
+		if j := strings.Index(line[i:], ":"+group+"-0"); j >= 0 {
+			line = line[:i] + "the partition" + line[i+j+len(":"+group+"-0"):]
+		}
+	}
+	line = strings.TrimSuffix(line, " (kafka.server.share.SharePartition)")
+	if len(line) > 400 {
+		line = line[:400] + " ..."
+	}
+	return line
 }
 
 func appendAck(acks []kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch, off int64, typ int8) []kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch {
