@@ -27,6 +27,9 @@ package main
 // kafka.server.share.SharePartition at DEBUG (set on it after every
 // start); its lines of the variant's group go to
 // .cache/broker-probe/<variant>.log beside an excerpt in the output.
+// Each variant names the verdict the code read below expects (Kafka
+// 4.4.0 gave exactly those); the probe exits 1 when one differs (a broker
+// that fixed the stall shows OK where STALLED is expected), 2 on an error.
 //
 // The code read behind it (Kafka 4.4, SharePartition.java): after a
 // restart, maybeInitialize keeps a "persister read gap window"
@@ -236,6 +239,9 @@ func brokerProbeMain(o options) int {
 			fmt.Fprintf(os.Stderr, "shareq-soak: broker probe %s: %v\n", v.name, err)
 			verdict = "ERROR"
 			code = 2
+		}
+		if verdict != v.expect && code == 0 {
+			code = 1
 		}
 		line := fmt.Sprintf("%-20s %-8s (expected %s)", v.name, verdict, v.expect)
 		verdicts = append(verdicts, line)
