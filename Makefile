@@ -119,6 +119,17 @@ soak-overload:
 soak-endurance:
 	go run ./cmd/shareq-soak -duration $(SOAK_DURATION) $(SOAK_FLAGS)
 
+# make soak-broker-probe  Apache Kafka alone, no shareq code: can a share
+#                      partition stop delivering after a broker crash? A
+#                      private one-node broker (SOAK_FLAGS=-own-broker-port-base
+#                      N; default 29192), a share-group member speaking the
+#                      protocol itself, records held across a SIGKILL and a
+#                      restart; prints STALLED or OK per variant
+#                      (cmd/shareq-soak/broker_probe.go). About 8 minutes.
+.PHONY: soak-broker-probe
+soak-broker-probe:
+	go run ./cmd/shareq-soak -broker-probe $(SOAK_FLAGS)
+
 # make scheduler-soak  the periodic scheduler over minutes: three scheduler
 #                      processes (the scheduler's test binary re-executed),
 #                      the active one SIGKILLed every 15 s and restarted

@@ -46,7 +46,9 @@
 // -overload only the overload phase, -short only a small single-broker
 // phase (make test runs it), -duration D the single-broker phase's
 // workload and faults over and over for D (endurance.go). Every phase
-// samples its worker processes (sampler.go). Every phase is bounded by -duration-limit, and
+// samples its worker processes (sampler.go). -broker-probe runs none of
+// them: it checks Apache Kafka alone, whether a share partition stops
+// delivering after a broker crash (broker_probe.go). Every phase is bounded by -duration-limit, and
 // every process the soak started is stopped when it ends, fails or is
 // interrupted.
 package main
@@ -106,6 +108,7 @@ type options struct {
 	frozen            frozenFlags
 	relay             relayFlags // the outbox path and the relay faults (relay.go)
 	ext               optionsExt // the overload phase's and the endurance mode's (overload.go)
+	probe             probeFlags // the broker probe (broker_probe.go)
 }
 
 func driverMain(args []string) int {
@@ -138,8 +141,12 @@ func driverMain(args []string) int {
 	o.frozen.register(fs)
 	o.relay.register(fs)
 	registerExtFlags(fs, &o.ext)
+	o.probe.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if o.probe.on {
+		return brokerProbeMain(o)
 	}
 	o.frozen.settle(fs, o.short)
 	if code := o.relay.settle(fs, o.short); code != 0 {
