@@ -69,6 +69,9 @@ type report struct {
 	killedParking string
 	addedParts    string // the partitions-added fault's count, "" without it
 	drainStop     string
+	// waiting describes, when jobs are lost, the job topic's partitions
+	// that the group still has records of (waitingPartitions).
+	waiting []string
 
 	faults      []faultRecord
 	timings     map[string]time.Duration
@@ -234,6 +237,9 @@ func (p *phase) verify(ctx context.Context) (*report, error) {
 	p.faultMu.Lock()
 	r.faults = slices.Clone(p.faults)
 	p.faultMu.Unlock()
+	if len(r.lost) > 0 {
+		r.waiting = p.waitingPartitions(ctx)
+	}
 	return r, nil
 }
 
@@ -283,6 +289,9 @@ func (r *report) print(w io.Writer) {
 	healthy := r.planned[kindQuick] + r.planned[kindSlow]
 	pf("effects exactly once     %d of %d non-poison jobs", r.effectsOnce, healthy)
 	pf("lost                     %d", len(r.lost))
+	for _, w := range r.waiting {
+		pf("  waiting in             %s", w)
+	}
 	pf("double effects           %d", len(r.doubles))
 	if r.addedParts != "" {
 		pf("partitions added         %s", r.addedParts)
@@ -402,3 +411,41 @@ func mapLines[V any](m map[string]V, f func(string, V) string) []string {
 	}
 	return out
 }
+
+// waitingPartitions describes the job topic's partitions that the group
+// still has records of, as the broker says at the end (start offset, lag,
+// log end), and names Kafka 4.4.0's stalled share partition where it fits:
+// the records from the start offset reach the in-flight limit
+// (share.partition.max.record.locks, Kafka's default, which the soak does
+// not change), so the broker acquires no more of them
+// (RELIABILITY.md, "A partition the broker stops serving").
+func (p *phase) waitingPartitions(ctx context.Context) []string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	offs, err := p.adm.DescribeShareGroupOffsets(ctx, p.group)
+	if err != nil {
+		return []string{"(the group's offsets could not be read: " + err.Error() + ")"}
+	}
+	g := offs[p.group]
+	ends, err := p.adm.ListEndOffsets(ctx, p.topic)
+	if err != nil {
+		return []string{"(the topic's end offsets could not be read: " + err.Error() + ")"}
+	}
+	var out []string
+	for _, o := range g.Offsets.Sorted() {
+		if o.Topic != p.topic || o.Err != nil || o.Lag <= 0 {
+			continue
+		}
+		end, _ := ends.Lookup(o.Topic, o.Partition)
+		line := fmt.Sprintf("partition %d: start offset %d, lag %d, log end %d", o.Partition, o.StartOffset, o.Lag, end.Offset)
+		if o.StartOffset >= 0 && end.Offset-o.StartOffset >= soakRecordLocks {
+			line += fmt.Sprintf(": %d records from the start offset, past the broker's in-flight limit (%d): the stalled share partition of Kafka 4.4.0 (RELIABILITY.md; make soak-broker-probe reproduces it)", end.Offset-o.StartOffset, soakRecordLocks)
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+// soakRecordLocks is Kafka's share.partition.max.record.locks default,
+// which the soak's groups keep.
+const soakRecordLocks = 2000
