@@ -115,8 +115,8 @@
 //	    share partition's in-flight limit (share.partition.max.record.locks,
 //	    2,000 by default), so the broker acquires no more. A long job
 //	    holding the record at the start offset does that until it ends;
-//	    a broker whose share state is stuck does it for good (seen on
-//	    Kafka 4.4.0 after broker restarts). The worker logs, at Error
+//	    a broker whose share state is stuck does it for good (a Kafka
+//	    defect seen on 4.3.1 and 4.4.0 after broker restarts). The worker logs, at Error
 //	    level, what to do; alert on it staying above 0.
 //	shareq_worker_paused{dependency}
 //	    Gauge. 1 while the worker is paused because a dependency every job

@@ -414,7 +414,7 @@ func mapLines[V any](m map[string]V, f func(string, V) string) []string {
 
 // waitingPartitions describes the job topic's partitions that the group
 // still has records of, as the broker says at the end (start offset, lag,
-// log end), and names Kafka 4.4.0's stalled share partition where it fits:
+// log end), and names Kafka's stalled share partition where it fits:
 // the records from the start offset reach the in-flight limit
 // (share.partition.max.record.locks, Kafka's default, which the soak does
 // not change), so the broker acquires no more of them
@@ -439,7 +439,7 @@ func (p *phase) waitingPartitions(ctx context.Context) []string {
 		end, _ := ends.Lookup(o.Topic, o.Partition)
 		line := fmt.Sprintf("partition %d: start offset %d, lag %d, log end %d", o.Partition, o.StartOffset, o.Lag, end.Offset)
 		if o.StartOffset >= 0 && end.Offset-o.StartOffset >= soakRecordLocks {
-			line += fmt.Sprintf(": %d records from the start offset, past the broker's in-flight limit (%d): the stalled share partition of Kafka 4.4.0 (RELIABILITY.md; make soak-broker-probe reproduces it)", end.Offset-o.StartOffset, soakRecordLocks)
+			line += fmt.Sprintf(": %d records from the start offset, past the broker's in-flight limit (%d): Kafka's stalled share partition, seen on 4.3.1 and 4.4.0 (RELIABILITY.md; make soak-broker-probe reproduces it)", end.Offset-o.StartOffset, soakRecordLocks)
 		}
 		out = append(out, line)
 	}
