@@ -44,8 +44,9 @@ import (
 // and the records from its start offset to its end reach the limit. It
 // logs one Error line when a partition stalls, with what to do, and one
 // Info line when it moves again; the StallObserver hears both. It costs
-// one request to the member's goroutine every 10 s, and three admin
-// requests only while a partition is idle (the group config once).
+// one request to the member's goroutine every 10 s, and two admin requests
+// (and the group's limit once) each 10 s while a partition is stalled, each
+// minute while partitions are idle but not stalled (an idle topic).
 //
 // Owned by the stall watch goroutine (watchStalls).
 type stallCheck struct {
@@ -59,6 +60,10 @@ type stallCheck struct {
 	// stalled are the partitions reported stalled: the group's start
 	// offset then, and since when the member had had nothing of them.
 	stalled map[topicPartition]stallEpisode
+	// looked is when the check last read the offsets of an idle partition
+	// not stalled: an idle topic (nothing produced) stays idle, and is
+	// looked at again only every stallAfter / 2.
+	looked map[topicPartition]time.Time
 }
 
 type topicPartition struct {
@@ -93,7 +98,7 @@ func newStallCheck(w *Worker, cl *kgo.Client, adm *kadm.Client, m *member.Member
 	if !ok {
 		obs = nopStallObserver{}
 	}
-	return &stallCheck{w: w, cl: cl, adm: adm, m: m, log: log, obs: obs, stalled: map[topicPartition]stallEpisode{}}
+	return &stallCheck{w: w, cl: cl, adm: adm, m: m, log: log, obs: obs, stalled: map[topicPartition]stallEpisode{}, looked: map[topicPartition]time.Time{}}
 }
 
 // watchStalls runs the stall check every stallEvery until ctx is done.
@@ -129,6 +134,15 @@ func (c *stallCheck) check(ctx context.Context) {
 			c.moved(tp, now, "the worker was given records of it again (or the partition went to another worker)")
 		}
 	}
+	for tp, at := range c.looked {
+		if _, ok := isIdle[tp]; !ok || now.Sub(at) >= c.w.cfg.stallAfter/2 {
+			delete(c.looked, tp)
+		}
+	}
+	idle = slices.DeleteFunc(idle, func(p member.IdlePartition) bool {
+		_, recent := c.looked[topicPartition{p.Topic, p.Partition}]
+		return recent
+	})
 	if len(idle) == 0 {
 		return
 	}
@@ -165,6 +179,9 @@ func (c *stallCheck) check(ctx context.Context) {
 		// too, and a record produced to it would wait.)
 		waiting := so.Lag - int64(p.Held)
 		full := waiting > 0 && end.Offset-so.StartOffset >= limit
+		if !full {
+			c.looked[tp] = now
+		}
 		if ep, was := c.stalled[tp]; was {
 			switch {
 			case waiting <= 0:
