@@ -200,13 +200,9 @@ func brokerProbeMain(o options) int {
 			run = append(run, all[i])
 		}
 	}
-	if o.repo == "" {
-		r, err := findRepo()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "shareq-soak:", err)
-			return 2
-		}
-		o.repo = r
+	if err := o.locateRepo(); err != nil {
+		fmt.Fprintln(os.Stderr, "shareq-soak:", err)
+		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

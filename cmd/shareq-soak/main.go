@@ -111,6 +111,20 @@ type options struct {
 	probe             probeFlags // the broker probe (broker_probe.go)
 }
 
+// locateRepo sets o.repo, when -repo did not, to the repository root
+// found from the working directory.
+func (o *options) locateRepo() error {
+	if o.repo != "" {
+		return nil
+	}
+	r, err := findRepo()
+	if err != nil {
+		return err
+	}
+	o.repo = r
+	return nil
+}
+
 func driverMain(args []string) int {
 	var o options
 	fs := flag.NewFlagSet("shareq-soak", flag.ContinueOnError)
@@ -194,13 +208,9 @@ func driverMain(args []string) int {
 	case o.spareDeliveries > 0 && o.parkEarly:
 		return usage("-park-early replaces the spare deliveries: give -spare-deliveries 0 with it")
 	}
-	if o.repo == "" {
-		r, err := findRepo()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "shareq-soak:", err)
-			return 2
-		}
-		o.repo = r
+	if err := o.locateRepo(); err != nil {
+		fmt.Fprintln(os.Stderr, "shareq-soak:", err)
+		return 2
 	}
 
 	o.commit = gitDescribe(o.repo)
