@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -223,14 +224,9 @@ func (c *stallCheck) moved(tp topicPartition, now time.Time, why string) {
 }
 
 func (c *stallCheck) sortedStalled() []topicPartition {
-	out := make([]topicPartition, 0, len(c.stalled))
-	for tp := range c.stalled {
-		out = append(out, tp)
-	}
-	slices.SortFunc(out, func(a, b topicPartition) int {
+	return slices.SortedFunc(maps.Keys(c.stalled), func(a, b topicPartition) int {
 		return cmp.Or(strings.Compare(a.topic, b.topic), cmp.Compare(a.partition, b.partition))
 	})
-	return out
 }
 
 // inFlightLimit returns the in-flight limit of the group's partitions,
