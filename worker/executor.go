@@ -92,7 +92,8 @@ type xjob struct {
 	lock     time.Duration // the lock duration of the newest delivery
 	start    time.Time     // when its handler first started on this delivery (MaxHold counts from it)
 	ran      bool
-	// tracked: queued during a pause, its lock renewed by the tracker
+	// tracked: queued, its lock renewed by the tracker (keepQueuedLocks,
+	// or a pause)
 	// (MaxHold counting from then); start keeps that entry.
 	tracked bool
 
@@ -278,7 +279,6 @@ func (x *executor) run(ctx context.Context) {
 
 	events := x.m.Events()
 	stopping := ctx.Done()
-	tick := reading.C
 	var quiet <-chan struct{}
 	var deadline <-chan time.Time
 	var shutdown *time.Timer
@@ -316,10 +316,10 @@ func (x *executor) run(ctx context.Context) {
 		case <-x.wake.C:
 			x.armed = false
 			x.wakeUp()
-		case <-tick:
+		case <-reading.C:
 			x.reading()
 		case <-stopping:
-			stopping, tick = nil, nil
+			stopping = nil
 			x.logStopping()
 			x.stopping = true
 			x.prefetch = 0
@@ -477,6 +477,7 @@ func (x *executor) deliver(d member.Delivery) {
 	x.queue = append(x.queue, j)
 	x.queued++
 	if x.pause != nil {
+		x.pause.waited++
 		x.track(j, time.Now())
 	}
 }
@@ -713,7 +714,7 @@ func (x *executor) wakeUp() {
 			case jobHeld, jobPaused:
 				x.finish(j, AckRelease, OutcomeRetried, j.err, j.took)
 				continue
-			case jobQueued: // held through a pause
+			case jobQueued: // waited for a slot or a pause that long
 				x.finish(j, AckRelease, OutcomeInterrupted, ErrMaxHold, 0)
 				continue
 			}
@@ -980,9 +981,12 @@ func (x *executor) armFor(k member.Key) {
 	}
 }
 
-// reading measures the job rate and recomputes the prefetch (prefetchFor).
+// reading measures the job rate and recomputes the prefetch (prefetchFor),
+// and has the locks of records that wait long for a slot renewed
+// (keepQueuedLocks). While stopping there is no prefetch.
 func (x *executor) reading() {
 	now := time.Now()
+	x.keepQueuedLocks(now)
 	dt := now.Sub(x.lastReading).Seconds()
 	x.lastReading = now
 	if dt <= 0 {
@@ -995,9 +999,36 @@ func (x *executor) reading() {
 	} else if x.rate += rateWeight * (r - x.rate); x.rate < 0.01 {
 		x.rate = 0 // idle: known no longer
 	}
-	x.prefetch = prefetchFor(x.rate, x.m.Stats().FetchRTT, x.lockSeen)
+	if !x.stopping {
+		x.prefetch = prefetchFor(x.rate, x.m.Stats().FetchRTT, x.lockSeen)
+	}
 	x.pubRunning.Store(int64(x.running))
 	x.pubQueued.Store(int64(x.queued))
+}
+
+// keepQueuedLocks has the tracker renew the lock of every queued record
+// that will need a renewal before the next reading: one that has waited
+// for a slot about half its lock. The prefetch keeps a record's wait under
+// a quarter of its lock at the job rate it saw, but when jobs suddenly
+// take longer (a destination that slows down) the records in hand wait
+// for the slow ones ahead of them; a lock that ran out would have the
+// broker hand the record out again with a delivery spent and no run.
+// Records that start sooner, nearly all of them, are never tracked while
+// they wait, so this costs a pass over the queue per reading and nothing
+// per job.
+func (x *executor) keepQueuedLocks(now time.Time) {
+	for _, j := range x.queue[x.qhead:] {
+		if j.state != jobQueued || j.tracked {
+			continue
+		}
+		lock := j.lock
+		if lock <= 0 {
+			lock = x.lockSeen
+		}
+		if j.deadline.Sub(now) <= lock/2+2*prefetchEvery {
+			x.track(j, now)
+		}
+	}
 }
 
 // counts returns the handlers running and the records waiting for a slot,

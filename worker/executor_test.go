@@ -805,13 +805,18 @@ func TestExecutorDoesNotStartExpiredLock(t *testing.T) {
 			t.Fatalf("credit %d after the release, want it back (1)", got)
 		}
 
-		// A job whose lock runs out while it waits for a slot is released
-		// when its turn comes. Lock 2 s: the start margin is 500 ms.
+		// A job whose lock runs out while it waits for a slot, its
+		// renewals failing, is released when its turn comes. Lock 2 s:
+		// the start margin is 500 ms.
 		b.f.deliver(delivery(2, 1, lock))
 		time.Sleep(time.Second)
 		b.f.setStats(member.Stats{})
 		b.f.push(member.Event{Deliveries: []member.Delivery{delivery(3, 1, 2*time.Second)}})
 		time.Sleep(1600 * time.Millisecond)
+		synctest.Wait()
+		if n := b.f.answerRenewals(2*time.Second, errors.New("not the leader")); n == 0 {
+			t.Fatal("the queued job's lock was not renewed while it waited")
+		}
 		h.finish(2, nil)
 		wantAcks(t, b.f, 3, member.Release)
 		if r := b.only(t, 3); !errors.Is(r.Err, ErrLockExpired) || r.Ran {
@@ -819,6 +824,50 @@ func TestExecutorDoesNotStartExpiredLock(t *testing.T) {
 		}
 		if got := h.startedList(); !slices.Equal(got, []int64{2}) {
 			t.Fatalf("started %v, want [2]", got)
+		}
+		b.stop(t)
+	})
+}
+
+// A record that waits for a slot longer than its lock keeps its lock:
+// the executor renews it while it waits (jobs ahead of it turned slow),
+// and it runs on the delivery it came with.
+func TestExecutorRenewsQueuedLocks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newCtl()
+		b := startExecutor(t, h, nil, Concurrency(1))
+		const short = 2 * time.Second
+		b.f.deliver(delivery(1, 1, short))
+		b.f.setStats(member.Stats{})
+		b.f.deliver(delivery(2, 1, short), delivery(3, 1, short))
+		// Job 1 runs three locks; 2 and 3 wait behind it, renewed.
+		for range 6 {
+			time.Sleep(short / 2)
+			synctest.Wait()
+			b.f.answerRenewals(short, nil)
+		}
+		if got := h.startedList(); !slices.Equal(got, []int64{1}) {
+			t.Fatalf("started %v, want [1]", got)
+		}
+		renewed := map[member.Key]int{}
+		for _, k := range b.f.renewedKeys() {
+			renewed[k]++
+		}
+		if renewed[key(2)] < 2 || renewed[key(3)] < 2 {
+			t.Fatalf("renewals %v, want the queued jobs 2 and 3 renewed while they waited", renewed)
+		}
+		h.finish(1, nil)
+		synctest.Wait()
+		if got := h.startedList(); !slices.Equal(got, []int64{1, 2}) {
+			t.Fatalf("started %v, want [1 2]", got)
+		}
+		h.finish(2, nil)
+		h.finish(3, nil)
+		for off := int64(1); off <= 3; off++ {
+			wantAcks(t, b.f, off, member.Accept)
+			if r := b.only(t, off); r.Outcome != OutcomeSucceeded || !r.Ran {
+				t.Fatalf("job %d finished with %+v, want it run and succeeded", off, r)
+			}
 		}
 		b.stop(t)
 	})

@@ -196,8 +196,10 @@ func Use(mws ...handler.Middleware) Option {
 // that rate (at least 10 ms of them), so short jobs get up to 4,096
 // records in hand beyond Concurrency and long jobs one or two; never so
 // many that a record would wait more than a quarter of its lock for a
-// handler. It fetches as handlers free up. A slow job holds only its own
-// slot. The worker is one share-group member
+// handler at that rate. When jobs suddenly take longer, a record that
+// waits for a handler about half its lock has its lock renewed while it
+// waits, so no delivery is spent on a job that never ran. It fetches as
+// handlers free up. A slow job holds only its own slot. The worker is one share-group member
 // whatever the Concurrency (Kafka allows 200 members per group by
 // default, group.share.max.size). Default [ConcurrencyDefault].
 func Concurrency(n int) Option {
@@ -237,8 +239,10 @@ func RenewMargin(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.renewMargin = d })
 }
 
-// MaxHold sets how long one delivery of a job may keep renewing its lock.
-// At MaxHold the handler's context is cancelled and the record released.
+// MaxHold sets how long one delivery of a job may keep renewing its lock,
+// counted from the first renewal the worker needed for it (a record that
+// waited for a slot, or for a paused worker, counts its wait too). At
+// MaxHold the handler's context is cancelled and the record released.
 // Default [MaxHoldDefault].
 func MaxHold(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.maxHold = d })

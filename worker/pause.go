@@ -65,6 +65,7 @@ func (x *executor) pauseJob(j *xjob, r xresult, ue *handler.UnavailableError, pr
 		// their locks too.
 		for _, q := range x.queue[x.qhead:] {
 			if q.state == jobQueued {
+				p.waited++
 				x.track(q, now)
 			}
 		}
@@ -99,13 +100,13 @@ func (x *executor) pauseJob(j *xjob, r xresult, ue *handler.UnavailableError, pr
 	}
 }
 
-// track has the tracker renew the lock of j, queued while paused.
+// track has the tracker renew the lock of j, a queued record that waits
+// for a pause or has waited long for a slot (keepQueuedLocks).
 func (x *executor) track(j *xjob, now time.Time) {
 	if j.tracked {
 		return
 	}
 	j.tracked = true
-	x.pause.waited++
 	x.tracker.Add(j.key, now, j.deadline, j.lock)
 	x.armFor(j.key)
 }

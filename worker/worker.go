@@ -6,8 +6,9 @@
 // its job ends, in any order, so a slow job holds only its own handler
 // slot. It fetches as handlers free up: up to [Concurrency] records, plus
 // a small prefetch that covers one fetch round trip at the observed job
-// rate (bounded so that no record waits long against its lock), and a
-// fetch returns as soon as the broker has records. One goroutine owns the
+// rate (bounded so that no record waits long against its lock; one that
+// waits all the same, behind jobs that turned slow, has its lock renewed),
+// and a fetch returns as soon as the broker has records. One goroutine owns the
 // member's state (its share session per broker, the records held, the
 // acknowledgements and renewals to send); handlers run on goroutines of
 // their own and hand their outcomes back to it: ACCEPT on success, REJECT
@@ -79,7 +80,8 @@ var (
 	ErrAlreadyRan = errors.New("worker: Run called twice; make a new Worker")
 
 	// ErrLockExpired: the record's lock had run out before its job could
-	// start; it is released without running. On its last delivery the job
+	// start (its renewals while it waited for a slot failed); it is
+	// released without running. On its last delivery the job
 	// runs all the same (a release would make the broker archive it
 	// unhandled).
 	ErrLockExpired = errors.New("worker: lock expired before the job started")
