@@ -240,8 +240,9 @@ func RenewMargin(d time.Duration) Option {
 }
 
 // MaxHold sets how long one delivery of a job may keep renewing its lock,
-// counted from the first renewal the worker needed for it (a record that
-// waited for a slot, or for a paused worker, counts its wait too). At
+// counted from the job's start (for a record that waited long for a slot,
+// or for a paused worker, from when the worker began renewing it while it
+// waited). At
 // MaxHold the handler's context is cancelled and the record released.
 // Default [MaxHoldDefault].
 func MaxHold(d time.Duration) Option {
