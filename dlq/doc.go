@@ -11,7 +11,8 @@
 // parks a permanently failing job ([handler.Permanent], a decode failure,
 // a recovered panic) at once. Parking produces the job to the DLQ topic
 // and waits for the broker's acknowledgement; only then does the
-// middleware return nil, so the worker ACCEPTs the record. When the
+// middleware return a [*handler.ParkedError], on which the worker ACCEPTs
+// the record and reports the job as parked. When the
 // produce fails the middleware returns a [handler.RetryError] with reason
 // "dlq-produce" and the worker RELEASEs the record: a job is never
 // accepted without having been parked. On the last delivery that RELEASE

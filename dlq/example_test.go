@@ -51,7 +51,10 @@ func ExampleMiddleware() {
 		Headers:       []handler.Header{{Key: handler.JobIDHeader, Value: []byte("welcome-ada")}},
 		DeliveryCount: 1, DeliveryLimit: 5,
 	}
-	fmt.Println("handler result:", h.Handle(context.Background(), job))
+	// The middleware returns a *handler.ParkedError: the worker ACCEPTs
+	// the job and reports it as parked.
+	dl, parked := handler.ParkedOf(h.Handle(context.Background(), job))
+	fmt.Println("handler result: parked", parked, "in", dl.Topic, "reason", dl.Reason)
 
 	// What an operator sees when reading the DLQ topic back.
 	p, err := dlq.Parse(prod.records[0])
@@ -66,7 +69,7 @@ func ExampleMiddleware() {
 	fmt.Println("value:", string(p.Value))
 	// Output:
 	// parked welcome-ada reason permanent
-	// handler result: <nil>
+	// handler result: parked true in emails.dlq reason permanent
 	// dlq topic: emails.dlq
 	// reason: permanent
 	// error: permanent failure (permanent): smtp login with password *** refused

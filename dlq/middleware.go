@@ -14,6 +14,7 @@ import (
 
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/acl"
+	"github.com/shareq/shareq/internal/jobctx"
 	"github.com/shareq/shareq/internal/safehandle"
 )
 
@@ -171,19 +172,21 @@ func TrackFirstAttempts(n int) Option {
 //
 //	handler result                              middleware returns
 //	nil                                         nil (ACCEPT)
-//	permanent error (handler.IsPermanent)       park, then nil (ACCEPT, outcome parked)
-//	a panic in what it wraps                    park with the stack, then nil (ACCEPT, outcome parked)
-//	other error on the last delivery            park, then nil (ACCEPT, outcome parked)
+//	permanent error (handler.IsPermanent)       park, then a *handler.ParkedError (ACCEPT, outcome parked)
+//	a panic in what it wraps                    park with the stack, then a *handler.ParkedError
+//	other error on the last delivery            park, then a *handler.ParkedError
 //	other error before the last delivery        the error, unchanged (RELEASE)
 //	handler.Unavailable (a dependency is down)  the error, unchanged, on any delivery (the worker pauses)
+//	a *handler.CancelledError (never ran)       the error, unchanged (ACCEPT, outcome cancelled)
 //	park failed (produce error or timeout)      handler.Retry("dlq-produce", err) (RELEASE)
 //
-// A parked job is not a success: the middleware records the park in the
-// job's context ([handler.NoteParked]) before it returns nil, and the
-// worker reports the job as worker.OutcomeParked (in its Result, its
-// observers, its log and shareq_jobs_total{outcome="parked"}) while it
-// ACCEPTs the record. Middleware outside this one can tell with
-// [handler.ParkedFrom].
+// A parked job is not a success: the middleware returns a
+// [*handler.ParkedError] that says where the job was parked and why
+// (its Unwrap gives the failure), and the worker reports the job as
+// worker.OutcomeParked (in its Result, its observers, its log and
+// shareq_jobs_total{outcome="parked"}) while it ACCEPTs the record.
+// Middleware outside this one sees that error ([handler.ParkedOf]) and
+// must pass it on.
 //
 // Parking produces one record to the DLQ topic with the job's key, value
 // and headers (including [handler.JobIDHeader], so a replayed job keeps
@@ -211,10 +214,10 @@ func TrackFirstAttempts(n int) Option {
 // ID.
 //
 // Place Middleware outside the idempotency middleware (earlier in
-// [handler.Chain]): idempotency must see the handler's error to roll its
-// claim back. Inside it, Middleware would turn the failure into nil, the
-// claim would commit, and a replay of the job would be skipped as already
-// done. A panic in the handler or in middleware inside this one is
+// [handler.Chain]), so that what fails in the claim itself is parked too.
+// (Inside it works as well: the claim middleware rolls its claim back on
+// the ParkedError, so a replay of the job runs.) A panic in the handler
+// or in middleware inside this one is
 // recovered here and parked with its stack ([HeaderStack]); a panic in
 // middleware outside it cannot reach it, and the worker rejects that job
 // (the worker's Result.Err keeps the panic's stack).
@@ -305,16 +308,17 @@ type parker struct {
 
 func (pk *parker) handle(ctx context.Context, next handler.Handler, job *handler.Job) error {
 	start := pk.cfg.now()
-	handler.ExpectPark(ctx, pk.lastDelivery(job))
 	// A panic in next becomes a permanent failure that keeps the panic's
 	// value and stack, so the job is parked with them (the worker's own
 	// recovery wraps only the handler, not the middleware between it and
 	// this one).
-	err := safehandle.Handle(ctx, next, job)
-	handler.EndExpectPark(ctx)
+	err := safehandle.Handle(jobctx.WithParker(ctx, pk.lastDelivery(job)), next, job)
 	if err == nil {
 		pk.first.forget(job.ID())
 		return nil
+	}
+	if _, parked := handler.ParkedOf(err); parked || handler.IsCancelled(err) {
+		return err // done with inside: parked by another, or never run
 	}
 	reason, park := pk.classify(job, err)
 	if !park {
@@ -451,7 +455,7 @@ func (pk *parker) park(ctx context.Context, job *handler.Job, herr error, reason
 	// In a worker, the worker logs the parked job (one line, at Warn, with
 	// its outcome): this line is for Debug. Outside one, nobody else does.
 	level := slog.LevelWarn
-	if handler.NoteParked(ctx, handler.DeadLetter{Topic: at.Topic, Partition: at.Partition, Offset: at.Offset, Reason: reason, Err: herr}) {
+	if jobctx.InWorker(ctx) {
 		level = slog.LevelDebug
 	}
 	pk.log(ctx).LogAttrs(ctx, level, "dlq: parked job",
@@ -459,7 +463,7 @@ func (pk *parker) park(ctx context.Context, job *handler.Job, herr error, reason
 	for _, fn := range pk.cfg.onPark {
 		fn(job, reason)
 	}
-	return nil
+	return handler.Parked(handler.DeadLetter{Topic: at.Topic, Partition: at.Partition, Offset: at.Offset, Reason: reason, Err: herr})
 }
 
 // log returns the logger of Logger, else the one ctx carries.

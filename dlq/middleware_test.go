@@ -64,6 +64,15 @@ func TestMiddlewareValidation(t *testing.T) {
 	}
 }
 
+// wantParked fails t unless err is the middleware's word that it parked
+// the job (a *handler.ParkedError).
+func wantParked(t *testing.T, err error) {
+	t.Helper()
+	if _, ok := handler.ParkedOf(err); !ok {
+		t.Fatalf("Handle = %v, want a *handler.ParkedError", err)
+	}
+}
+
 // park runs job through h wrapped in a middleware made with opts and a
 // fake producer, and returns the result and what was produced.
 func park(t *testing.T, h handler.Handler, job *handler.Job, opts ...Option) (error, *fakeProducer) {
@@ -90,11 +99,10 @@ func TestMiddlewareParksPermanentFailureOnKafka(t *testing.T) {
 	}
 	job := testJob(42, 2, handler.Header{Key: handler.JobIDHeader, Value: []byte("job-7")}, handler.Header{Key: "trace", Value: []byte("t1")})
 	before := time.Now()
-	ctx := handler.WithParkNote(context.Background())
 	cause := handler.Permanent(errors.New("bad address"))
-	err = handler.Chain(failWith(cause), mw).Handle(ctx, job)
-	if err != nil {
-		t.Fatalf("Handle = %v, want nil after parking", err)
+	err = handler.Chain(failWith(cause), mw).Handle(context.Background(), job)
+	if _, parked := handler.ParkedOf(err); !parked {
+		t.Fatalf("Handle = %v, want a ParkedError after parking", err)
 	}
 	if got := parkedReason.Load(); got != handler.ReasonPermanent {
 		t.Errorf("OnPark reason = %v, want %q", got, handler.ReasonPermanent)
@@ -107,9 +115,9 @@ func TestMiddlewareParksPermanentFailureOnKafka(t *testing.T) {
 		t.Fatalf("DLQ has %d records, want 1", len(recs))
 	}
 	r := recs[0]
-	// The park is noted in the job's context for the worker, with where
-	// the broker put the DLQ record.
-	note, ok := handler.ParkedFrom(ctx)
+	// The park is returned to the worker, with where the broker put the
+	// DLQ record.
+	note, ok := handler.ParkedOf(err)
 	if !ok || note.Topic != "jobs.dlq" || note.Partition != r.Partition || note.Offset != r.Offset ||
 		note.Reason != handler.ReasonPermanent || !errors.Is(note.Err, cause) {
 		t.Errorf("park note = %+v (noted %v), want jobs.dlq/%d/%d, reason permanent, the handler's error", note, ok, r.Partition, r.Offset)
@@ -163,9 +171,7 @@ func TestMiddlewareParksOnLastDelivery(t *testing.T) {
 	t.Parallel()
 	base := errors.New("upstream 503")
 	err, p := park(t, failWith(handler.Retry("upstream", base)), testJob(1, 5))
-	if err != nil {
-		t.Fatalf("Handle = %v, want nil", err)
-	}
+	wantParked(t, err)
 	recs := p.produced()
 	if len(recs) != 1 || recs[0].Topic != "jobs.dlq" {
 		t.Fatalf("produced %v, want one record to jobs.dlq", recs)
@@ -193,8 +199,9 @@ func TestMiddlewarePassesUnavailableThroughOnLastDelivery(t *testing.T) {
 	}
 	// A permanent error wins over an outage it wraps.
 	err, p = park(t, failWith(handler.Permanent(down)), testJob(1, 5))
-	if err != nil || len(p.produced()) != 1 {
-		t.Fatalf("permanent: Handle = %v, produced %d; want nil and one park", err, len(p.produced()))
+	wantParked(t, err)
+	if len(p.produced()) != 1 {
+		t.Fatalf("permanent: produced %d; want one park", len(p.produced()))
 	}
 }
 
@@ -229,8 +236,9 @@ func TestMiddlewareUnknownLimitParksOnlyPermanent(t *testing.T) {
 	// DeliveryLimit overrides the job's.
 	job = testJob(1, 3)
 	err, p := park(t, failWith(base), job, DeliveryLimit(3))
-	if err != nil || len(p.produced()) != 1 {
-		t.Fatalf("Handle = %v, produced %d; want parked at the overridden limit", err, len(p.produced()))
+	wantParked(t, err)
+	if len(p.produced()) != 1 {
+		t.Fatalf("produced %d; want parked at the overridden limit", len(p.produced()))
 	}
 }
 
@@ -284,9 +292,7 @@ func TestMiddlewareParksAfterHandlerContextCancelled(t *testing.T) {
 		cancel() // the worker shuts down while the job fails
 		return ctx.Err()
 	})
-	if err := handler.Chain(h, mw).Handle(ctx, testJob(1, 5)); err != nil {
-		t.Fatalf("Handle = %v, want nil", err)
-	}
+	wantParked(t, handler.Chain(h, mw).Handle(ctx, testJob(1, 5)))
 	if err := p.ctxErrs[0]; err != nil {
 		t.Fatalf("produce context was done (%v); parking must outlive the handler's context", err)
 	}
@@ -300,9 +306,7 @@ func TestMiddlewarePanicStack(t *testing.T) {
 	stack := "goroutine 7 [running]:\nmain.handle()\n\t/src/main.go:12\n" + strings.Repeat("frame\n", 100)
 	perr := &handler.PermanentError{Reason: handler.ReasonPanic, Err: &handler.PanicError{Value: "boom", Stack: []byte(stack)}}
 	err, p := park(t, failWith(perr), testJob(1, 1), MaxStackLength(200))
-	if err != nil {
-		t.Fatal(err)
-	}
+	wantParked(t, err)
 	hs := p.produced()[0].Headers
 	got, ok := header(hs, HeaderStack)
 	if !ok || !strings.HasPrefix(got, "goroutine 7 [running]:\nmain.handle()") || len(got) > 200 || !strings.HasSuffix(got, truncated) {
@@ -329,9 +333,9 @@ func TestMiddlewareParksPanicOfInnerMiddleware(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := handler.WithParkNote(context.Background())
-	if err := handler.Chain(failWith(nil), mw, inner).Handle(ctx, testJob(1, 1)); err != nil {
-		t.Fatalf("Handle = %v, want nil after parking the panic", err)
+	err = handler.Chain(failWith(nil), mw, inner).Handle(context.Background(), testJob(1, 1))
+	if _, parked := handler.ParkedOf(err); !parked {
+		t.Fatalf("Handle = %v, want a ParkedError after parking the panic", err)
 	}
 	hs := p.produced()[0].Headers
 	if v, _ := header(hs, HeaderReason); v != handler.ReasonPanic {
@@ -341,7 +345,7 @@ func TestMiddlewareParksPanicOfInnerMiddleware(t *testing.T) {
 		t.Errorf("stack header = %q, want the panicking middleware's stack", v)
 	}
 	var pe *handler.PanicError
-	if note, ok := handler.ParkedFrom(ctx); !ok || note.Reason != handler.ReasonPanic || !errors.As(note.Err, &pe) || pe.Value != "inner middleware bug" {
+	if note, ok := handler.ParkedOf(err); !ok || note.Reason != handler.ReasonPanic || !errors.As(note.Err, &pe) || pe.Value != "inner middleware bug" {
 		t.Errorf("park note = %+v (noted %v), want the panic", note, ok)
 	}
 }
@@ -351,9 +355,7 @@ func TestMiddlewareRedact(t *testing.T) {
 	secret := errors.New("dial postgres://app:hunter2@db/prod: refused")
 	err, p := park(t, failWith(handler.Permanent(secret)), testJob(1, 1),
 		Redact(func(err error) string { return strings.ReplaceAll(err.Error(), "hunter2", "***") }))
-	if err != nil {
-		t.Fatal(err)
-	}
+	wantParked(t, err)
 	for _, h := range p.produced()[0].Headers {
 		if strings.Contains(string(h.Value), "hunter2") {
 			t.Fatalf("header %s leaks the secret: %q", h.Key, h.Value)
@@ -368,9 +370,7 @@ func TestMiddlewareTruncatesError(t *testing.T) {
 	t.Parallel()
 	long := strings.Repeat("é", 100) // 200 bytes
 	err, p := park(t, failWith(handler.Permanent(errors.New(long))), testJob(1, 1), MaxErrorLength(101))
-	if err != nil {
-		t.Fatal(err)
-	}
+	wantParked(t, err)
 	v, _ := header(p.produced()[0].Headers, HeaderError)
 	if len(v) > 101 || !strings.HasSuffix(v, truncated) || !strings.HasPrefix(v, "permanent failure") {
 		t.Fatalf("error header = %q (%d bytes)", v, len(v))
@@ -388,9 +388,7 @@ func TestMiddlewareKeepsJobHeadersDropsStaleEnvelope(t *testing.T) {
 		handler.Header{Key: HeaderReplayedFrom, Value: []byte("jobs.dlq/0/3")},
 	)
 	err, p := park(t, failWith(handler.Permanent(errors.New("x"))), job)
-	if err != nil {
-		t.Fatal(err)
-	}
+	wantParked(t, err)
 	hs := p.produced()[0].Headers
 	if n := countHeader(hs, HeaderReason); n != 1 {
 		t.Errorf("%d reason headers, want 1", n)
@@ -537,9 +535,7 @@ func TestMiddlewareParksOversizedJobWithoutValue(t *testing.T) {
 	}
 	job := testJob(7, 1, handler.Header{Key: "trace", Value: []byte("t1")})
 	job.Value = bytes.Repeat([]byte("v"), 1000)
-	if err := handler.Chain(failWith(handler.Permanent(errors.New("too big to handle"))), mw).Handle(context.Background(), job); err != nil {
-		t.Fatalf("Handle = %v, want nil after parking", err)
-	}
+	wantParked(t, handler.Chain(failWith(handler.Permanent(errors.New("too big to handle"))), mw).Handle(context.Background(), job))
 	recs := p.produced()
 	if len(recs) != 1 {
 		t.Fatalf("produced %d records, want 1", len(recs))
@@ -561,9 +557,7 @@ func TestMiddlewareParksOversizedJobWithoutValue(t *testing.T) {
 
 	// A job that fits is parked whole.
 	small := testJob(8, 1)
-	if err := handler.Chain(failWith(handler.Permanent(errors.New("x"))), mw).Handle(context.Background(), small); err != nil {
-		t.Fatal(err)
-	}
+	wantParked(t, handler.Chain(failWith(handler.Permanent(errors.New("x"))), mw).Handle(context.Background(), small))
 	if recs := p.produced(); len(recs) != 2 || string(recs[1].Value) != `{"n":1}` {
 		t.Errorf("small job parked as %v", recs[len(recs)-1])
 	} else if _, ok := header(recs[1].Headers, HeaderValueOmitted); ok {
@@ -581,15 +575,13 @@ func TestMiddlewareLogsThroughTheContextLogger(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := handler.Chain(failWith(handler.Permanent(errors.New("nope"))), mw).Handle(ctx, testJob(3, 1)); err != nil {
-		t.Fatalf("Handle = %v, want the job parked", err)
-	}
+	wantParked(t, handler.Chain(failWith(handler.Permanent(errors.New("nope"))), mw).Handle(ctx, testJob(3, 1)))
 	failing, err := Middleware(&fakeProducer{err: errors.New("broker down")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := handler.Chain(failWith(handler.Permanent(errors.New("nope"))), failing).Handle(ctx, testJob(4, 1)); err == nil {
-		t.Fatal("Handle = nil with a failing producer")
+	if err := handler.Chain(failWith(handler.Permanent(errors.New("nope"))), failing).Handle(ctx, testJob(4, 1)); err == nil || handler.IsPermanent(err) {
+		t.Fatalf("Handle = %v with a failing producer, want a retry", err)
 	}
 	logged := buf.String()
 	if !strings.Contains(logged, "dlq: parked job") || !strings.Contains(logged, "dlq: could not park job") {

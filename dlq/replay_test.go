@@ -55,8 +55,8 @@ func setupReplay(t *testing.T, n int) *replayBundle {
 			job.Headers = []handler.Header{{Key: handler.JobIDHeader, Value: fmt.Appendf(nil, "job-%d", i)}}
 		}
 		h := failWith(&handler.PermanentError{Reason: reason, Err: errors.New("nope")})
-		if err := handler.Chain(h, mw).Handle(context.Background(), job); err != nil {
-			t.Fatalf("park job %d: %v", i, err)
+		if _, parked := handler.ParkedOf(handler.Chain(h, mw).Handle(context.Background(), job)); !parked {
+			t.Fatalf("job %d not parked", i)
 		}
 	}
 	return b
@@ -362,8 +362,8 @@ func TestReplayStopsAtHighWaterMark(t *testing.T) {
 	reparked := 0
 	stats, err := Replay(context.Background(), b.cl, ReplayOptions{Topic: "jobs.dlq", Logger: quiet, OnRecord: func(p *Parked) {
 		job := &handler.Job{Topic: "jobs", Offset: 100 + int64(reparked), DeliveryCount: 1}
-		if err := handler.Chain(failWith(handler.Permanent(errors.New("again"))), mw).Handle(context.Background(), job); err != nil {
-			t.Error(err)
+		if _, parked := handler.ParkedOf(handler.Chain(failWith(handler.Permanent(errors.New("again"))), mw).Handle(context.Background(), job)); !parked {
+			t.Error("job not parked again")
 		}
 		reparked++
 	}})
@@ -582,8 +582,8 @@ func TestReplayReadsOmittedValueFromSource(t *testing.T) {
 	}
 	for _, off := range []int64{0, 7} { // offset 7 of "jobs" does not exist
 		job := &handler.Job{Topic: "jobs", Partition: 0, Offset: off, Key: []byte("k0"), Value: big, DeliveryCount: 1, DeliveryLimit: 5}
-		if err := handler.Chain(failWith(handler.Permanent(errors.New("nope"))), mw).Handle(ctx, job); err != nil {
-			t.Fatalf("park: %v", err)
+		if _, parked := handler.ParkedOf(handler.Chain(failWith(handler.Permanent(errors.New("nope"))), mw).Handle(ctx, job)); !parked {
+			t.Fatalf("offset %d not parked", off)
 		}
 	}
 	stats, err := Replay(ctx, cl, ReplayOptions{Topic: "jobs.dlq", Logger: quiet})

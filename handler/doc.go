@@ -22,14 +22,19 @@
 //	any other error on the last delivery             RELEASE; the broker archives it        discarded (parked)
 //	                                                 (or parked in the DLQ, then ACCEPT)
 //	context cancelled by shutdown or the hold limit  RELEASE                                interrupted
+//	Parked(dl), from a dead-letter middleware        ACCEPT                                 parked
+//	Cancelled(err), from the idempotency middleware  ACCEPT (the handler did not run)       cancelled
 //
 // The outcome is what the worker reports (worker.Result.Outcome, its log,
 // the metrics): a job the dlq middleware parked is ACCEPTed, but reported
-// as parked, never as a success. The middleware says so with
-// [NoteParked]; other middleware can ask [ParkedFrom]. Likewise a job
-// whose claim holds a cancel (the idempotency middleware with
-// idempotency/pgstore, after pgoutbox.CancelTx) is ACCEPTed without running
-// and reported as cancelled: [NoteCancelled], [CancelledFrom].
+// as parked, never as a success. The middleware says so by returning a
+// [*ParkedError] ([Parked]), which the worker classifies with errors.As
+// and other middleware can read with [ParkedOf]. Likewise a job whose
+// claim holds a cancel (the idempotency middleware with
+// idempotency/pgstore, after pgoutbox.CancelTx) is ACCEPTed without
+// running and reported as cancelled: the middleware returns a
+// [*CancelledError] ([Cancelled], [IsCancelled]). Middleware that wraps
+// others passes these errors on, as it does any other.
 //
 // RELEASE makes the record available again at once, to any member of the
 // share group, with its delivery count raised by one; the worker holds a

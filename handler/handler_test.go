@@ -180,97 +180,42 @@ func TestLoggerFromContext(t *testing.T) {
 	}
 }
 
-// A park note records what a dlq middleware noted, per context: nothing
-// outside a worker's note, nothing before the note is written, the last
-// park once it is, and it is safe to note from another goroutine.
-func TestParkNote(t *testing.T) {
+// Parked and Cancelled are the middleware's outcomes: found with errors.As
+// through any wrapping, ParkedError unwrapping to the failure it was
+// parked for, and neither taken for the other.
+func TestParkedAndCancelledErrors(t *testing.T) {
 	t.Parallel()
-	bare := context.Background()
-	if handler.NoteParked(bare, handler.DeadLetter{Topic: "x.dlq"}) {
-		t.Error("NoteParked reported a note in a context without one")
-	}
-	if _, ok := handler.ParkedFrom(bare); ok {
-		t.Error("ParkedFrom found a park in a context without a note")
-	}
-	ctx := handler.WithParkNote(bare)
-	if _, ok := handler.ParkedFrom(ctx); ok {
-		t.Error("a fresh note says parked")
-	}
-	child, cancel := context.WithCancel(ctx) // middleware pass derived contexts on
-	defer cancel()
 	cause := errors.New("bad address")
-	done := make(chan bool)
-	go func() {
-		done <- handler.NoteParked(child, handler.DeadLetter{Topic: "emails.dlq", Partition: 2, Offset: 9, Reason: handler.ReasonPermanent, Err: cause})
-	}()
-	if !<-done {
-		t.Fatal("NoteParked found no note in a context derived from WithParkNote")
+	dl := handler.DeadLetter{Topic: "emails.dlq", Partition: 2, Offset: 9, Reason: handler.ReasonPermanent, Err: handler.Permanent(cause)}
+	err := fmt.Errorf("logging: %w", handler.Parked(dl))
+	p, ok := handler.ParkedOf(err)
+	if !ok || p.Topic != "emails.dlq" || p.Partition != 2 || p.Offset != 9 || p.Reason != handler.ReasonPermanent {
+		t.Fatalf("ParkedOf = %+v, %v", p, ok)
 	}
-	p, ok := handler.ParkedFrom(ctx)
-	if !ok || p.Topic != "emails.dlq" || p.Partition != 2 || p.Offset != 9 || p.Reason != handler.ReasonPermanent || !errors.Is(p.Err, cause) {
-		t.Fatalf("ParkedFrom = %+v, %v", p, ok)
+	if !errors.Is(err, cause) || !handler.IsPermanent(err) {
+		t.Errorf("a parked error does not unwrap to what it was parked for: %v", err)
 	}
-	if _, ok := handler.ParkedFrom(handler.WithParkNote(ctx)); ok {
-		t.Error("a new note inherits the old one's park")
+	if got := err.Error(); !strings.Contains(got, "emails.dlq") || !strings.Contains(got, "bad address") || !strings.Contains(got, handler.ReasonPermanent) {
+		t.Errorf("message %q does not say where and why", got)
 	}
-}
+	if handler.IsCancelled(err) {
+		t.Error("a parked job reads as cancelled")
+	}
+	for _, e := range []error{nil, cause, handler.Permanent(cause)} {
+		if _, ok := handler.ParkedOf(e); ok || handler.IsCancelled(e) {
+			t.Errorf("%v reads as parked or cancelled", e)
+		}
+	}
 
-// ExpectPark says, to middleware inside a dead-letter middleware, which
-// failures it parks: permanent ones always, any one on a delivery it
-// parks on; EndExpectPark withdraws it for middleware outside.
-func TestExpectPark(t *testing.T) {
-	t.Parallel()
-	perm, plain := handler.Permanent(errors.New("404")), errors.New("503")
-	if handler.ExpectPark(context.Background(), true) || handler.WillPark(context.Background(), perm) {
-		t.Fatal("a context without a note expects a park")
+	reason := errors.New("cancelled by the operator")
+	c := fmt.Errorf("otel: %w", handler.Cancelled(reason))
+	if !handler.IsCancelled(c) || !errors.Is(c, reason) {
+		t.Fatalf("IsCancelled(%v) = false or the reason is lost", c)
 	}
-	ctx := handler.WithParkNote(context.Background())
-	if handler.WillPark(ctx, perm) {
-		t.Fatal("WillPark before ExpectPark")
+	if _, parked := handler.ParkedOf(c); parked {
+		t.Error("a cancelled job reads as parked")
 	}
-	if !handler.ExpectPark(ctx, false) {
-		t.Fatal("ExpectPark found no note")
-	}
-	if !handler.WillPark(ctx, perm) || handler.WillPark(ctx, plain) || handler.WillPark(ctx, nil) {
-		t.Fatal("not the last delivery: want only the permanent failure parked")
-	}
-	handler.ExpectPark(ctx, true)
-	if !handler.WillPark(ctx, plain) {
-		t.Fatal("the last delivery: want any failure parked")
-	}
-	handler.EndExpectPark(ctx)
-	if handler.WillPark(ctx, perm) {
-		t.Fatal("WillPark after EndExpectPark")
-	}
-}
-
-// A cancel note: nothing outside a worker's note, not cancelled until
-// noted, cancelled once noted through a derived context, and a new note
-// starts clean.
-func TestCancelNote(t *testing.T) {
-	t.Parallel()
-	bare := context.Background()
-	if handler.NoteCancelled(bare) || handler.CancelledFrom(bare) {
-		t.Fatal("a context without a note takes or reports a cancel")
-	}
-	ctx := handler.WithParkNote(bare)
-	if handler.CancelledFrom(ctx) {
-		t.Fatal("a fresh note says cancelled")
-	}
-	child, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan bool)
-	go func() { done <- handler.NoteCancelled(child) }()
-	if !<-done {
-		t.Fatal("NoteCancelled found no note in a context derived from WithParkNote")
-	}
-	if !handler.CancelledFrom(ctx) {
-		t.Fatal("CancelledFrom after NoteCancelled = false")
-	}
-	if _, parked := handler.ParkedFrom(ctx); parked {
-		t.Fatal("a cancelled job reads as parked")
-	}
-	if handler.CancelledFrom(handler.WithParkNote(ctx)) {
-		t.Fatal("a new note inherits the old one's cancel")
+	if got := handler.Cancelled(nil).Error(); got != "job cancelled before it ran" {
+		t.Errorf("Cancelled(nil) = %q", got)
 	}
 }

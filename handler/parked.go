@@ -1,8 +1,8 @@
 package handler
 
 import (
-	"context"
-	"sync"
+	"errors"
+	"fmt"
 )
 
 // DeadLetter describes a job that a dead-letter middleware (the dlq package)
@@ -22,150 +22,69 @@ type DeadLetter struct {
 	Err error
 }
 
-type parkNoteKey struct{}
-
-// parkNote is where a job's run records that the job was parked. The
-// worker reads it after the handler returned; a mutex keeps a handler
-// that parks from a goroutine of its own safe. It is its own context (the
-// parent's, plus itself as a value): one allocation per job.
-type parkNote struct {
-	context.Context
-	mu     sync.Mutex
-	parked *DeadLetter
-	// cancelled: the job was cancelled before it ran (NoteCancelled).
-	cancelled bool
-	// parker: a dead-letter middleware runs around the rest of the
-	// chain (ExpectPark); parkAny: it parks this delivery whatever the
-	// error, not only a permanent one.
-	parker, parkAny bool
+// ParkedError is what a dead-letter middleware (the dlq package) returns
+// once it has parked a job: the job is done with although its handler
+// failed. The worker classifies it with errors.As, ACCEPTs the record and
+// reports the job as parked, never as a success. Middleware outside the
+// dead-letter middleware sees it too (and may log or count it); it must
+// return it, or an error wrapping it, for the worker to see the park.
+// Unwrap gives the failure the job was parked for.
+type ParkedError struct {
+	DeadLetter DeadLetter
 }
 
-func (n *parkNote) Value(key any) any {
-	if key == (parkNoteKey{}) {
-		return n
+// Parked returns a [*ParkedError] for a job parked as dl says.
+func Parked(dl DeadLetter) error { return &ParkedError{DeadLetter: dl} }
+
+func (e *ParkedError) Error() string {
+	s := fmt.Sprintf("parked in %s (partition %d, offset %d)", e.DeadLetter.Topic, e.DeadLetter.Partition, e.DeadLetter.Offset)
+	if e.DeadLetter.Reason != "" {
+		s += ", reason " + e.DeadLetter.Reason
 	}
-	return n.Context.Value(key)
+	if e.DeadLetter.Err != nil {
+		s += ": " + e.DeadLetter.Err.Error()
+	}
+	return s
 }
 
-// WithParkNote returns a context that carries an empty note for
-// [NoteParked]. The worker gives every job's context a fresh one; tests
-// that run a handler chain without a worker can do the same and read it
-// with [ParkedFrom].
-func WithParkNote(ctx context.Context) context.Context {
-	return &parkNote{Context: ctx}
+// Unwrap returns the failure the job was parked for.
+func (e *ParkedError) Unwrap() error { return e.DeadLetter.Err }
+
+// ParkedOf returns the dead letter of the [*ParkedError] in err's chain,
+// and whether there is one.
+func ParkedOf(err error) (DeadLetter, bool) {
+	var pe *ParkedError
+	if errors.As(err, &pe) {
+		return pe.DeadLetter, true
+	}
+	return DeadLetter{}, false
 }
 
-// NoteParked records in the note ctx carries (see [WithParkNote]) that the
-// job was parked, as p says. A middleware that parks a job calls it and
-// then returns nil: the worker ACCEPTs the record and reports the job as
-// parked. It reports whether ctx carries a note (false outside a worker,
-// where nobody asks).
-func NoteParked(ctx context.Context, p DeadLetter) bool {
-	n, ok := ctx.Value(parkNoteKey{}).(*parkNote)
-	if !ok || n == nil {
-		return false
-	}
-	n.mu.Lock()
-	n.parked = &p
-	n.mu.Unlock()
-	return true
+// CancelledError is what a middleware returns for a job that was
+// cancelled before it ran, so its handler did not run: the idempotency
+// middleware returns one when the job's claim key holds a cancel
+// (pgoutbox.CancelTx with pgoutbox.ClaimKey). The worker classifies it
+// with errors.As, ACCEPTs the record and reports the job as cancelled,
+// never as a success. Err says why (nil: no reason given).
+type CancelledError struct {
+	Err error
 }
 
-// ParkedFrom returns what [NoteParked] recorded in ctx's note, and whether
-// the job was parked. Middleware outside the dlq middleware can use it to
-// tell a parked job from a success (middleware.Logging does).
-func ParkedFrom(ctx context.Context) (DeadLetter, bool) {
-	n, ok := ctx.Value(parkNoteKey{}).(*parkNote)
-	if !ok || n == nil {
-		return DeadLetter{}, false
+// Cancelled returns a [*CancelledError] with err as its reason.
+func Cancelled(err error) error { return &CancelledError{Err: err} }
+
+func (e *CancelledError) Error() string {
+	if e.Err == nil {
+		return "job cancelled before it ran"
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.parked == nil {
-		return DeadLetter{}, false
-	}
-	return *n.parked, true
+	return "job cancelled before it ran: " + e.Err.Error()
 }
 
-// ExpectPark records in the note ctx carries (see [WithParkNote]) that a
-// dead-letter middleware runs around the rest of the handler chain and
-// parks the job if it fails permanently ([IsPermanent]) or, when
-// anyFailure, if it fails at all (its last delivery). The dlq middleware
-// calls it before it calls the next handler, so that middleware inside it
-// can tell a failure that ends in the dead-letter topic from one that is
-// retried ([WillPark]), and [EndExpectPark] when the next handler
-// returned, so that middleware outside it does not take the expectation
-// for its own. It reports whether ctx carries a note.
-func ExpectPark(ctx context.Context, anyFailure bool) bool {
-	n, ok := ctx.Value(parkNoteKey{}).(*parkNote)
-	if !ok || n == nil {
-		return false
-	}
-	n.mu.Lock()
-	n.parker, n.parkAny = true, anyFailure
-	n.mu.Unlock()
-	return true
-}
+// Unwrap returns the reason.
+func (e *CancelledError) Unwrap() error { return e.Err }
 
-// EndExpectPark withdraws what [ExpectPark] recorded in ctx's note: the
-// dead-letter middleware's inner handler returned, and whether the job
-// was parked is now for [ParkedFrom] to say.
-func EndExpectPark(ctx context.Context) {
-	n, ok := ctx.Value(parkNoteKey{}).(*parkNote)
-	if !ok || n == nil {
-		return
-	}
-	n.mu.Lock()
-	n.parker, n.parkAny = false, false
-	n.mu.Unlock()
-}
-
-// WillPark reports whether a dead-letter middleware around the caller
-// said ([ExpectPark]) that it parks the job when it fails with err, a
-// non-nil error. Middleware that logs failures (middleware.Logging) uses
-// it to leave the parked job's line to the worker, which logs the park
-// with its reason and dead-letter topic.
-func WillPark(ctx context.Context, err error) bool {
-	if err == nil {
-		return false
-	}
-	n, ok := ctx.Value(parkNoteKey{}).(*parkNote)
-	if !ok || n == nil {
-		return false
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.parker && (IsPermanent(err) || n.parkAny && !IsUnavailable(err))
-}
-
-// NoteCancelled records in the note ctx carries (see [WithParkNote]) that
-// the job was cancelled before it ran, so its handler did not run: the
-// idempotency middleware calls it when the job's claim key holds a
-// cancel (pgoutbox.CancelTx with pgoutbox.ClaimKey) and then returns nil.
-// The worker ACCEPTs the record and reports the job as cancelled, never as
-// a success. It reports whether ctx carries a note (false outside a
-// worker, where nobody asks).
-func NoteCancelled(ctx context.Context) bool {
-	n, ok := ctx.Value(parkNoteKey{}).(*parkNote)
-	if !ok || n == nil {
-		return false
-	}
-	n.mu.Lock()
-	n.cancelled = true
-	n.mu.Unlock()
-	return true
-}
-
-// CancelledFrom reports whether [NoteCancelled] recorded in ctx's note
-// that the job was cancelled. Middleware outside the idempotency
-// middleware can use it to tell a cancelled job from a success
-// (middleware.Logging does).
-func CancelledFrom(ctx context.Context) bool {
-	n, ok := ctx.Value(parkNoteKey{}).(*parkNote)
-	if !ok || n == nil {
-		return false
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.cancelled
+// IsCancelled reports whether err's chain holds a [*CancelledError].
+func IsCancelled(err error) bool {
+	var ce *CancelledError
+	return errors.As(err, &ce)
 }

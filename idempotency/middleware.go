@@ -96,9 +96,9 @@ func OnDuplicate(f func(job *handler.Job, key string)) Option {
 //   - key already claimed: nil (ACCEPT) without running the handler;
 //     [OnDuplicate] is told.
 //   - key holds a cancel (the store returns [ErrCancelled]: with
-//     pgstore, pgoutbox.CancelTx recorded one): nil (ACCEPT) without
-//     running the handler, and [handler.NoteCancelled], so that the
-//     worker reports the job as cancelled. [OnDuplicate] is not told.
+//     pgstore, pgoutbox.CancelTx recorded one): a [*handler.CancelledError]
+//     wrapping it, without running the handler: the worker ACCEPTs the
+//     record and reports the job as cancelled. [OnDuplicate] is not told.
 //   - handler returns an error: the claim is rolled back and the error is
 //     returned unchanged (a [handler.Permanent] error stays permanent).
 //   - the store fails, including a commit that failed or whose outcome is
@@ -168,8 +168,7 @@ func (c *config) handle(ctx context.Context, store Store, next handler.Handler, 
 		return handlerErr
 	case !ran && errors.Is(err, ErrCancelled):
 		// The job was cancelled before it ran: done with, not run.
-		handler.NoteCancelled(ctx)
-		return nil
+		return handler.Cancelled(fmt.Errorf("idempotency: claim %q: %w", key, err))
 	case handler.IsUnavailable(err):
 		// The store is down: every job would fail the same way. The
 		// worker pauses instead of spending deliveries.

@@ -311,25 +311,21 @@ func TestMiddlewareDuplicateFromStore(t *testing.T) {
 	}
 }
 
-// A key that holds a cancel: ACCEPT (nil) without running the handler,
-// noted as cancelled for the worker, and not a duplicate.
+// A key that holds a cancel: a CancelledError (ACCEPT, reported as
+// cancelled) without running the handler, and not a duplicate.
 func TestMiddlewareCancelledFromStore(t *testing.T) {
 	t.Parallel()
 	s := &fakeStore{cancelled: true}
 	h, runs := counting(errors.New("must not run"))
 	dups := 0
 	mw := mustMiddleware(t, s, idempotency.OnDuplicate(func(*handler.Job, string) { dups++ }))
-	ctx := handler.WithParkNote(t.Context())
-	if err := mw(h).Handle(ctx, job()); err != nil || runs() != 0 || dups != 0 {
-		t.Fatalf("cancelled: err=%v runs=%d OnDuplicate calls=%d, want nil, 0, 0", err, runs(), dups)
+	err := mw(h).Handle(t.Context(), job())
+	if !handler.IsCancelled(err) || !errors.Is(err, idempotency.ErrCancelled) || runs() != 0 || dups != 0 {
+		t.Fatalf("cancelled: err=%v runs=%d OnDuplicate calls=%d, want a CancelledError wrapping ErrCancelled, 0, 0", err, runs(), dups)
 	}
-	if !handler.CancelledFrom(ctx) {
-		t.Fatal("cancelled job not noted (handler.CancelledFrom = false)")
-	}
-	// A duplicate is not noted as cancelled.
-	ctx = handler.WithParkNote(t.Context())
-	if err := mustMiddleware(t, &fakeStore{duplicate: true})(h).Handle(ctx, job()); err != nil || handler.CancelledFrom(ctx) {
-		t.Fatalf("duplicate: err=%v cancelled=%v, want nil, false", err, handler.CancelledFrom(ctx))
+	// A duplicate is not cancelled.
+	if err := mustMiddleware(t, &fakeStore{duplicate: true})(h).Handle(t.Context(), job()); err != nil {
+		t.Fatalf("duplicate: err=%v, want nil", err)
 	}
 }
 

@@ -16,8 +16,8 @@ var ErrEmptyKey = errors.New("idempotency: empty key")
 // the key holds a cancel rather than a claim of a run: the job was
 // cancelled before it ran (pgoutbox.CancelTx with pgoutbox.ClaimKey writes
 // such a key into pgstore's table). [Middleware] turns it into an ACCEPT
-// without running the handler, reported by the worker as cancelled
-// ([handler.NoteCancelled]).
+// without running the handler, reported by the worker as cancelled (it
+// returns a [*handler.CancelledError] that wraps ErrCancelled).
 var ErrCancelled = errors.New("idempotency: job cancelled")
 
 // ErrNilStore is returned by [Middleware] when it is given a nil [Store].

@@ -7,17 +7,18 @@ import (
 	"time"
 
 	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/internal/jobctx"
 )
 
 // Logging returns middleware that logs every job with l: at Debug level
 // when the handler succeeds, Warn when it fails with a retryable error,
 // and Error when it fails permanently (or on its last delivery) with no
 // dead-letter middleware to park it. A job that a dlq middleware parks,
-// inside this one (handler.ParkedFrom) or around it (handler.WillPark),
-// is logged at Debug: the worker logs the parked job once, at Warn, with
-// its reason and dead-letter topic. A job that the idempotency middleware
-// inside this one found cancelled (handler.CancelledFrom) is logged at
-// Debug as cancelled, not as done. A job whose context the worker
+// inside this one (it returns a *handler.ParkedError) or around it, is
+// logged at Debug: the worker logs the parked job once, at Warn, with its
+// reason and dead-letter topic. A job that the idempotency middleware
+// inside this one found cancelled (a *handler.CancelledError) is logged
+// at Debug as cancelled, not as done. A job whose context the worker
 // cancelled (shutdown, lost lock, maximum hold: a context cancelled with
 // a cause) and whose handler then failed is logged at Info as
 // interrupted, with the cause: it is released, not failed. Each record
@@ -45,12 +46,13 @@ func Logging(l *slog.Logger) handler.Middleware {
 				slog.Int("delivery", int(job.DeliveryCount)),
 				slog.Duration("took", time.Since(start)),
 			}
-			if err == nil && handler.CancelledFrom(ctx) {
+			p, parked := handler.ParkedOf(err)
+			switch {
+			case handler.IsCancelled(err):
 				// The idempotency middleware inside this one found the
 				// job cancelled: it did not run.
 				msg = "job cancelled; not run"
-			}
-			if p, parked := handler.ParkedFrom(ctx); err == nil && parked {
+			case parked:
 				// The dlq middleware inside this one parked the job: not
 				// a success, and the worker's line says so.
 				msg = "job parked in its dead-letter topic"
@@ -59,14 +61,13 @@ func Logging(l *slog.Logger) handler.Middleware {
 				if p.Err != nil {
 					attrs = append(attrs, slog.String("error", p.Err.Error()))
 				}
-			}
-			if err != nil {
+			case err != nil:
 				cause := context.Cause(ctx)
 				switch {
 				case errors.Is(ctx.Err(), context.Canceled) && cause != nil && cause != context.Canceled:
 					level, msg = slog.LevelInfo, "job interrupted"
 					attrs = append(attrs, slog.String("cause", cause.Error()))
-				case handler.WillPark(ctx, err):
+				case jobctx.WillPark(ctx, err):
 					// The dlq middleware around this one parks it; the
 					// worker's line says so.
 					level, msg = slog.LevelDebug, "job failed; the dlq middleware parks it"

@@ -12,6 +12,7 @@ import (
 
 	"github.com/shareq/shareq/dlq"
 	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/internal/jobctx"
 	"github.com/shareq/shareq/internal/kafkatest"
 	"github.com/shareq/shareq/internal/logbuf"
 	"github.com/shareq/shareq/middleware"
@@ -70,10 +71,10 @@ func TestLoggingInsideDLQ(t *testing.T) {
 		}
 		h := handler.Func(func(context.Context, *handler.Job) error { return tc.err })
 		j := &handler.Job{Topic: "hooks", Offset: 7, DeliveryCount: tc.delivery, DeliveryLimit: 5}
-		ctx := handler.WithParkNote(context.Background())
-		gotErr := handler.Chain(h, park, middleware.Logging(l)).Handle(ctx, j)
-		p, parked := handler.ParkedFrom(ctx)
-		if parked != tc.parked || (gotErr == nil) != tc.parked {
+		// As in a worker, which logs the parked job itself.
+		gotErr := handler.Chain(h, park, middleware.Logging(l)).Handle(jobctx.WithWorker(context.Background()), j)
+		p, parked := handler.ParkedOf(gotErr)
+		if parked != tc.parked || gotErr == nil {
 			t.Fatalf("%s: parked %v, err %v; want parked %v", tc.name, parked, gotErr, tc.parked)
 		}
 		if parked && (p.Topic != "hooks.dlq" || p.Partition != 3 || p.Offset != 42 || p.Reason == "") {
@@ -101,7 +102,7 @@ func TestLoggingAroundFailedPark(t *testing.T) {
 	}
 	h := handler.Func(func(context.Context, *handler.Job) error { return handler.Permanent(errors.New("HTTP 404")) })
 	j := &handler.Job{Topic: "hooks", Offset: 7, DeliveryCount: 5, DeliveryLimit: 5}
-	if err := handler.Chain(h, middleware.Logging(l), park).Handle(handler.WithParkNote(context.Background()), j); err == nil {
+	if err := handler.Chain(h, middleware.Logging(l), park).Handle(context.Background(), j); err == nil {
 		t.Fatal("the failed park returned nil")
 	}
 	if out := logs.String(); !strings.Contains(out, "level=ERROR") || !strings.Contains(out, "dlq-produce") || strings.Contains(out, "parks it") {
@@ -126,7 +127,7 @@ func TestLoggingPermanentWithoutDLQ(t *testing.T) {
 	var logs logbuf.Buffer
 	l := slog.New(slog.NewTextHandler(&logs, nil))
 	h := handler.Func(func(context.Context, *handler.Job) error { return handler.Permanent(errors.New("HTTP 404")) })
-	_ = middleware.Logging(l)(h).Handle(handler.WithParkNote(context.Background()), job)
+	_ = middleware.Logging(l)(h).Handle(context.Background(), job)
 	if out := logs.String(); !strings.Contains(out, "level=ERROR") || !strings.Contains(out, "job failed permanently") {
 		t.Fatalf("log %q, want an Error", out)
 	}
@@ -148,7 +149,7 @@ func TestLoggingUnavailableAtDebug(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = handler.Chain(h, park, middleware.Logging(l)).Handle(handler.WithParkNote(context.Background()), &last)
+	err = handler.Chain(h, park, middleware.Logging(l)).Handle(context.Background(), &last)
 	if !handler.IsUnavailable(err) {
 		t.Fatalf("Handle = %v, want the Unavailable error", err)
 	}

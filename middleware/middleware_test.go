@@ -100,18 +100,16 @@ func TestLogging(t *testing.T) {
 }
 
 // A job that a dlq middleware inside Logging parked (the handler chain
-// returns nil) is logged as parked, not as done, at Debug.
+// returns a ParkedError) is logged as parked, not as failed, at Debug.
 func TestLoggingParked(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
 	l := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	parks := handler.Func(func(ctx context.Context, _ *handler.Job) error {
-		handler.NoteParked(ctx, handler.DeadLetter{Topic: "emails.dlq", Reason: handler.ReasonPermanent, Err: errors.New("bad address")})
-		return nil
+		return handler.Parked(handler.DeadLetter{Topic: "emails.dlq", Reason: handler.ReasonPermanent, Err: errors.New("bad address")})
 	})
-	ctx := handler.WithParkNote(context.Background())
-	if err := middleware.Logging(l)(parks).Handle(ctx, job); err != nil {
-		t.Fatal(err)
+	if _, parked := handler.ParkedOf(middleware.Logging(l)(parks).Handle(context.Background(), job)); !parked {
+		t.Fatal("Logging did not pass the ParkedError on")
 	}
 	out := buf.String()
 	// At Debug: the worker logs the parked job, once, at Warn.
@@ -120,8 +118,8 @@ func TestLoggingParked(t *testing.T) {
 			t.Errorf("log %q lacks %q", out, want)
 		}
 	}
-	if strings.Contains(out, "job done") {
-		t.Errorf("a parked job logged as done: %q", out)
+	if strings.Contains(out, "job done") || strings.Contains(out, "failed") {
+		t.Errorf("a parked job logged as done or failed: %q", out)
 	}
 }
 
@@ -132,12 +130,10 @@ func TestLoggingCancelled(t *testing.T) {
 	var buf bytes.Buffer
 	l := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	cancelled := handler.Func(func(ctx context.Context, _ *handler.Job) error {
-		handler.NoteCancelled(ctx)
-		return nil
+		return handler.Cancelled(errors.New("cancelled by the operator"))
 	})
-	ctx := handler.WithParkNote(context.Background())
-	if err := middleware.Logging(l)(cancelled).Handle(ctx, job); err != nil {
-		t.Fatal(err)
+	if err := middleware.Logging(l)(cancelled).Handle(context.Background(), job); !handler.IsCancelled(err) {
+		t.Fatalf("Handle = %v, want the CancelledError passed on", err)
 	}
 	out := buf.String()
 	if !strings.Contains(out, "level=DEBUG") || !strings.Contains(out, `msg="job cancelled; not run"`) || strings.Contains(out, "job done") {

@@ -37,7 +37,9 @@ func Timeout(d time.Duration) handler.Middleware {
 			ctx, cancel := context.WithTimeoutCause(ctx, d, ErrTimeout)
 			defer cancel()
 			err := next.Handle(ctx, job)
-			if err != nil && errors.Is(context.Cause(ctx), ErrTimeout) && !handler.IsPermanent(err) {
+			// A job parked or cancelled inside is done with: no retry.
+			_, parked := handler.ParkedOf(err)
+			if err != nil && errors.Is(context.Cause(ctx), ErrTimeout) && !handler.IsPermanent(err) && !parked && !handler.IsCancelled(err) {
 				return handler.Retry(handler.ReasonTimeout, fmt.Errorf("after %v: %w", d, err))
 			}
 			return err

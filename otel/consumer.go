@@ -144,7 +144,7 @@ func handleUnobserved(ctx context.Context, next handler.Handler, job *handler.Jo
 			span.End()
 			panic(v)
 		}
-		if err != nil {
+		if err != nil && !handler.IsCancelled(err) {
 			span.RecordError(err)
 			span.SetStatus(codes.Error, err.Error())
 			span.SetAttributes(attrErrorType.String(errorType(err)))
@@ -193,13 +193,17 @@ func (t *Telemetry) startRun(ctx context.Context, job *handler.Job, b *runBase, 
 // failure too, a job timeout as "timeout".
 func (t *Telemetry) processed(ctx context.Context, job *handler.Job, b *runBase, err error, took time.Duration) {
 	var errType string
-	switch p, parked := handler.ParkedFrom(ctx); {
+	switch p, parked := handler.ParkedOf(err); {
+	case parked:
+		if p.Err != nil {
+			errType = errorType(p.Err)
+		}
+	case handler.IsCancelled(err):
+		// never ran: no failure
 	case err != nil && errors.Is(context.Cause(ctx), worker.ErrJobTimeout):
 		errType = handler.ReasonTimeout
 	case err != nil:
 		errType = errorType(err)
-	case parked && p.Err != nil:
-		errType = errorType(p.Err)
 	}
 	se := b.ok
 	if errType != "" {

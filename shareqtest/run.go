@@ -432,8 +432,8 @@ func (r *recorder) JobFinished(job *handler.Job, res worker.Result) {
 	j.Reason = handler.ReasonOf(res.Err)
 	switch {
 	case res.Outcome == worker.OutcomeParked:
-		// The worker's own report: the dlq middleware noted the park
-		// (handler.NoteParked); no OnPark hook of ours is needed.
+		// The worker's own report: the dlq middleware returned a
+		// *handler.ParkedError; no OnPark hook of ours is needed.
 		j.Outcome, j.Reason = Parked, res.Parked.Reason
 	case res.Outcome == worker.OutcomeCancelled:
 		j.Outcome, j.Reason = Cancelled, ""

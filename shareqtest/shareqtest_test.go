@@ -229,7 +229,7 @@ func TestDLQParksAndKeepsTheEnvelope(t *testing.T) {
 	}
 }
 
-// A job whose claim holds a cancel (the chain notes it and returns nil,
+// A job whose claim holds a cancel (the chain returns a CancelledError,
 // as idempotency.Middleware does) is Cancelled, not Accepted.
 func TestRunReportsCancelledJobs(t *testing.T) {
 	t.Parallel()
@@ -238,7 +238,7 @@ func TestRunReportsCancelledJobs(t *testing.T) {
 	ran := q.Produce(t, []byte("b"), shareqtest.JobID("ran"))
 	res := q.Run(t, handler.Func(func(ctx context.Context, j *handler.Job) error {
 		if j.ID() == "stopped" {
-			handler.NoteCancelled(ctx)
+			return handler.Cancelled(nil)
 		}
 		return nil
 	}))

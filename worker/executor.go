@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/internal/jobctx"
 	"github.com/shareq/shareq/internal/member"
 	"github.com/shareq/shareq/internal/safehandle"
 	"github.com/shareq/shareq/renew"
@@ -113,12 +114,12 @@ type xresult struct {
 	j    *xjob
 	err  error
 	took time.Duration
-	// parked is what the dlq middleware noted when it parked the job
-	// (the handler chain then returned nil); nil otherwise.
+	// parked is where the dlq middleware parked the job (the chain
+	// returned a *handler.ParkedError; err is then nil); nil otherwise.
 	parked *handler.DeadLetter
-	// cancelled: the idempotency middleware found the job cancelled
-	// ([handler.NoteCancelled]) and did not run its handler; the chain
-	// returned nil.
+	// cancelled: the idempotency middleware found the job cancelled and
+	// did not run its handler (the chain returned a
+	// *handler.CancelledError; err is then nil).
 	cancelled bool
 }
 
@@ -266,7 +267,7 @@ func newExecutor(cfg executorConfig, m groupMember) *executor {
 func (x *executor) run(ctx context.Context) {
 	// Every job's context carries the worker's logger, for middleware
 	// built without one (handler.Logger).
-	x.base = handler.WithLogger(context.WithoutCancel(ctx), x.cfg.Logger)
+	x.base = handler.WithLogger(jobctx.WithWorker(context.WithoutCancel(ctx)), x.cfg.Logger)
 	x.wake = time.NewTimer(time.Hour)
 	x.wake.Stop()
 	defer x.wake.Stop()
@@ -537,9 +538,7 @@ func (x *executor) start(j *xjob) {
 		x.finish(j, AckRelease, OutcomeInterrupted, fmt.Errorf("worker: no handler for topic %q", j.key.Topic), 0)
 		return
 	}
-	// A fresh park note per run: the dlq middleware records in it that
-	// it parked the job (handler.NoteParked).
-	j.ctx, j.cancel = context.WithCancelCause(handler.WithParkNote(x.base))
+	j.ctx, j.cancel = context.WithCancelCause(x.base)
 	j.h, j.timeout = h, x.cfg.Timeouts[j.key.Topic]
 	x.queued--
 	j.state, j.ran, j.start = jobRunning, true, now
@@ -569,17 +568,18 @@ func (x *executor) handle() {
 	defer x.wg.Done()
 	for j := range x.work {
 		start := time.Now()
-		err := runJob(j)
-		took := time.Since(start)
-		var parked *handler.DeadLetter
-		if err == nil {
-			if p, ok := handler.ParkedFrom(j.ctx); ok {
-				noted := p
-				parked = &noted
+		r := xresult{j: j, err: runJob(j)}
+		r.took = time.Since(start)
+		if r.err != nil {
+			// The outcomes middleware decides: parked, or cancelled
+			// before it ran. Both are done with (ACCEPT).
+			if p, ok := handler.ParkedOf(r.err); ok {
+				r.err, r.parked = nil, &p
+			} else if handler.IsCancelled(r.err) {
+				r.err, r.cancelled = nil, true
 			}
 		}
-		cancelled := err == nil && parked == nil && handler.CancelledFrom(j.ctx)
-		x.done <- xresult{j: j, err: err, took: took, parked: parked, cancelled: cancelled}
+		x.done <- r
 	}
 }
 
@@ -1113,6 +1113,13 @@ var _ groupMember = (*member.Member)(nil)
 // started (or a quarter of the lock, if less).
 const startMargin = 500 * time.Millisecond
 
+// doneWith reports whether err is middleware's word that the job is done
+// with although it did not succeed: parked, or cancelled before it ran.
+func doneWith(err error) bool {
+	_, parked := handler.ParkedOf(err)
+	return parked || handler.IsCancelled(err)
+}
+
 // runJob runs j's handler within its job timeout, if it has one: at the
 // timeout its context is cancelled with cause ErrJobTimeout, and an error
 // the handler returns then (unless permanent) becomes a retry with reason
@@ -1126,7 +1133,7 @@ func runJob(j *xjob) error {
 	ctx, cancel := context.WithTimeoutCause(j.ctx, j.timeout, ErrJobTimeout)
 	defer cancel()
 	err := safehandle.Handle(ctx, j.h, &j.job)
-	if err != nil && errors.Is(context.Cause(ctx), ErrJobTimeout) && !handler.IsPermanent(err) {
+	if err != nil && errors.Is(context.Cause(ctx), ErrJobTimeout) && !handler.IsPermanent(err) && !doneWith(err) {
 		err = &handler.RetryError{Reason: handler.ReasonTimeout, Err: fmt.Errorf("%w after %v: %w", ErrJobTimeout, j.timeout, err)}
 	}
 	return err

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -349,19 +350,19 @@ func TestExecutorAcceptsRejectsReleases(t *testing.T) {
 	})
 }
 
-// A job the dlq middleware parked (the chain returns nil after
-// handler.NoteParked) is ACCEPTed and reported as parked, with the
-// failure it was parked for, never as a success; the worker's log says
-// so at Warn level. A note without a nil return changes nothing.
+// A job the dlq middleware parked (the chain returns a ParkedError, here
+// wrapped by an outer middleware) is ACCEPTed and reported as parked,
+// with the failure it was parked for, never as a success; the worker's
+// log says so at Warn level. An outer middleware that replaces the error
+// makes it that error's outcome.
 func TestExecutorReportsParkedJobs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cause := handler.Permanent(errors.New("bad address"))
 		h := handler.Func(func(ctx context.Context, j *handler.Job) error {
-			handler.NoteParked(ctx, handler.DeadLetter{Topic: "t.dlq", Partition: 0, Offset: 7, Reason: handler.ReasonPermanent, Err: cause})
 			if j.Offset == 2 {
 				return errRetryX // an outer middleware failed after the park
 			}
-			return nil
+			return fmt.Errorf("outer: %w", handler.Parked(handler.DeadLetter{Topic: "t.dlq", Partition: 0, Offset: 7, Reason: handler.ReasonPermanent, Err: cause}))
 		})
 		var logs logbuf.Buffer
 		b := startExecutor(t, h, nil, Concurrency(2), Logger(slog.New(slog.NewTextHandler(&logs, nil))))
@@ -385,19 +386,19 @@ func TestExecutorReportsParkedJobs(t *testing.T) {
 	})
 }
 
-// A job the idempotency middleware found cancelled (the chain returns nil
-// after handler.NoteCancelled) is ACCEPTed and reported as cancelled,
-// never as a success, with an Info line; a note with an error return is
-// the error's outcome (a retry), and a job without a note succeeds.
+// A job the idempotency middleware found cancelled (the chain returns a
+// CancelledError) is ACCEPTed and reported as cancelled, never as a
+// success, with an Info line; an outer middleware that replaces the
+// error makes it that error's outcome (a retry), and a plain job
+// succeeds.
 func TestExecutorReportsCancelledJobs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := handler.Func(func(ctx context.Context, j *handler.Job) error {
 			switch j.Offset {
 			case 1:
-				handler.NoteCancelled(ctx)
+				return handler.Cancelled(errors.New("claim holds a cancel"))
 			case 2:
-				handler.NoteCancelled(ctx)
-				return errRetryX // an outer middleware failed after the note
+				return errRetryX // an outer middleware failed after the cancel
 			}
 			return nil
 		})

@@ -42,7 +42,7 @@ const (
 	// OutcomeSucceeded: the handler returned nil; ACCEPT.
 	OutcomeSucceeded Outcome = iota + 1
 	// OutcomeParked: the handler failed and a dead-letter middleware (the
-	// dlq package) parked the job ([handler.NoteParked]); ACCEPT. Never
+	// dlq package) parked the job ([handler.ParkedError]); ACCEPT. Never
 	// counted as a success.
 	OutcomeParked
 	// OutcomeRetried: the handler failed with a retryable error (a
@@ -65,7 +65,7 @@ const (
 	// OutcomeCancelled: the job was cancelled after it was produced
 	// (pgoutbox.CancelTx with pgoutbox.ClaimKey) and the idempotency
 	// middleware found the cancel in its claim table
-	// ([handler.NoteCancelled]): the handler did not run; ACCEPT. Never
+	// ([handler.CancelledError]): the handler did not run; ACCEPT. Never
 	// counted as a success. [Result.Ran] is true and Duration is set:
 	// the handler chain ran, up to the claim.
 	OutcomeCancelled

@@ -190,7 +190,7 @@ func (x *executor) startReruns() {
 // is renewed all along and its MaxHold counts from its first start. The
 // observer is not told it started again: it is the same job in hand.
 func (x *executor) rerun(j *xjob) {
-	j.ctx, j.cancel = context.WithCancelCause(handler.WithParkNote(x.base))
+	j.ctx, j.cancel = context.WithCancelCause(x.base)
 	j.state, j.err, j.took = jobRunning, nil, 0
 	j.job.DeliveryCount, j.job.LockDeadline = j.count, j.deadline
 	x.launch(j)
