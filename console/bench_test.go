@@ -70,8 +70,8 @@ func BenchmarkDLQPage(b *testing.B) {
 		fail := handler.Func(func(context.Context, *handler.Job) error {
 			return &handler.PermanentError{Reason: reason, Err: errors.New(msg)}
 		})
-		if err := handler.Chain(fail, mw).Handle(context.Background(), job); err != nil {
-			b.Fatal(err)
+		if _, parked := handler.ParkedOf(handler.Chain(fail, mw).Handle(context.Background(), job)); !parked {
+			b.Fatalf("job %d not parked", i)
 		}
 	}
 	cl := c.Client(b)

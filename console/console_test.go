@@ -123,8 +123,8 @@ func (b *bundle) park(t *testing.T, from, n int) {
 		fail := handler.Func(func(context.Context, *handler.Job) error {
 			return &handler.PermanentError{Reason: reason, Err: errors.New(msg)}
 		})
-		if err := handler.Chain(fail, mw).Handle(context.Background(), job); err != nil {
-			t.Fatalf("park job %d: %v", i, err)
+		if _, parked := handler.ParkedOf(handler.Chain(fail, mw).Handle(context.Background(), job)); !parked {
+			t.Fatalf("job %d not parked", i)
 		}
 	}
 }

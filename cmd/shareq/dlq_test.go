@@ -44,8 +44,8 @@ func dlqCluster(t *testing.T, n int) (*kfake.Cluster, string) {
 		h := handler.Func(func(context.Context, *handler.Job) error {
 			return &handler.PermanentError{Reason: reason, Err: fmt.Errorf("failure %d\nsecond line", i)}
 		})
-		if err := handler.Chain(h, park).Handle(context.Background(), job); err != nil {
-			t.Fatal(err)
+		if _, parked := handler.ParkedOf(handler.Chain(h, park).Handle(context.Background(), job)); !parked {
+			t.Fatalf("job %d not parked", i)
 		}
 	}
 	return c, strings.Join(c.ListenAddrs(), ",")
