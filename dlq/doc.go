@@ -54,6 +54,13 @@
 // job's produce is acknowledged. An interrupted replay resumes where it
 // stopped without losing a job.
 //
+// A replayed job goes to the partition [enqueue] would give it
+// ([enqueue.Partitioner]), not to the one it was parked from: a job with
+// a key to its key's partition, a job without one to the next partition
+// of its topic, round-robin. A backlog replayed after an incident is so
+// spread over the topic's partitions, and so over the workers, whatever
+// the partitioner of the client given to Replay.
+//
 // Each parked job is replayed once: after its produce is acknowledged,
 // Replay writes a replay marker (a record with no key or value and the
 // [HeaderReplayedOffset] headers) into the job's own DLQ partition, and a
