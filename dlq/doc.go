@@ -48,7 +48,13 @@
 //
 // # Reading and replaying
 //
-// [List] and [Get] read parked jobs; [Replay] re-produces selected jobs to
+// [List] and [Get] read parked jobs; a [Filter] selects them by reason,
+// source topic, parked time, text in the error or value, or job ID
+// (Filter.JobID: a job's [handler.JobIDHeader], or its source record's
+// "topic/partition/offset"). The broker's dead-letter records keep no
+// headers: one is found by the job ID of its source record, read back
+// from the source topic, or, once retention has deleted that record, by
+// its source location only. [Replay] re-produces selected jobs to
 // the topics they came from, at a limited rate, saving its progress as
 // offsets committed for a consumer group on the DLQ topic after each
 // job's produce is acknowledged. An interrupted replay resumes where it

@@ -152,7 +152,9 @@ func ReplayGroup(topic string, f Filter) string {
 // its value ([HeaderValueOmitted]) gets the value of its source record,
 // read through a second client made from cl's options; when that record
 // is gone (retention), the job is passed over and counted in
-// ReplayStats.ValueGone.
+// ReplayStats.ValueGone. With Filter.JobID set, Replay matches a broker
+// record on the job ID of its source record, read back one record at a
+// time (see [Filter]).
 //
 // Replay reads each selected partition from the saved progress up to the
 // high-water mark it finds at the start, and returns at that mark (it
@@ -501,6 +503,14 @@ func (rp *replayer) run(ctx context.Context, opts ReplayOptions) (ReplayStats, e
 			advance(r)
 			return nil
 		}
+		if f.matchesEnvelope(&p) && f.needsSource(&p) {
+			// Its job ID is in its source record: restore it first. One
+			// whose source is gone is known by its location only, which
+			// did not match.
+			if err := rp.restore(ctx, &p); err != nil && ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
 		if !f.matches(&p) {
 			stats.Filtered++
 			advance(r)
@@ -524,7 +534,7 @@ func (rp *replayer) run(ctx context.Context, opts ReplayOptions) (ReplayStats, e
 		if err := pace.wait(ctx); err != nil {
 			return err
 		}
-		if p.Broker {
+		if p.Broker && !p.Restored {
 			if err := rp.restore(ctx, &p); err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
