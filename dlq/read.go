@@ -114,7 +114,7 @@ func (f *Filter) matchesJobID(p *Parked) bool {
 	return f.JobID == "" || p.JobID() == f.JobID || sourceID(p.SourceTopic, p.SourcePartition, p.SourceOffset) == f.JobID
 }
 
-// needsSource reports whether whether p passes f's JobID can only be told
+// needsSource reports whether p passing f's JobID can only be told
 // from its source record: p is a broker dead-letter record not restored
 // yet, and its source location is not JobID.
 func (f *Filter) needsSource(p *Parked) bool {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -229,7 +230,7 @@ func spreads(cl *kgo.Client) bool {
 // partition, and so on one worker).
 func (rp *replayer) producer() (Producer, error) {
 	if rp.prod == nil {
-		cl, err := kgo.NewClient(append(rp.read.Opts(), enqueue.ProducerOpts()...)...)
+		cl, err := kgo.NewClient(slices.Concat(rp.read.Opts(), enqueue.ProducerOpts())...)
 		if err != nil {
 			return nil, fmt.Errorf("dlq: replay: client for replayed jobs: %w", err)
 		}
@@ -361,7 +362,7 @@ type replayer struct {
 // marker returns the producer of replay markers.
 func (rp *replayer) marker() (Producer, error) {
 	if rp.mark == nil {
-		cl, err := kgo.NewClient(append(rp.read.Opts(), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+		cl, err := kgo.NewClient(slices.Concat(rp.read.Opts(), []kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner())})...)
 		if err != nil {
 			return nil, err
 		}
