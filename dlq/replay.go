@@ -154,8 +154,10 @@ func ReplayGroup(topic string, f Filter) string {
 // read through a second client made from cl's options; when that record
 // is gone (retention), the job is passed over and counted in
 // ReplayStats.ValueGone. With Filter.JobID set, Replay matches a broker
-// record on the job ID of its source record, read back one record at a
-// time (see [Filter]).
+// record on the job ID of its source record (see [Filter]): at the first
+// broker record whose source location is not that ID, it finds the
+// topic's records of that job ID as [List] does, reading the source
+// records back in batches.
 //
 // Replay reads each selected partition from the saved progress up to the
 // high-water mark it finds at the start, and returns at that mark (it
@@ -490,6 +492,7 @@ func (rp *replayer) run(ctx context.Context, opts ReplayOptions) (ReplayStats, e
 		}
 	}
 
+	var byID map[string]bool // see brokerJobs; found when first needed
 	err = read(ctx, rp.read, topic, ss, func(r *kgo.Record) error {
 		if IsMarker(r) {
 			advance(r)
@@ -505,11 +508,17 @@ func (rp *replayer) run(ctx context.Context, opts ReplayOptions) (ReplayStats, e
 			return nil
 		}
 		if f.matchesEnvelope(&p) && f.needsSource(&p) {
-			// Its job ID is in its source record: restore it first. One
-			// whose source is gone is known by its location only, which
-			// did not match.
-			if err := rp.restore(ctx, &p); err != nil && ctx.Err() != nil {
-				return ctx.Err()
+			// Its job ID is in its source record: restore it when it is
+			// one of the jobs found with that ID.
+			if byID == nil {
+				if byID, err = rp.brokerJobs(ctx, topic, f); err != nil {
+					return err
+				}
+			}
+			if byID[sourceID(p.Topic, p.Partition, p.Offset)] {
+				if err := rp.restore(ctx, &p); err != nil && ctx.Err() != nil {
+					return ctx.Err()
+				}
 			}
 		}
 		if !f.matches(&p) {
@@ -618,6 +627,29 @@ func (rp *replayer) run(ctx context.Context, opts ReplayOptions) (ReplayStats, e
 		slog.Int("filtered", stats.Filtered), slog.Int("malformed", stats.Malformed),
 		slog.Int("source_gone", stats.SourceGone), slog.Int("value_gone", stats.ValueGone))
 	return stats, err
+}
+
+// brokerJobs returns the DLQ locations ("topic/partition/offset") of the
+// broker dead-letter records of topic whose source records hold the job
+// ID f selects: [List] through the source client (the reading one is
+// busy) reads the source records back in batches, where restoring each
+// record on its own would read them one by one.
+func (rp *replayer) brokerJobs(ctx context.Context, topic string, f Filter) (map[string]bool, error) {
+	src, err := rp.source()
+	if err != nil {
+		return nil, err
+	}
+	ps, err := List(ctx, src, topic, f, 0)
+	if err != nil {
+		return nil, fmt.Errorf("dlq: replay: find the broker's dead-letter records of job ID %q: %w", f.JobID, err)
+	}
+	out := map[string]bool{}
+	for i := range ps {
+		if ps[i].Broker && ps[i].Restored {
+			out[ps[i].Location()] = true
+		}
+	}
+	return out, nil
 }
 
 // writeMarker writes the replay marker of p, replayed to at, into p's DLQ
