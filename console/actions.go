@@ -76,7 +76,10 @@ func (s *server) replay(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusBadRequest, fmt.Errorf("mode %q: want jobs or filter", mode))
 		return
 	}
-	cl, err := s.newClient()
+	// With enqueue's partitioner, dlq.Replay produces through cl, and the
+	// replays of a selection (one per job) continue one round-robin over
+	// each topic's partitions.
+	cl, err := s.newClient(enqueue.ProducerOpts()...)
 	if err != nil {
 		s.fail(w, r, http.StatusInternalServerError, err)
 		return

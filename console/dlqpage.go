@@ -24,21 +24,23 @@ import (
 const timeLayout = "2006-01-02T15:04"
 
 // filterForm is the DLQ page's filter as the form and the query string
-// carry it.
+// carry it. ID is a job ID, or a source record's topic/partition/offset
+// (dlq.Filter.JobID).
 type filterForm struct {
-	Reason, Source, From, To, Text string
+	Reason, Source, From, To, Text, ID string
 }
 
 func readFilterForm(v url.Values) filterForm {
 	return filterForm{
 		Reason: strings.TrimSpace(v.Get("reason")), Source: strings.TrimSpace(v.Get("source")),
 		From: strings.TrimSpace(v.Get("from")), To: strings.TrimSpace(v.Get("to")), Text: v.Get("q"),
+		ID: strings.TrimSpace(v.Get("id")),
 	}
 }
 
 // filter returns the dlq.Filter the form describes.
 func (f filterForm) filter() (dlq.Filter, error) {
-	out := dlq.Filter{Reason: f.Reason, SourceTopic: f.Source, Text: f.Text}
+	out := dlq.Filter{Reason: f.Reason, SourceTopic: f.Source, Text: f.Text, JobID: f.ID}
 	for _, t := range []struct {
 		s    string
 		into *time.Time
@@ -61,7 +63,7 @@ func (f filterForm) filter() (dlq.Filter, error) {
 // query returns the form as a query string ("" when empty).
 func (f filterForm) query() url.Values {
 	v := url.Values{}
-	for k, s := range map[string]string{"reason": f.Reason, "source": f.Source, "from": f.From, "to": f.To, "q": f.Text} {
+	for k, s := range map[string]string{"reason": f.Reason, "source": f.Source, "from": f.From, "to": f.To, "q": f.Text, "id": f.ID} {
 		if s != "" {
 			v.Set(k, s)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/kafkatest"
 )
 
@@ -61,4 +62,57 @@ func BenchmarkListPage(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkListByJobIDBrokerRecords finds one job by its ID in a broker
+// dead-letter topic of 5,000 records (values of 1 KiB, copied): List
+// reads every record's source record back, 128 at a time, for the job
+// IDs that only the source records hold. "all" lists the same topic
+// unfiltered, whose page of 50 reads only its own source records;
+// "replay-job-id" is a dry-run Replay of that job ID, which finds the
+// job the same way.
+//
+//	SHAREQ_TEST_BROKERS=127.0.0.1:9092 go test -run '^$' -bench ListByJobID -benchtime 5x ./dlq/
+func BenchmarkListByJobIDBrokerRecords(b *testing.B) {
+	const n = 5000
+	c := kafkatest.New(b)
+	cl := c.Client(b, kgo.FetchMaxWait(100*time.Millisecond))
+	src, topic := c.Topic(b, 1), c.Topic(b, 1)
+	value := bytes.Repeat([]byte("x"), 1024)
+	var jobs, dead []*kgo.Record
+	for i := range n {
+		key := fmt.Appendf(nil, "k%d", i)
+		jobs = append(jobs, &kgo.Record{Topic: src, Key: key, Value: value,
+			Headers: []kgo.RecordHeader{{Key: handler.JobIDHeader, Value: fmt.Appendf(nil, "id-%d", i)}}})
+		dead = append(dead, brokerRecordOf(topic, src, int64(i), key, value))
+	}
+	ctx := context.Background()
+	if err := cl.ProduceSync(ctx, jobs...).FirstErr(); err != nil {
+		b.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, dead...).FirstErr(); err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct {
+		name  string
+		f     Filter
+		limit int
+	}{{"job-id", Filter{JobID: fmt.Sprintf("id-%d", n-10)}, 0}, {"all", Filter{}, 50}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				ps, err := List(ctx, cl, topic, bc.f, bc.limit)
+				if err != nil || len(ps) == 0 || !ps[0].Restored {
+					b.Fatalf("List: %d, %v", len(ps), err)
+				}
+			}
+		})
+	}
+	b.Run("replay-job-id", func(b *testing.B) {
+		for b.Loop() {
+			st, err := Replay(ctx, cl, ReplayOptions{Topic: topic, Filter: Filter{JobID: fmt.Sprintf("id-%d", n-10)}, DryRun: true, Logger: quiet})
+			if err != nil || st.Replayed != 1 {
+				b.Fatalf("Replay: %+v, %v", st, err)
+			}
+		}
+	})
 }

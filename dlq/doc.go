@@ -49,11 +49,24 @@
 //
 // # Reading and replaying
 //
-// [List] and [Get] read parked jobs; [Replay] re-produces selected jobs to
+// [List] and [Get] read parked jobs; a [Filter] selects them by reason,
+// source topic, parked time, text in the error or value, or job ID
+// (Filter.JobID: a job's [handler.JobIDHeader], or its source record's
+// "topic/partition/offset"). The broker's dead-letter records keep no
+// headers: one is found by the job ID of its source record, read back
+// from the source topic, or, once retention has deleted that record, by
+// its source location only. [Replay] re-produces selected jobs to
 // the topics they came from, at a limited rate, saving its progress as
 // offsets committed for a consumer group on the DLQ topic after each
 // job's produce is acknowledged. An interrupted replay resumes where it
 // stopped without losing a job.
+//
+// A replayed job goes to the partition [enqueue] would give it
+// ([enqueue.Partitioner]), not to the one it was parked from: a job with
+// a key to its key's partition, a job without one to the next partition
+// of its topic, round-robin. A backlog replayed after an incident is so
+// spread over the topic's partitions, and so over the workers, whatever
+// the partitioner of the client given to Replay.
 //
 // Each parked job is replayed once: after its produce is acknowledged,
 // Replay writes a replay marker (a record with no key or value and the

@@ -2,6 +2,7 @@ package dlq
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -80,11 +81,26 @@ type Filter struct {
 	// case ("" for any). A job parked without its value
 	// ([HeaderValueOmitted]) matches on its error only.
 	Text string
+	// JobID keeps the job whose ID ([Parked.JobID]: the producer's
+	// [handler.JobIDHeader]) is exactly JobID, and the job whose source
+	// record is JobID written "topic/partition/offset" ("" for any). The
+	// broker's dead-letter records (Envelope.Broker) carry no headers:
+	// [List] and [Replay] match one on the job ID of its source record,
+	// read back from the source topic (as [List] does for a page), and
+	// on its source location, which is all that is left of it once the
+	// source record is gone.
+	JobID string
 }
 
 // matches reports whether the envelope of a parsed record passes f. The
 // offset and partition parts are applied while reading.
 func (f *Filter) matches(p *Parked) bool {
+	return f.matchesEnvelope(p) && f.matchesJobID(p)
+}
+
+// matchesEnvelope reports whether a parsed record passes f, its job ID
+// aside.
+func (f *Filter) matchesEnvelope(p *Parked) bool {
 	return (f.Reason == "" || p.Reason == f.Reason) &&
 		(f.SourceTopic == "" || p.SourceTopic == f.SourceTopic) &&
 		(f.ParkedFrom.IsZero() || !p.ParkedAt.Before(f.ParkedFrom)) &&
@@ -92,10 +108,23 @@ func (f *Filter) matches(p *Parked) bool {
 		(f.Text == "" || containsFold(p.Error, f.Text) || containsFold(string(p.Value), f.Text))
 }
 
-// byEnvelope reports whether f selects by anything an envelope holds, so
-// that records without one never match.
+// matchesJobID reports whether a parsed record passes f's JobID, as far
+// as it is known: see needsSource.
+func (f *Filter) matchesJobID(p *Parked) bool {
+	return f.JobID == "" || p.JobID() == f.JobID || sourceID(p.SourceTopic, p.SourcePartition, p.SourceOffset) == f.JobID
+}
+
+// needsSource reports whether p passing f's JobID can only be told
+// from its source record: p is a broker dead-letter record not restored
+// yet, and its source location is not JobID.
+func (f *Filter) needsSource(p *Parked) bool {
+	return p.Broker && !p.Restored && !f.matchesJobID(p)
+}
+
+// byEnvelope reports whether f selects by anything a parked job holds,
+// so that records that are not DLQ envelopes never match.
 func (f *Filter) byEnvelope() bool {
-	return f.Reason != "" || f.SourceTopic != "" || !f.ParkedFrom.IsZero() || !f.ParkedTo.IsZero() || f.Text != ""
+	return f.Reason != "" || f.SourceTopic != "" || !f.ParkedFrom.IsZero() || !f.ParkedTo.IsZero() || f.Text != "" || f.JobID != ""
 }
 
 // containsFold reports whether sub is in s, ignoring case.
@@ -134,6 +163,9 @@ func (f *Filter) String() string {
 	}
 	if f.Text != "" {
 		parts = append(parts, "text="+strconv.Quote(f.Text))
+	}
+	if f.JobID != "" {
+		parts = append(parts, "job-id="+strconv.Quote(f.JobID))
 	}
 	if len(parts) == 0 {
 		return "all"
@@ -354,9 +386,9 @@ var ErrNotDLQ = errors.New("dlq: not a dead-letter topic")
 // up to each partition's high-water mark at the call, so it returns even
 // while jobs are being parked. Each entry's Value is cut to
 // [PreviewBytes]. Records that are not DLQ envelopes are listed, with
-// Parked.Err set, when f selects by nothing an envelope holds (reason,
-// source topic, parked time, text);
-// replay markers are never listed. When the records read hold no DLQ
+// Parked.Err set, when f selects by nothing a parked job holds (reason,
+// source topic, parked time, text, job ID); replay markers are never
+// listed. When the records read hold no DLQ
 // envelope at all, List returns an error wrapping [ErrNotDLQ].
 //
 // Each entry's Replays says whether and when it was replayed: List reads
@@ -366,7 +398,10 @@ var ErrNotDLQ = errors.New("dlq: not a dead-letter topic")
 // records (Envelope.Broker) of the page are restored from their source
 // records, read together per source partition, so their JobID is the
 // job's real one; where a source record is gone, [Parked.JobIDKnown]
-// says so.
+// says so. With f.JobID set, List reads back in the same way the source
+// record of every broker dead-letter record that passes the rest of f
+// (not only the page's: the job ID is only there), through a second
+// client made from cl's options.
 //
 // cl must consume nothing itself (no consumer or share group, no
 // ConsumeTopics or ConsumePartitions): List reads through it by adding
@@ -385,7 +420,9 @@ func List(ctx context.Context, cl *kgo.Client, topic string, f Filter, limit int
 		byPart               = make(map[int32][]Parked)
 		ms                   = marks{}
 		envelopes, malformed int
+		bySource             = sourceMatcher{f: &f, opts: cl.Opts()}
 	)
+	defer bySource.close()
 	err = read(ctx, cl, topic, ss, func(r *kgo.Record) error {
 		if ms.add(r) || !f.Offsets.Contains(r.Offset) {
 			return nil // past the window: read for its markers only
@@ -407,15 +444,32 @@ func List(ctx context.Context, cl *kgo.Client, topic string, f Filter, limit int
 			p.Err = err
 		} else {
 			envelopes++
-			if !f.matches(&p) {
+			if !f.matchesEnvelope(&p) {
+				return nil
+			}
+			if f.needsSource(&p) {
+				return bySource.add(ctx, p)
+			}
+			if !f.matchesJobID(&p) {
 				return nil
 			}
 		}
 		byPart[r.Partition] = append(byPart[r.Partition], p)
 		return nil
 	})
+	if err == nil {
+		err = bySource.flush(ctx)
+	}
 	if err != nil {
 		return nil, err
+	}
+	if len(bySource.found) > 0 {
+		for _, p := range bySource.found {
+			byPart[p.Partition] = append(byPart[p.Partition], p)
+		}
+		for _, ps := range byPart {
+			slices.SortFunc(ps, func(a, b Parked) int { return cmp.Compare(a.Offset, b.Offset) })
+		}
 	}
 	if envelopes == 0 && malformed > 0 {
 		return nil, fmt.Errorf("%w: %s: none of its %d records read is a DLQ envelope (a job topic's DLQ topic is %s%s, a share group's broker dead-letter topic dlq.<group>)",
@@ -433,7 +487,7 @@ func List(ctx context.Context, cl *kgo.Client, topic string, f Filter, limit int
 	for i := range out {
 		p := &out[i]
 		p.Replays = ms.of(p.Partition, p.Offset)
-		if p.Err == nil && p.Broker {
+		if p.Err == nil && p.Broker && !p.Restored {
 			broker = append(broker, p)
 		}
 	}
@@ -446,6 +500,64 @@ func List(ctx context.Context, cl *kgo.Client, topic string, f Filter, limit int
 		}
 	}
 	return out, nil
+}
+
+// restoreBatch is how many broker dead-letter records a [sourceMatcher]
+// holds before it reads their source records.
+const restoreBatch = 128
+
+// sourceMatcher finds, among broker dead-letter records that pass a
+// filter but for its JobID, those whose source record holds that job ID:
+// it restores them (see restoreAll) restoreBatch at a time, through a
+// client of its own made from opts when first needed (the reading client
+// is busy reading the DLQ topic), and keeps those that match.
+type sourceMatcher struct {
+	f       *Filter
+	opts    []kgo.Opt
+	cl      *kgo.Client
+	pending []*Parked
+	// found are the records that match, restored, in the order found.
+	found []Parked
+}
+
+// add holds p, and matches the records held when there are restoreBatch.
+func (m *sourceMatcher) add(ctx context.Context, p Parked) error {
+	m.pending = append(m.pending, &p)
+	if len(m.pending) < restoreBatch {
+		return nil
+	}
+	return m.flush(ctx)
+}
+
+// flush matches the records held. A record whose source record cannot be
+// read is known by its source location only, which did not match.
+func (m *sourceMatcher) flush(ctx context.Context) error {
+	if len(m.pending) == 0 {
+		return nil
+	}
+	if m.cl == nil {
+		cl, err := kgo.NewClient(m.opts...)
+		if err != nil {
+			return fmt.Errorf("dlq: client for source records: %w", err)
+		}
+		m.cl = cl
+	}
+	if err := restoreAll(ctx, m.cl, m.pending); err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	for _, p := range m.pending {
+		if p.Restored && m.f.matchesJobID(p) {
+			m.found = append(m.found, *p)
+		}
+	}
+	m.pending = nil
+	return nil
+}
+
+func (m *sourceMatcher) close() {
+	if m.cl != nil {
+		m.cl.Close()
+	}
 }
 
 // hasEnvelope reports whether hs hold a DLQ envelope's or the broker's

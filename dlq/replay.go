@@ -9,12 +9,15 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"reflect"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/shareq/shareq/enqueue"
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/acl"
 )
@@ -150,7 +153,11 @@ func ReplayGroup(topic string, f Filter) string {
 // its value ([HeaderValueOmitted]) gets the value of its source record,
 // read through a second client made from cl's options; when that record
 // is gone (retention), the job is passed over and counted in
-// ReplayStats.ValueGone.
+// ReplayStats.ValueGone. With Filter.JobID set, Replay matches a broker
+// record on the job ID of its source record (see [Filter]): at the first
+// broker record whose source location is not that ID, it finds the
+// topic's records of that job ID as [List] does, reading the source
+// records back in batches.
 //
 // Replay reads each selected partition from the saved progress up to the
 // high-water mark it finds at the start, and returns at that mark (it
@@ -184,16 +191,54 @@ func ReplayGroup(topic string, f Filter) string {
 // middleware's claim row runs it once. At most one job per interruption
 // is replayed twice.
 //
-// Replay reads through cl, with the conditions given for [List], and
-// produces with it; the client's producer settings apply (the default
-// idempotent producer with acks from all replicas is right).
+// Partitions: a replayed job goes where [enqueue] would send it, by
+// [enqueue.Partitioner]: a job with a key to its key's partition (murmur2
+// of the key, as franz-go's default partitioner and Kafka's Java client
+// choose), so jobs of one key stay on one partition in replay order; a job
+// without a key to the next partition of its source topic, round-robin
+// from a random one, not to the partition it was parked from. A replayed
+// backlog is so spread over the topic's partitions, and so over the share
+// group's workers, as a burst of enqueued jobs is.
+//
+// Replay reads through cl, with the conditions given for [List]. It
+// produces the jobs through cl when cl was made with
+// [enqueue.ProducerOpts] (consecutive Replay calls on it then continue
+// one round-robin), else through a client made from cl's options with
+// them, closed when Replay returns; either way cl's producer settings
+// apply (the default idempotent producer with acks from all replicas is
+// right).
 func Replay(ctx context.Context, cl *kgo.Client, opts ReplayOptions) (ReplayStats, error) {
 	if err := checkReader(cl, opts.Topic); err != nil {
 		return ReplayStats{}, err
 	}
 	adm := kadm.NewClient(cl)
-	r := &replayer{read: cl, adm: adm, prod: cl, com: kadmCommitter{adm}}
+	r := &replayer{read: cl, adm: adm, com: kadmCommitter{adm}}
+	if spreads(cl) {
+		r.prod = cl
+	}
 	return r.run(ctx, opts)
+}
+
+// spreads reports whether cl partitions records as [enqueue.Partitioner]
+// does: a replay then produces through cl itself.
+func spreads(cl *kgo.Client) bool {
+	return reflect.TypeOf(cl.OptValue(kgo.RecordPartitioner)) == reflect.TypeOf(enqueue.Partitioner())
+}
+
+// producer returns the producer of replayed jobs: when none was given, a
+// client made from the reading client's options with
+// [enqueue.ProducerOpts], so that jobs go to the partitions enqueue would
+// choose (franz-go's default partitioner would put a whole replay on one
+// partition, and so on one worker).
+func (rp *replayer) producer() (Producer, error) {
+	if rp.prod == nil {
+		cl, err := kgo.NewClient(slices.Concat(rp.read.Opts(), enqueue.ProducerOpts())...)
+		if err != nil {
+			return nil, fmt.Errorf("dlq: replay: client for replayed jobs: %w", err)
+		}
+		rp.prod, rp.prodClient = cl, cl
+	}
+	return rp.prod, nil
 }
 
 // source returns the client that reads source records, made from the
@@ -245,6 +290,10 @@ func (rp *replayer) closeSource() {
 	if rp.markClient != nil {
 		rp.markClient.Close()
 		rp.mark, rp.markClient = nil, nil
+	}
+	if rp.prodClient != nil {
+		rp.prodClient.Close()
+		rp.prod, rp.prodClient = nil, nil
 	}
 }
 
@@ -299,9 +348,12 @@ func (k kadmCommitter) commit(ctx context.Context, group, topic string, offsets 
 type replayer struct {
 	read *kgo.Client
 	adm  *kadm.Client
-	prod Producer
-	com  committer
-	src  *kgo.Client // reads source records; made when first needed
+	// prod produces replayed jobs; when nil, a client made from read's
+	// options with enqueue's partitioner when first needed (prodClient).
+	prod       Producer
+	prodClient *kgo.Client
+	com        committer
+	src        *kgo.Client // reads source records; made when first needed
 	// mark writes replay markers to a given partition; when nil, a
 	// client with a manual partitioner made from read's options when
 	// first needed (markClient).
@@ -312,7 +364,7 @@ type replayer struct {
 // marker returns the producer of replay markers.
 func (rp *replayer) marker() (Producer, error) {
 	if rp.mark == nil {
-		cl, err := kgo.NewClient(append(rp.read.Opts(), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+		cl, err := kgo.NewClient(slices.Concat(rp.read.Opts(), []kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner())})...)
 		if err != nil {
 			return nil, err
 		}
@@ -440,6 +492,7 @@ func (rp *replayer) run(ctx context.Context, opts ReplayOptions) (ReplayStats, e
 		}
 	}
 
+	var byID map[string]bool // see brokerJobs; found when first needed
 	err = read(ctx, rp.read, topic, ss, func(r *kgo.Record) error {
 		if IsMarker(r) {
 			advance(r)
@@ -453,6 +506,20 @@ func (rp *replayer) run(ctx context.Context, opts ReplayOptions) (ReplayStats, e
 				slog.String("record", sourceID(r.Topic, r.Partition, r.Offset)), slog.String("error", err.Error()))
 			advance(r)
 			return nil
+		}
+		if f.matchesEnvelope(&p) && f.needsSource(&p) {
+			// Its job ID is in its source record: restore it when it is
+			// one of the jobs found with that ID.
+			if byID == nil {
+				if byID, err = rp.brokerJobs(ctx, topic, f); err != nil {
+					return err
+				}
+			}
+			if byID[sourceID(p.Topic, p.Partition, p.Offset)] {
+				if err := rp.restore(ctx, &p); err != nil && ctx.Err() != nil {
+					return ctx.Err()
+				}
+			}
 		}
 		if !f.matches(&p) {
 			stats.Filtered++
@@ -477,7 +544,7 @@ func (rp *replayer) run(ctx context.Context, opts ReplayOptions) (ReplayStats, e
 		if err := pace.wait(ctx); err != nil {
 			return err
 		}
-		if p.Broker {
+		if p.Broker && !p.Restored {
 			if err := rp.restore(ctx, &p); err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
@@ -505,8 +572,12 @@ func (rp *replayer) run(ctx context.Context, opts ReplayOptions) (ReplayStats, e
 			}
 			p.Value = v
 		}
+		prod, err := rp.producer()
+		if err != nil {
+			return err
+		}
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.ProduceTimeout)
-		res := rp.prod.ProduceSync(pctx, replayRecord(&p))
+		res := prod.ProduceSync(pctx, replayRecord(&p))
 		cancel()
 		perr := res.FirstErr()
 		if perr == nil && len(res) == 0 {
@@ -556,6 +627,29 @@ func (rp *replayer) run(ctx context.Context, opts ReplayOptions) (ReplayStats, e
 		slog.Int("filtered", stats.Filtered), slog.Int("malformed", stats.Malformed),
 		slog.Int("source_gone", stats.SourceGone), slog.Int("value_gone", stats.ValueGone))
 	return stats, err
+}
+
+// brokerJobs returns the DLQ locations ("topic/partition/offset") of the
+// broker dead-letter records of topic whose source records hold the job
+// ID f selects: [List] through the source client (the reading one is
+// busy) reads the source records back in batches, where restoring each
+// record on its own would read them one by one.
+func (rp *replayer) brokerJobs(ctx context.Context, topic string, f Filter) (map[string]bool, error) {
+	src, err := rp.source()
+	if err != nil {
+		return nil, err
+	}
+	ps, err := List(ctx, src, topic, f, 0)
+	if err != nil {
+		return nil, fmt.Errorf("dlq: replay: find the broker's dead-letter records of job ID %q: %w", f.JobID, err)
+	}
+	out := map[string]bool{}
+	for i := range ps {
+		if ps[i].Broker && ps[i].Restored {
+			out[ps[i].Location()] = true
+		}
+	}
+	return out, nil
 }
 
 // writeMarker writes the replay marker of p, replayed to at, into p's DLQ

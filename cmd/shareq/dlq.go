@@ -79,6 +79,7 @@ type dlqFlags struct {
 	since     *string
 	until     *string
 	text      *string
+	jobID     *string
 }
 
 func newDLQFlags(name, usage string, stderr io.Writer, filter bool) *dlqFlags {
@@ -96,6 +97,7 @@ func newDLQFlags(name, usage string, stderr io.Writer, filter bool) *dlqFlags {
 		f.since = fs.String("parked-from", "", "only jobs parked at or after this time (RFC 3339, or 2006-01-02T15:04 in UTC)")
 		f.until = fs.String("parked-to", "", "only jobs parked before this time (RFC 3339, or 2006-01-02T15:04 in UTC)")
 		f.text = fs.String("text", "", "only jobs whose error or payload contains this text, ignoring case")
+		f.jobID = fs.String("job", "", "only the job with this job ID (its shareq-job-id), or parked from this source record (TOPIC/PARTITION/OFFSET)")
 	}
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usage, "\nflags:\n")
@@ -142,7 +144,7 @@ func (f *dlqFlags) filter() (dlq.Filter, error) {
 	if f.reason == nil {
 		return out, nil
 	}
-	out.Reason, out.SourceTopic, out.Text = *f.reason, *f.source, *f.text
+	out.Reason, out.SourceTopic, out.Text, out.JobID = *f.reason, *f.source, *f.text, strings.TrimSpace(*f.jobID)
 	for _, t := range []struct {
 		flag, v string
 		into    *time.Time
@@ -234,6 +236,13 @@ last replayed and where to ("-": never; "2x" and more: forced again). A job
 the broker dead-lettered shows its real job ID, read back from its source
 record; "(unknown: source gone)" when that record no longer exists. A topic
 that holds no DLQ records is an error.
+
+-job ID finds one job: the one whose job ID (shareq-job-id) is ID, or the
+one parked from the source record ID written TOPIC/PARTITION/OFFSET. The
+broker's dead-letter records carry no headers: one matches on the job ID
+of its source record, read back from the source topic for every broker
+record the other flags select, or, once retention has deleted that
+record, on its source TOPIC/PARTITION/OFFSET only.
 `
 
 func dlqList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -437,7 +446,10 @@ Re-produces the parked jobs of the DLQ topic TOPIC that match the flags to
 the topics they came from, oldest first per partition, up to the end of each
 partition when the command starts. Each job keeps its key, value, headers and
 job ID (shareq-job-id; "topic/partition/offset" of its original record when it
-had none) and gains a shareq-replayed-from header.
+had none) and gains a shareq-replayed-from header. A job goes to the partition
+'shareq enqueue' would give it: a job with a key to its key's partition, one
+without to the next partition of the topic, round-robin, so a backlog is
+spread over the topic's partitions and its workers.
 
 Each job is replayed once: after its produce is acknowledged, a marker
 record naming the new record is written to the job's DLQ partition, and

@@ -92,7 +92,8 @@ func TestReplayInBrowser(t *testing.T) {
 			img.Fail = "<script>alert('xss')</script> unsupported colour profile"
 		}
 		v, _ := json.Marshal(img)
-		recs = append(recs, &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "user-%d", i), Value: v})
+		recs = append(recs, &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "user-%d", i), Value: v,
+			Headers: []kgo.RecordHeader{{Key: handler.JobIDHeader, Value: fmt.Appendf(nil, "img-%d", i)}}})
 	}
 	for i := range undecodable {
 		recs = append(recs, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "not json %d", i)})
@@ -265,6 +266,16 @@ func TestReplayInBrowser(t *testing.T) {
 	}
 	if n := done.Load(); n != good+bad {
 		t.Errorf("%d jobs done after the second replays, want %d (each replayed once)", n, good+bad)
+	}
+
+	// One job found by its ID, as an operator pastes it from a log line.
+	do(chromedp.Navigate(srv.URL+"/dlq/"+dlqTopic), chromedp.WaitVisible(chromedp.CSS(`input[name=id]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name=id]`), "img-3"),
+		chromedp.Submit(chromedp.CSS(`input[name=id]`)),
+		chromedp.WaitVisible(chromedp.CSS(`input[name=id][value=img-3]`)),
+		chromedp.WaitVisible(chromedp.CSS(`p.pager`)))
+	if n, ids := count(jobRows), text("table.jobs tbody code.id"); n != 1 || ids != "img-3" || count("table.jobs tbody .replayed") != 1 {
+		t.Errorf("DLQ page filtered on job ID img-3: %d jobs (IDs %q), want img-3 alone, shown replayed", n, ids)
 	}
 
 	// One parked job, and the DLQ on a phone.
