@@ -112,8 +112,8 @@ func TestReplaySelectionSpreads(t *testing.T) {
 	form := url.Values{"mode": {"jobs"}}
 	for i := range 12 {
 		job := &handler.Job{Topic: topic, Offset: int64(i), Value: []byte(`{}`), Timestamp: time.Now(), DeliveryCount: 1, DeliveryLimit: 5}
-		if err := handler.Chain(handler.Func(func(context.Context, *handler.Job) error { return handler.Permanent(errors.New("nope")) }), mw).Handle(context.Background(), job); err != nil {
-			t.Fatal(err)
+		if _, parked := handler.ParkedOf(handler.Chain(handler.Func(func(context.Context, *handler.Job) error { return handler.Permanent(errors.New("nope")) }), mw).Handle(context.Background(), job)); !parked {
+			t.Fatalf("job %d not parked", i)
 		}
 		form.Add("job", fmt.Sprintf("0:%d", i))
 	}

@@ -123,8 +123,8 @@ func TestDLQReplaySpreads(t *testing.T) {
 	}
 	for i := range 40 {
 		job := &handler.Job{Topic: "jobs", Offset: int64(i), Value: fmt.Appendf(nil, "payload %d", i), DeliveryCount: 1, DeliveryLimit: 5}
-		if err := handler.Chain(handler.Func(func(context.Context, *handler.Job) error { return handler.Permanent(errors.New("nope")) }), park).Handle(context.Background(), job); err != nil {
-			t.Fatal(err)
+		if _, parked := handler.ParkedOf(handler.Chain(handler.Func(func(context.Context, *handler.Job) error { return handler.Permanent(errors.New("nope")) }), park).Handle(context.Background(), job)); !parked {
+			t.Fatalf("job %d not parked", i)
 		}
 	}
 	out, errOut, err := dlqRun(t, "replay", "jobs.dlq", "-brokers", strings.Join(c.ListenAddrs(), ","), "-rate", "0")
