@@ -52,7 +52,7 @@ func TestEveryCommandHelpListsItsFlags(t *testing.T) {
 		"enqueue":        append([]string{"-id", "-key"}, cluster...),
 		"relay":          append(database, cluster...),
 		"jobs list":      database,
-		"jobs show":      database,
+		"jobs show":      append([]string{"-group", "-topic", "-claim-key"}, database...),
 		"jobs schedules": database,
 		"jobs cancel":    append([]string{"-group", "-topic", "-claim-key"}, database...),
 		"console":        append([]string{"-listen", "-actions"}, cluster...),
