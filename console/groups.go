@@ -18,13 +18,14 @@ const requestTimeout = 30 * time.Second
 
 // groupRow is one share group on the overview.
 type groupRow struct {
-	Name     string
-	State    string
-	Members  int
-	TotalLag int64
-	NoStart  int
-	Rate     string // jobs/s from the lag's movement, "" until known
-	Err      string
+	Name       string
+	State      string
+	Members    int
+	Lag        string // sharegroup.Status.LagText: never "0" while a partition's lag is unknown
+	NoStart    int    // partitions without a start offset
+	NotStarted string // sharegroup.Status.NotStartedText
+	Rate       string // jobs/s from the lag's movement, "" until known
+	Err        string
 }
 
 // rateSample is a group's done count (end offsets minus lag, summed) at a
@@ -37,7 +38,7 @@ type rateSample struct {
 func (s *server) overview(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
-	adm, _, release, err := s.admin()
+	adm, cl, release, err := s.admin()
 	if err != nil {
 		s.fail(w, r, http.StatusInternalServerError, err)
 		return
@@ -54,8 +55,9 @@ func (s *server) overview(w http.ResponseWriter, r *http.Request) {
 		g, err := sharegroup.Describe(ctx, adm, name)
 		if err == nil {
 			var st *sharegroup.Status
-			if st, err = sharegroup.Gather(ctx, adm, g); err == nil {
-				row.State, row.Members, row.TotalLag, row.NoStart = st.State, len(st.Members), st.TotalLag, st.NoStartOffset
+			if st, err = sharegroup.Gather(ctx, cl, g); err == nil {
+				row.State, row.Members, row.Lag = st.State, len(st.Members), st.LagText()
+				row.NoStart, row.NotStarted = st.NoStartOffset, st.NotStartedText()
 				row.Rate = s.rate(name, st)
 			}
 		}
@@ -125,7 +127,7 @@ func (s *server) group(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, statusOf(err), err)
 		return
 	}
-	st, err := sharegroup.Gather(ctx, adm, g)
+	st, err := sharegroup.Gather(ctx, cl, g)
 	if err != nil {
 		s.fail(w, r, statusOf(err), err)
 		return

@@ -391,3 +391,36 @@ func TestLagTopicsCountsUnstartedPartitions(t *testing.T) {
 	reg3.MustRegister(metrics.NewLagCollector(b.adm, b.group, metrics.LagTopics(b.topic), metrics.LagMinInterval(0), metrics.LagLogger(quietLogger())))
 	waitLagTotal(t, reg3, b.group, b.topic, 6)
 }
+
+// A group whose member joined but never fetched has partitions the broker
+// keeps no start offset for (Apache Kafka lists them with start offset and
+// lag -1, kfake not at all). Their lag is unknown: no series and no total,
+// never 0. With LagTopics the log's records are counted instead.
+func TestLagOfPartitionsNotStartedIsNeverZero(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.New(t)
+	topic, group := c.Topic(t, 3), c.Group(t)
+	recs := make([]*kgo.Record, 9)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "job-%d", i)}
+	}
+	c.Produce(t, recs...)
+	c.JoinWithoutFetching(t, group, 3, topic)
+	adm := kadm.NewClient(c.Client(t))
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(metrics.NewLagCollector(adm, group, metrics.LagMinInterval(0), metrics.LagLogger(quietLogger())))
+	mfs := scrape(t, reg)
+	for _, name := range []string{"shareq_share_group_lag", "shareq_share_group_lag_total", "shareq_share_group_start_offset"} {
+		if s := series(mfs, name, "group", group); s != nil {
+			t.Errorf("%s of a group not started: %v, want no series", name, s)
+		}
+	}
+	if got := value(t, mfs, "shareq_lag_scrape_errors_total", "group", group); got != 0 {
+		t.Errorf("scrape errors = %v, want 0", got)
+	}
+
+	reg2 := prometheus.NewRegistry()
+	reg2.MustRegister(metrics.NewLagCollector(adm, group, metrics.LagTopics(topic), metrics.LagMinInterval(0), metrics.LagLogger(quietLogger())))
+	waitLagTotal(t, reg2, group, topic, 9)
+}

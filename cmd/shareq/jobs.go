@@ -490,14 +490,39 @@ const jobsShowUsage = `usage: shareq jobs show ID [flags]
 
 Shows the job with the ID ID (the ID pgoutbox.EnqueueTx returned, the
 shareq-job-id header): its rows in the outbox (an ID reused with
-enqueue.ID can have several), with their value, its unique key, and
-whether the relay produced it within its ProducedRetention. A job that is
-in neither is an error.
+enqueue.ID can have several), with their value, its unique key, whether
+the relay produced it within its ProducedRetention, and what 'shareq jobs
+cancel ID' would do now. Once produced, only the job's idempotency claim
+says whether a worker ran it: give -group and -topic (or -claim-key), as to
+jobs cancel, and show reads it. A job that is in neither the outbox nor
+the produced jobs, and whose claim (when given) holds nothing, is an
+error that says what it can have been.
 `
+
+// unknownJob says what a job ID that Postgres holds nothing of can have
+// been: each case and what it means.
+var unknownJob = []struct{ what, means string }{
+	{"withdrawn", "cancelled (shareq jobs cancel, pgoutbox.Cancel) before a relay produced it: it never reached Kafka"},
+	{"never enqueued", "a wrong ID, or its transaction rolled back (or has not committed yet)"},
+	{"produced earlier", "longer ago than the relay's ProducedRetention: it went to Kafka"},
+}
+
+// unknownJobText is unknownJob on one line.
+var unknownJobText = func() string {
+	t := "not in the outbox, and not produced by a relay within its ProducedRetention, so it was "
+	for i, c := range unknownJob {
+		if i > 0 {
+			t += ", or "
+		}
+		t += c.what + " (" + c.means + ")"
+	}
+	return t
+}()
 
 func jobsShow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := newJobsFlags("show", jobsShowUsage, stderr)
 	preview := f.fs.Int("preview", showPreviewDefault, "show at most this many bytes of the value (0 for all)")
+	keyFlags := addClaimKeyFlags(f.fs, "to read whether a worker ran it")
 	asJSON := f.fs.Bool("json", false, "print JSON instead of text")
 	pos, err := f.parse(args, 1)
 	if err != nil {
@@ -507,6 +532,10 @@ func jobsShow(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("-preview %d: must not be negative", *preview)
 	}
 	id := pos[0]
+	claimKey, err := keyFlags.resolve(id)
+	if err != nil {
+		return err
+	}
 	pool, err := f.connect(ctx)
 	if err != nil {
 		return err
@@ -527,15 +556,28 @@ func jobsShow(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return tableHint(fmt.Errorf("read the produced jobs: %w", err))
 	}
-	if len(rows) == 0 && producedAt == nil {
-		return fmt.Errorf("job %s: not in the outbox, and not produced by a relay within its ProducedRetention (never enqueued, rolled back, cancelled, or produced longer ago)", id)
+	cl, err := readClaim(ctx, pool, claimKey)
+	if err != nil {
+		return err
 	}
+	if len(rows) == 0 && producedAt == nil && (cl.State == claimUnknown || cl.State == claimNone) {
+		return unknownJobError(id, cl)
+	}
+	cancel := cancelWould(len(rows) > 0, producedAt != nil, cl.State)
 	if *asJSON {
 		out := struct {
 			JobID      string          `json:"job_id"`
 			Outbox     []jsonOutboxRow `json:"outbox"`
 			ProducedAt *time.Time      `json:"produced_at"`
-		}{JobID: id, Outbox: []jsonOutboxRow{}, ProducedAt: producedAt}
+			ClaimKey   string          `json:"claim_key,omitempty"`
+			Claim      string          `json:"claim"` // unknown (no claim key given), none, ran, cancelled
+			ClaimAt    *time.Time      `json:"claim_at,omitempty"`
+			Cancel     string          `json:"cancel"` // what jobs cancel would do now: withdraw, stop, too-late, done, unknown
+		}{JobID: id, Outbox: []jsonOutboxRow{}, ProducedAt: producedAt, ClaimKey: claimKey, Claim: cl.State, Cancel: cancel}
+		if cl.State == claimRan || cl.State == claimCancelled {
+			at := cl.At.UTC()
+			out.ClaimAt = &at
+		}
 		for i := range rows {
 			j := toJSONRow(&rows[i])
 			if j.Value != nil && *preview > 0 && len(rows[i].Value) > *preview {
@@ -551,44 +593,122 @@ func jobsShow(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	w := &errWriter{w: stdout}
 	w.printf("job id       %s\n", id)
 	if producedAt != nil {
-		w.printf("produced     %s (%s ago) by a relay: in Kafka; 'shareq jobs cancel %s -claim-key ...' stops it\n", fmtTime(*producedAt), roundText(seconds(producedAgo)), id)
-	} else {
+		w.printf("produced     %s (%s ago) by a relay: in Kafka\n", fmtTime(*producedAt), roundText(seconds(producedAgo)))
+	} else if len(rows) > 0 {
 		w.printf("produced     no\n")
+	} else {
+		w.printf("produced     not within the relay's ProducedRetention\n")
+	}
+	if producedAt != nil || cl.State == claimRan || cl.State == claimCancelled {
+		w.printf("run          %s\n", cl.runText())
 	}
 	if len(rows) == 0 {
 		w.printf("outbox       not in it\n")
 	}
 	for i := range rows {
-		r := &rows[i]
-		w.printf("outbox row   %d (%d of %d)\n", r.ID, i+1, len(rows))
-		w.printf("  topic      %s\n", r.Topic)
-		keyText, keyEnc, _ := payload(r.Key, 256)
-		if r.Key == nil {
-			w.printf("  key        none\n")
-		} else {
-			w.printf("  key        (%d bytes%s) %s\n", len(r.Key), encNote(keyEnc), keyText)
-		}
-		w.printf("  enqueued   %s\n", fmtTime(r.Created))
-		w.printf("  due        %s\n", r.dueText())
-		w.printf("  attempts   %s\n", r.attemptsText())
-		if r.LastError != nil {
-			w.printf("  last error %s\n", indent(*r.LastError, "             "))
-		}
-		switch {
-		case r.UniqueKey == nil:
-			w.printf("  unique     no\n")
-		case r.UniqueFor != nil && *r.UniqueFor > 0:
-			w.printf("  unique     %s, and for %s after the relay produces it\n", *r.UniqueKey, r.UniqueFor)
-		default:
-			w.printf("  unique     %s, while it waits\n", *r.UniqueKey)
-		}
-		w.printf("  headers    %s\n", strings.Join(r.HeaderKeys, ", "))
-		valText, valEnc, cut := payload(r.Value, *preview)
-		note := ""
-		if cut {
-			note = fmt.Sprintf(", first %d shown", *preview)
-		}
-		w.printf("  value      (%d bytes%s%s) %s\n", r.ValueSize, encNote(valEnc), note, valText)
+		printOutboxRow(w, &rows[i], i, len(rows), *preview)
 	}
+	w.printf("cancel       %s\n", cancelText(cancel, id, keyFlags))
 	return w.err
+}
+
+// runText says whether a worker ran the job, from its claim.
+func (c claim) runText() string {
+	switch c.State {
+	case claimNone:
+		return fmt.Sprintf("not yet: no claim under %q", c.Key)
+	case claimRan:
+		return fmt.Sprintf("yes: a run committed its claim %q at %s (%s ago)", c.Key, fmtTime(c.At), roundText(c.Ago))
+	case claimCancelled:
+		return fmt.Sprintf("no: cancelled at %s (%s ago), claim %q; a worker claiming with idempotency.Middleware on pgstore accepts it without running it", fmtTime(c.At), roundText(c.Ago), c.Key)
+	}
+	return "unknown: only its idempotency claim says; give -group and -topic (or -claim-key) to read it"
+}
+
+// What jobs cancel would do now (jobs show's cancel line, and its -json).
+const (
+	cancelWithdraw = "withdraw" // the job waits in the outbox
+	cancelStop     = "stop"     // produced, and its claim holds nothing yet
+	cancelTooLate  = "too-late" // produced and run
+	cancelDone     = "done"     // cancelled already
+	cancelUnknown  = "unknown"  // produced, claim not read: stop, or too late if it ran
+)
+
+func cancelWould(inOutbox, produced bool, claimState string) string {
+	switch {
+	case inOutbox:
+		return cancelWithdraw
+	case claimState == claimRan:
+		return cancelTooLate
+	case claimState == claimCancelled:
+		return cancelDone
+	case produced && claimState == claimNone:
+		return cancelStop
+	}
+	return cancelUnknown
+}
+
+// cancelText is the cancel line: what to run, only where a cancel can
+// still work.
+func cancelText(cancel, id string, f claimKeyFlags) string {
+	switch cancel {
+	case cancelWithdraw:
+		return fmt.Sprintf("'shareq jobs cancel %s' withdraws it from the outbox: it never reaches Kafka", id)
+	case cancelStop:
+		return fmt.Sprintf("'shareq jobs cancel %s %s' stops it: a worker claiming with idempotency.Middleware on pgstore accepts it without running it", id, f.args())
+	case cancelTooLate:
+		return "too late: it ran"
+	case cancelDone:
+		return "done already"
+	}
+	return fmt.Sprintf("possible only if no worker ran it yet: 'shareq jobs show %s -group GROUP -topic TOPIC' reads its claim and says", id)
+}
+
+// unknownJobError is the error of jobs show for a job Postgres holds
+// nothing of: each case it can have been, and what it means.
+func unknownJobError(id string, c claim) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "job %s: not in the outbox, and not produced by a relay within its ProducedRetention", id)
+	if c.State == claimNone {
+		fmt.Fprintf(&b, "; its claim %q holds no run", c.Key)
+	}
+	b.WriteString(". Postgres holds nothing else of it, so it was one of:")
+	for _, u := range unknownJob {
+		fmt.Fprintf(&b, "\n  %-17s%s", u.what, u.means)
+	}
+	b.WriteString("\nThere is nothing left to cancel.")
+	return errors.New(b.String())
+}
+
+// printOutboxRow prints the i-th of n outbox rows of a job.
+func printOutboxRow(w *errWriter, r *outboxRow, i, n, preview int) {
+	w.printf("outbox row   %d (%d of %d)\n", r.ID, i+1, n)
+	w.printf("  topic      %s\n", r.Topic)
+	keyText, keyEnc, _ := payload(r.Key, 256)
+	if r.Key == nil {
+		w.printf("  key        none\n")
+	} else {
+		w.printf("  key        (%d bytes%s) %s\n", len(r.Key), encNote(keyEnc), keyText)
+	}
+	w.printf("  enqueued   %s\n", fmtTime(r.Created))
+	w.printf("  due        %s\n", r.dueText())
+	w.printf("  attempts   %s\n", r.attemptsText())
+	if r.LastError != nil {
+		w.printf("  last error %s\n", indent(*r.LastError, "             "))
+	}
+	switch {
+	case r.UniqueKey == nil:
+		w.printf("  unique     no\n")
+	case r.UniqueFor != nil && *r.UniqueFor > 0:
+		w.printf("  unique     %s, and for %s after the relay produces it\n", *r.UniqueKey, r.UniqueFor)
+	default:
+		w.printf("  unique     %s, while it waits\n", *r.UniqueKey)
+	}
+	w.printf("  headers    %s\n", strings.Join(r.HeaderKeys, ", "))
+	valText, valEnc, cut := payload(r.Value, preview)
+	note := ""
+	if cut {
+		note = fmt.Sprintf(", first %d shown", preview)
+	}
+	w.printf("  value      (%d bytes%s%s) %s\n", r.ValueSize, encNote(valEnc), note, valText)
 }

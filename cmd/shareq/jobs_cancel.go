@@ -3,12 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 
 	"github.com/shareq/shareq/enqueue/pgoutbox"
-	"github.com/shareq/shareq/idempotency"
 )
 
 const jobsCancelUsage = `usage: shareq jobs cancel ID [-claim-key KEY | -group GROUP -topic TOPIC] [flags]
@@ -36,26 +34,20 @@ job's topic) make it; a middleware with its own KeyFunc or KeyPrefix needs
 
 func jobsCancel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := newJobsFlags("cancel", jobsCancelUsage, stderr)
-	claimKey := f.fs.String("claim-key", "", "the job's idempotency claim key, to stop it once produced")
-	group := f.fs.String("group", "", "with -topic: the share group that runs the job (claim key idempotency.Key(group, topic, ID))")
-	topic := f.fs.String("topic", "", "with -group: the job's topic")
+	keyFlags := addClaimKeyFlags(f.fs, "to stop it once produced")
 	asJSON := f.fs.Bool("json", false, "print the result as JSON")
 	pos, err := f.parse(args, 1)
 	if err != nil {
 		return err
 	}
 	id := pos[0]
-	switch {
-	case *claimKey != "" && (*group != "" || *topic != ""):
-		return errors.New("give -claim-key or -group and -topic, not both")
-	case (*group == "") != (*topic == ""):
-		return errors.New("-group and -topic go together")
-	case *group != "":
-		*claimKey = idempotency.Key(*group, *topic, id)
+	claimKey, err := keyFlags.resolve(id)
+	if err != nil {
+		return err
 	}
 	var opts []pgoutbox.CancelOption
-	if *claimKey != "" {
-		opts = append(opts, pgoutbox.ClaimKey(*claimKey))
+	if claimKey != "" {
+		opts = append(opts, pgoutbox.ClaimKey(claimKey))
 	}
 	pool, err := f.connect(ctx)
 	if err != nil {
@@ -71,7 +63,7 @@ func jobsCancel(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			JobID    string `json:"job_id"`
 			Result   string `json:"result"`
 			ClaimKey string `json:"claim_key,omitempty"`
-		}{id, res.String(), *claimKey}
+		}{id, res.String(), claimKey}
 		if err := json.NewEncoder(stdout).Encode(out); err != nil {
 			return err
 		}
@@ -82,13 +74,13 @@ func jobsCancel(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	case pgoutbox.CancelWithdrawn:
 		msg, ok = fmt.Sprintf("job %s withdrawn from the outbox: it will not reach Kafka", id), true
 	case pgoutbox.CancelStopped:
-		msg, ok = fmt.Sprintf("job %s was already produced; its claim key %q is marked cancelled: a worker with idempotency.Middleware on pgstore accepts it without running it", id, *claimKey), true
+		msg, ok = fmt.Sprintf("job %s was already produced; its claim key %q is marked cancelled: a worker with idempotency.Middleware on pgstore accepts it without running it", id, claimKey), true
 	case pgoutbox.CancelProduced:
 		msg = fmt.Sprintf("job %s was already produced and nothing was recorded: the worker runs it (give -group and -topic, or -claim-key, to stop it)", id)
 	case pgoutbox.CancelTooLate:
-		msg = fmt.Sprintf("job %s was already produced and run (claim key %q holds its run): nothing was cancelled", id, *claimKey)
+		msg = fmt.Sprintf("job %s was already produced and run (claim key %q holds its run): nothing was cancelled", id, claimKey)
 	default:
-		msg = fmt.Sprintf("job %s is unknown: not in the outbox, and not produced within the relay's ProducedRetention (never enqueued, rolled back, cancelled already, or produced longer ago); nothing was recorded", id)
+		msg = fmt.Sprintf("job %s is unknown: %s; nothing was recorded", id, unknownJobText)
 	}
 	if ok {
 		if !*asJSON {

@@ -367,9 +367,121 @@ func TestJobsShow(t *testing.T) {
 	var js struct {
 		JobID  string          `json:"job_id"`
 		Outbox []jsonOutboxRow `json:"outbox"`
+		Claim  string          `json:"claim"`
+		Cancel string          `json:"cancel"`
 	}
-	if err != nil || json.Unmarshal([]byte(stdout), &js) != nil || len(js.Outbox) != 1 || *js.Outbox[0].Value != `{"id":"follow-up-1"}` || js.Outbox[0].UniqueFor != "24h0m0s" {
+	if err != nil || json.Unmarshal([]byte(stdout), &js) != nil || len(js.Outbox) != 1 || *js.Outbox[0].Value != `{"id":"follow-up-1"}` || js.Outbox[0].UniqueFor != "24h0m0s" ||
+		js.Claim != "unknown" || js.Cancel != "withdraw" {
 		t.Fatalf("show -json: %v\n%s", err, stdout)
+	}
+}
+
+// show says whether a job ran, once its claim key is given, and offers a
+// cancel only where one can still work; of a job Postgres holds nothing
+// of, it says what that can have been (issue 29 item 8).
+func TestJobsShowRunAndCancel(t *testing.T) {
+	t.Parallel()
+	pool, url := jobsDB(t)
+	produced := func(id string) {
+		t.Helper()
+		if _, err := pool.Exec(t.Context(), "INSERT INTO "+pgoutbox.ProducedTable+" (job_id, produced_at) VALUES ($1, now() - interval '2 minutes')", id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	show := func(args ...string) string {
+		t.Helper()
+		stdout, _, err := jobsRun(t, url, append([]string{"show"}, args...)...)
+		if err != nil {
+			t.Fatalf("show %v: %v", args, err)
+		}
+		return stdout
+	}
+	lines := func(what, out string, want ...string) {
+		t.Helper()
+		for _, w := range want {
+			if !regexp.MustCompile(`(?m)^` + w + `$`).MatchString(out) {
+				t.Errorf("%s: no line %q in\n%s", what, w, out)
+			}
+		}
+	}
+
+	// Waiting in the outbox: a cancel withdraws it.
+	enqueueJob(t, pool, "emails", "waiting", "", pgoutbox.In(time.Hour))
+	lines("waiting", show("waiting"),
+		`produced     no`,
+		`cancel       'shareq jobs cancel waiting' withdraws it from the outbox: it never reaches Kafka`)
+
+	// Produced, its claim not read: whether it ran is unknown, and so is
+	// whether a cancel can work.
+	produced("sent")
+	lines("produced", show("sent"),
+		`run          unknown: only its idempotency claim says; give -group and -topic \(or -claim-key\) to read it`,
+		`cancel       possible only if no worker ran it yet: 'shareq jobs show sent -group GROUP -topic TOPIC' reads its claim and says`)
+
+	// Produced, no claim yet: a cancel stops it.
+	key := idempotency.Key("mailers", "emails", "sent")
+	lines("produced, not run", show("sent", "-group", "mailers", "-topic", "emails"),
+		`run          not yet: no claim under "`+regexp.QuoteMeta(key)+`"`,
+		`cancel       'shareq jobs cancel sent -group mailers -topic emails' stops it: a worker claiming with idempotency.Middleware on pgstore accepts it without running it`)
+
+	// Produced and run: no cancel offered.
+	if _, err := pool.Exec(t.Context(), "INSERT INTO shareq_processed_jobs (key, claimed_at) VALUES ($1, now() - interval '1 minute')", key); err != nil {
+		t.Fatal(err)
+	}
+	out := show("sent", "-group", "mailers", "-topic", "emails")
+	lines("produced and run", out,
+		`run          yes: a run committed its claim "`+regexp.QuoteMeta(key)+`" at \S+ \(1m0s ago\)`,
+		`cancel       too late: it ran`)
+	if strings.Contains(out, "jobs cancel") {
+		t.Errorf("show of a job that ran offers a cancel:\n%s", out)
+	}
+	var js struct {
+		ClaimKey string     `json:"claim_key"`
+		Claim    string     `json:"claim"`
+		ClaimAt  *time.Time `json:"claim_at"`
+		Cancel   string     `json:"cancel"`
+	}
+	stdout, _, err := jobsRun(t, url, "show", "sent", "-claim-key", key, "-json")
+	if err != nil || json.Unmarshal([]byte(stdout), &js) != nil || js.ClaimKey != key || js.Claim != "ran" || js.ClaimAt == nil || js.Cancel != "too-late" {
+		t.Errorf("show -json of a job that ran: %v\n%s", err, stdout)
+	}
+
+	// Produced and cancelled: done already.
+	produced("stopped")
+	if _, _, err := jobsRun(t, url, "cancel", "stopped", "-group", "mailers", "-topic", "emails"); err != nil {
+		t.Fatal(err)
+	}
+	lines("cancelled", show("stopped", "-group", "mailers", "-topic", "emails"),
+		`run          no: cancelled at .* claim "`+regexp.QuoteMeta(idempotency.Key("mailers", "emails", "stopped"))+`"; a worker claiming with idempotency.Middleware on pgstore accepts it without running it`,
+		`cancel       done already`)
+
+	// Withdrawn: Postgres holds nothing of it any more; the error says
+	// what it can have been, and offers no cancel.
+	enqueueJob(t, pool, "emails", "withdrawn", "", pgoutbox.In(time.Hour))
+	if _, _, err := jobsRun(t, url, "cancel", "withdrawn"); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"withdrawn"}, {"withdrawn", "-group", "mailers", "-topic", "emails"}} {
+		_, _, err := jobsRun(t, url, append([]string{"show"}, args...)...)
+		if err == nil {
+			t.Fatalf("show %v of a withdrawn job: no error", args)
+		}
+		msg := err.Error()
+		for _, want := range []string{
+			"job withdrawn: not in the outbox, and not produced by a relay within its ProducedRetention",
+			". Postgres holds nothing else of it, so it was one of:\n",
+			"\n  withdrawn        cancelled (shareq jobs cancel, pgoutbox.Cancel) before a relay produced it: it never reached Kafka\n",
+			"\n  never enqueued   a wrong ID, or its transaction rolled back (or has not committed yet)\n",
+			"\n  produced earlier longer ago than the relay's ProducedRetention: it went to Kafka\n",
+			"\nThere is nothing left to cancel.",
+		} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("show %v: error lacks %q:\n%s", args, want, msg)
+			}
+		}
+		if len(args) > 1 && !strings.Contains(msg, `; its claim "`+idempotency.Key("mailers", "emails", "withdrawn")+`" holds no run.`) {
+			t.Errorf("show %v: error does not say the claim holds nothing:\n%s", args, msg)
+		}
 	}
 }
 

@@ -35,11 +35,26 @@ group has state for or is assigned, where it stands.
 
   START OFFSET    the share-partition start offset: every record before it
                   is done (accepted, rejected or archived); "-" when the
-                  group has not fetched from the partition yet
+                  group has not fetched from the partition yet, or Apache
+                  Kafka has not written its share state yet
   LAG             records up to HIGH WATERMARK that are not done yet: those
-                  waiting and those in flight (locked by a member); "-" when
-                  the broker does not report it (Kafka before 4.2)
+                  waiting and those in flight (locked by a member); "-"
+                  (unknown) without a start offset, or when the broker does
+                  not report it (Kafka before 4.2)
   HIGH WATERMARK  the partition's end: the offset the next record gets
+  IN LOG          for a partition without a start offset: its records from
+                  the log start to HIGH WATERMARK (the column shows only
+                  when some partition has no start offset)
+
+"total lag" sums the lags when every one is known. When a partition's lag
+is unknown it is never counted as 0: the total reads "≥ N", N being the
+known lags plus, with share.auto.offset.reset=earliest, the records in the
+logs of the partitions not started (all of them are delivered), or
+"unknown" when nothing is known; "not started" then says how many
+partitions have no start offset, what their logs hold and what the group's
+share.auto.offset.reset makes of it. With -json, total_lag is null then,
+lag_at_least holds N, and each such partition has log_start_offset and,
+with earliest, waiting.
 
 The admin API does not say how many records are in flight (locked by a
 member right now): lag counts them with the ones still waiting.
@@ -73,7 +88,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	st, err := sharegroup.Gather(ctx, adm, g)
+	st, err := sharegroup.Gather(ctx, cl, g)
 	if err != nil {
 		return err
 	}
@@ -136,11 +151,13 @@ func printStatus(w io.Writer, st *status) error {
 	fmt.Fprintf(tw, "state\t%s\n", st.State)
 	fmt.Fprintf(tw, "coordinator\t%d\n", st.Coordinator)
 	fmt.Fprintf(tw, "members\t%d\n", len(st.Members))
-	fmt.Fprintf(tw, "total lag\t%d", st.TotalLag)
-	if st.NoStartOffset > 0 {
-		fmt.Fprintf(tw, " (%s not started: no start offset yet)", plural(st.NoStartOffset, "partition"))
+	fmt.Fprintf(tw, "total lag\t%s\n", st.LagText())
+	if t := st.NotStartedText(); t != "" {
+		fmt.Fprintf(tw, "not started\t%s\n", t)
 	}
-	fmt.Fprintln(tw)
+	if t := st.ErrorsText(); t != "" {
+		fmt.Fprintf(tw, "errors\t%s\n", t)
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -174,13 +191,20 @@ func printStatus(w io.Writer, st *status) error {
 		return err
 	}
 	errCol := slices.ContainsFunc(st.Partitions, func(p partitionStatus) bool { return p.Error != "" })
+	inLogCol := st.NoStartOffset > 0
 	header := "TOPIC\tPARTITION\tSTART OFFSET\tLAG\tHIGH WATERMARK"
+	if inLogCol {
+		header += "\tIN LOG"
+	}
 	if errCol {
 		header += "\tERROR"
 	}
 	fmt.Fprintln(tw, header)
 	for _, p := range st.Partitions {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s", p.Topic, p.Partition, optInt(p.StartOffset), optInt(p.Lag), optInt(p.HighWatermark))
+		if inLogCol {
+			fmt.Fprintf(tw, "\t%s", optInt(p.InLog()))
+		}
 		if errCol {
 			fmt.Fprintf(tw, "\t%s", p.Error)
 		}

@@ -160,7 +160,7 @@ func TestStatusLiveMemberLag(t *testing.T) {
 	if len(m.Assigned) != 1 || m.Assigned[0].Topic != topic || !slices.Equal(m.Assigned[0].Partitions, []int32{0, 1}) {
 		t.Errorf("member assigned %+v, want %s partitions [0 1]", m.Assigned, topic)
 	}
-	var total int64
+	var total, waiting int64
 	for p, n := range produced {
 		ps, ok := partitionOf(st, topic, p)
 		if !ok {
@@ -170,16 +170,31 @@ func TestStatusLiveMemberLag(t *testing.T) {
 		if !eq(ps.HighWatermark, n) {
 			t.Errorf("partition %d high watermark %s, want %d", p, optInt(ps.HighWatermark), n)
 		}
-		if ps.StartOffset == nil { // the group has not fetched from it
+		if ps.StartOffset == nil {
+			// The group has not fetched from it (or, on Kafka, has not
+			// written its state yet): lag unknown, and with earliest its
+			// whole log waits.
+			if ps.Lag != nil || !eq(ps.LogStartOffset, 0) || !eq(ps.Waiting, n) {
+				t.Errorf("partition %d without a start offset: lag %s, log start %s, waiting %s; want unknown, 0, %d",
+					p, optInt(ps.Lag), optInt(ps.LogStartOffset), optInt(ps.Waiting), n)
+			}
+			waiting += n
 			continue
 		}
 		if !startOffsetOK(c, ps.StartOffset, done[p]) || !eq(ps.Lag, n-done[p]) {
 			t.Errorf("partition %d: start offset %s lag %s, want %d and %d", p, optInt(ps.StartOffset), optInt(ps.Lag), done[p], n-done[p])
 		}
+		if ps.LogStartOffset != nil || ps.Waiting != nil {
+			t.Errorf("partition %d with a start offset: log start %s, waiting %s; want neither", p, optInt(ps.LogStartOffset), optInt(ps.Waiting))
+		}
 		total += *ps.Lag
 	}
-	if st.TotalLag != total {
-		t.Errorf("total lag %d, want %d", st.TotalLag, total)
+	wantTotal := fmt.Sprint(total)
+	if waiting == 0 && !eq(st.TotalLag, total) || waiting > 0 && st.TotalLag != nil || st.LagAtLeast != total+waiting {
+		t.Errorf("total lag %s, at least %d; want %d known and %d waiting", optInt(st.TotalLag), st.LagAtLeast, total, waiting)
+	}
+	if waiting > 0 {
+		wantTotal = fmt.Sprintf("≥ %d", total+waiting)
 	}
 
 	// The table shows the same.
@@ -190,14 +205,15 @@ func TestStatusLiveMemberLag(t *testing.T) {
 	for _, want := range []*regexp.Regexp{
 		regexp.MustCompile(`(?m)^state\s+Stable$`),
 		regexp.MustCompile(`(?m)^members\s+1$`),
-		regexp.MustCompile(fmt.Sprintf(`(?m)^total lag\s+%d( \(1 partition not started: no start offset yet\))?$`, total)),
+		regexp.MustCompile(`(?m)^total lag\s+` + wantTotal + `$`),
 		regexp.MustCompile(`(?m)^MEMBER ID\s+CLIENT ID\s+HOST\s+STATE\s+ASSIGNED$`),
 		regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(m.MemberID) + `\s+status-test-member\s+\S+\s+joined\s+` + regexp.QuoteMeta(topic) + `:0,1$`),
-		regexp.MustCompile(`(?m)^TOPIC\s+PARTITION\s+START OFFSET\s+LAG\s+HIGH WATERMARK$`),
+		regexp.MustCompile(`(?m)^TOPIC\s+PARTITION\s+START OFFSET\s+LAG\s+HIGH WATERMARK(\s+IN LOG)?$`),
 		// Partition 0 may not have a start offset yet when the member has
 		// fetched only from partition 1 (or, on Kafka, when its state was
-		// not written yet): "-" for both columns then.
-		regexp.MustCompile(fmt.Sprintf(`(?m)^%s\s+0\s+((%s)\s+%d|-\s+-)\s+5$`, regexp.QuoteMeta(topic), startPattern(c, done[0]), 5-done[0])),
+		// not written yet): "-" for both columns then, and its 5 records
+		// in the log.
+		regexp.MustCompile(fmt.Sprintf(`(?m)^%s\s+0\s+((%s)\s+%d\s+5(\s+-)?|-\s+-\s+5\s+5)$`, regexp.QuoteMeta(topic), startPattern(c, done[0]), 5-done[0])),
 	} {
 		if !want.MatchString(out) {
 			t.Errorf("status output does not match %s:\n%s", want, out)
@@ -241,7 +257,7 @@ func TestStatusJSONShape(t *testing.T) {
 		t.Fatalf("not JSON: %v\n%s", err, out)
 	}
 	keys := func(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }
-	if got, want := keys(doc), []string{"coordinator", "group", "group_epoch", "members", "partitions", "partitions_without_start_offset", "state", "total_lag"}; !slices.Equal(got, want) {
+	if got, want := keys(doc), []string{"coordinator", "group", "group_epoch", "lag_at_least", "members", "partitions", "partitions_without_start_offset", "records_in_log_not_started", "state", "total_lag"}; !slices.Equal(got, want) {
 		t.Errorf("top-level keys %v, want %v", got, want)
 	}
 	members := doc["members"].([]any)
@@ -265,7 +281,7 @@ func TestStatusJSONShape(t *testing.T) {
 		t.Errorf("partition keys %v, want %v", got, want)
 	}
 	start, _ := p["start_offset"].(float64)
-	if p["topic"] != topic || p["partition"] != 0.0 || !startOffsetOK(c, ptr(int64(start)), 1) || p["lag"] != 1.0 || p["high_watermark"] != 2.0 || doc["total_lag"] != 1.0 || doc["partitions_without_start_offset"] != 0.0 {
+	if p["topic"] != topic || p["partition"] != 0.0 || !startOffsetOK(c, ptr(int64(start)), 1) || p["lag"] != 1.0 || p["high_watermark"] != 2.0 || doc["total_lag"] != 1.0 || doc["lag_at_least"] != 1.0 || doc["partitions_without_start_offset"] != 0.0 {
 		t.Errorf("partition %v, total lag %v; want start 1, lag 1, high watermark 2, total lag 1", p, doc["total_lag"])
 	}
 }
@@ -331,3 +347,92 @@ func consumerGroup(t *testing.T, c *kafkatest.Cluster) string {
 	return name
 }
 func ptr[T any](v T) *T { return &v }
+
+// produce50 writes 50 records to each of the topic's partitions.
+func produce50(t *testing.T, c *kafkatest.Cluster, topic string, partitions int) {
+	t.Helper()
+	producer := c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	var recs []*kgo.Record
+	for p := range partitions {
+		for i := range 50 {
+			recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(p), Value: fmt.Appendf(nil, "job %d/%d", p, i)})
+		}
+	}
+	if err := producer.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The state of issue 29 item 4: 300 jobs wait on 6 partitions of a group
+// whose member joined but never fetched, so the broker has no start
+// offset for any of them. The lag is unknown, never 0: the total says
+// what is known, and the records in the logs are shown with what the
+// group's share.auto.offset.reset makes of them.
+func TestStatusNotStarted(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		reset     string
+		total     string  // the total lag line
+		atLeast   float64 // lag_at_least
+		waiting   bool    // whether partitions have "waiting"
+		notStated string  // in the "not started" line
+	}{
+		{"earliest", "≥ 300", 300, true, "300 records in their logs, all waiting for the group (share.auto.offset.reset=earliest)"},
+		{"latest", "unknown", 0, false, "300 records in their logs, not delivered unless the group fetched from them already (share.auto.offset.reset=latest: a first fetch starts at the end of the log)"},
+	} {
+		t.Run(tc.reset, func(t *testing.T) {
+			t.Parallel()
+			c := kafkatest.New(t)
+			topic := c.Topic(t, 6)
+			group := c.GroupWith(t, map[string]string{"share.auto.offset.reset": tc.reset})
+			brokers := strings.Join(c.Seeds, ",")
+			produce50(t, c, topic, 6)
+			c.JoinWithoutFetching(t, group, 6, topic)
+
+			out, errOut, err := cli(t, "status", "-json", "-brokers", brokers, group)
+			if err != nil {
+				t.Fatalf("status: %v\n%s", err, errOut)
+			}
+			var doc map[string]any
+			if err := json.Unmarshal([]byte(out), &doc); err != nil {
+				t.Fatalf("not JSON: %v\n%s", err, out)
+			}
+			if doc["total_lag"] != nil || doc["lag_at_least"] != tc.atLeast || doc["partitions_without_start_offset"] != 6.0 ||
+				doc["records_in_log_not_started"] != 300.0 || doc["auto_offset_reset"] != tc.reset {
+				t.Errorf("total_lag %v, lag_at_least %v, partitions_without_start_offset %v, records_in_log_not_started %v, auto_offset_reset %v; want null, %v, 6, 300, %s\n%s",
+					doc["total_lag"], doc["lag_at_least"], doc["partitions_without_start_offset"], doc["records_in_log_not_started"], doc["auto_offset_reset"], tc.atLeast, tc.reset, out)
+			}
+			parts, _ := doc["partitions"].([]any)
+			if len(parts) != 6 {
+				t.Fatalf("%d partitions, want 6:\n%s", len(parts), out)
+			}
+			for _, p := range parts {
+				p := p.(map[string]any)
+				lag, hasLag := p["lag"]
+				waiting, hasWaiting := p["waiting"]
+				if !hasLag || lag != nil || p["start_offset"] != nil || p["high_watermark"] != 50.0 || p["log_start_offset"] != 0.0 ||
+					hasWaiting != tc.waiting || tc.waiting && waiting != 50.0 {
+					t.Errorf("partition %v: want lag and start offset null, high watermark 50, log start 0, waiting %v", p, tc.waiting)
+				}
+			}
+
+			out, _, err = cli(t, "status", "-brokers", brokers, group)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []*regexp.Regexp{
+				regexp.MustCompile(`(?m)^total lag\s+` + regexp.QuoteMeta(tc.total) + `$`),
+				regexp.MustCompile(`(?m)^not started\s+6 of 6 partitions have no start offset yet \(the group has not fetched from them, or the broker has not written their state yet\), so their lag is unknown; ` + regexp.QuoteMeta(tc.notStated) + `$`),
+				regexp.MustCompile(`(?m)^TOPIC\s+PARTITION\s+START OFFSET\s+LAG\s+HIGH WATERMARK\s+IN LOG$`),
+				regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(topic) + `\s+5\s+-\s+-\s+50\s+50$`),
+			} {
+				if !want.MatchString(out) {
+					t.Errorf("status output does not match %s:\n%s", want, out)
+				}
+			}
+			if regexp.MustCompile(`(?m)^total lag\s+0`).MatchString(out) {
+				t.Errorf("a total lag of 0 with 300 records waiting:\n%s", out)
+			}
+		})
+	}
+}

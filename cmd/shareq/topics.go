@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -38,19 +39,17 @@ infrastructure's tooling) before starting them.
 Flags may come before or after the names.
 `
 
+// isHelp reports whether arg asks for help.
+func isHelp(arg string) bool {
+	return arg == "-h" || arg == "-help" || arg == "--help" || arg == "help"
+}
+
 // topicsMetadataWait bounds how long "topics create" waits for new topics
 // to show in the metadata.
 const topicsMetadataWait = 30 * time.Second
 
 // runTopics runs "shareq topics ...": args are what follows "topics".
 func runTopics(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "create" {
-		if len(args) > 0 && args[0] != "-h" && args[0] != "--help" && args[0] != "help" {
-			fmt.Fprintf(stderr, "shareq topics: unknown subcommand %q\n\n", args[0])
-		}
-		fmt.Fprint(stderr, topicsUsage, "\nRun 'shareq topics create -h' for the flags.\n")
-		return errUsage
-	}
 	fs := newFlagSet("topics create", topicsUsage, stderr)
 	cluster := addClusterFlags(fs)
 	partitions := fs.Int("partitions", 6, "partitions of each topic NAME")
@@ -58,6 +57,20 @@ func runTopics(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	withDLQ := fs.Bool("dlq", false, "also create each topic's dead-letter topic, NAME"+dlq.TopicSuffix)
 	dlqPartitions := fs.Int("dlq-partitions", 1, "partitions of each dead-letter topic (with -dlq and -group-dlq)")
 	groupDLQ := fs.String("group-dlq", "", "also create this share group's dead-letter topic on the broker, dlq.GROUP (Kafka 4.4+)")
+	// "create" is the only subcommand: "shareq topics -h" is its help,
+	// with its flags.
+	switch {
+	case len(args) == 0:
+		fs.Usage()
+		return errUsage
+	case isHelp(args[0]):
+		fs.Usage()
+		return flag.ErrHelp
+	case args[0] != "create":
+		fmt.Fprintf(stderr, "shareq topics: unknown subcommand %q\n\n", args[0])
+		fs.Usage()
+		return errUsage
+	}
 	names, err := parseInterspersed(fs, args[1:], -1)
 	if err != nil {
 		return err

@@ -4,7 +4,8 @@
 //
 // With no flags it needs nothing installed: it starts an in-process broker,
 // produces 300 jobs (a few slow, one flaky, one corrupt), works them off,
-// and prints what happened:
+// prints what happened, and keeps its web console (http://127.0.0.1:8080/)
+// up until Ctrl-C (-stay=false exits after the summary):
 //
 //	go run ./examples/thumbnails
 //
@@ -86,6 +87,7 @@ type config struct {
 	JSON        bool          // print the summary as JSON
 	SlowDelay   time.Duration // how long the demo's slow jobs take
 	Timeout     time.Duration // give up after this long (0: never)
+	Stay        bool          // after the summary, keep the worker and the web console up until interrupted
 }
 
 func main() {
@@ -124,6 +126,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&cfg.JSON, "json", false, "print the summary as JSON")
 	fs.DurationVar(&cfg.SlowDelay, "slow", 3*time.Second, "how long the demo's slow jobs take")
 	fs.DurationVar(&cfg.Timeout, "timeout", 5*time.Minute, "stop and report if the jobs have not all finished by then (0: never)")
+	fs.BoolVar(&cfg.Stay, "stay", true, "after the summary, keep the web console up, with the worker and the in-process broker it shows, until Ctrl-C (only while the console serves); -stay=false exits after the summary")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "usage: thumbnails [flags]\n\n"+
 			"Produces thumbnail jobs to the topic \""+topic+"\" and works them off on the share group \""+group+"\".\n"+

@@ -37,7 +37,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		level = slog.LevelError
 	}
 	log := slog.New(slog.NewTextHandler(con, &slog.HandlerOptions{Level: level}))
-	sum := &Summary{Topic: topic, DLQTopic: dlqTopic, Brokers: strings.Join(cfg.Brokers, ",")}
+	sum := &Summary{Topic: topic, DLQTopic: dlqTopic, Group: group, Brokers: strings.Join(cfg.Brokers, ",")}
 
 	// 1. A broker: the one given, or one in this process.
 	brokers, stopBroker, err := startBroker(cfg, con, sum)
@@ -141,7 +141,8 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		if wc, err = startWebConsole(cfg.ConsoleAddr, cl, log); err != nil {
 			log.Warn("not serving the web console", "error", err)
 		} else {
-			con.printf("web console at http://%s/ (the group, its lag, the parked jobs)", wc.ln.Addr())
+			sum.Console = fmt.Sprintf("http://%s/", wc.ln.Addr())
+			con.printf("web console at %s (the group, its lag, the parked jobs)", sum.Console)
 		}
 	}
 
@@ -231,11 +232,20 @@ wait:
 
 	// 8. Stop: cancel the worker's context and wait for Run to return. It
 	// lets running handlers finish (up to ShutdownTimeout), acknowledges
-	// them, and closes its clients.
+	// them, and closes its clients. A demo that stays up (-stay, with its
+	// web console) stops its worker only after the summary, when
+	// interrupted, so that the console shows the group as it runs.
 	close(stopProgress)
-	stopWorker()
-	if err := <-workerErr; err != nil && runErr == nil {
-		runErr = err
+	stopAndWait := func() {
+		stopWorker()
+		err := <-workerErr
+		if err != nil && runErr == nil {
+			runErr = err
+		}
+	}
+	sum.Staying = cfg.Stay && wc != nil && runErr == nil && ctx.Err() == nil
+	if !sum.Staying {
+		stopAndWait()
 	}
 	con.clear()
 
@@ -257,6 +267,16 @@ wait:
 		}
 	} else {
 		sum.writeText(stdout)
+	}
+
+	// 10. Stay up until interrupted (or until the worker fails).
+	if sum.Staying {
+		select {
+		case <-ctx.Done():
+		case err := <-workerErr:
+			workerErr <- err
+		}
+		stopAndWait()
 	}
 	return runErr
 }

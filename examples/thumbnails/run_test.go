@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -187,13 +190,17 @@ func TestFlags(t *testing.T) {
 		{[]string{"-concurrency", "0"}, false},
 		{[]string{"-jobs", "-1"}, false},
 		{[]string{"extra"}, false},
+		{[]string{"-stay=false"}, true},
 	} {
 		cfg, err := parseFlags(tc.args, &bytes.Buffer{})
 		if (err == nil) != tc.ok {
 			t.Errorf("%q: err = %v, want ok %v", tc.args, err, tc.ok)
 		}
-		if len(tc.args) == 0 && (!cfg.OutTemp || cfg.JobsSet || cfg.Jobs != 300) {
+		if len(tc.args) == 0 && (!cfg.OutTemp || cfg.JobsSet || cfg.Jobs != 300 || !cfg.Stay) {
 			t.Errorf("defaults: %+v", cfg)
+		}
+		if len(tc.args) > 0 && tc.args[0] == "-stay=false" && cfg.Stay {
+			t.Errorf("-stay=false: Stay %v", cfg.Stay)
 		}
 		if len(tc.args) > 0 && tc.args[0] == "-jobs" && tc.ok && (cfg.OutTemp || cfg.Out != "" || !cfg.JobsSet) {
 			t.Errorf("%q: OutTemp %v, Out %q, JobsSet %v", tc.args, cfg.OutTemp, cfg.Out, cfg.JobsSet)
@@ -222,5 +229,99 @@ func TestRunDatabase(t *testing.T) {
 	checkSummary(t, s, 20)
 	if s.DBRows != 19*len(thumbnailSizes) || s.DBJobs != 19 {
 		t.Errorf("database: %d rows for %d jobs, want %d for 19", s.DBRows, s.DBJobs, 19*len(thumbnailSizes))
+	}
+}
+
+// With -stay (the default of the command) the demo prints its summary,
+// which says where the web console is, and keeps the console, its worker
+// and its broker up until interrupted: a newcomer who opens the console
+// after reading the summary finds it (issue 29 item 6).
+func TestRunStaysUpForTheConsole(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t, 10)
+	cfg.Out, cfg.ConsoleAddr, cfg.Stay = "", "127.0.0.1:0", true
+	ctx, interrupt := context.WithCancel(t.Context())
+	defer interrupt()
+	var stdout, stderr logbuf.Buffer
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, cfg, &stdout, &stderr) }()
+
+	// The summary, then the console's address.
+	addr := regexp.MustCompile(`(?m)^  web console      (http://127\.0\.0\.1:\d+/) \(the share group thumbnails and its lag, the job parked in thumbnails\.dlq\)$`)
+	var url string
+	for deadline := time.Now().Add(2 * time.Minute); url == ""; time.Sleep(50 * time.Millisecond) {
+		if m := addr.FindStringSubmatch(stdout.String()); m != nil {
+			url = m[1]
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("run returned before it was interrupted: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no console address in the summary after 2m:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+		}
+	}
+	for _, want := range []string{
+		"thumbnails: 10 jobs in ",
+		"  still running    the worker and the in-process broker, for the console; Ctrl-C to stop\n",
+		"  also try         go run ./cmd/shareq status thumbnails -brokers 127.0.0.1:",
+	} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, stdout.String())
+		}
+	}
+
+	// The console answers after the summary: the group with its member
+	// (the worker still runs) and its lag, and the parked job.
+	client := &http.Client{Timeout: 30 * time.Second}
+	for path, want := range map[string]string{
+		"groups/" + group: `<div><dt>Members</dt><dd>1</dd></div>`,
+		"dlq/" + dlqTopic: "decode",
+	} {
+		resp, err := client.Get(url + path)
+		if err != nil {
+			t.Fatalf("GET %s after the summary: %v", url+path, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
+			t.Errorf("GET %s: %d, want 200 with %q:\n%s", url+path, resp.StatusCode, want, body)
+		}
+	}
+
+	// Ctrl-C: run stops the worker, the console and the broker, and
+	// returns without an error.
+	interrupt()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("run after the interrupt: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("run did not return within 1m of the interrupt")
+	}
+	if _, err := client.Get(url); err == nil {
+		t.Errorf("the console still answers after run returned")
+	}
+}
+
+// With -stay=false (and in a run that fails) the demo exits after its
+// summary, which says where the console was.
+func TestRunStayFalseExits(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t, 5)
+	cfg.Out, cfg.ConsoleAddr, cfg.Stay = "", "127.0.0.1:0", false
+	var stdout, stderr logbuf.Buffer
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	if err := run(ctx, cfg, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr.String())
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("run returned only when its context ended, not after its summary:\n%s", stdout.String())
+	}
+	if !regexp.MustCompile(`(?m)^  web console      was at http://127\.0\.0\.1:\d+/ while the demo ran \(-stay keeps it up after the summary\)$`).MatchString(stdout.String()) {
+		t.Errorf("summary does not say where the console was:\n%s", stdout.String())
 	}
 }

@@ -54,6 +54,10 @@ type Summary struct {
 	Incomplete bool          `json:"incomplete,omitempty"`
 	StopReason string        `json:"stop_reason,omitempty"`
 
+	Group   string `json:"group"`
+	Console string `json:"console_url,omitempty"` // the web console's URL, "" when it was not served
+	Staying bool   `json:"staying,omitempty"`     // the console stays up after the summary, until interrupted
+
 	// The durations above in seconds, for JSON.
 	SlowDelaySeconds float64 `json:"slow_delay_seconds,omitempty"`
 	SlowestSeconds   float64 `json:"slowest_seconds"`
@@ -151,6 +155,18 @@ func (s *Summary) writeText(w io.Writer) {
 	}
 	if s.SlowestJob != "" {
 		line("slowest job", "%s, %v", s.SlowestJob, s.Slowest.Round(time.Millisecond))
+	}
+	switch {
+	case s.Console != "" && s.Staying:
+		line("web console", "%s (the share group %s and its lag, the job parked in %s)", s.Console, s.Group, s.DLQTopic)
+		running := "the worker"
+		if s.Embedded {
+			running = "the worker and the in-process broker"
+		}
+		line("still running", "%s, for the console; Ctrl-C to stop", running)
+		line("also try", "go run ./cmd/shareq status %s -brokers %s", s.Group, s.Brokers)
+	case s.Console != "":
+		line("web console", "was at %s while the demo ran (-stay keeps it up after the summary)", s.Console)
 	}
 }
 

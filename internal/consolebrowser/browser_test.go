@@ -243,6 +243,35 @@ func TestReplayInBrowser(t *testing.T) {
 	}
 	do(shot("group"))
 
+	// A second group on the topic whose member joined but never fetched:
+	// no start offsets, so its page shows the lag as at least the records
+	// waiting from the log start, never 0 (issue 29 item 4).
+	idle := group + "-new"
+	if shots == "" || c.Kind != "kfake" {
+		idle = c.Group(t)
+	} else {
+		c.SetGroupConfig(t, idle, map[string]string{"share.auto.offset.reset": "earliest"})
+	}
+	c.JoinWithoutFetching(t, idle, 2, topic)
+	ends, err := c.Admin().ListEndOffsets(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inLog int64
+	for _, ps := range ends {
+		for _, o := range ps {
+			inLog += o.Offset
+		}
+	}
+	do(chromedp.Navigate(srv.URL+"/groups/"+idle), chromedp.WaitVisible(chromedp.ID("not-started")), shot("group-not-started"))
+	if lag, want := text("#total-lag"), fmt.Sprintf("≥ %d", inLog); lag != want {
+		t.Errorf("page of a group not started: total lag %q, want %q", lag, want)
+	}
+	if note := text("#not-started"); !strings.Contains(note, "2 of 2 partitions have no start offset yet") ||
+		!strings.Contains(note, fmt.Sprintf("%d records in their logs, all waiting for the group (share.auto.offset.reset=earliest)", inLog)) {
+		t.Errorf("page of a group not started says %q", note)
+	}
+
 	// The DLQ page shows the replayed jobs as replayed, and a second
 	// replay of the same filter replays nothing.
 	do(chromedp.Navigate(srv.URL+"/dlq/"+dlqTopic+"?reason="+handler.ReasonPermanent), chromedp.WaitVisible(chromedp.ID("replay-matching")))
