@@ -7,7 +7,7 @@
 # make unit   the fast part only: vet + tests on kfake, no services
 #             (every module of go.work: scripts/modules.sh)
 # make bench  the framework-overhead benchmark (no-op handler vs raw franz-go)
-# make bench-all, make bench-scale  cmd/shareq-bench (below)
+# make bench-all, make bench-scale  internal/cmd/shareq-bench (below)
 
 .PHONY: test compat unit bench example kafka-up kafka-down pg-up pg-down
 
@@ -36,7 +36,7 @@ pg-up:
 pg-down:
 	scripts/postgres.sh down
 
-# make bench-all  cmd/shareq-bench on kfake and on the real broker, with
+# make bench-all  internal/cmd/shareq-bench on kfake and on the real broker, with
 #                 Postgres (about 2 minutes): starts the test broker and
 #                 Postgres if they are not running and stops only what it
 #                 started. Table on stdout; CSV and PNG charts in bench-out/.
@@ -55,9 +55,9 @@ bench-all:
 	if ! scripts/postgres.sh status 2>/dev/null; then \
 	  pg_started=1; scripts/postgres.sh up >/dev/null || exit 1; \
 	fi; \
-	env $$(scripts/kafka.sh env) go run ./cmd/shareq-bench -broker both -database "$$(scripts/postgres.sh url)" -out bench-out $(BENCH_FLAGS)
+	env $$(scripts/kafka.sh env) go run ./internal/cmd/shareq-bench -broker both -database "$$(scripts/postgres.sh url)" -out bench-out $(BENCH_FLAGS)
 
-# make bench-scale  cmd/shareq-bench's producer and scale scenarios (cost as
+# make bench-scale  internal/cmd/shareq-bench's producer and scale scenarios (cost as
 #                   work grows: partitions, worker processes, brokers,
 #                   topics, an idle worker, start time) on kfake, on the
 #                   real broker and, for the brokers row, on the 3-node
@@ -84,10 +84,10 @@ bench-scale:
 	if ! scripts/postgres.sh status 2>/dev/null; then \
 	  pg_started=1; scripts/postgres.sh up >/dev/null || exit 1; \
 	fi; \
-	env $$(scripts/kafka.sh env) go run ./cmd/shareq-bench -broker both -cluster "$$(scripts/kafka-cluster.sh seeds)" \
+	env $$(scripts/kafka.sh env) go run ./internal/cmd/shareq-bench -broker both -cluster "$$(scripts/kafka-cluster.sh seeds)" \
 	  -database "$$(scripts/postgres.sh url)" -scenarios producer,scale -out bench-out $(BENCH_FLAGS)
 
-# make soak  the chaos soak (cmd/shareq-soak, see RELIABILITY.md): worker
+# make soak  the chaos soak (internal/cmd/shareq-soak, see RELIABILITY.md): worker
 #            processes on the real test broker, then on a 3-node cluster
 #            (scripts/kafka-cluster.sh), with Postgres; workers, brokers and
 #            Postgres are killed and restarted while they work, then every
@@ -100,7 +100,7 @@ bench-scale:
 #            delivery then loses it, RELIABILITY.md issue 1).
 .PHONY: soak
 soak:
-	go run ./cmd/shareq-soak $(SOAK_FLAGS)
+	go run ./internal/cmd/shareq-soak $(SOAK_FLAGS)
 
 # make soak-overload   the soak's overload phase alone (RELIABILITY.md,
 #                      "Overload"): jobs at 10x the workers' measured rate
@@ -115,9 +115,9 @@ soak:
 SOAK_DURATION ?= 1h
 .PHONY: soak-overload soak-endurance
 soak-overload:
-	go run ./cmd/shareq-soak -overload $(SOAK_FLAGS)
+	go run ./internal/cmd/shareq-soak -overload $(SOAK_FLAGS)
 soak-endurance:
-	go run ./cmd/shareq-soak -duration $(SOAK_DURATION) $(SOAK_FLAGS)
+	go run ./internal/cmd/shareq-soak -duration $(SOAK_DURATION) $(SOAK_FLAGS)
 
 # make soak-broker-probe  Apache Kafka alone, no shareq code: can a share
 #                      partition stop delivering after a broker crash? A
@@ -125,10 +125,10 @@ soak-endurance:
 #                      N; default 29192), a share-group member speaking the
 #                      protocol itself, records held across a SIGKILL and a
 #                      restart; prints STALLED or OK per variant
-#                      (cmd/shareq-soak/broker_probe.go). About 8 minutes.
+#                      (internal/cmd/shareq-soak/broker_probe.go). About 8 minutes.
 .PHONY: soak-broker-probe
 soak-broker-probe:
-	go run ./cmd/shareq-soak -broker-probe $(SOAK_FLAGS)
+	go run ./internal/cmd/shareq-soak -broker-probe $(SOAK_FLAGS)
 
 # make scheduler-soak  the periodic scheduler over minutes: three scheduler
 #                      processes (the scheduler's test binary re-executed),

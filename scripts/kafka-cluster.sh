@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs a multi-node Apache Kafka cluster (KRaft, every node a broker and a
-# controller) on 127.0.0.1 for the chaos soak (cmd/shareq-soak -cluster3),
-# without Docker, from the same Maven jars as scripts/kafka.sh. Nodes can
-# be stopped and started one at a time with their data kept, to fail a
-# partition leader over and bring it back.
+# controller) on 127.0.0.1 for the chaos soak (internal/cmd/shareq-soak
+# -cluster3), without Docker, from the same Maven jars as scripts/kafka.sh.
+# Nodes can be stopped and started one at a time with their data kept, to
+# fail a partition leader over and bring it back.
 #
 #   scripts/kafka-cluster.sh up [--fresh]   start (clean data) or reuse a
 #                                           healthy cluster

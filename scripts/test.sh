@@ -103,7 +103,7 @@ if [[ $real == 1 ]] && [[ ${SHAREQ_TEST_SECURE_RUN:-1} == 1 || ${CI:-} == true ]
 fi
 # --- end secure broker -------------------------------------------------------
 
-# --- short chaos soak (cmd/shareq-soak -short; RELIABILITY.md) -------------
+# --- short chaos soak (internal/cmd/shareq-soak -short; RELIABILITY.md) ----
 # Two worker processes against the broker and Postgres above, with one
 # SIGKILL, one SIGTERM, one Postgres restart and one in-place broker restart
 # that keeps the broker's data; then every job must have run exactly once
@@ -113,9 +113,9 @@ fi
 # on a poison job's last delivery would otherwise lose it (issue 1, the
 # crash case no worker can fix), and fail the run at random.
 if [[ $real == 1 && ${SHAREQ_TEST_SOAK:-1} == 1 ]]; then
-  say "short chaos soak (cmd/shareq-soak -short)"
+  say "short chaos soak (internal/cmd/shareq-soak -short)"
   soak_log="$logs/soak.log"
-  if go run ./cmd/shareq-soak -short -spare-deliveries 5 -duration-limit 5m >"$soak_log" 2>&1; then
+  if go run ./internal/cmd/shareq-soak -short -spare-deliveries 5 -duration-limit 5m >"$soak_log" 2>&1; then
     passed=$((passed + 1))
   else
     failed=$((failed + 1))

@@ -9,8 +9,8 @@ package pgoutbox
 // Each comparison interleaves its two sides in chunks of
 // interleaveChunk operations, so both see the same load of a shared
 // machine, and reports both rates and their ratio (the comparison with
-// River's InsertTx is in cmd/shareq-bench/outboxbench, so that River is
-// no dependency of this module):
+// River's InsertTx is in internal/cmd/shareq-bench/outboxbench, so that
+// River is no dependency of this module):
 //
 //   - BenchmarkEnqueue: enqueue.Client.Enqueue against a raw franz-go
 //     ProduceSync of the same record, one at a time and

@@ -1,7 +1,7 @@
 // Package benchcmp runs two sides of a benchmark comparison interleaved,
 // so that both see the same load of a shared machine: the outbox
-// benchmarks of enqueue/pgoutbox and cmd/shareq-bench/outboxbench use it,
-// and shareq-bench's producer scenario.
+// benchmarks of enqueue/pgoutbox and internal/cmd/shareq-bench/outboxbench
+// use it, and shareq-bench's producer scenario.
 package benchcmp
 
 import (

@@ -14,8 +14,9 @@
 //
 // The second keeps the layers in order: no package under internal/ (the
 // engine and the production helpers, in any module of go.work) depends
-// on package worker, other than in its tests; test kits that need the
-// worker live in shareqtest, on the public API.
+// on package worker, other than in its tests and the development
+// harnesses of internal/cmd/; test kits that need the worker live in
+// shareqtest, on the public API.
 //
 // They need the go command and, on a machine with an empty module cache,
 // the Go module proxy (GOPROXY, without its "direct" fallback: a module

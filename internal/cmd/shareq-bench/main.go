@@ -1,7 +1,7 @@
 // Command shareq-bench measures shareq against the alternatives a user
 // would weigh it against, in one run, and reports ratios within that run:
 //
-//	go run ./cmd/shareq-bench [-broker kfake|127.0.0.1:19092|both]
+//	go run ./internal/cmd/shareq-bench [-broker kfake|127.0.0.1:19092|both]
 //	    [-database URL] [-scenarios hol,overhead,eos,renew,burst,latency,producer,scale] [-out bench-out/] [-quick]
 //	    [-cluster HOST:PORT,HOST:PORT,HOST:PORT]
 //

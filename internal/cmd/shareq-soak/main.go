@@ -4,7 +4,7 @@
 // effect happened exactly once and every poison job reached the
 // dead-letter topic.
 //
-//	go run ./cmd/shareq-soak [-jobs 20000] [-workers 4] [-duration-limit 10m] [-short] [-cluster3] [-seed N]
+//	go run ./internal/cmd/shareq-soak [-jobs 20000] [-workers 4] [-duration-limit 10m] [-short] [-cluster3] [-seed N]
 //	make soak
 //
 // One phase of the soak:

@@ -1,4 +1,4 @@
-module github.com/shareq/shareq/cmd/shareq-bench
+module github.com/shareq/shareq/internal/cmd/shareq-bench
 
 go 1.26.0
 
@@ -47,8 +47,8 @@ require (
 // The shareq modules of this repository, which is not published: every
 // module builds from a clone, also without go.work (GOWORK=off, go mod tidy).
 replace (
-	github.com/shareq/shareq => ../..
-	github.com/shareq/shareq/enqueue/pgoutbox => ../../enqueue/pgoutbox
-	github.com/shareq/shareq/idempotency/pgstore => ../../idempotency/pgstore
-	github.com/shareq/shareq/migrations => ../../migrations
+	github.com/shareq/shareq => ../../..
+	github.com/shareq/shareq/enqueue/pgoutbox => ../../../enqueue/pgoutbox
+	github.com/shareq/shareq/idempotency/pgstore => ../../../idempotency/pgstore
+	github.com/shareq/shareq/migrations => ../../../migrations
 )

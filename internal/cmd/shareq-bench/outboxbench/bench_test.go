@@ -4,7 +4,7 @@ package outboxbench
 // on the test Postgres:
 //
 //	SHAREQ_TEST_DATABASE_URL=$(scripts/postgres.sh url) \
-//	  go test -run '^$' -bench . -benchtime 3000x ./cmd/shareq-bench/outboxbench/
+//	  go test -run '^$' -bench . -benchtime 3000x ./internal/cmd/shareq-bench/outboxbench/
 //
 // BenchmarkTransactionalEnqueue: a business row and a job in one
 // transaction, shareq's EnqueueTx against River's InsertTx (an insert-only

@@ -4,7 +4,7 @@ package outboxbench
 // is relayed):
 //
 //	SHAREQ_TEST_DATABASE_URL=$(scripts/postgres.sh url) \
-//	  go test -run '^$' -bench 'Scheduled|Unique' -benchtime 3000x ./cmd/shareq-bench/outboxbench/
+//	  go test -run '^$' -bench 'Scheduled|Unique' -benchtime 3000x ./internal/cmd/shareq-bench/outboxbench/
 //
 // BenchmarkScheduledEnqueue: a business row and a job due in an hour in
 // one transaction, shareq's EnqueueJobTx with pgoutbox.In against River's

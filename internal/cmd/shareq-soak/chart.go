@@ -13,7 +13,7 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 )
 
-// palette is the colour-blind-safe set (Okabe–Ito) cmd/shareq-bench's
+// palette is the colour-blind-safe set (Okabe–Ito) internal/cmd/shareq-bench's
 // charts use; a worker slot keeps its colour across its restarts.
 var palette = []color.Color{
 	color.RGBA{0, 114, 178, 255},   // blue

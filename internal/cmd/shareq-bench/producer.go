@@ -15,10 +15,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/shareq/shareq/cmd/shareq-bench/outboxbench"
 	"github.com/shareq/shareq/enqueue"
 	"github.com/shareq/shareq/enqueue/pgoutbox"
 	"github.com/shareq/shareq/internal/benchcmp"
+	"github.com/shareq/shareq/internal/cmd/shareq-bench/outboxbench"
 	"github.com/shareq/shareq/migrations"
 )
 
@@ -30,7 +30,7 @@ import (
 //	          franz-go ProduceSync of the same record
 //	outbox    a transaction of a business row and pgoutbox.EnqueueTx
 //	          against the same transaction without the job (needs
-//	          -database); the transaction of cmd/shareq-bench/outboxbench
+//	          -database); the transaction of internal/cmd/shareq-bench/outboxbench
 //	relay     jobs committed through the outbox at producerRelayRate a
 //	          second, one transaction each, relayed by a pgoutbox.Relay:
 //	          p50, p99 and maximum from just before COMMIT to a plain
