@@ -102,12 +102,12 @@ func (t *Telemetry) partitionAttrs(partition int32, offset int64) []attribute.Ke
 // name, and the attributes a sampler may look at, made once.
 type runBase struct {
 	name string
-	// opts are the span's start options, but for ParentFromJob's parent
-	// and a timestamp. rootOpts are opts without trace.WithNewRoot, for a
-	// context that holds no span: the span is a root all the same, and the
-	// SDK's WithNewRoot puts an empty span context in the context (two
+	// opts are the span's start options, but for a timestamp. newRoot
+	// adds trace.WithNewRoot, for a run that must not be the child of
+	// the span its context holds (the worker's): only then, as the SDK's
+	// WithNewRoot puts an empty span context in the context (two
 	// allocations per span) to say so.
-	opts, rootOpts []trace.SpanStartOption
+	opts, newRoot []trace.SpanStartOption
 	// ok is the duration's series without an error.type; outcomes the
 	// consumed count's, by worker.Outcome.
 	ok       *series
@@ -128,10 +128,7 @@ func (t *Telemetry) baseOf(topic, group string) *runBase {
 	}
 	b := &runBase{name: t.spanName("process", topic), ok: t.inst.series(seriesKey{topic: topic, group: group})}
 	b.opts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(as...)}
-	b.rootOpts = b.opts
-	if !t.parent {
-		b.opts = append(slices.Clip(b.opts), trace.WithNewRoot())
-	}
+	b.newRoot = append(slices.Clip(b.opts), trace.WithNewRoot())
 	for _, o := range worker.Outcomes() {
 		b.outcomes[o] = t.inst.series(seriesKey{topic: topic, group: group, outcome: o.String()})
 	}

@@ -27,7 +27,9 @@ import (
 // are recorded, and with a no-op one, as an app that set none has), and
 // with every span sampled (into a processor that drops them), in the
 // same run. Each sub-benchmark consumes b.N fresh
-// 100-byte records from 6 partitions carrying a trace context, and
+// 100-byte records from 6 partitions carrying a trace context (of a
+// sampled span in the sampled mode, else of one not sampled: a run is
+// its child and follows it under a parent-based sampler), and
 // reports jobs/s, the process's CPU time per job (cpu-ns/job: user and
 // system, kfake's included; on a machine shared with other work it moves
 // less than the rate does) and their ratios to the run without
@@ -68,7 +70,7 @@ func benchMode(b *testing.B, round int, mode string, base, baseCPU *float64) {
 		}
 		c := kafkatest.New(b)
 		topic, group := c.Topic(b, 6), c.Group(b)
-		produce(b, c, topic)
+		produce(b, c, topic, mode == "sampled")
 		var done atomic.Int64
 		all := make(chan struct{})
 		nop := handler.Func(func(context.Context, *handler.Job) error {
@@ -119,12 +121,23 @@ func cpuTime(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// traceparent is a W3C traceparent header's value, of a span that was
+// sampled or not: a run, its child, follows it under a parent-based
+// sampler.
+func traceparent(sampled bool) []byte {
+	if sampled {
+		return []byte("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	}
+	return []byte("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00")
+}
+
 // produce writes b.N 100-byte records to topic, each with a W3C
-// traceparent, as a traced producer writes them.
-func produce(b *testing.B, c *kafkatest.Cluster, topic string) {
+// traceparent, as a traced producer writes them (of a sampled span or
+// not).
+func produce(b *testing.B, c *kafkatest.Cluster, topic string, sampled bool) {
 	b.Helper()
 	value := make([]byte, 100)
-	tp := []byte("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	tp := traceparent(sampled)
 	const chunk = 10000
 	for i := 0; i < b.N; i += chunk {
 		var recs []*kgo.Record

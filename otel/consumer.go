@@ -61,9 +61,10 @@ func runFrom(ctx context.Context) *run {
 }
 
 // Middleware returns the handler middleware that gives each job run a
-// CONSUMER span "process <topic>", linked to the context the job's
-// headers carry (its enqueue's span; a child of it instead with
-// [ParentFromJob]) and, for a replayed job, to the run that parked it. The
+// CONSUMER span "process <topic>", a child of the context the job's
+// headers carry (its enqueue's span), and linked to it (only linked, in a
+// trace of its own, with [LinkToJob]) and, for a replayed job, to the run
+// that parked it. The
 // handler's context carries the span (a span the handler starts is its
 // child) and, when it is sampled, a logger (handler.Logger) with the
 // trace_id and span_id attributes.
@@ -154,33 +155,44 @@ func handleUnobserved(ctx context.Context, next handler.Handler, job *handler.Jo
 	return next.Handle(ctx, job)
 }
 
-// startRun starts the span of a run of job: a root linked to the context
-// job's headers carry, or its child with ParentFromJob. A zero at is now.
-// The attributes a sampler may look at are given at the start; the
-// others, and the links, only to a span that records.
+// startRun starts the span of a run of job: a child of the context
+// job's headers carry, or with LinkToJob (or without such a context) the
+// root of a trace of its own; never a child of the span ctx holds (the
+// worker's own). A zero at is now. The attributes a sampler may look at
+// are given at the start; the others, and the links, only to a span that
+// records.
 func (t *Telemetry) startRun(ctx context.Context, job *handler.Job, b *runBase, at time.Time) (context.Context, trace.Span) {
 	opts := b.opts // shared: never appended to in place
-	if !t.parent && !trace.SpanContextFromContext(ctx).IsValid() {
-		opts = b.rootOpts // a root already: spare WithNewRoot's allocations
+	var created trace.SpanContext
+	if !t.link {
+		// The context the propagator extracts holds the creation's span
+		// context as the remote parent (and what else the propagator
+		// carries, such as baggage).
+		withCreated := t.prop.Extract(ctx, jobHeaders{hs: job.Headers})
+		if created = trace.SpanContextFromContext(withCreated); created.IsValid() && !created.Equal(trace.SpanContextFromContext(ctx)) {
+			ctx = withCreated
+		} else {
+			created = trace.SpanContext{}
+		}
+	}
+	if !created.IsValid() && trace.SpanContextFromContext(ctx).IsValid() {
+		opts = b.newRoot // without a span in ctx the span is a root already
 	}
 	if !at.IsZero() {
 		opts = append(slices.Clip(opts), trace.WithTimestamp(at))
-	}
-	var created trace.SpanContext
-	if t.parent {
-		if created = t.extract(job, ""); created.IsValid() {
-			ctx = trace.ContextWithRemoteSpanContext(ctx, created)
-		}
 	}
 	ctx, span := t.tracer.Start(ctx, b.name, opts...)
 	if !span.IsRecording() {
 		return ctx, span
 	}
 	span.SetAttributes(t.consumerAttrs(job)...)
-	if !t.parent {
-		if created = t.extract(job, ""); created.IsValid() {
-			span.AddLink(trace.Link{SpanContext: created, Attributes: []attribute.KeyValue{linkKind.String("created")}})
-		}
+	if t.link {
+		created = t.extract(job, "")
+	}
+	// Linked as a parent too: the conventions' process span links to
+	// each message's creation context.
+	if created.IsValid() {
+		span.AddLink(trace.Link{SpanContext: created, Attributes: []attribute.KeyValue{linkKind.String("created")}})
 	}
 	if parked := t.extract(job, ParkedRunPrefix); parked.IsValid() {
 		span.AddLink(trace.Link{SpanContext: parked, Attributes: []attribute.KeyValue{linkKind.String("parked_run")}})

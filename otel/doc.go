@@ -27,9 +27,9 @@
 // give each run of a job a CONSUMER span "process <topic>" with
 // messaging.system=kafka, the topic, the share group, the partition, the
 // offset, the job ID (messaging.message.id), the delivery count and (with
-// [RecordKeys]) the key. It links to the job's creation context (or is
-// its child, with [ParentFromJob]) and, for a job replayed from a
-// dead-letter topic, to the run that parked it. It ends when the worker
+// [RecordKeys]) the key. It is a child of the job's creation context and
+// links to it (see below) and, for a job replayed from a dead-letter
+// topic, links to the run that parked it. It ends when the worker
 // acknowledged the record, with:
 //
 //   - shareq.job.outcome: succeeded, retried, parked, discarded,
@@ -44,10 +44,42 @@
 // too. The handler's context carries the span, and a logger
 // (handler.Logger) with trace_id and span_id when the span is sampled.
 //
-// OTEL_SEMCONV_STABILITY_OPT_IN selects the attributes' names as the
-// conventions say: by default those of semconv v1.24 (what other Kafka
-// instrumentations emit), "messaging" for the current ones, and
-// "messaging/dup" for both ([SemanticConventions] sets it in code).
+// # One trace or one per run
+//
+// By default a job's runs are in the trace of the request that enqueued
+// it: each run's span is a child of the job's creation context (the
+// "send" span of [Telemetry.Producer], or the "create" span of
+// [Telemetry.Inject]) and also links to it. Whoever looks at a request in
+// a trace viewer then sees the jobs it enqueued run under it, each
+// delivery a run of its own, retries included; and under a parent-based
+// sampler (the SDK's default) a job's runs are sampled when its request
+// was. The messaging conventions allow it for a span that processes a
+// single message, which a run is; they default to a link alone because
+// a consumer that processes batches cannot have one parent per message.
+//
+// [LinkToJob] makes each run the root of a trace of its own, linked to
+// the creation context, as the conventions' default and River's otelriver
+// do. Choose it when a request enqueues many jobs (one trace would hold
+// all their runs), when jobs run long after their request (a scheduled
+// job, a replay from a dead-letter topic: the trace grows for hours, and
+// a tail-based sampler has decided on it long before), or to sample runs
+// on their own. A job that carries no trace context (written by a
+// producer that is not traced) runs in a trace of its own either way;
+// the span that the context the worker runs in holds is never a run's
+// parent.
+//
+// # Semantic conventions
+//
+// The spans follow the current messaging conventions by default: span
+// names "<operation> <topic>" ("create", "send", "process") and
+// attributes messaging.operation.name and .type,
+// messaging.consumer.group.name, messaging.destination.partition.id,
+// messaging.kafka.offset. OTEL_SEMCONV_STABILITY_OPT_IN=messaging/dup
+// adds the attributes of semconv v1.24 beside them (messaging.operation,
+// messaging.kafka.consumer.group, ...), the span names staying the
+// current ones; [SemanticConventions]([SemconvOld]) gives semconv v1.24
+// alone, span names "<topic> <operation>" with send called publish
+// ("<topic> publish"), as other Kafka instrumentations emit by default.
 //
 // # Metrics
 //

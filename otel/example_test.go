@@ -46,6 +46,6 @@ func Example() {
 	}
 	// Output:
 	// traceparent true
-	// emails create producer true
+	// create emails producer true
 	// POST /signup internal false
 }

@@ -26,41 +26,35 @@ type Semconv int8
 
 const (
 	// SemconvFromEnv reads OTEL_SEMCONV_STABILITY_OPT_IN when [New] runs:
-	// "messaging/dup" is [SemconvDup], "messaging" is [SemconvNew], and
-	// anything else (unset included) is [SemconvOld]. The default.
+	// "messaging/dup" is [SemconvDup]; anything else ("messaging", or
+	// unset) is [SemconvNew]. The default. The variable has no value for
+	// the old conventions: ask for them with [SemanticConventions].
 	SemconvFromEnv Semconv = iota
 	// SemconvOld emits the conventions of semconv v1.24, the ones other
-	// Kafka instrumentations emit by default: span names
+	// Kafka instrumentations emit by default, for dashboards and queries
+	// built on them: span names "<topic> publish", "<topic> create" and
 	// "<topic> process", messaging.operation, messaging.kafka.consumer.group,
 	// messaging.kafka.destination.partition, messaging.kafka.message.offset.
 	SemconvOld
 	// SemconvNew emits the current conventions only: span names
-	// "process <topic>", messaging.operation.name and .type,
-	// messaging.consumer.group.name, messaging.destination.partition.id,
-	// messaging.kafka.offset.
+	// "send <topic>", "create <topic>" and "process <topic>",
+	// messaging.operation.name and .type, messaging.consumer.group.name,
+	// messaging.destination.partition.id, messaging.kafka.offset.
 	SemconvNew
-	// SemconvDup emits both sets of attributes, with the new span names.
+	// SemconvDup emits both sets of attributes, with the current span
+	// names.
 	SemconvDup
 )
 
+// semconvFromEnv reads OTEL_SEMCONV_STABILITY_OPT_IN, a comma-separated
+// list: messaging/dup asks for both sets of attributes.
 func semconvFromEnv() Semconv {
-	v := os.Getenv("OTEL_SEMCONV_STABILITY_OPT_IN")
-	dup, stable := false, false
-	for _, s := range strings.Split(v, ",") {
-		switch strings.TrimSpace(s) {
-		case "messaging/dup":
-			dup = true
-		case "messaging":
-			stable = true
+	for _, s := range strings.Split(os.Getenv("OTEL_SEMCONV_STABILITY_OPT_IN"), ",") {
+		if strings.TrimSpace(s) == "messaging/dup" {
+			return SemconvDup
 		}
 	}
-	switch {
-	case dup: // the conventions: messaging/dup wins over messaging
-		return SemconvDup
-	case stable:
-		return SemconvNew
-	}
-	return SemconvOld
+	return SemconvNew
 }
 
 // Option configures [New].
@@ -72,7 +66,7 @@ type config struct {
 	prop    propagation.TextMapPropagator
 	semconv Semconv
 	keys    bool
-	parent  bool
+	link    bool
 	logIDs  bool
 	errs    []error
 }
@@ -130,11 +124,13 @@ func SemanticConventions(s Semconv) Option {
 // unless you decide it may.
 func RecordKeys() Option { return func(c *config) { c.keys = true } }
 
-// ParentFromJob makes a job run's span a child of the enqueue's span
-// instead of the root of a trace of its own linked to it (the default, as
-// the messaging conventions recommend: a job may run long after its
-// request's trace ended, and several times).
-func ParentFromJob() Option { return func(c *config) { c.parent = true } }
+// LinkToJob makes each run of a job the root of a trace of its own,
+// linked to the span that created the job, instead of its child (the
+// default: see the package documentation, "One trace or one per run").
+// It suits jobs that run long after the request that enqueued them, a
+// request that enqueues many jobs, and runs a sampler should decide on
+// by themselves; it is the messaging conventions' default.
+func LinkToJob() Option { return func(c *config) { c.link = true } }
 
 // NoLogIDs keeps the job's logger as the worker made it. Default: the
 // middleware gives the handler's context a logger (handler.Logger) with
@@ -151,7 +147,7 @@ type Telemetry struct {
 	prop    propagation.TextMapPropagator
 	semconv Semconv
 	keys    bool
-	parent  bool
+	link    bool
 	logIDs  bool
 
 	runs runMap
@@ -197,7 +193,7 @@ func New(opts ...Option) (*Telemetry, error) {
 		prop:    c.prop,
 		semconv: c.semconv,
 		keys:    c.keys,
-		parent:  c.parent,
+		link:    c.link,
 		logIDs:  c.logIDs,
 	}
 	t.base.Store(new(map[[2]string]*runBase))

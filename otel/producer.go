@@ -85,7 +85,8 @@ var (
 //
 // The row keeps the headers, the relay produces them (wrap its producer
 // with [Telemetry.Producer] for a "send" span per produce, linked to this
-// one), and the job's run links to this span. The span ends at once: it
+// one), and the job's runs are children of this span (see [LinkToJob]).
+// The span ends at once: it
 // marks when and from where the job was created, not how long the
 // transaction took (a rolled-back transaction leaves it with no job).
 func (t *Telemetry) Inject(ctx context.Context, topic string) enqueue.Option {
@@ -104,8 +105,8 @@ func (t *Telemetry) Inject(ctx context.Context, topic string) enqueue.Option {
 // refused it (error status).
 //
 // A record that carries no trace context yet (a job of enqueue.Client)
-// gets the send span's, through the propagator: the job's run links to
-// it. A record that carries one keeps it (the job was created earlier, by
+// gets the send span's, through the propagator: the job's runs are its
+// children (see [LinkToJob]). A record that carries one keeps it (the job was created earlier, by
 // [Telemetry.Inject] at EnqueueTx, or it is a job re-produced), and the
 // send span links to it. When the dlq middleware parks a job inside a run
 // traced by [Telemetry.Middleware], the dead-letter record also gets the

@@ -3,6 +3,7 @@ package shareqotel_test
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -168,18 +169,27 @@ func TestPanicAndTimeout(t *testing.T) {
 	}
 }
 
-// With ParentFromJob the run is a child of the enqueue, in its trace;
-// with RecordKeys the key is on the span.
-func TestParentFromJobAndRecordKeys(t *testing.T) {
-	t.Parallel()
-	b := oteltest.Setup(t, shareqotel.ParentFromJob(), shareqotel.RecordKeys())
+// By default (no option, OTEL_SEMCONV_STABILITY_OPT_IN unset) a job's
+// run is in the trace of the request that enqueued it: a child of the
+// job's send span, linked to it too, with the span names the package
+// documents and the current conventions' attributes only; a span the
+// handler starts is the run's child.
+func TestDefaultIsOneTraceFromEnqueueToRun(t *testing.T) {
+	t.Setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "")
+	if err := os.Unsetenv("OTEL_SEMCONV_STABILITY_OPT_IN"); err != nil {
+		t.Fatal(err)
+	}
+	b := oteltest.SetupDefaults(t)
 	c := kafkatest.New(t)
 	topic, group := c.Topic(t, 1), c.Group(t)
 	q, err := enqueue.New(b.Tel.Producer(c.Client(t, enqueue.ProducerOpts()...)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.Enqueue(t.Context(), topic, 1, enqueue.Key([]byte("user-7"))); err != nil {
+	ctx, request := b.TP.Tracer("test").Start(t.Context(), "POST /thumbnails", trace.WithSpanKind(trace.SpanKindServer))
+	_, err = q.Enqueue(ctx, topic, 1, enqueue.Key([]byte("user-7")))
+	request.End()
+	if err != nil {
 		t.Fatal(err)
 	}
 	var inner trace.SpanContext
@@ -191,12 +201,54 @@ func TestParentFromJobAndRecordKeys(t *testing.T) {
 	})
 	oteltest.StartWorker(t, c, worker.Group(group), worker.Handle(topic, h), worker.Use(b.Tel.Middleware()), worker.WithObserver(b.Tel))
 	spans := b.WaitSpans(t, "the run", func(s []sdktrace.ReadOnlySpan) bool { return oteltest.Count(s, "process "+topic) == 1 })
-	send, run := oteltest.Named(spans, "send "+topic)[0], oteltest.Named(spans, "process "+topic)[0]
-	if run.Parent().SpanID() != send.SpanContext().SpanID() || run.SpanContext().TraceID() != send.SpanContext().TraceID() || len(run.Links()) != 0 {
-		t.Errorf("run: parent %v, links %v; want a child of the send span %v", run.Parent(), run.Links(), send.SpanContext())
+	sends := oteltest.Named(spans, "send "+topic)
+	if len(sends) != 1 {
+		t.Fatalf("spans %s; want one %q and one %q", oteltest.Describe(spans), "send "+topic, "process "+topic)
+	}
+	send, run := sends[0], oteltest.Named(spans, "process "+topic)[0]
+	if send.Parent().SpanID() != request.SpanContext().SpanID() || send.SpanKind() != trace.SpanKindProducer {
+		t.Errorf("send: parent %v, kind %v; want a PRODUCER child of the request", send.Parent(), send.SpanKind())
+	}
+	if run.Parent().SpanID() != send.SpanContext().SpanID() || run.SpanContext().TraceID() != request.SpanContext().TraceID() || run.SpanKind() != trace.SpanKindConsumer {
+		t.Errorf("run: parent %v, trace %v, kind %v; want a CONSUMER child of the send span %v, in the request's trace", run.Parent(), run.SpanContext().TraceID(), run.SpanKind(), send.SpanContext())
+	}
+	if l, ok := oteltest.LinkTo(run, send.SpanContext()); !ok || oteltest.LinkKind(l) != "created" || len(run.Links()) != 1 {
+		t.Errorf("run links %v; want one, to the send span", run.Links())
 	}
 	if resize := oteltest.Named(spans, "resize"); len(resize) != 1 || resize[0].Parent().SpanID() != run.SpanContext().SpanID() || inner.SpanID() != resize[0].SpanContext().SpanID() {
 		t.Errorf("the handler's span is not a child of the run")
+	}
+	for key, v := range map[string]any{"messaging.operation.name": "process", "messaging.consumer.group.name": group, "messaging.kafka.offset": int64(0),
+		"messaging.operation": nil, "messaging.kafka.consumer.group": nil, "messaging.kafka.message.offset": nil, "messaging.kafka.message.key": nil} {
+		if got := oteltest.Attr(run, key).AsInterface(); got != v {
+			t.Errorf("run: %s = %v, want %v", key, got, v)
+		}
+	}
+}
+
+// With LinkToJob the run is the root of a trace of its own, linked to the
+// job's send span; with RecordKeys the key is on the span.
+func TestLinkToJobAndRecordKeys(t *testing.T) {
+	t.Parallel()
+	b := oteltest.Setup(t, shareqotel.LinkToJob(), shareqotel.RecordKeys())
+	c := kafkatest.New(t)
+	topic, group := c.Topic(t, 1), c.Group(t)
+	q, err := enqueue.New(b.Tel.Producer(c.Client(t, enqueue.ProducerOpts()...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Enqueue(t.Context(), topic, 1, enqueue.Key([]byte("user-7"))); err != nil {
+		t.Fatal(err)
+	}
+	oteltest.StartWorker(t, c, worker.Group(group), worker.Handle(topic, handler.Func(func(context.Context, *handler.Job) error { return nil })),
+		worker.Use(b.Tel.Middleware()), worker.WithObserver(b.Tel))
+	spans := b.WaitSpans(t, "the run", func(s []sdktrace.ReadOnlySpan) bool { return oteltest.Count(s, "process "+topic) == 1 })
+	send, run := oteltest.Named(spans, "send "+topic)[0], oteltest.Named(spans, "process "+topic)[0]
+	if run.Parent().IsValid() || run.SpanContext().TraceID() == send.SpanContext().TraceID() {
+		t.Errorf("run: parent %v, trace %v; want the root of a trace of its own", run.Parent(), run.SpanContext().TraceID())
+	}
+	if l, ok := oteltest.LinkTo(run, send.SpanContext()); !ok || oteltest.LinkKind(l) != "created" || len(run.Links()) != 1 {
+		t.Errorf("run links %v; want one, to the send span", run.Links())
 	}
 	if oteltest.Attr(run, "messaging.kafka.message.key").AsString() != "user-7" {
 		t.Errorf("run attributes %v; want the key", run.Attributes())
@@ -302,32 +354,45 @@ func TestPauseRerunKeepsTheSpan(t *testing.T) {
 	}
 }
 
-// A run's span is the root of a trace of its own (linked to the job's
-// creation) whether or not the context the worker runs in holds a span:
-// the middleware spares the SDK's WithNewRoot only where there is none.
-func TestRunIsARootInsideASpan(t *testing.T) {
+// A run is never a child of the span the worker's context holds: it is
+// the child of the job's creation context by default, and the root of a
+// trace of its own with LinkToJob or for a job that carries no trace
+// context (the middleware spares the SDK's WithNewRoot only where the
+// context holds no span).
+func TestRunNeverJoinsTheWorkersTrace(t *testing.T) {
 	t.Parallel()
-	b := oteltest.Setup(t)
-	_, request := b.TP.Tracer("test").Start(context.Background(), "request")
-	request.End()
-	var job handler.Job
-	job.Topic, job.Group, job.DeliveryCount = "mail", "g", 1
-	job.Headers = []handler.Header{{Key: "traceparent", Value: []byte("00-" + request.SpanContext().TraceID().String() + "-" + request.SpanContext().SpanID().String() + "-01")}}
-	h := handler.Chain(handler.Func(func(ctx context.Context, _ *handler.Job) error { return nil }), b.Tel.Middleware())
-	outer, outerSpan := b.TP.Tracer("test").Start(context.Background(), "worker")
-	for name, ctx := range map[string]context.Context{"no span": t.Context(), "the worker's span": outer} {
-		j := job
-		if err := h.Handle(ctx, &j); err != nil {
-			t.Fatal(err)
+	for _, mode := range []string{"default", "LinkToJob"} {
+		var opts []shareqotel.Option
+		if mode == "LinkToJob" {
+			opts = append(opts, shareqotel.LinkToJob())
 		}
-		spans := oteltest.Named(b.Spans.Ended(), "process mail")
-		run := spans[len(spans)-1]
-		if run.Parent().IsValid() || run.SpanContext().TraceID() == outerSpan.SpanContext().TraceID() {
-			t.Errorf("%s: run's parent %v, trace %v; want a root of a trace of its own", name, run.Parent(), run.SpanContext().TraceID())
+		b := oteltest.Setup(t, opts...)
+		_, request := b.TP.Tracer("test").Start(context.Background(), "request")
+		request.End()
+		traced := []handler.Header{{Key: "traceparent", Value: []byte("00-" + request.SpanContext().TraceID().String() + "-" + request.SpanContext().SpanID().String() + "-01")}}
+		h := handler.Chain(handler.Func(func(ctx context.Context, _ *handler.Job) error { return nil }), b.Tel.Middleware())
+		outer, outerSpan := b.TP.Tracer("test").Start(context.Background(), "worker")
+		for where, ctx := range map[string]context.Context{"no span": t.Context(), "the worker's span": outer} {
+			for what, headers := range map[string][]handler.Header{"traced job": traced, "untraced job": nil} {
+				job := handler.Job{Topic: "mail", Group: "g", DeliveryCount: 1, Headers: headers}
+				if err := h.Handle(ctx, &job); err != nil {
+					t.Fatal(err)
+				}
+				spans := oteltest.Named(b.Spans.Ended(), "process mail")
+				run := spans[len(spans)-1]
+				name := mode + ", " + what + ", " + where
+				childOfRequest := mode == "default" && what == "traced job"
+				if childOfRequest && (run.Parent().SpanID() != request.SpanContext().SpanID() || run.SpanContext().TraceID() != request.SpanContext().TraceID()) {
+					t.Errorf("%s: run's parent %v; want the creation %v", name, run.Parent(), request.SpanContext())
+				}
+				if !childOfRequest && (run.Parent().IsValid() || run.SpanContext().TraceID() == outerSpan.SpanContext().TraceID() || run.SpanContext().TraceID() == request.SpanContext().TraceID()) {
+					t.Errorf("%s: run's parent %v, trace %v; want the root of a trace of its own", name, run.Parent(), run.SpanContext().TraceID())
+				}
+				if _, ok := oteltest.LinkTo(run, request.SpanContext()); ok != (what == "traced job") || len(run.Links()) > 1 {
+					t.Errorf("%s: run's links %v; want one to the creation %v for a traced job, else none", name, run.Links(), request.SpanContext())
+				}
+			}
 		}
-		if _, ok := oteltest.LinkTo(run, request.SpanContext()); !ok {
-			t.Errorf("%s: run's links %v; want one to the creation %v", name, run.Links(), request.SpanContext())
-		}
+		outerSpan.End()
 	}
-	outerSpan.End()
 }

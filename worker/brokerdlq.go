@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -46,10 +47,16 @@ func BrokerDLQTopic(group string) string { return BrokerDLQPrefixDefault + group
 //
 // Without this option the worker uses [BrokerDLQTopic](group) when the
 // brokers support it and that topic is ready, or the dead-letter topic
-// already configured on the group; when neither is usable it logs, at
-// Warn level, the command that creates the topic, and starts without.
-// With it, a topic that cannot be used, or brokers older than 4.4, fail
-// Run with [ErrBrokerDLQ]. BrokerDLQ("") leaves the group's dead-letter
+// already configured on the group, and starts without one otherwise,
+// saying so once at start: at Info level, with the command that creates
+// it, when [BrokerDLQTopic](group) is not there (the broker's dead-letter
+// topic is optional); at Warn level, with what to fix, when a topic was
+// asked for and cannot take records: the group's configured one, or a
+// [BrokerDLQTopic](group) that exists but lacks its config (or whose
+// group configs the worker may not set). Brokers older than 4.4 have
+// none, and the worker says nothing. With this option, a topic that
+// cannot be used, or brokers older than 4.4, fail Run with
+// [ErrBrokerDLQ]. BrokerDLQ("") leaves the group's dead-letter
 // configuration as it is and says nothing.
 func BrokerDLQ(topic string) Option {
 	return optionFunc(func(c *config) { c.brokerDLQ, c.brokerDLQSet = topic, true })
@@ -98,13 +105,7 @@ func (w *Worker) setupBrokerDLQ(ctx context.Context, admin *kgo.Client, current 
 		if explicit {
 			return fmt.Errorf("%w: BrokerDLQ(%q): %w", ErrBrokerDLQ, want, err)
 		}
-		if configured != "" {
-			log.Warn("the group's dead-letter topic cannot take records: the broker archives failed records without writing them there",
-				"topic", want, "error", err.Error())
-		} else {
-			log.Warn("no dead-letter topic on the broker: a job whose last delivery dies with its worker is archived unrecorded",
-				"topic", want, "fix", err.Error())
-		}
+		logNoBrokerDLQ(log, want, configured != "", err)
 		return nil
 	}
 	set := map[string]string{}
@@ -126,8 +127,7 @@ func (w *Worker) setupBrokerDLQ(ctx context.Context, admin *kgo.Client, current 
 			if explicit {
 				return fmt.Errorf("%w: BrokerDLQ(%q): %w", ErrBrokerDLQ, want, err)
 			}
-			log.Warn("no dead-letter topic on the broker: a job whose last delivery dies with its worker is archived unrecorded",
-				"topic", want, "fix", err.Error())
+			logNoBrokerDLQ(log, want, configured != "", err)
 			return nil
 		}
 	}
@@ -136,8 +136,38 @@ func (w *Worker) setupBrokerDLQ(ctx context.Context, admin *kgo.Client, current 
 	return nil
 }
 
+// logNoBrokerDLQ says, once at start, that the broker will not write the
+// group's archived records to topic, and how to fix it (err): at Warn
+// level when the topic was asked for (configured on the group, or
+// created: err is not a topicUnseen), else at Info level, since the
+// broker's dead-letter topic is optional and the dlq middleware parks
+// failed jobs without it.
+func logNoBrokerDLQ(log *slog.Logger, topic string, configured bool, err error) {
+	var unseen *topicUnseen
+	switch {
+	case configured:
+		log.Warn("the group's dead-letter topic cannot take records: the broker archives failed records without writing them there",
+			"topic", topic, "error", err.Error())
+	case errors.As(err, &unseen):
+		log.Info("no dead-letter topic on the broker: a job whose last delivery dies with its worker is archived unrecorded",
+			"topic", topic, "fix", err.Error())
+	default:
+		log.Warn("the dead-letter topic on the broker cannot take records: a job whose last delivery dies with its worker is archived unrecorded",
+			"topic", topic, "fix", err.Error())
+	}
+}
+
+// topicUnseen is checkBrokerDLQTopic's error for a topic that is not
+// there as far as the worker can tell: it does not exist, the brokers
+// refuse its name, or the worker may not describe it.
+type topicUnseen struct{ err error }
+
+func (e *topicUnseen) Error() string { return e.err.Error() }
+func (e *topicUnseen) Unwrap() error { return e.err }
+
 // checkBrokerDLQTopic returns nil when the broker will write the group's
-// archived records to topic, else an error that says how to fix it.
+// archived records to topic, else an error that says how to fix it: a
+// *topicUnseen when the topic is not there as far as the worker can tell.
 func (w *Worker) checkBrokerDLQTopic(ctx context.Context, admin *kgo.Client, topic string) error {
 	prefix := BrokerDLQPrefixDefault
 	if m, err := groupcfg.Broker(ctx, admin, groupcfg.BrokerDLQTopicPrefix); err == nil {
@@ -146,27 +176,27 @@ func (w *Worker) checkBrokerDLQTopic(ctx context.Context, admin *kgo.Client, top
 		}
 	}
 	if !strings.HasPrefix(topic, prefix) {
-		return fmt.Errorf("the brokers take dead-letter topics only with names starting with %q (broker config %s); name it %s%s",
-			prefix, groupcfg.BrokerDLQTopicPrefix, prefix, strings.TrimPrefix(topic, BrokerDLQPrefixDefault))
+		return &topicUnseen{fmt.Errorf("the brokers take dead-letter topics only with names starting with %q (broker config %s); name it %s%s",
+			prefix, groupcfg.BrokerDLQTopicPrefix, prefix, strings.TrimPrefix(topic, BrokerDLQPrefixDefault))}
 	}
 	adm := kadm.NewClient(admin)
 	listed, err := adm.ListTopics(ctx, topic)
 	if acl.Denied(err) {
-		return w.notAuthorized(admin, acl.Right{Op: "Describe", Resource: acl.Topic, Name: topic}, err)
+		return &topicUnseen{w.notAuthorized(admin, acl.Right{Op: "Describe", Resource: acl.Topic, Name: topic}, err)}
 	}
 	if err != nil {
 		return fmt.Errorf("cannot list topic %s: %v", topic, err)
 	}
 	if d, ok := listed[topic]; ok && acl.Denied(d.Err) {
-		return w.notAuthorized(admin, acl.Right{Op: "Describe", Resource: acl.Topic, Name: topic}, d.Err)
+		return &topicUnseen{w.notAuthorized(admin, acl.Right{Op: "Describe", Resource: acl.Topic, Name: topic}, d.Err)}
 	}
 	if d, ok := listed[topic]; !ok || d.Err != nil {
 		shareq := ""
 		if topic == BrokerDLQTopic(w.cfg.group) {
 			shareq = fmt.Sprintf(" (or shareq topics create -group-dlq %s -brokers %s)", w.cfg.group, w.bootstrapHint())
 		}
-		return fmt.Errorf("topic %s does not exist; create it with kafka-topics.sh --bootstrap-server %s --create --topic %s --config %s=true%s",
-			topic, w.bootstrapHint(), topic, groupcfg.TopicDLQGroupEnable, shareq)
+		return &topicUnseen{fmt.Errorf("topic %s does not exist; create it with kafka-topics.sh --bootstrap-server %s --create --topic %s --config %s=true%s",
+			topic, w.bootstrapHint(), topic, groupcfg.TopicDLQGroupEnable, shareq)}
 	}
 	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
 	if err == nil {

@@ -47,7 +47,8 @@ func checkWorker(t *testing.T, b *bundle, opts ...worker.Option) (*worker.Worker
 
 // By default the worker takes up dlq.<group> when the brokers have
 // share-group dead-letter topics and the topic is ready, says how to
-// create it when it is not, and says nothing on older brokers.
+// create it when it is not there (at Info level: it is optional), and
+// says nothing on older brokers.
 func TestBrokerDLQDefault(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 1)
@@ -65,11 +66,8 @@ func TestBrokerDLQDefault(t *testing.T) {
 		}
 		return
 	}
-	for _, want := range []string{"level=WARN", "kafka-topics.sh", "--create --topic " + topic, groupcfg.TopicDLQGroupEnable + "=true", "shareq topics create -group-dlq " + b.group} {
-		if !strings.Contains(logs, want) {
-			t.Fatalf("log lacks %q:\n%s", want, logs)
-		}
-	}
+	requireOneDLQLine(t, logs, "INFO", "no dead-letter topic on the broker", "kafka-topics.sh", "--create --topic "+topic,
+		groupcfg.TopicDLQGroupEnable+"=true", "shareq topics create -group-dlq "+b.group)
 
 	createDLQTopic(t, b.c, topic, true)
 	w, err, logs = checkWorker(t, b)
@@ -96,6 +94,56 @@ func TestBrokerDLQDefault(t *testing.T) {
 	}
 
 	catchesArchivedJobs(t, b, topic)
+}
+
+// requireOneDLQLine fails unless logs hold exactly one line about the
+// dead-letter topic, at level, holding each of wants.
+func requireOneDLQLine(t *testing.T, logs, level string, wants ...string) {
+	t.Helper()
+	var lines []string
+	for l := range strings.Lines(logs) {
+		if strings.Contains(l, "dead-letter") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 1 || !strings.Contains(lines[0], "level="+level+" ") {
+		t.Fatalf("want one %s line about the dead-letter topic, got:\n%s", level, logs)
+	}
+	for _, want := range wants {
+		if !strings.Contains(lines[0], want) {
+			t.Fatalf("the dead-letter line lacks %q:\n%s", want, lines[0])
+		}
+	}
+}
+
+// Without BrokerDLQ, a dead-letter topic that was asked for and cannot
+// take records is a warning: dlq.<group> created without its topic
+// config, or the group's configured topic missing.
+func TestBrokerDLQDefaultWarnsWhenAskedFor(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	createDLQTopic(t, b.c, worker.BrokerDLQTopic(b.group), false)
+	w, err, logs := checkWorker(t, b)
+	if err != nil || w.BrokerDLQTopic() != "" {
+		t.Fatalf("dlq.<group> without %s: %v, topic %q", groupcfg.TopicDLQGroupEnable, err, w.BrokerDLQTopic())
+	}
+	if !b.c.BrokerDLQ { // older brokers, kfake: no such thing, nothing to say
+		if strings.Contains(logs, "dead-letter") {
+			t.Fatalf("%s %s has no broker DLQ, yet the worker logged about it:\n%s", b.c.Kind, b.c.Version, logs)
+		}
+		return
+	}
+	requireOneDLQLine(t, logs, "WARN", "cannot take records", "kafka-configs.sh", "--entity-name "+worker.BrokerDLQTopic(b.group),
+		"--add-config "+groupcfg.TopicDLQGroupEnable+"=true")
+
+	b2 := &bundle{c: b.c, topic: b.topic, group: b.c.Group(t)}
+	missing := "dlq." + kafkatest.Name(t, "gone")
+	b.c.SetGroupConfig(t, b2.group, map[string]string{groupcfg.DLQTopicName: missing})
+	w, err, logs = checkWorker(t, b2)
+	if err != nil || w.BrokerDLQTopic() != "" {
+		t.Fatalf("group configured with the missing %s: %v, topic %q", missing, err, w.BrokerDLQTopic())
+	}
+	requireOneDLQLine(t, logs, "WARN", "the group's dead-letter topic cannot take records", "topic="+missing, "does not exist")
 }
 
 // BrokerDLQ(topic) requires the topic to be usable and says exactly what

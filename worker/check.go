@@ -143,7 +143,9 @@ func (w *Worker) check(ctx context.Context, admin *kgo.Client) error {
 	}
 	// 8. The group's dead-letter topic on the broker (Kafka 4.4+): a
 	// topic that cannot be used fails only with BrokerDLQ
-	// (ErrBrokerDLQ); else it is logged at Warn level.
+	// (ErrBrokerDLQ); else it is logged, at Info level when the default
+	// topic is not there, at Warn level when a topic asked for cannot
+	// take records.
 	if err := w.setupBrokerDLQ(ctx, admin, gc.current, gc.described); err != nil {
 		return err
 	}

@@ -119,12 +119,23 @@
 //		fx.Invoke(func(mux *http.ServeMux, h *workerfx.Health) { mux.Handle("/healthz", h) }),
 //	)
 //
-// OnStop cancels the worker's context and waits for Run to return: the
-// worker stops polling, lets running handlers finish for up to its
-// worker.ShutdownTimeout, acknowledges them and closes its clients. fx
-// bounds the wait by its stop timeout (fx.StopTimeout, 15 s by default);
-// keep the shutdown timeout below it (the module's default,
-// [ShutdownTimeoutDefault], is 10 s).
+// The app's workers stop together. fx runs the OnStop hooks one after
+// another, in reverse order; the first worker's hook cancels the context
+// of every worker of the app ([Module]'s and [Named]'s), so that each
+// stops polling, lets its running handlers finish for up to its
+// worker.ShutdownTimeout, acknowledges them, leaves its group and closes
+// its clients, all at the same time; each worker's hook then waits for
+// its own Run to return. fx bounds the whole stop, every hook of the app
+// together, by its stop timeout (fx.StopTimeout, 15 s by default). Keep
+// it above the longest worker.ShutdownTimeout of the app's workers (one,
+// however many workers there are) plus the acknowledgements and the
+// leave (a fraction of a second on brokers that answer, up to 3 s each
+// when they do not) and the time the app's other OnStop hooks take. The
+// module's default ShutdownTimeout, [ShutdownTimeoutDefault], is 10 s,
+// which leaves 5 s of fx's default. A worker still stopping when the stop
+// timeout passes makes app.Stop return an error naming it (raise
+// fx.StopTimeout or lower worker.ShutdownTimeout); it still stops by
+// itself, its handlers cancelled at its ShutdownTimeout.
 //
 // # The outbox relay
 //

@@ -10,10 +10,11 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/shareq/shareq/worker"
+	"github.com/shareq/shareq/workerfx/internal/fxrun"
 )
 
 // healthGroup is the value group of the app's workers, as [Health] reads
-// them.
+// them and as they stop together.
 const healthGroup = "shareq.health"
 
 // The states of a worker in a [HealthReport].
@@ -29,11 +30,13 @@ const (
 )
 
 // runState is one of the app's workers as the module runs it: started
-// is set when Worker.Run is called, by the module's goroutine.
+// is set when Worker.Run is called, by the module's goroutine; stop
+// cancels Run, from the OnStop hook of any of the app's workers.
 type runState struct {
 	name    string
 	w       *worker.Worker
 	started atomic.Bool
+	stop    fxrun.Handle
 }
 
 // HealthModule provides a *[Health]: an http.Handler reporting the state

@@ -27,7 +27,9 @@ const RoutesGroup = "shareq.handlers"
 // options set worker.ShutdownTimeout. It is shorter than the worker
 // package's own default so that a graceful stop fits in fx's default stop
 // timeout (15 s): running handlers get 10 s, then the acknowledgements are
-// flushed and the clients closed.
+// flushed and the clients closed. The app's workers stop at the same
+// time, so the app's stop takes one shutdown timeout, not one per worker
+// (see the package documentation, "Lifecycle and health").
 const ShutdownTimeoutDefault = 10 * time.Second
 
 // Module runs a shareq worker for the life of an fx application. It takes
@@ -46,8 +48,8 @@ const ShutdownTimeoutDefault = 10 * time.Second
 // slog.Default()). On start it runs the worker's start-up checks (a
 // failure fails app.Start) and then the worker, in a goroutine; if the
 // worker stops by itself, the error is logged and the app is shut down
-// with exit code 1. On stop it stops the worker gracefully and waits for
-// it, up to fx's stop timeout.
+// with exit code 1. On stop it stops the worker gracefully, together with
+// the app's other workers, and waits for it, up to fx's stop timeout.
 //
 // For more than one worker in an app, use [Named] for the others.
 var Module = workerModule("")
@@ -223,7 +225,7 @@ func workerModule(name string, opts ...worker.Option) fx.Option {
 		s := &runState{name: name, w: w}
 		return s, s // one for the health group, one for run
 	}
-	run := func(lc fx.Lifecycle, sd fx.Shutdowner, s *runState, log *slog.Logger) {
+	run := func(lc fx.Lifecycle, sd fx.Shutdowner, s *runState, all []*runState, log *slog.Logger) {
 		w := s.w
 		group := w.Group()
 		logArgs := []any{"group", group}
@@ -240,6 +242,10 @@ func workerModule(name string, opts ...worker.Option) fx.Option {
 				return w.Run(ctx)
 			},
 			TooSlow: fmt.Sprintf("%s of group %q did not stop within the app's stop timeout (raise fx.StopTimeout or lower worker.ShutdownTimeout)", label, group),
+			Handle:  &s.stop,
+			// Every worker of the app: the first OnStop stops them all,
+			// so that their ShutdownTimeouts run at the same time.
+			StopWith: stopHandles(all),
 		})
 	}
 	module := "shareq"
@@ -255,6 +261,15 @@ func workerModule(name string, opts ...worker.Option) fx.Option {
 				fx.ResultTags(tag)),
 			fx.Annotate(newState, fx.ParamTags(tag), fx.ResultTags(`group:"`+healthGroup+`"`, tag)),
 		),
-		fx.Invoke(fx.Annotate(run, fx.ParamTags("", "", tag, `optional:"true"`))),
+		fx.Invoke(fx.Annotate(run, fx.ParamTags("", "", tag, `group:"`+healthGroup+`"`, `optional:"true"`))),
 	)
+}
+
+// stopHandles are the handles that stop the workers of states.
+func stopHandles(states []*runState) []*fxrun.Handle {
+	hs := make([]*fxrun.Handle, len(states))
+	for i, s := range states {
+		hs[i] = &s.stop
+	}
+	return hs
 }

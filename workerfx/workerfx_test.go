@@ -3,6 +3,7 @@ package workerfx_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -504,5 +505,55 @@ func TestNamedWorkerMissingTopicFailsStart(t *testing.T) {
 	}
 	if !errors.Is(err, worker.ErrTopicMissing) || !strings.Contains(err.Error(), `worker "mailer"`) {
 		t.Fatalf("start error %v does not name the worker and the missing topic", err)
+	}
+}
+
+// The app's workers stop together, each within its own ShutdownTimeout
+// but all at once: an app of named workers whose running jobs outlast
+// their ShutdownTimeout stops within fx's stop timeout when it allows
+// one worker's stop, not one per worker.
+func TestNamedWorkersStopTogether(t *testing.T) {
+	t.Parallel()
+	const workers, shutdown = 3, 1500 * time.Millisecond
+	c := kafkatest.New(t)
+	reg := prometheus.NewRegistry()
+	started := make(chan string, workers)
+	topics := map[string]string{}
+	opts := []fx.Option{fx.Supply(quietLogger()), registerer(reg),
+		// Longer than one worker's stop, shorter than the workers' one
+		// after another.
+		fx.StopTimeout(workers*shutdown - shutdown/2)}
+	for i := range workers {
+		name, topic := fmt.Sprintf("w%d", i), c.Topic(t, 1)
+		topics[name] = topic
+		c.Produce(t, &kgo.Record{Topic: topic, Value: []byte(name)})
+		opts = append(opts,
+			workerfx.Named(name, worker.Group(c.Group(t)), worker.Brokers(c.Seeds...), worker.ShutdownTimeout(shutdown)),
+			workerfx.HandleFor(name, topic, handler.Func(func(ctx context.Context, job *handler.Job) error {
+				started <- name
+				<-ctx.Done() // cancelled at the worker's shutdown timeout
+				return ctx.Err()
+			})))
+	}
+	app := fxtest.New(t, opts...)
+	app.RequireStart()
+	for range workers {
+		select {
+		case <-started:
+		case <-time.After(30 * time.Second):
+			t.Fatal("a worker's job did not start within 30s")
+		}
+	}
+	begin := time.Now()
+	app.RequireStop() // within fx's stop timeout, or the test fails
+	took := time.Since(begin)
+	t.Logf("%d workers stopped in %v (ShutdownTimeout %v, stop timeout %v)", workers, took, shutdown, app.StopTimeout())
+	if took < shutdown {
+		t.Errorf("the app stopped in %v, before the workers' ShutdownTimeout (%v) let their jobs run", took, shutdown)
+	}
+	for name, topic := range topics {
+		if n := value(t, reg, "shareq_jobs_total", map[string]string{"topic": topic, "ack": "release", "worker": name}); n != 1 {
+			t.Errorf("worker %s: jobs released at its shutdown timeout = %v, want 1", name, n)
+		}
 	}
 }

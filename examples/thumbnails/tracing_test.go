@@ -48,7 +48,8 @@ func (rc *otlpReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // With -otlp, every job's send and runs arrive at the collector: a run
-// per delivery, linked to its job's send, the parked one with an error.
+// per delivery, a child of its job's send and linked to it, the parked
+// one with an error.
 func TestRunTracing(t *testing.T) {
 	t.Parallel()
 	rc := &otlpReceiver{service: map[string]bool{}}
@@ -68,9 +69,9 @@ func TestRunTracing(t *testing.T) {
 	var runs []*tracepb.Span
 	for _, sp := range rc.spans {
 		switch sp.GetName() {
-		case topic + " publish":
+		case "send " + topic:
 			sends[string(sp.GetSpanId())] = true
-		case topic + " process":
+		case "process " + topic:
 			runs = append(runs, sp)
 		}
 	}
@@ -84,8 +85,8 @@ func TestRunTracing(t *testing.T) {
 	}
 	failed := 0
 	for _, sp := range runs {
-		if l := sp.GetLinks(); len(l) != 1 || !sends[string(l[0].GetSpanId())] {
-			t.Errorf("run %x links %v, want its job's send span", sp.GetSpanId(), l)
+		if l := sp.GetLinks(); len(l) != 1 || !sends[string(l[0].GetSpanId())] || string(l[0].GetSpanId()) != string(sp.GetParentSpanId()) {
+			t.Errorf("run %x: parent %x, links %v; want its job's send span as both", sp.GetSpanId(), sp.GetParentSpanId(), l)
 		}
 		if sp.GetStatus().GetCode() == tracepb.Status_STATUS_CODE_ERROR {
 			failed++

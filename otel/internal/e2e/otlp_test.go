@@ -80,7 +80,7 @@ func attrOf(s *tracepb.Span, key string) string {
 }
 
 // Spans exported over OTLP/HTTP arrive with their kinds, attributes and
-// the run's link to the enqueue.
+// the run's parent and link, the enqueue.
 func TestExportOverOTLP(t *testing.T) {
 	t.Parallel()
 	rc := &receiver{}
@@ -132,6 +132,9 @@ func TestExportOverOTLP(t *testing.T) {
 	}
 	if l := run.GetLinks(); len(l) != 1 || string(l[0].GetSpanId()) != string(send.GetSpanId()) || string(l[0].GetTraceId()) != string(send.GetTraceId()) {
 		t.Errorf("run links %v; want the send span", l)
+	}
+	if string(run.GetParentSpanId()) != string(send.GetSpanId()) || string(run.GetTraceId()) != string(send.GetTraceId()) {
+		t.Errorf("run's parent %x in trace %x; want the send span", run.GetParentSpanId(), run.GetTraceId())
 	}
 	for k, v := range map[string]string{"messaging.system": "kafka", "messaging.destination.name": topic, "messaging.consumer.group.name": group,
 		"messaging.message.id": id, "shareq.job.outcome": "succeeded", "messaging.operation.type": "process"} {

@@ -139,8 +139,8 @@ func TestTraceThroughOutboxRelayAndRetry(t *testing.T) {
 		status       codes.Code
 	}{{"retried", "release", codes.Error}, {"succeeded", "accept", codes.Unset}} {
 		s := runSpans[i]
-		if s.SpanKind() != trace.SpanKindConsumer || s.Parent().IsValid() {
-			t.Errorf("run %d: kind %v, parent %v; want a CONSUMER root", i+1, s.SpanKind(), s.Parent())
+		if s.SpanKind() != trace.SpanKindConsumer || s.Parent().SpanID() != create.SpanContext().SpanID() || s.SpanContext().TraceID() != request.TraceID() {
+			t.Errorf("run %d: kind %v, parent %v; want a CONSUMER child of the create span, in the request's trace", i+1, s.SpanKind(), s.Parent())
 		}
 		if l, ok := oteltest.LinkTo(s, create.SpanContext()); !ok || oteltest.LinkKind(l) != "created" {
 			t.Errorf("run %d: links %v; want one to the create span", i+1, s.Links())

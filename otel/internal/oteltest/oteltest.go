@@ -38,7 +38,17 @@ type Bundle struct {
 	Reader *sdkmetric.ManualReader
 }
 
+// Setup returns a Bundle whose Telemetry emits both sets of the
+// conventions' attributes (SemconvDup), then takes opts.
 func Setup(t *testing.T, opts ...shareqotel.Option) *Bundle {
+	t.Helper()
+	return SetupDefaults(t, append([]shareqotel.Option{shareqotel.SemanticConventions(shareqotel.SemconvDup)}, opts...)...)
+}
+
+// SetupDefaults returns a Bundle whose Telemetry has the package's
+// defaults but for its providers and propagator (W3C trace context), and
+// opts.
+func SetupDefaults(t *testing.T, opts ...shareqotel.Option) *Bundle {
 	t.Helper()
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
@@ -49,7 +59,7 @@ func Setup(t *testing.T, opts ...shareqotel.Option) *Bundle {
 		_ = mp.Shutdown(context.Background())
 	})
 	tel, err := shareqotel.New(append([]shareqotel.Option{shareqotel.TracerProvider(tp), shareqotel.MeterProvider(mp),
-		shareqotel.Propagator(propagation.TraceContext{}), shareqotel.SemanticConventions(shareqotel.SemconvDup)}, opts...)...)
+		shareqotel.Propagator(propagation.TraceContext{})}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

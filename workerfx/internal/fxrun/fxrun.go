@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 
 	"go.uber.org/fx"
 )
@@ -21,29 +22,62 @@ type Component struct {
 	Check   func(context.Context) error // start-up check, in OnStart
 	Run     func(context.Context) error // blocks until its context ends
 	TooSlow string                      // OnStop's error when Run outlasts the stop timeout
+	// Handle, if not nil, is how others stop this Run (see StopWith).
+	Handle *Handle
+	// StopWith are the Handles of the components that stop together with
+	// this one: its OnStop stops them all before it waits for its own
+	// Run, so that they wind down at once, within one stop timeout, and
+	// not one after another in their own OnStop hooks. Each OnStop still
+	// waits for its own Run.
+	StopWith []*Handle
+}
+
+// Handle stops a component's Run from outside its hooks: from the
+// OnStop of another component it stops together with. The zero value is
+// ready for Append. Safe for concurrent use.
+type Handle struct {
+	mu     sync.Mutex
+	cancel context.CancelFunc // Run's; nil until OnStart started it
+}
+
+// Stop cancels the context of the component's Run, if it has started;
+// again, it does nothing more.
+func (h *Handle) Stop() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.cancel != nil {
+		h.cancel()
+	}
+}
+
+func (h *Handle) set(cancel context.CancelFunc) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.cancel = cancel
 }
 
 // Append ties c to the lifecycle. OnStart runs c's Check (a failure fails
 // app.Start) and starts c's Run in a goroutine with a context of its own,
-// since OnStart's ends with start-up; OnStop cancels it and waits for it
-// within the stop timeout. A Run that ends while the app runs shuts the
-// app down with exit code 1 instead of leaving it up without its
-// component. log nil means slog.Default().
+// since OnStart's ends with start-up; OnStop cancels it (and the Runs of
+// c.StopWith) and waits for it within the stop timeout. A Run that ends
+// while the app runs shuts the app down with exit code 1 instead of
+// leaving it up without its component. log nil means slog.Default().
 func Append(lc fx.Lifecycle, sd fx.Shutdowner, log *slog.Logger, c Component) {
 	if log == nil {
 		log = slog.Default()
 	}
-	var (
-		cancel context.CancelFunc
-		done   chan error // Run's error, or nil once the failure was reported
-	)
+	h := c.Handle
+	if h == nil {
+		h = new(Handle)
+	}
+	var done chan error // Run's error, or nil once the failure was reported
 	lc.Append(fx.Hook{
 		OnStart: func(startCtx context.Context) error {
 			if err := c.Check(startCtx); err != nil {
 				return fmt.Errorf("%s: %s: %w", c.Pkg, c.Name, err)
 			}
-			var ctx context.Context
-			ctx, cancel = context.WithCancel(context.Background())
+			ctx, cancel := context.WithCancel(context.Background())
+			h.set(cancel)
 			done = make(chan error, 1)
 			go func() {
 				err := c.Run(ctx)
@@ -63,7 +97,10 @@ func Append(lc fx.Lifecycle, sd fx.Shutdowner, log *slog.Logger, c Component) {
 			return nil
 		},
 		OnStop: func(ctx context.Context) error {
-			cancel()
+			for _, other := range c.StopWith {
+				other.Stop()
+			}
+			h.Stop()
 			select {
 			case err := <-done:
 				if err != nil {

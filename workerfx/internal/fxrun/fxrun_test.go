@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -75,4 +76,39 @@ func TestComponentThatStopsShutsTheAppDown(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Components that stop together: the first OnStop cancels the Run of
+// every component of StopWith, so that they wind down at once. Here each
+// Run returns only once all three were cancelled, which one OnStop after
+// another could not do.
+func TestStopWithStopsTogether(t *testing.T) {
+	t.Parallel()
+	var handles [3]Handle
+	all := []*Handle{&handles[0], &handles[1], &handles[2]}
+	var cancelled sync.WaitGroup
+	cancelled.Add(len(handles))
+	app := fxtest.New(t,
+		fx.StopTimeout(10*time.Second),
+		fx.Invoke(func(lc fx.Lifecycle, sd fx.Shutdowner) {
+			for i := range handles {
+				Append(lc, sd, slog.New(slog.DiscardHandler), Component{
+					Pkg:   "workerfx",
+					Name:  "worker",
+					Check: func(context.Context) error { return nil },
+					Run: func(ctx context.Context) error {
+						<-ctx.Done()
+						cancelled.Done()
+						cancelled.Wait()
+						return nil
+					},
+					TooSlow:  "too slow",
+					Handle:   &handles[i],
+					StopWith: all,
+				})
+			}
+		}),
+	)
+	app.RequireStart()
+	app.RequireStop()
 }
