@@ -117,6 +117,14 @@ func OnDuplicate(f func(job *handler.Job, key string)) Option {
 // Put it inside middleware that may end a job early (timeouts, DLQ
 // parking), so that their outcome is decided with the claim in view, and
 // keep the handler's context: the claim's transaction is in it.
+//
+// A store that also has the method CheckConcurrency(concurrency int) error
+// (pgstore's Store: is its connection pool large enough?) is asked by the
+// worker at start, through the handlers the middleware returns, whether it
+// can hold a claim for each job the worker runs at once; the worker logs
+// the error at Warn level (see worker.ConcurrencyChecker). Give the
+// middleware to worker.Handle or worker.Use, or pass the handler it
+// returned to worker.Handle, for the worker to find it.
 func Middleware(store Store, opts ...Option) (handler.Middleware, error) {
 	c := &config{keyFunc: (*handler.Job).ID}
 	for _, o := range opts {
@@ -137,10 +145,32 @@ func Middleware(store Store, opts ...Option) (handler.Middleware, error) {
 		return nil, errors.Join(errs...)
 	}
 	return func(next handler.Handler) handler.Handler {
-		return handler.Func(func(ctx context.Context, job *handler.Job) error {
-			return c.handle(ctx, store, next, job)
-		})
+		return &claimHandler{c: c, store: store, next: next}
 	}, nil
+}
+
+// claimHandler is next wrapped in claims: the handler [Middleware]
+// returns.
+type claimHandler struct {
+	c     *config
+	store Store
+	next  handler.Handler
+}
+
+func (h *claimHandler) Handle(ctx context.Context, job *handler.Job) error {
+	return h.c.handle(ctx, h.store, h.next, job)
+}
+
+// CheckConcurrency passes the worker's start-up question on to the store,
+// when the store can answer it (pgstore's checks its connection pool):
+// whether it can hold a claim for each of concurrency jobs at once. The
+// worker asks it of each handler and middleware layer it runs
+// (worker.ConcurrencyChecker) and logs an error at Warn level.
+func (h *claimHandler) CheckConcurrency(concurrency int) error {
+	if s, ok := h.store.(interface{ CheckConcurrency(concurrency int) error }); ok {
+		return s.CheckConcurrency(concurrency)
+	}
+	return nil
 }
 
 func (c *config) handle(ctx context.Context, store Store, next handler.Handler, job *handler.Job) error {

@@ -421,3 +421,46 @@ func TestMiddlewareOptions(t *testing.T) {
 		})
 	}
 }
+
+// sizedStore is a store with a limit on the claims it holds at once.
+type sizedStore struct {
+	fakeStore
+	slots int
+}
+
+func (s *sizedStore) CheckConcurrency(n int) error {
+	if n > s.slots {
+		return fmt.Errorf("sized: %d slots for %d jobs", s.slots, n)
+	}
+	return nil
+}
+
+// The handler Middleware returns passes the worker's start-up question
+// (worker.ConcurrencyChecker) on to a store that can answer it, and says
+// nothing for one that cannot.
+func TestMiddlewareAsksTheStoreAboutConcurrency(t *testing.T) {
+	t.Parallel()
+	type checker interface{ CheckConcurrency(int) error }
+	nop := handler.Func(func(context.Context, *handler.Job) error { return nil })
+	ask := func(s idempotency.Store, n int) error {
+		mw, err := idempotency.Middleware(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cc, ok := mw(nop).(checker)
+		if !ok {
+			t.Fatalf("the handler of Middleware(%T) has no CheckConcurrency", s)
+		}
+		return cc.CheckConcurrency(n)
+	}
+	sized := &sizedStore{slots: 3}
+	if err := ask(sized, 3); err != nil {
+		t.Errorf("3 jobs on 3 slots: %v", err)
+	}
+	if err := ask(sized, 10); err == nil || err.Error() != "sized: 3 slots for 10 jobs" {
+		t.Errorf("10 jobs on 3 slots: %v, want the store's error", err)
+	}
+	if err := ask(idempotency.NewMemoryStore(), 1000); err != nil {
+		t.Errorf("a store without CheckConcurrency: %v, want nil", err)
+	}
+}

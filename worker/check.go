@@ -39,7 +39,9 @@ var requiredAPIs = []struct {
 // brokers are reachable and support share groups, every topic exists, the
 // worker may read its topics and group (Read), read the group's configs
 // (DescribeConfigs) and write every [RequireTopics] topic (Write), and the
-// group's configuration is set as asked (AlterConfigs, when it differs).
+// group's configuration is set as asked (AlterConfigs, when it differs),
+// and it warns when a handler's resource (a claim store's connection pool:
+// [ConcurrencyChecker]) is too small for [Concurrency].
 // A group that does not exist yet cannot be checked for Read; then the
 // member's first heartbeat in Run fails with the same [ErrNotAuthorized]. It also reads the group's
 // delivery limit. Run calls it unless it already succeeded, so a caller
@@ -153,6 +155,12 @@ func (w *Worker) check(ctx context.Context, admin *kgo.Client) error {
 	// else GroupDeliveryLimit, else the group's, else the brokers',
 	// else Kafka's default of 5. Never fails.
 	w.deliveryLimit.Store(w.deliveryLimitFor(ctx, admin, gc.current))
+	// 10. Each handler and middleware layer that holds a resource of its
+	// own size per job (ConcurrencyChecker: the claims of a pgstore
+	// store on its connection pool) is asked whether it is large enough
+	// for Concurrency jobs at once; an error is logged at Warn level.
+	// Never fails.
+	w.checkConcurrency()
 	return nil
 }
 

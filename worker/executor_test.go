@@ -189,7 +189,7 @@ func testExecutorConfig(t testing.TB, b *xbundle, opts ...Option) executorConfig
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs, timeouts, _ := cfg.handlers()
+	hs, timeouts, _, _ := cfg.handlers()
 	c := newExecutorConfig(cfg, hs, timeouts)
 	c.DeliveryLimit = func() int32 { return 5 }
 	c.DependenciesDown = func(deps []string) {

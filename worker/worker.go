@@ -114,6 +114,7 @@ type Worker struct {
 	handlers map[string]handler.Handler
 	timeouts map[string]time.Duration // job timeout per topic; absent or 0: none
 	topics   []string
+	checkers []ConcurrencyChecker // the handlers' layers that have a concurrency to check at start
 	ran      atomic.Bool
 	checked  atomic.Bool
 	topicIDs map[string]kadm.TopicID // set by Check, read by Run
@@ -141,26 +142,38 @@ func New(opts ...Option) (*Worker, error) {
 		return nil, err
 	}
 	w := &Worker{cfg: cfg, stopped: make(chan struct{})}
-	w.handlers, w.timeouts, w.topics = cfg.handlers()
+	w.handlers, w.timeouts, w.topics, w.checkers = cfg.handlers()
 	return w, nil
 }
 
 // handlers returns the handler of each topic, with its middleware and the
-// worker's recovery closest to it, each topic's job timeout, and the
-// topics in the order they were registered.
-func (c *config) handlers() (map[string]handler.Handler, map[string]time.Duration, []string) {
+// worker's recovery closest to it, each topic's job timeout, the topics
+// in the order they were registered, and the handlers and middleware
+// layers among them that are [ConcurrencyChecker]s.
+func (c *config) handlers() (map[string]handler.Handler, map[string]time.Duration, []string, []ConcurrencyChecker) {
 	hs, timeouts := make(map[string]handler.Handler), make(map[string]time.Duration)
 	var topics []string
+	var checkers []ConcurrencyChecker
+	visit := func(h handler.Handler) handler.Handler {
+		if cc, ok := h.(ConcurrencyChecker); ok {
+			checkers = append(checkers, cc)
+		}
+		return h
+	}
 	for _, r := range c.routes {
 		mws := append(append([]handler.Middleware{}, c.use...), r.mws...)
-		hs[r.topic] = handler.Chain(middleware.Recover()(r.h), mws...)
+		h := middleware.Recover()(visit(r.h))
+		for i := len(mws) - 1; i >= 0; i-- { // handler.Chain, each layer visited
+			h = visit(mws[i](h))
+		}
+		hs[r.topic] = h
 		topics = append(topics, r.topic)
 		timeouts[r.topic] = c.jobTimeout
 	}
 	for _, tt := range c.topicTimeouts {
 		timeouts[tt.topic] = tt.d
 	}
-	return hs, timeouts, topics
+	return hs, timeouts, topics, checkers
 }
 
 // Stopped returns a channel that is closed when [Worker.Run] has returned:

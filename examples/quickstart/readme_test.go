@@ -25,7 +25,14 @@ import (
 // safeJobs is README.md's "Safe jobs" section: a worker with the claim
 // row, dead-letter parking and metrics.
 func safeJobs(ctx context.Context, resize handler.Handler) error {
-	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL")) // the claim rows live here
+	cfg, err := pgxpool.ParseConfig(os.Getenv("DATABASE_URL")) // the claim rows live here
+	if err != nil {
+		return err
+	}
+	// A connection per running job's claim (worker.ConcurrencyDefault, 10) and
+	// some for the handlers' own queries: see "The connection pool" below.
+	cfg.MaxConns = int32(worker.ConcurrencyDefault) + 4
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return err
 	}

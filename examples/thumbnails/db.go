@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -43,12 +42,12 @@ func openDatabase(ctx context.Context, url string, concurrency int) (*pgxpool.Po
 	if err != nil {
 		return nil, nil, fmt.Errorf("-database: %w", err)
 	}
-	// Every running job holds a connection for its claim's transaction.
-	// pgx's default pool (4 connections, or one per CPU) would make jobs
-	// wait for connections with their locks running.
-	if !strings.Contains(url, "pool_max_conns") {
-		cfg.MaxConns = int32(concurrency) + 2
-	}
+	// Every running job holds a connection for its claim's transaction;
+	// two more serve the example's own queries. With pgx's default pool
+	// (4 connections, or one per CPU) the store would run at most 3 claims
+	// at once and the other jobs would wait for connections. Set here, not
+	// with a pool_max_conns URL parameter, so the URL stays one psql takes.
+	cfg.MaxConns = int32(concurrency) + 2
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("-database: %w", err)

@@ -18,7 +18,15 @@ import (
 // a job delivered twice inserts one row.
 func Example() {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	const concurrency = 10 // worker.Concurrency(concurrency)
+	cfg, err := pgxpool.ParseConfig(os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	// A connection per running job's claim, and some for the handlers'
+	// own queries outside the claim's transaction.
+	cfg.MaxConns = concurrency + 4
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -33,7 +41,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	h := handler.Chain(thumbnail("https://cdn.invalid/t.jpg"), claims)
-	_ = h // register h with the worker: worker.Handle("images", h)
+	_ = h // register h with the worker: worker.Handle("images", h), worker.Concurrency(concurrency)
 }
 
 // claimsFor checks the claim table and gives set the claim middleware

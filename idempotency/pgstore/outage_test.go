@@ -21,6 +21,14 @@ import (
 // test cuts, the proxy, and a direct pool on the same schema.
 func proxied(t *testing.T, opts ...pgstore.Option) (*pgstore.Store, *cutproxy.Proxy, *pgxpool.Pool) {
 	t.Helper()
+	s, px, direct, _ := proxiedPool(t, 0, opts...)
+	return s, px, direct
+}
+
+// proxiedPool is proxied with the store's pool, of maxConns connections
+// (pgx's default for 0).
+func proxiedPool(t *testing.T, maxConns int32, opts ...pgstore.Option) (*pgstore.Store, *cutproxy.Proxy, *pgxpool.Pool, *pgxpool.Pool) {
+	t.Helper()
 	direct, schema := newPool(t)
 	if err := migrations.Up(t.Context(), direct); err != nil {
 		t.Fatalf("migrations.Up: %v", err)
@@ -37,6 +45,9 @@ func proxied(t *testing.T, opts ...pgstore.Option) (*pgstore.Store, *cutproxy.Pr
 	}
 	cfg.ConnConfig.RuntimeParams["search_path"] = schema
 	cfg.ConnConfig.ConnectTimeout = 2 * time.Second
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
 	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +57,7 @@ func proxied(t *testing.T, opts ...pgstore.Option) (*pgstore.Store, *cutproxy.Pr
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s, px, direct
+	return s, px, direct, pool
 }
 
 func wantUnavailable(t *testing.T, what string, err error) {

@@ -37,10 +37,46 @@
 // cancel and a run's claim of one key: the later insert waits for the
 // earlier transaction, so a job either runs or is cancelled, never both.
 //
-// A claim holds a pooled connection and a transaction open while the
-// handler runs: size the pool for the worker's concurrency plus what the
-// rest of the application needs, and keep handlers that hold a claim short
-// of long waits on other systems.
+// # The connection pool
+//
+// A claim holds a connection of the pool, in its transaction, for as long
+// as its handler runs. A handler that also uses the pool itself (reads a
+// template, reserves a send slot outside the claim's transaction) needs a
+// second connection meanwhile. Size the pool for the worker's concurrency
+// plus the connections the handlers and the rest of the application use at
+// once, with pgxpool.ParseConfig, so that the URL stays one psql and
+// migration tools accept (they refuse pgx's pool_max_conns parameter):
+//
+//	cfg, err := pgxpool.ParseConfig(os.Getenv("DATABASE_URL"))
+//	if err != nil {
+//		return err
+//	}
+//	cfg.MaxConns = int32(concurrency) + 4 // a claim per running job, and the handlers' own queries
+//	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+//
+// pgx's default pool has 4 connections (or one per CPU). When the pool is
+// smaller than the worker's concurrency, the store keeps the worker going:
+// with a *pgxpool.Pool as its [DB], its claims never hold more than
+// MaxConns-1 connections at once, so one is always left for the
+// handlers' own queries and for the store's probe (see
+// [StatementTimeout]). The other claims wait for a turn under their job's
+// context (the worker renews their locks meanwhile). The worker warns at
+// start ([Store.CheckConcurrency]), and a claim that waits longer than
+// StatementTimeout for a connection starts an episode of starvation: one
+// Warn line, to the logger of the job's context, names the pool's size,
+// the connections in use and held by claims, the claims waiting and the
+// fix, and one Info line says when claims get connections again. Neither
+// is an outage: the worker does not pause for a full pool.
+//
+// Without that bound, claims took every connection while their handlers
+// waited for one more, and the claims still waiting for a connection were
+// taken for a Postgres outage: the worker paused with Postgres healthy and
+// ran no job until the handlers' contexts ended. Two other ways out were
+// weighed: lending the claim's connection to the handler cannot reach the
+// queries a handler makes on the pool itself, which is the code users
+// write; and a pool of the store's own would double the application's
+// connections and still leave the handlers' pool to size. A claim bound
+// costs throughput only while the pool is too small, and says so.
 package pgstore
 
 import (
@@ -81,10 +117,13 @@ const rollbackTimeout = 5 * time.Second
 // not exist. Its message says to apply the migrations.
 var ErrNoTable = errors.New("pgstore: claim table does not exist")
 
-// DB is what a [Store] needs from Postgres: a *pgxpool.Pool fits, and so
-// does a *pgx.Conn for a store used from one goroutine at a time. A pgx.Tx
-// fits too, but then every claim is a savepoint that lasts only if that
-// transaction commits; use [Store.ClaimTx] for that instead.
+// DB is what a [Store] needs from Postgres: a *pgxpool.Pool fits (a Store
+// then takes its claims' connections with the pool's Acquire, and reads
+// its Stat, so that its claims leave the pool a connection: see the
+// package documentation), and so does a *pgx.Conn for a store used from
+// one goroutine at a time. A pgx.Tx fits too, but then every claim is a
+// savepoint that lasts only if that transaction commits; use
+// [Store.ClaimTx] for that instead.
 type DB interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
@@ -134,6 +173,10 @@ type Store struct {
 	checkSQL     string
 	batch        int
 	timeout      time.Duration // StatementTimeout
+	// pool is db when it is a pool (a *pgxpool.Pool), and claims its
+	// claim slots; both nil otherwise.
+	pool   pool
+	claims *claimSlots
 }
 
 var identRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
@@ -174,7 +217,7 @@ func New(db DB, opts ...Option) (*Store, error) {
 		return nil, errors.Join(errs...)
 	}
 	t := pgx.Identifier(parts).Sanitize()
-	return &Store{
+	s := &Store{
 		db:           db,
 		table:        c.table,
 		claimSQL:     "INSERT INTO " + t + " (key) VALUES ($1) ON CONFLICT (key) DO NOTHING",
@@ -184,7 +227,11 @@ func New(db DB, opts ...Option) (*Store, error) {
 		checkSQL: "SELECT key, claimed_at, cancelled_at FROM " + t + " LIMIT 0",
 		batch:    c.sweepBatch,
 		timeout:  c.timeout,
-	}, nil
+	}
+	if p, ok := db.(pool); ok {
+		s.pool, s.claims = p, newClaimSlots(p)
+	}
+	return s, nil
 }
 
 // Tx returns the transaction of the claim that ctx runs in, or nil when
@@ -234,14 +281,11 @@ func (s *Store) Claim(ctx context.Context, key string, fn func(ctx context.Conte
 	if key == "" {
 		return false, fmt.Errorf("pgstore: claim: %w", idempotency.ErrEmptyKey)
 	}
-	var tx pgx.Tx
-	err = s.bounded(ctx, "BEGIN", func(ctx context.Context) (err error) {
-		tx, err = s.db.Begin(ctx)
-		return err
-	})
+	tx, release, err := s.begin(ctx, key)
 	if err != nil {
-		return false, unavailable(ctx, nil, fmt.Errorf("pgstore: claim %q: begin: %w", key, err))
+		return false, err
 	}
+	defer release() // after the rollback below
 	done := false
 	defer func() {
 		// Rolls back on every path but a commit, including a panic in fn.

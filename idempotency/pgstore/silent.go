@@ -22,24 +22,32 @@ const StatementTimeoutDefault = 10 * time.Second
 // pauses the worker like an outage, within seconds, instead of holding
 // the job until its context ends and then spending its delivery.
 //
-// The BEGIN (with the wait for a connection of the pool, and its making:
-// keep d well above the time a connection takes) and the COMMIT of a
-// claim are given d; without an answer the
+// The BEGIN and the COMMIT of a claim are given d; without an answer the
 // claim fails with a [handler.UnavailableError] of [Dependency] (for the
 // COMMIT, with an unknown outcome, as for a connection lost during it:
-// see [Store.Claim]). The claim's INSERT, which waits for an unfinished
-// claim of the same key in another transaction, and the handler's Exec
-// and QueryRow on the claim's transaction (see [Tx]), which may be slow
-// on their own, are not cut at d: then the store asks Postgres for
-// SELECT 1 on another connection of its [DB], bounded by d too, and only
-// when that fails as well is the statement abandoned as unavailable. Its
-// connection is closed by pgx. (A pool whose every connection is busy
-// for d makes that probe fail too: size the pool as the package says.)
-// Query, SendBatch and CopyFrom on the claim's transaction are bounded by
-// the job's context alone.
+// see [Store.Claim]). With a [DB] that is not a pool (see the package
+// documentation), d also covers the wait for a connection and its making:
+// keep d well above the time a connection takes.
+//
+// What may be slow on its own is not cut at d: the wait of a claim on a
+// pool for a connection (a full pool, or one being made or pinged), the
+// claim's INSERT, which waits for an unfinished claim of the same key in
+// another transaction, and the handler's Exec and QueryRow on the claim's
+// transaction (see [Tx]). After d without an answer the store asks
+// Postgres for SELECT 1 on another connection, bounded by d too, and only
+// when that gets no answer either is the wait or the statement abandoned
+// as unavailable (pgx closes a statement's connection). The probe takes a
+// connection of the pool while one is free; when the pool is exhausted
+// (every connection taken, by claims, handlers or the rest of the
+// application), it connects on its own with the pool's configuration,
+// so that a full pool is not taken for a silent Postgres, and the store
+// reports the starvation (see the package documentation). Query,
+// SendBatch and CopyFrom on the claim's transaction are bounded by the
+// job's context alone, and so is a claim's wait for its turn on a pool.
 //
 // Default [StatementTimeoutDefault]; StatementTimeout(0) turns the bound
-// off. d must not be negative.
+// and the probe off (a claim that waits for its turn on the pool past
+// StatementTimeoutDefault is still reported). d must not be negative.
 func StatementTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.timeout = d })
 }
@@ -66,9 +74,11 @@ func (s *Store) bounded(ctx context.Context, what string, fn func(ctx context.Co
 }
 
 // watched runs fn, a statement that may legitimately take long (it waits
-// for a lock, or is the handler's own), and probes Postgres once fn has
-// gone s.timeout without an answer: fn is abandoned only when the probe
-// fails too.
+// for a lock, or is the handler's own, or waits for a connection of the
+// pool), and probes Postgres once fn has gone s.timeout without an
+// answer: fn is abandoned only when the probe gets no answer either. A
+// probe that finds the pool exhausted starts a starvation episode (see
+// [starvation]) that lasts until fn answers.
 func (s *Store) watched(ctx context.Context, what string, fn func(ctx context.Context) error) error {
 	if s.timeout <= 0 {
 		return fn(ctx)
@@ -79,6 +89,7 @@ func (s *Store) watched(ctx context.Context, what string, fn func(ctx context.Co
 	// probe in flight.
 	actx, answer := context.WithCancel(ctx)
 	probed := make(chan struct{})
+	fed := func() {} // written by the probe before probed closes
 	go func() {
 		defer close(probed)
 		t := time.NewTimer(s.timeout)
@@ -88,17 +99,51 @@ func (s *Store) watched(ctx context.Context, what string, fn func(ctx context.Co
 			return
 		case <-t.C:
 		}
-		pctx, pcancel := context.WithTimeout(actx, s.timeout)
-		defer pcancel()
-		_, err := s.db.Exec(pctx, "SELECT 1")
-		if err != nil && actx.Err() == nil && (outage(err) || pctx.Err() != nil) {
+		exhausted, down := s.probe(actx)
+		if exhausted && !down && actx.Err() == nil {
+			fed = s.starving(ctx)
+		}
+		if down {
 			cancel(&silentError{what: what, after: s.timeout})
 		}
 	}()
 	err := fn(wctx)
 	answer()
 	<-probed
+	fed()
 	return s.abandoned(ctx, wctx, err)
+}
+
+// probe asks Postgres for SELECT 1 on another connection than the
+// statement's, within s.timeout, and reports whether Postgres is down
+// (the probe failed as in an outage, or got no answer in time; never once
+// ctx is done) and whether it found the pool exhausted. It asks through
+// the DB while the pool has a connection to spare; when it has none
+// (claims, handlers and the rest of the application hold them all), on a
+// connection of its own made with the pool's configuration, so that a
+// full pool is not taken for a silent Postgres.
+func (s *Store) probe(ctx context.Context) (exhausted, down bool) {
+	ask := func(ping func(ctx context.Context) error) bool {
+		pctx, cancel := context.WithTimeout(ctx, s.timeout)
+		defer cancel()
+		err := ping(pctx)
+		return err != nil && ctx.Err() == nil && (outage(err) || pctx.Err() != nil)
+	}
+	viaDB := func(ctx context.Context) error {
+		_, err := s.db.Exec(ctx, "SELECT 1")
+		return err
+	}
+	if s.pool == nil {
+		return false, ask(viaDB)
+	}
+	if !s.exhausted() {
+		down = ask(viaDB)
+		if !down || !s.exhausted() {
+			return false, down
+		}
+		// The pool filled up while the probe waited for a connection.
+	}
+	return true, ask(s.pingAlone)
 }
 
 // abandoned turns err, the error of a statement run in sctx (derived from
