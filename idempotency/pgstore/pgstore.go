@@ -49,9 +49,11 @@
 //
 //	cfg, err := pgxpool.ParseConfig(os.Getenv("DATABASE_URL"))
 //	if err != nil {
-//		return err
+//		log.Fatal(err)
 //	}
-//	cfg.MaxConns = int32(concurrency) + 4 // a claim per running job, and the handlers' own queries
+//	// A connection per running job's claim, and some for the handlers'
+//	// own queries outside the claim's transaction.
+//	cfg.MaxConns = concurrency + 4
 //	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 //
 // pgx's default pool has 4 connections (or one per CPU). When the pool is
