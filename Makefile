@@ -8,8 +8,11 @@
 #             (every module of go.work: scripts/modules.sh)
 # make bench  the framework-overhead benchmark (no-op handler vs raw franz-go)
 # make bench-all, make bench-scale  internal/cmd/shareq-bench (below)
+# make api    rewrite api/shareq.txt, the baseline of the published
+#             packages' exported API that make test checks the code
+#             against (internal/cmd/apicheck; docs/development.md)
 
-.PHONY: test compat unit bench example kafka-up kafka-down pg-up pg-down
+.PHONY: test compat unit bench example api kafka-up kafka-down pg-up pg-down
 
 test:
 	bash scripts/test.sh
@@ -26,6 +29,9 @@ bench:
 
 example:
 	go run ./examples/thumbnails
+
+api:
+	go run ./internal/cmd/apicheck -w api/shareq.txt
 
 kafka-up:
 	scripts/kafka.sh up

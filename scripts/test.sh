@@ -33,6 +33,9 @@ for d in "${module_dirs[@]}"; do
   GOWORK=off go -C "$d" vet ./...
 done
 
+say "API baseline (api/shareq.txt): every feature of the published packages still there (make api rewrites it)"
+go run ./internal/cmd/apicheck -check api/shareq.txt
+
 say "services"
 ensure postgres
 SHAREQ_TEST_DATABASE_URL=$(scripts/postgres.sh url)

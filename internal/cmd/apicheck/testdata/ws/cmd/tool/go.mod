@@ -1,0 +1,3 @@
+module example.com/ws/cmd/tool
+
+go 1.26.0

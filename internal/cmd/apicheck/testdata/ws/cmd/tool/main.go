@@ -1,0 +1,4 @@
+// Command tool is the module's command: not listed.
+package main
+
+func main() {}

@@ -1,0 +1,3 @@
+module example.com/ws/examples
+
+go 1.26.0
