@@ -59,7 +59,6 @@ type config struct {
 	topicSet       bool
 	topicFn        func(*handler.Job) string
 	topicFnSet     bool
-	deliveryLimit  int
 	produceTimeout time.Duration
 	maxErrorLen    int
 	maxStackLen    int
@@ -88,17 +87,6 @@ func Topic(name string) Option {
 // when the produce fails). fn must be safe for concurrent use.
 func TopicFunc(fn func(job *handler.Job) string) Option {
 	return optionFunc(func(c *config) { c.topicFn, c.topicFnSet = fn, true })
-}
-
-// DeliveryLimit overrides the delivery count limit used to recognise a
-// job's last delivery. By default the middleware uses
-// [handler.Job.DeliveryLimit], which the worker fills in from the group
-// configuration; when that is 0 (unknown) and no override is given, only
-// permanent failures are parked. Set it to the broker's limit if the
-// worker cannot read it. A value above the real limit means jobs are
-// archived by the broker before they are parked.
-func DeliveryLimit(n int) Option {
-	return optionFunc(func(c *config) { c.deliveryLimit = n })
 }
 
 // ProduceTimeout bounds how long parking one job may take. Parking does
@@ -207,8 +195,10 @@ func TrackFirstAttempts(n int) Option {
 // the source topic's log. The middleware logs this at Error level with
 // the job's location; alert on it, and keep the DLQ topic available.
 //
-// The last delivery is known from [handler.Job.LastDelivery], or from the
-// [DeliveryLimit] option. Parking is at least once: if the worker dies
+// The last delivery is [handler.Job.LastDelivery]: the worker fills in
+// the job's DeliveryLimit from the group's limit, less
+// worker.SpareDeliveries; with DeliveryLimit 0 (unknown: a job not from a
+// worker) only permanent failures are parked. Parking is at least once: if the worker dies
 // after the park but before its ACCEPT reaches the broker, the job is
 // delivered again and may be parked twice, both copies with the same job
 // ID.
@@ -253,9 +243,6 @@ func Middleware(p Producer, opts ...Option) (handler.Middleware, error) {
 		errs = append(errs, errors.New(`Topic(""): topic name is empty`))
 	case c.topicSet && strings.TrimSpace(c.topic) != c.topic:
 		errs = append(errs, fmt.Errorf("Topic(%q): topic name has surrounding spaces", c.topic))
-	}
-	if c.deliveryLimit < 0 {
-		errs = append(errs, fmt.Errorf("DeliveryLimit(%d): must not be negative", c.deliveryLimit))
 	}
 	if c.produceTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("ProduceTimeout(%v): must be positive", c.produceTimeout))
@@ -312,7 +299,7 @@ func (pk *parker) handle(ctx context.Context, next handler.Handler, job *handler
 	// value and stack, so the job is parked with them (the worker's own
 	// recovery wraps only the handler, not the middleware between it and
 	// this one).
-	err := safehandle.Handle(jobctx.WithParker(ctx, pk.lastDelivery(job)), next, job)
+	err := safehandle.Handle(jobctx.WithParker(ctx, job.LastDelivery()), next, job)
 	if err == nil {
 		pk.first.forget(job.ID())
 		return nil
@@ -342,17 +329,10 @@ func (pk *parker) classify(job *handler.Job, err error) (string, bool) {
 		// this delivery, so it is not parked even on its last one.
 		return "", false
 	}
-	if pk.lastDelivery(job) {
+	if job.LastDelivery() {
 		return handler.ReasonDeliveryLimit, true
 	}
 	return "", false
-}
-
-func (pk *parker) lastDelivery(job *handler.Job) bool {
-	if pk.cfg.deliveryLimit > 0 {
-		return int64(job.DeliveryCount) >= int64(pk.cfg.deliveryLimit)
-	}
-	return job.LastDelivery()
 }
 
 func (pk *parker) park(ctx context.Context, job *handler.Job, herr error, reason string, start time.Time) error {
@@ -365,7 +345,7 @@ func (pk *parker) park(ctx context.Context, job *handler.Job, herr error, reason
 	case topic == "":
 		topic = job.Topic + TopicSuffix
 	}
-	last := pk.lastDelivery(job)
+	last := job.LastDelivery()
 	if topic == "" {
 		perr := errors.New("dlq: TopicFunc returned no topic for the job")
 		pk.logFailure(ctx, job, id, topic, reason, last, perr)

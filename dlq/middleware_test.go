@@ -30,7 +30,7 @@ func TestMiddlewareValidation(t *testing.T) {
 		want string // substring of the error; "" for none
 	}{
 		{"defaults", p, nil, ""},
-		{"all options", p, []Option{Topic("dead"), DeliveryLimit(3), ProduceTimeout(time.Second), MaxErrorLength(100),
+		{"all options", p, []Option{Topic("dead"), ProduceTimeout(time.Second), MaxErrorLength(100),
 			MaxStackLength(100), Redact(func(error) string { return "x" }), OnPark(func(*handler.Job, string) {}),
 			Logger(slog.Default()), TrackFirstAttempts(0)}, ""},
 		{"topic func", p, []Option{TopicFunc(func(*handler.Job) string { return "d" })}, ""},
@@ -41,7 +41,6 @@ func TestMiddlewareValidation(t *testing.T) {
 		{"topic and func", p, []Option{Topic("a"), TopicFunc(func(*handler.Job) string { return "b" })}, "not both"},
 		{"nil topic func", p, []Option{TopicFunc(nil)}, "TopicFunc: function is nil"},
 		{"nil park hook", p, []Option{OnPark(func(*handler.Job, string) {}, nil)}, "OnPark: function 1 is nil"},
-		{"negative limit", p, []Option{DeliveryLimit(-1)}, "DeliveryLimit(-1)"},
 		{"zero timeout", p, []Option{ProduceTimeout(0)}, "ProduceTimeout(0s)"},
 		{"tiny error length", p, []Option{MaxErrorLength(10)}, "MaxErrorLength(10)"},
 		{"tiny stack length", p, []Option{MaxStackLength(10)}, "MaxStackLength(10)"},
@@ -233,12 +232,11 @@ func TestMiddlewareUnknownLimitParksOnlyPermanent(t *testing.T) {
 	if err, _ := park(t, failWith(base), job); err != base {
 		t.Fatalf("Handle = %v, want the error: the limit is unknown", err)
 	}
-	// DeliveryLimit overrides the job's.
-	job = testJob(1, 3)
-	err, p := park(t, failWith(base), job, DeliveryLimit(3))
+	// A permanent failure is parked all the same.
+	err, p := park(t, failWith(handler.Permanent(base)), job)
 	wantParked(t, err)
 	if len(p.produced()) != 1 {
-		t.Fatalf("produced %d; want parked at the overridden limit", len(p.produced()))
+		t.Fatalf("produced %d; want the permanent failure parked", len(p.produced()))
 	}
 }
 

@@ -214,7 +214,7 @@ func catchesArchivedJobs(t *testing.T, b *bundle, topic string) {
 		return errors.New("fails every time")
 	})
 	b.produce(t, "permanent", "retryable")
-	stop := b.start(t, h, worker.GroupDeliveryLimit(2), worker.RetryBackoff(func(int32) time.Duration { return 0 }))
+	stop := b.start(t, h, worker.DeliveryLimit(2), worker.RetryBackoff(func(int32) time.Duration { return 0 }))
 	b.obs.WaitFor(t, 60*time.Second, "permanent rejected once, retryable released twice", func(es []finished) bool {
 		return count(es, "permanent", worker.AckReject) == 1 && count(es, "retryable", worker.AckRelease) == 2
 	})

@@ -124,7 +124,7 @@ func (w *Worker) check(ctx context.Context, admin *kgo.Client) error {
 		return err
 	}
 	// 7. The group configs set as asked, each written only when it
-	// differs (AlterConfigs): AutoOffsetReset, GroupDeliveryLimit
+	// differs (AlterConfigs): AutoOffsetReset, DeliveryLimit
 	// (checked against the brokers' bounds first), renewals enabled,
 	// the session timeout. A refused write is ErrNotAuthorized for
 	// AlterConfigs, another failure an error naming the option and the
@@ -151,10 +151,15 @@ func (w *Worker) check(ctx context.Context, admin *kgo.Client) error {
 	if err := w.setupBrokerDLQ(ctx, admin, gc.current, gc.described); err != nil {
 		return err
 	}
-	// 9. The delivery limit the executor parks jobs at: DeliveryLimit,
-	// else GroupDeliveryLimit, else the group's, else the brokers',
-	// else Kafka's default of 5. Never fails.
-	w.deliveryLimit.Store(w.deliveryLimitFor(ctx, admin, gc.current))
+	// 9. The delivery limit jobs see (the dlq middleware parks on it):
+	// DeliveryLimit, else the group's, else the brokers', else Kafka's
+	// default of 5, less SpareDeliveries. Fails only when the spares
+	// leave no delivery.
+	limit, err := w.deliveryLimitFor(ctx, admin, gc.current)
+	if err != nil {
+		return err
+	}
+	w.deliveryLimit.Store(limit)
 	// 10. Each handler and middleware layer that holds a resource of its
 	// own size per job (ConcurrencyChecker: the claims of a pgstore
 	// store on its connection pool) is asked whether it is large enough
@@ -349,7 +354,7 @@ func (w *Worker) setOffsetReset(ctx context.Context, admin *kgo.Client, current 
 		w.cfg.offsetReset, err, w.cfg.group, groupcfg.AutoOffsetReset, w.cfg.offsetReset)
 }
 
-// setGroupDeliveryLimit is step 7 of check for [GroupDeliveryLimit]: the
+// setGroupDeliveryLimit is step 7 of check for [DeliveryLimit]: the
 // limit is checked against the brokers' bounds, then set.
 func (w *Worker) setGroupDeliveryLimit(ctx context.Context, admin *kgo.Client, current map[string]string) error {
 	n := w.cfg.groupLimit
@@ -363,14 +368,14 @@ func (w *Worker) setGroupDeliveryLimit(ctx context.Context, admin *kgo.Client, c
 	if err == nil {
 		return nil
 	}
-	if err := w.alterRefused(admin, fmt.Sprintf("GroupDeliveryLimit(%d)", n), err); err != nil {
+	if err := w.alterRefused(admin, fmt.Sprintf("DeliveryLimit(%d)", n), err); err != nil {
 		return err
 	}
 	if errors.Is(err, kerr.InvalidConfig) && strings.Contains(err.Error(), "Unknown group config") {
-		return fmt.Errorf("worker: GroupDeliveryLimit(%d): the brokers do not know the group config %s (Apache Kafka 4.3+); on older brokers set the broker config %s instead, and pass worker.DeliveryLimit(%d) if it differs from the broker's",
+		return fmt.Errorf("worker: DeliveryLimit(%d): the brokers do not know the group config %s (Apache Kafka 4.3+); on older brokers set the broker config %s=%d instead and remove the option",
 			n, groupcfg.DeliveryCountLimit, groupcfg.BrokerDeliveryCountLimit, n)
 	}
-	return fmt.Errorf("worker: GroupDeliveryLimit(%d): %w (the broker allows group.share.min.delivery.count.limit to group.share.max.delivery.count.limit, 2 to 10 by default; or set it with kafka-configs.sh --entity-type groups --entity-name %s --alter --add-config %s=%d, or grant ALTER_CONFIGS on the group)",
+	return fmt.Errorf("worker: DeliveryLimit(%d): %w (the broker allows group.share.min.delivery.count.limit to group.share.max.delivery.count.limit, 2 to 10 by default; or set it with kafka-configs.sh --entity-type groups --entity-name %s --alter --add-config %s=%d, or grant ALTER_CONFIGS on the group)",
 		n, err, w.cfg.group, groupcfg.DeliveryCountLimit, n)
 }
 
@@ -393,20 +398,22 @@ func (w *Worker) enableRenewals(ctx context.Context, admin *kgo.Client, current 
 		w.cfg.group, groupcfg.RenewAckEnable, v, err, w.cfg.group, groupcfg.RenewAckEnable)
 }
 
-// deliveryLimitFor is step 9 of check. A limit just set with
-// GroupDeliveryLimit wins over the one described: the broker may still
-// describe the old value.
-func (w *Worker) deliveryLimitFor(ctx context.Context, admin *kgo.Client, current map[string]string) int32 {
-	if n := int32(w.cfg.deliveryLimit); n != 0 {
-		return n
+// deliveryLimitFor is step 9 of check: the group's limit less
+// SpareDeliveries. A limit just set with DeliveryLimit wins over the one
+// described: the broker may still describe the old value.
+func (w *Worker) deliveryLimitFor(ctx context.Context, admin *kgo.Client, current map[string]string) (int32, error) {
+	group := int32(w.cfg.groupLimit)
+	if group == 0 {
+		group = readLimit(ctx, admin, current)
 	}
-	if n := int32(w.cfg.groupLimit); n != 0 {
-		return n
+	spare := int32(w.cfg.spareDeliveries)
+	if spare >= group {
+		return 0, fmt.Errorf("worker: SpareDeliveries(%d) leaves none of group %q's %d deliveries to run: lower it, or raise the group's limit with worker.DeliveryLimit", spare, w.cfg.group, group)
 	}
-	return readLimit(ctx, admin, current)
+	return group - spare, nil
 }
 
-// checkDeliveryBound fails a GroupDeliveryLimit(n) outside the brokers'
+// checkDeliveryBound fails a DeliveryLimit(n) outside the brokers'
 // bounds of the group config, naming the broker config to change. Brokers
 // that describe their configs but not these bounds (kfake, the dev broker)
 // are held to Apache Kafka's defaults, so a limit that works on a
@@ -425,11 +432,11 @@ func checkDeliveryBound(ctx context.Context, admin *kgo.Client, n int) error {
 		return def, "Apache Kafka's default (the brokers do not report theirs) "
 	}
 	if lo, loFrom := bound(groupcfg.BrokerMinDeliveryCountLimit, 2); n < lo {
-		return fmt.Errorf("worker: GroupDeliveryLimit(%d): below %sminimum of %d (broker config %s); raise it, or lower %s on every broker",
+		return fmt.Errorf("worker: DeliveryLimit(%d): below %sminimum of %d (broker config %s); raise it, or lower %s on every broker",
 			n, loFrom, lo, groupcfg.BrokerMinDeliveryCountLimit, groupcfg.BrokerMinDeliveryCountLimit)
 	}
 	if hi, hiFrom := bound(groupcfg.BrokerMaxDeliveryCountLimit, kafkaDeliveryLimitMax); n > hi {
-		return fmt.Errorf("worker: GroupDeliveryLimit(%d): above %smaximum of %d (broker config %s); lower it, or raise %s on every broker (Kafka allows up to %d)",
+		return fmt.Errorf("worker: DeliveryLimit(%d): above %smaximum of %d (broker config %s); lower it, or raise %s on every broker (Kafka allows up to %d)",
 			n, hiFrom, hi, groupcfg.BrokerMaxDeliveryCountLimit, groupcfg.BrokerMaxDeliveryCountLimit, maxGroupDeliveryLimit)
 	}
 	return nil

@@ -74,14 +74,14 @@ func Example() {
 // A worker that leaves spare deliveries between the one a failing job is
 // parked on and the one the broker archives it on, so that a worker killed
 // while it parks a job loses nothing.
-func ExampleDeliveryLimit() {
+func ExampleSpareDeliveries() {
 	send := handler.Func(func(ctx context.Context, job *handler.Job) error { return nil })
 	w, err := worker.New(
 		worker.Brokers("127.0.0.1:9092"),
 		worker.Group("mailer"),
 		worker.Handle("emails", send),
-		worker.GroupDeliveryLimit(10), // the broker archives after 10 deliveries
-		worker.DeliveryLimit(5),       // jobs (and the dlq middleware) treat the 5th as the last
+		worker.DeliveryLimit(10),  // the broker archives after 10 deliveries
+		worker.SpareDeliveries(5), // jobs (and the dlq middleware) treat the 5th as the last
 	)
 	if err != nil {
 		panic(err)

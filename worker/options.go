@@ -95,8 +95,8 @@ type config struct {
 	offsetReset     string
 	renewMargin     time.Duration
 	maxHold         time.Duration
-	deliveryLimit   int
-	groupLimit      int
+	groupLimit      int // DeliveryLimit
+	spareDeliveries int
 	fetchMaxWait    time.Duration
 	maxBytesInHand  int64
 	observers       []Observer
@@ -249,37 +249,41 @@ func MaxHold(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.maxHold = d })
 }
 
-// DeliveryLimit overrides the group's delivery count limit as reported in
-// [handler.Job.DeliveryLimit], so handlers and middleware (the dlq
-// middleware parks a failing job on its last delivery) treat delivery n as
-// the last. By default Run reads it from the group config
-// share.delivery.count.limit, else the broker's
-// group.share.delivery.count.limit, else uses Kafka's default of 5.
-//
-// Set it below [GroupDeliveryLimit] to leave spare deliveries: a worker
-// killed during the delivery a job is to be parked on cannot park it, and
-// with no delivery left the broker archives the job; with spares it is
-// delivered again and parked then.
-func DeliveryLimit(n int) Option {
-	return optionFunc(func(c *config) { c.deliveryLimit = n })
-}
-
-// GroupDeliveryLimit sets the group config share.delivery.count.limit
-// before the worker joins: the delivery after which the broker archives a
-// record that was never accepted. Apache Kafka allows 2 to 10 by default
+// DeliveryLimit sets how many deliveries a job gets: the group config
+// share.delivery.count.limit, written before the worker joins, after
+// which the broker archives a record that was never accepted. It is the
+// group's, so every worker of the group should give the same n (the last
+// to start wins). Apache Kafka allows 2 to 10 by default
 // (group.share.min/max.delivery.count.limit; no broker allows more than
 // 25): Run checks n against the brokers' bounds, and where they do not
 // report them (kfake, shareq dev), against the defaults, so a limit a
-// default broker would refuse fails on a development broker too. With
-// [DeliveryLimit] below
-// it, jobs are parked before the broker's limit:
+// default broker would refuse fails on a development broker too. Kafka
+// 4.2 has no such group config: there, set the broker config
+// group.share.delivery.count.limit instead.
 //
-//	worker.GroupDeliveryLimit(10), // the broker gives up after 10 deliveries
-//	worker.DeliveryLimit(5),       // the dlq middleware parks on the 5th
-//
-// Default: leave the group's setting alone.
-func GroupDeliveryLimit(n int) Option {
+// Default: leave the group's setting alone; Run then reads the group
+// config, else the broker's, else uses Kafka's default of 5. Jobs see
+// the limit in [handler.Job.DeliveryLimit], less [SpareDeliveries].
+func DeliveryLimit(n int) Option {
 	return optionFunc(func(c *config) { c.groupLimit = n })
+}
+
+// SpareDeliveries leaves k deliveries between the one jobs treat as their
+// last ([handler.Job.DeliveryLimit] and [handler.Job.LastDelivery]: the
+// dlq middleware parks a failing job on it) and the group's limit, on
+// which the broker archives the record. A worker killed during a job's
+// last delivery (SIGKILL, OOM, a lost node) cannot park it: with no
+// delivery left the broker archives the job unrecorded (or writes it to
+// the broker's dead-letter topic, Kafka 4.4+); with spares it is
+// delivered again and parked then. RELIABILITY.md recommends 5:
+//
+//	worker.DeliveryLimit(10),   // the broker archives after 10 deliveries
+//	worker.SpareDeliveries(5),  // jobs (and the dlq middleware) treat the 5th as the last
+//
+// Default 0: the last delivery is the group's. k must leave at least one
+// delivery: Run fails when the group's limit is k or less.
+func SpareDeliveries(k int) Option {
+	return optionFunc(func(c *config) { c.spareDeliveries = k })
 }
 
 // SessionTimeout sets how long the group's coordinator keeps a member
@@ -532,8 +536,8 @@ func newConfig(opts []Option) (*config, error) {
 	if c.maxHold <= 0 {
 		bad("MaxHold(%v): must be positive", c.maxHold)
 	}
-	if c.deliveryLimit < 0 {
-		bad("DeliveryLimit(%d): must not be negative", c.deliveryLimit)
+	if c.spareDeliveries < 0 {
+		bad("SpareDeliveries(%d): must not be negative", c.spareDeliveries)
 	}
 	if c.brokerDLQ != "" {
 		if why := badTopic(c.brokerDLQ); why != "" {
@@ -541,10 +545,10 @@ func newConfig(opts []Option) (*config, error) {
 		}
 	}
 	switch {
-	case c.groupLimit != 0 && c.groupLimit < 2:
-		bad("GroupDeliveryLimit(%d): must be at least 2 (Kafka's minimum)", c.groupLimit)
+	case c.groupLimit < 0 || c.groupLimit == 1:
+		bad("DeliveryLimit(%d): must be at least 2 (Kafka's minimum; 0 leaves the group's limit alone)", c.groupLimit)
 	case c.groupLimit > maxGroupDeliveryLimit:
-		bad("GroupDeliveryLimit(%d): must be at most %d (no Kafka broker allows more: group.share.max.delivery.count.limit is at most %d, and %d by default)",
+		bad("DeliveryLimit(%d): must be at most %d (no Kafka broker allows more: group.share.max.delivery.count.limit is at most %d, and %d by default)",
 			c.groupLimit, maxGroupDeliveryLimit, maxGroupDeliveryLimit, kafkaDeliveryLimitMax)
 	}
 	switch d := c.sessionTimeout; {
@@ -554,9 +558,9 @@ func newConfig(opts []Option) (*config, error) {
 	case d%time.Millisecond != 0:
 		bad("SessionTimeout(%v): must be whole milliseconds (Kafka's share.session.timeout.ms)", d)
 	}
-	if c.groupLimit >= 2 && c.deliveryLimit > c.groupLimit {
-		bad("DeliveryLimit(%d) is above GroupDeliveryLimit(%d): the broker would archive failing jobs before their last delivery as the worker counts it, so they would never be parked; set DeliveryLimit at most %d",
-			c.deliveryLimit, c.groupLimit, c.groupLimit)
+	if c.groupLimit >= 2 && c.spareDeliveries >= c.groupLimit {
+		bad("SpareDeliveries(%d) leaves none of DeliveryLimit(%d) to run: set it at most %d",
+			c.spareDeliveries, c.groupLimit, c.groupLimit-1)
 	}
 	timeoutOK := func(opt string, d time.Duration) {
 		switch {

@@ -36,10 +36,11 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{"offset reset", []worker.Option{worker.AutoOffsetReset("oldest")}, `AutoOffsetReset("oldest")`},
 		{"negative margin", []worker.Option{worker.RenewMargin(-time.Second)}, "RenewMargin(-1s)"},
 		{"zero max hold", []worker.Option{worker.MaxHold(0)}, "MaxHold(0s)"},
-		{"negative limit", []worker.Option{worker.DeliveryLimit(-1)}, "DeliveryLimit(-1)"},
-		{"group limit 1", []worker.Option{worker.GroupDeliveryLimit(1)}, "GroupDeliveryLimit(1): must be at least 2"},
-		{"limit above group limit", []worker.Option{worker.GroupDeliveryLimit(5), worker.DeliveryLimit(6)}, "DeliveryLimit(6) is above GroupDeliveryLimit(5)"},
-		{"group limit above Kafka's", []worker.Option{worker.GroupDeliveryLimit(26)}, "GroupDeliveryLimit(26): must be at most 25"},
+		{"negative spares", []worker.Option{worker.SpareDeliveries(-1)}, "SpareDeliveries(-1)"},
+		{"limit 1", []worker.Option{worker.DeliveryLimit(1)}, "DeliveryLimit(1): must be at least 2"},
+		{"negative limit", []worker.Option{worker.DeliveryLimit(-2)}, "DeliveryLimit(-2): must be at least 2"},
+		{"spares take every delivery", []worker.Option{worker.DeliveryLimit(5), worker.SpareDeliveries(5)}, "SpareDeliveries(5) leaves none of DeliveryLimit(5) to run: set it at most 4"},
+		{"limit above Kafka's", []worker.Option{worker.DeliveryLimit(26)}, "DeliveryLimit(26): must be at most 25"},
 		{"group with colon", []worker.Option{worker.Group("team:jobs")}, `Group("team:jobs"): must not contain ':'`},
 		{"topic with space", []worker.Option{worker.Handle("my jobs", nop)}, `Handle("my jobs"): topic name contains ' '`},
 		{"topic with slash", []worker.Option{worker.Handle("a/b", nop)}, `Handle("a/b"): topic name contains '/'`},
@@ -94,7 +95,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	}
 	for _, o := range []worker.Option{
 		worker.SessionTimeout(0), worker.SessionTimeout(time.Second), worker.SessionTimeout(time.Hour),
-		worker.GroupDeliveryLimit(25), worker.Handle(strings.Repeat("t", 249), nop), worker.Handle("a.B_c-9", nop),
+		worker.DeliveryLimit(25), worker.SpareDeliveries(24), worker.Handle(strings.Repeat("t", 249), nop), worker.Handle("a.B_c-9", nop),
 		worker.Group("team.jobs-1_x"), worker.MaxBytesInHand(1),
 	} {
 		if _, err := worker.New(append(valid, o)...); err != nil {

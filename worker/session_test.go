@@ -164,18 +164,18 @@ func TestSessionTimeoutDefault(t *testing.T) {
 	})
 }
 
-// GroupDeliveryLimit beyond the brokers' maximum fails the start with an
+// DeliveryLimit beyond the brokers' maximum fails the start with an
 // error that names the broker config, on a broker that reports its bound
 // (Kafka 4.3+) and on one that does not (kfake: held to Kafka's default
 // of 10, as a production broker would be); a broker whose bound allows it
 // takes it.
-func TestGroupDeliveryLimitBrokerBound(t *testing.T) {
+func TestDeliveryLimitBrokerBound(t *testing.T) {
 	t.Parallel()
 	nop := handler.Func(func(context.Context, *handler.Job) error { return nil })
 	checkWith := func(t *testing.T, c *kafkatest.Cluster, n int) error {
 		t.Helper()
 		w, err := worker.New(worker.Brokers(c.Seeds...), worker.Group(c.Group(t)), worker.Handle(c.Topic(t, 1), nop),
-			worker.GroupDeliveryLimit(n), worker.Logger(slog.New(slog.DiscardHandler)))
+			worker.DeliveryLimit(n), worker.Logger(slog.New(slog.DiscardHandler)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -183,9 +183,9 @@ func TestGroupDeliveryLimitBrokerBound(t *testing.T) {
 	}
 	c := kafkatest.New(t)
 	err := checkWith(t, c, 20)
-	if err == nil || !strings.Contains(err.Error(), "GroupDeliveryLimit(20)") || !strings.Contains(err.Error(), groupcfg.BrokerMaxDeliveryCountLimit) ||
+	if err == nil || !strings.Contains(err.Error(), "DeliveryLimit(20)") || !strings.Contains(err.Error(), groupcfg.BrokerMaxDeliveryCountLimit) ||
 		!strings.Contains(err.Error(), "maximum of 10") {
-		t.Fatalf("GroupDeliveryLimit(20) on %s: Check = %v, want an error naming the maximum of 10 and %s", c.Kind, err, groupcfg.BrokerMaxDeliveryCountLimit)
+		t.Fatalf("DeliveryLimit(20) on %s: Check = %v, want an error naming the maximum of 10 and %s", c.Kind, err, groupcfg.BrokerMaxDeliveryCountLimit)
 	}
 	t.Logf("%s: %v", c.Kind, err)
 	if kafkatest.Real() {
@@ -193,6 +193,6 @@ func TestGroupDeliveryLimitBrokerBound(t *testing.T) {
 	}
 	raised := kafkatest.New(t, kafkatest.BrokerConfig(groupcfg.BrokerMaxDeliveryCountLimit, "20"))
 	if err := checkWith(t, raised, 20); err != nil {
-		t.Fatalf("GroupDeliveryLimit(20) with %s=20: %v", groupcfg.BrokerMaxDeliveryCountLimit, err)
+		t.Fatalf("DeliveryLimit(20) with %s=20: %v", groupcfg.BrokerMaxDeliveryCountLimit, err)
 	}
 }

@@ -434,8 +434,8 @@ func TestEmptyPartitionsDoNotStall(t *testing.T) {
 	})
 }
 
-// GroupDeliveryLimit and AutoOffsetReset are written to the group before
-// the worker joins; DeliveryLimit sets the last delivery handlers see.
+// DeliveryLimit and AutoOffsetReset are written to the group before the
+// worker joins; handlers see the group's limit less SpareDeliveries.
 func TestGroupConfigOptions(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 1)
@@ -462,23 +462,24 @@ func TestGroupConfigOptions(t *testing.T) {
 		// Kafka 4.2 has no group-level delivery limit: the option fails
 		// the start, saying what to do instead.
 		w, err := worker.New(worker.Brokers(b.c.Seeds...), worker.Group(b.group), worker.Handle(b.topic, h),
-			worker.Logger(shareqtest.Logger()), worker.GroupDeliveryLimit(7))
+			worker.Logger(shareqtest.Logger()), worker.DeliveryLimit(7))
 		if err != nil {
 			t.Fatal(err)
 		}
 		err = w.Check(context.Background())
 		if err == nil || !strings.Contains(err.Error(), "Apache Kafka 4.3+") || !strings.Contains(err.Error(), groupcfg.BrokerDeliveryCountLimit) {
-			t.Fatalf("GroupDeliveryLimit on Kafka %s: Check = %v, want an error naming Kafka 4.3+ and %s", b.c.Version, err, groupcfg.BrokerDeliveryCountLimit)
+			t.Fatalf("DeliveryLimit on Kafka %s: Check = %v, want an error naming Kafka 4.3+ and %s", b.c.Version, err, groupcfg.BrokerDeliveryCountLimit)
 		}
-		b.start(t, h, worker.AutoOffsetReset("earliest"), worker.DeliveryLimit(4))
+		// The broker's limit, less the spares.
+		b.start(t, h, worker.AutoOffsetReset("earliest"), worker.SpareDeliveries(1))
 		for range 2 {
-			expect(4, "DeliveryLimit", "the jobs produced before the group existed were not delivered: AutoOffsetReset not applied")
+			expect(int32(b.c.DeliveryLimit-1), "SpareDeliveries", "the jobs produced before the group existed were not delivered: AutoOffsetReset not applied")
 		}
 		return
 	}
-	b.start(t, h, worker.AutoOffsetReset("earliest"), worker.GroupDeliveryLimit(7), worker.DeliveryLimit(4))
+	b.start(t, h, worker.AutoOffsetReset("earliest"), worker.DeliveryLimit(7), worker.SpareDeliveries(3))
 	for range 2 {
-		expect(4, "DeliveryLimit", "the jobs produced before the group existed were not delivered: AutoOffsetReset not applied")
+		expect(4, "DeliveryLimit less SpareDeliveries", "the jobs produced before the group existed were not delivered: AutoOffsetReset not applied")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -487,11 +488,11 @@ func TestGroupConfigOptions(t *testing.T) {
 		t.Errorf("group configs %v (%v), want %s=7 and %s=earliest", got, err, groupcfg.DeliveryCountLimit, groupcfg.AutoOffsetReset)
 	}
 
-	// Without DeliveryLimit, handlers see the group's limit.
+	// Without spares, handlers see the group's limit.
 	b2 := setup(t, 1)
 	b2.produce(t, "c")
-	b2.start(t, h, worker.GroupDeliveryLimit(6))
-	expect(6, "GroupDeliveryLimit", "job not delivered")
+	b2.start(t, h, worker.DeliveryLimit(6))
+	expect(6, "DeliveryLimit", "job not delivered")
 }
 
 // Every member of a worker connects with a client ID that names the

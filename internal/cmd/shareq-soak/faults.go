@@ -287,12 +287,15 @@ func (p *phase) parkAt() int {
 	return p.limit
 }
 
-// dlqLimit is the workers' dlq.DeliveryLimit: 0 (the middleware's
-// default, the group's limit as the worker read it) unless a mitigation is
-// on.
-func (p *phase) dlqLimit() int {
-	if p.o.parkEarly || p.o.spareDeliveries > 0 {
-		return p.parkAt()
+// spare is the workers' worker.SpareDeliveries: the deliveries between
+// the one they park on and the group's limit (0 unless a mitigation is
+// on).
+func (p *phase) spare() int {
+	switch {
+	case p.o.parkEarly:
+		return 1
+	case p.o.spareDeliveries > 0:
+		return p.groupLimit - p.parkAt()
 	}
 	return 0
 }

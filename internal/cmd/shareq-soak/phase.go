@@ -189,7 +189,7 @@ func runPhase(ctx context.Context, svc *services, o options, name string, seed u
 		"-schema", p.schema,
 		"-concurrency", strconv.Itoa(o.concurrency),
 		"-shutdown-timeout", workerShutdown.String(),
-		"-park-at", strconv.Itoa(p.dlqLimit()),
+		"-spare", strconv.Itoa(p.spare()),
 		"-group-limit", strconv.Itoa(p.workerGroupLimit()),
 		"-webhook-flag", p.webhookFlag(),
 		"-deadline", workerDeadline.Add(time.Minute).Format(time.RFC3339Nano),

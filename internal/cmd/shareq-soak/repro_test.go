@@ -160,15 +160,15 @@ func TestParkBeforeBrokerLimitSurvivesCrash(t *testing.T) {
 	}
 	r.produce(t, jobRec("poison", []byte("x")))
 	m := r.member(t)
-	rec := m.releaseUntil(int32(limit - 1)) // the parking delivery, under dlq.DeliveryLimit(limit-1)
+	rec := m.releaseUntil(int32(limit - 1)) // the parking delivery, under worker.SpareDeliveries(1)
 	m.die(rec, r.c.LockDuration)
 
-	park, err := dlq.Middleware(r.cl, dlq.DeliveryLimit(limit-1), dlq.Logger(r.logger(t)))
+	park, err := dlq.Middleware(r.cl, dlq.Logger(r.logger(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	fails := handler.Func(func(context.Context, *handler.Job) error { return errors.New("poison") })
-	r.start(t, fails, nil, worker.Use(park))
+	r.start(t, fails, nil, worker.Use(park), worker.SpareDeliveries(1))
 	waitFor(t, 30*time.Second, "the job parked", func() bool { return r.obs.Count(worker.AckAccept) >= 1 })
 	ps := r.parked(t)
 	if len(ps) < 1 || ps[0].JobID() != "poison" || ps[0].Reason != handler.ReasonDeliveryLimit || int(ps[0].DeliveryCount) != limit {

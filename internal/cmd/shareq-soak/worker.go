@@ -59,7 +59,7 @@ type workerFlags struct {
 	schema          string
 	concurrency     int
 	shutdownTimeout time.Duration
-	parkAt          int
+	spare           int
 	groupLimit      int
 	webhookFlag     string
 	kafkaVia        string
@@ -84,8 +84,8 @@ func workerMain(args []string) int {
 	fs.StringVar(&f.schema, "schema", "", "Postgres schema holding the claim and effect tables")
 	fs.IntVar(&f.concurrency, "concurrency", 8, "handlers at once")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 3*time.Second, "worker.ShutdownTimeout")
-	fs.IntVar(&f.parkAt, "park-at", 0, "dlq.DeliveryLimit: the delivery on which failing jobs are parked (0: the group's limit)")
-	fs.IntVar(&f.groupLimit, "group-limit", 0, "worker.GroupDeliveryLimit: the group's share.delivery.count.limit, written before joining (0: leave it)")
+	fs.IntVar(&f.spare, "spare", 0, "worker.SpareDeliveries: failing jobs are parked this many deliveries before the group's limit")
+	fs.IntVar(&f.groupLimit, "group-limit", 0, "worker.DeliveryLimit: the group's share.delivery.count.limit, written before joining (0: leave it)")
 	fs.StringVar(&f.webhookFlag, "webhook-flag", "", "while this file exists, the \"webhook\" every job calls is down: handlers return handler.Unavailable(\"webhook\")")
 	fs.StringVar(&f.kafkaVia, "kafka-via", "", "send every broker connection to this address (a proxy of the single broker: the silent-broker fault)")
 	fs.StringVar(&deadline, "deadline", "", "RFC 3339 time at which to stop regardless")
@@ -167,7 +167,6 @@ func runWorker(ctx context.Context, f workerFlags, log *slog.Logger) error {
 	}
 	defer producer.Close()
 	park, err := dlq.Middleware(producer,
-		dlq.DeliveryLimit(f.parkAt),
 		dlq.Logger(log),
 		dlq.Redact(func(err error) string { return secretRE.ReplaceAllString(err.Error(), "token=REDACTED") }),
 		dlq.OnPark(func(job *handler.Job, reason string) { emit("park", job.ID(), reason) }),
@@ -224,7 +223,10 @@ func runWorker(ctx context.Context, f workerFlags, log *slog.Logger) error {
 		worker.ClientOpts(append(viaProxy(f.kafkaVia), kgo.ClientID(clientIDPrefix+f.name))...),
 	}
 	if f.groupLimit > 0 {
-		opts = append(opts, worker.GroupDeliveryLimit(f.groupLimit))
+		opts = append(opts, worker.DeliveryLimit(f.groupLimit))
+	}
+	if f.spare > 0 {
+		opts = append(opts, worker.SpareDeliveries(f.spare))
 	}
 	if workerExtra.maxBytesInHand > 0 {
 		opts = append(opts, worker.MaxBytesInHand(workerExtra.maxBytesInHand))
