@@ -57,8 +57,12 @@ func semconvFromEnv() Semconv {
 	return SemconvNew
 }
 
-// Option configures [New].
-type Option func(*config)
+// An Option configures [New].
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
 	tp      trace.TracerProvider
@@ -74,23 +78,23 @@ type config struct {
 // TracerProvider sets the tracer provider. Default: the global one
 // (otel.GetTracerProvider), looked up when [New] runs.
 func TracerProvider(tp trace.TracerProvider) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) {
 		if tp == nil {
 			c.errs = append(c.errs, errors.New("TracerProvider: nil"))
 		}
 		c.tp = tp
-	}
+	})
 }
 
 // MeterProvider sets the meter provider. Default: the global one
 // (otel.GetMeterProvider), looked up when [New] runs.
 func MeterProvider(mp metric.MeterProvider) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) {
 		if mp == nil {
 			c.errs = append(c.errs, errors.New("MeterProvider: nil"))
 		}
 		c.mp = mp
-	}
+	})
 }
 
 // Propagator sets the propagator that writes a trace context into a job's
@@ -99,30 +103,30 @@ func MeterProvider(mp metric.MeterProvider) Option {
 // none gets a no-op one, so set W3C trace context there
 // (propagation.TraceContext{}) or here.
 func Propagator(p propagation.TextMapPropagator) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) {
 		if p == nil {
 			c.errs = append(c.errs, errors.New("Propagator: nil"))
 		}
 		c.prop = p
-	}
+	})
 }
 
 // SemanticConventions selects the conventions' version explicitly instead
 // of from OTEL_SEMCONV_STABILITY_OPT_IN. Default [SemconvFromEnv].
 func SemanticConventions(s Semconv) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) {
 		if s < SemconvFromEnv || s > SemconvDup {
 			c.errs = append(c.errs, fmt.Errorf("SemanticConventions(%d): unknown", s))
 		}
 		c.semconv = s
-	}
+	})
 }
 
 // RecordKeys puts each record's key on the spans
 // (messaging.kafka.message.key) when it is valid UTF-8. Default off: a key
 // is often a customer or user ID, which a trace backend should not hold
 // unless you decide it may.
-func RecordKeys() Option { return func(c *config) { c.keys = true } }
+func RecordKeys() Option { return optionFunc(func(c *config) { c.keys = true }) }
 
 // LinkToJob makes each run of a job the root of a trace of its own,
 // linked to the span that created the job, instead of its child (the
@@ -130,12 +134,12 @@ func RecordKeys() Option { return func(c *config) { c.keys = true } }
 // It suits jobs that run long after the request that enqueued them, a
 // request that enqueues many jobs, and runs a sampler should decide on
 // by themselves; it is the messaging conventions' default.
-func LinkToJob() Option { return func(c *config) { c.link = true } }
+func LinkToJob() Option { return optionFunc(func(c *config) { c.link = true }) }
 
 // NoLogIDs keeps the job's logger as the worker made it. Default: the
 // middleware gives the handler's context a logger (handler.Logger) with
 // trace_id and span_id attributes when the run's span is sampled.
-func NoLogIDs() Option { return func(c *config) { c.logIDs = false } }
+func NoLogIDs() Option { return optionFunc(func(c *config) { c.logIDs = false }) }
 
 // Telemetry traces and measures jobs: on the producer side through
 // [Telemetry.Producer] and [Telemetry.Inject], on the worker through
@@ -171,7 +175,7 @@ func New(opts ...Option) (*Telemetry, error) {
 			c.errs = append(c.errs, errors.New("nil Option"))
 			continue
 		}
-		o(&c)
+		o.apply(&c)
 	}
 	if len(c.errs) > 0 {
 		return nil, fmt.Errorf("shareqotel: %w", errors.Join(c.errs...))
