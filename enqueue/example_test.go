@@ -54,8 +54,8 @@ type Email struct {
 	To string `json:"to"`
 }
 
-// welcome enqueues one job (the package documentation and the README
-// show its lines).
+// welcome enqueues one job (the package documentation and
+// docs/enqueueing.md show its lines).
 func welcome(ctx context.Context, cl *kgo.Client, out *string) error {
 	q, err := enqueue.New(cl)
 	if err != nil {
@@ -68,8 +68,8 @@ func welcome(ctx context.Context, cl *kgo.Client, out *string) error {
 	return err
 }
 
-// newProducer creates the client a producer of jobs enqueues with (the
-// README shows its line): keyless jobs spread over the partitions.
+// newProducer creates the client a producer of jobs enqueues with
+// (docs/enqueueing.md shows its line): keyless jobs spread over the partitions.
 func newProducer(brokers []string) (*kgo.Client, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(enqueue.Partitioner()))
 	return cl, err

@@ -9,7 +9,7 @@ import (
 	"github.com/shareq/shareq/worker"
 )
 
-// The README's snippet: a traced producer and worker on the global
+// docs/tracing.md's snippet: a traced producer and worker on the global
 // providers (set them with otel.SetTracerProvider, otel.SetMeterProvider
 // and otel.SetTextMapPropagator at start-up).
 func Example_worker() {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The repository's Go modules (go.work lists them all; see README.md,
-# "Modules"). Prints the package pattern of each, ./... for the root and
+# The repository's Go modules (go.work lists them all; see
+# docs/installing.md, "Modules"). Prints the package pattern of each, ./... for the root and
 # ./<dir>/... for the others, for go vet and go test run from the root in
 # workspace mode; with -dirs, prints their directories instead. Fails
 # when a go.mod in the tree is missing from go.work, so that no module is

@@ -51,7 +51,8 @@ func ExampleObserver() {
 	// nobody: discarded, reject on delivery 1
 }
 
-// TestWelcomeEmail is the test README.md shows ("Testing your handlers").
+// TestWelcomeEmail is the test docs/testing.md shows ("The worker your
+// app builds").
 func TestWelcomeEmail(t *testing.T) {
 	q := shareqtest.New(t, shareqtest.Topic("emails"))
 	id := q.ProduceJSON(t, Email{To: "grace@example.com"}, shareqtest.JobID("welcome-grace"))

@@ -612,7 +612,7 @@ func (x *executor) result(r xresult) {
 		// its next delivery finds its claim, if it made one. The outcome
 		// is decided here, not on the broker's answer to that ack: Kafka
 		// answers an ack of an offset below the share-partition start
-		// offset with no error and ignores it (ENGINE.md fact 4), which
+		// offset with no error and ignores it (docs/architecture.md, fact 4), which
 		// is what a record another member has taken and accepted
 		// meanwhile becomes (TestFrozenWorkerWakesWithoutClaimingLostJobs
 		// on Kafka 4.4.0: the woken worker's ACCEPT of such a record is

@@ -207,8 +207,8 @@ func TestKilledWorkerPartitionsMoveWithinSessionTimeout(t *testing.T) {
 	ran := &ranOn{first: map[int32]time.Time{}}
 	h := handler.Func(func(_ context.Context, job *handler.Job) error { ran.record(job); return nil })
 	b.start(t, h, worker.SessionTimeout(asked))
-	// The group splits the partitions between the two (ENGINE.md fact
-	// 17): wait until the child has half and this worker has run jobs
+	// The group splits the partitions between the two
+	// (docs/architecture.md, fact 17): wait until the child has half and this worker has run jobs
 	// from the other half.
 	waitPartitions(t, childParts, partitions/2, 60*time.Second)
 	ran.reset(time.Now())

@@ -77,8 +77,8 @@ func signup(ctx context.Context, pool *pgxpool.Pool, email string) error {
 	return tx.Commit(ctx)
 }
 
-// signupFunc does the same with pgx.BeginFunc (the README shows its
-// lines).
+// signupFunc does the same with pgx.BeginFunc (docs/enqueueing.md shows
+// its lines).
 func signupFunc(ctx context.Context, pool *pgxpool.Pool, email string) error {
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "INSERT INTO users (email) VALUES ($1)", email); err != nil {
@@ -129,8 +129,8 @@ func ExampleEnqueueJobTx() {
 	}
 }
 
-// scheduleFollowUp enqueues the follow-up email in tx (the README and the
-// package documentation show its lines).
+// scheduleFollowUp enqueues the follow-up email in tx (docs/enqueueing.md
+// and the package documentation show its lines).
 func scheduleFollowUp(ctx context.Context, tx pgx.Tx, email string) (string, error) {
 	res, err := pgoutbox.EnqueueJobTx(ctx, tx, enqueue.NewJob("emails", FollowUp{Email: email}),
 		pgoutbox.In(24*time.Hour), pgoutbox.Unique("follow-up/"+email))

@@ -1,9 +1,9 @@
-// Command quickstart is the worker of README.md's "A worker" section, the
-// README's other snippets compiled beside it (readme_test.go): a thumbnail
+// Command quickstart is the worker of README.md's "A worker" section, with
+// other snippets of the docs compiled beside it (readme_test.go): a thumbnail
 // worker for the topic "images" on a broker at 127.0.0.1:9092, such as the
 // one "go run ./cmd/shareq dev -topics images" starts.
 //
-// internal/doccheck fails when the README's snippets and these files drift
+// internal/doccheck fails when the docs' snippets and these files drift
 // apart: change them together.
 package main
 

@@ -22,7 +22,7 @@ import (
 	"github.com/shareq/shareq/worker"
 )
 
-// safeJobs is README.md's "Safe jobs" section: a worker with the claim
+// safeJobs is docs/idempotency.md's "Safe jobs" section: a worker with the claim
 // row, dead-letter parking and metrics.
 func safeJobs(ctx context.Context, resize handler.Handler) error {
 	cfg, err := pgxpool.ParseConfig(os.Getenv("DATABASE_URL")) // the claim rows live here

@@ -8,7 +8,7 @@
 // to "1" for the chromium on the PATH, or to the browser's path. With
 // SHAREQ_CONSOLE_SCREENSHOTS set to a directory it also saves the
 // screenshots of the main pages there (docs/console/ holds the ones the
-// README shows):
+// docs show):
 //
 //	SHAREQ_TEST_BROWSER=1 SHAREQ_CONSOLE_SCREENSHOTS=$PWD/docs/console go test ./internal/consolebrowser
 package consolebrowser

@@ -5,7 +5,7 @@ package kafkatest_test
 // every record the group archives to that topic. These tests pin which
 // records, with which headers, copied or not, and what happens when the
 // topic cannot take them; on kfake and older Kafka they pin that the
-// config does not exist. ENGINE.md ("Kafka 4.4") and
+// config does not exist. docs/architecture.md ("Kafka 4.4") and
 // docs/compatibility.md describe the same.
 
 import (

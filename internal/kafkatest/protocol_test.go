@@ -4,7 +4,7 @@ package kafkatest_test
 // share-group member (internal/member) relies on, with raw ShareFetch,
 // ShareAcknowledge and ShareGroupHeartbeat requests (sharewire_test.go),
 // on whichever cluster kafkatest.New gives. The facts are numbered as in
-// the member's design notes (ENGINE.md); where kfake and Apache Kafka
+// the table of protocol facts in docs/architecture.md; where kfake and Apache Kafka
 // differ the test branches on a kafkatest.Cluster field and asserts each
 // broker's exact answer (docs/kafka-differences.md lists them).
 

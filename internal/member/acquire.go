@@ -4,7 +4,7 @@ package member
 //
 // record_limit (ShareAcquireMode 1) acquires at most MaxRecords records,
 // splitting producer batches; batch_optimized (0) acquires whole producer
-// batches and may go past MaxRecords to finish one (ENGINE.md fact 15:
+// batches and may go past MaxRecords to finish one (docs/architecture.md, fact 15:
 // MaxRecords 1 acquired a batch of 196 records on Kafka; kfake gives
 // exactly MaxRecords in both modes).
 //

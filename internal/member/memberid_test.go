@@ -7,7 +7,7 @@ import (
 	"github.com/shareq/shareq/internal/member"
 )
 
-// Why a restarted worker does not take its old member ID back (ENGINE.md
+// Why a restarted worker does not take its old member ID back (docs/architecture.md,
 // fact 21 would let it resume its partitions at once): two live members
 // with one ID are one member to the coordinator (neither is fenced, both
 // are assigned every partition), but each one's share fetches open the

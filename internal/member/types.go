@@ -25,8 +25,8 @@
 // [Member.Leave].
 //
 // The protocol facts this follows are measured on kfake and Apache Kafka
-// and pinned by the conformance tests (see ENGINE.md in the design notes
-// and docs/kafka-differences.md).
+// and pinned by the conformance tests (see the protocol facts of
+// docs/architecture.md, and docs/kafka-differences.md).
 //
 // # Where things are
 //

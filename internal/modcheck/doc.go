@@ -1,15 +1,15 @@
 // Package modcheck holds tests, and nothing else, over the repository's
-// modules. The first keeps README.md's instructions for using shareq
+// modules. The first keeps docs/installing.md's instructions for using shareq
 // from another module true: for each
 // published module of the repository (every module of go.work outside
 // internal/, cmd/, examples/ and deploy/, and not under an internal
 // directory), it builds a module outside the repository with GOWORK=off,
-// the README's replace lines for it (its "```go.mod" block that starts
+// the guide's replace lines for it (its "```go.mod" block that starts
 // "// for <module>") and a main that imports every package of the
 // module, and fails, naming the lines that
 // are missing or not needed, when `go mod tidy` or `go build` needs
-// anything more. It also runs the README's commands that install the CLI
-// (its "```sh" block under "### Installing the CLI") and the installed
+// anything more. It also runs the guide's commands that install the CLI
+// (its "```sh" block under "## Installing the CLI") and the installed
 // shareq.
 //
 // The second keeps the layers in order: no package under internal/ (the
@@ -20,5 +20,5 @@
 //
 // They need the go command and, on a machine with an empty module cache,
 // the Go module proxy (GOPROXY, without its "direct" fallback: a module
-// the README forgot is then reported by the proxy at once).
+// the guide forgot is then reported by the proxy at once).
 package modcheck

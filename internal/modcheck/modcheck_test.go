@@ -23,9 +23,9 @@ const shareqPath = "github.com/shareq/shareq"
 // unpublished are the directories whose modules a user never imports.
 var unpublished = []string{"internal", "cmd", "examples", "deploy"}
 
-// A block is one of README.md's go.mod blocks.
+// A block is one of the installing guide's go.mod blocks.
 type block struct {
-	line     int               // README.md's line of its opening fence
+	line     int               // the guide's line of its opening fence
 	module   string            // the module it is for
 	text     string            // its lines but the first
 	replaced map[string]string // module path -> the directory under ../shareq ("" for the root)
@@ -37,21 +37,26 @@ var (
 	shareqMod   = regexp.MustCompile(regexp.QuoteMeta(shareqPath) + `(/[A-Za-z0-9_./-]*[A-Za-z0-9_])?`)
 )
 
-// readme returns README.md's lines.
-func readme(t *testing.T) []string {
+// installing is the guide that tells users how to use shareq from their
+// own module and how to install the CLI.
+const installing = "docs/installing.md"
+
+// guide returns the lines of the installing guide.
+func guide(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	b, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(installing)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return strings.Split(string(b), "\n")
 }
 
-// blocks returns README.md's go.mod blocks by the module they are for.
+// blocks returns the installing guide's go.mod blocks by the module they
+// are for.
 func blocks(t *testing.T) map[string]block {
 	t.Helper()
 	out := map[string]block{}
-	lines := readme(t)
+	lines := guide(t)
 	for i := 0; i < len(lines); i++ {
 		if strings.TrimSpace(lines[i]) != "```go.mod" {
 			continue
@@ -62,11 +67,11 @@ func blocks(t *testing.T) map[string]block {
 			body = append(body, lines[i])
 		}
 		if len(body) == 0 {
-			t.Fatalf("README.md:%d: empty go.mod block", b.line)
+			t.Fatalf("%s:%d: empty go.mod block", installing, b.line)
 		}
 		m := forLine.FindStringSubmatch(body[0])
 		if m == nil {
-			t.Fatalf("README.md:%d: a go.mod block must start with // for <module>; it starts %q", b.line, body[0])
+			t.Fatalf("%s:%d: a go.mod block must start with // for <module>; it starts %q", installing, b.line, body[0])
 		}
 		b.module = m[1]
 		b.text = strings.Join(body[1:], "\n") + "\n"
@@ -76,7 +81,7 @@ func blocks(t *testing.T) map[string]block {
 			}
 		}
 		if _, dup := out[b.module]; dup {
-			t.Fatalf("README.md:%d: a second go.mod block for %s", b.line, b.module)
+			t.Fatalf("%s:%d: a second go.mod block for %s", installing, b.line, b.module)
 		}
 		out[b.module] = b
 	}
@@ -94,7 +99,7 @@ func goCmd(t *testing.T, dir string, env []string, args ...string) ([]byte, erro
 }
 
 // proxyOnly is GOPROXY without its "direct" entries, so that a module
-// missing from the README fails at the proxy instead of being looked
+// missing from the guide fails at the proxy instead of being looked
 // for in a repository that does not exist.
 func proxyOnly(t *testing.T) string {
 	t.Helper()
@@ -176,11 +181,11 @@ func packages(t *testing.T, dir string) []string {
 	return pkgs
 }
 
-// TestReadmeReplaceLines builds, for each published module, a module of
-// a user outside the repository with only the README's replace lines
-// for it, and fails if go mod tidy or go build needs more, or if a line
-// is not needed.
-func TestReadmeReplaceLines(t *testing.T) {
+// TestGuideReplaceLines builds, for each published module, a module of
+// a user outside the repository with only the installing guide's replace
+// lines for it, and fails if go mod tidy or go build needs more, or if a
+// line is not needed.
+func TestGuideReplaceLines(t *testing.T) {
 	t.Parallel()
 	abs, err := filepath.Abs(root)
 	if err != nil {
@@ -191,12 +196,12 @@ func TestReadmeReplaceLines(t *testing.T) {
 	mods, all := published(t)
 	for _, m := range mods {
 		if _, ok := bs[m.path]; !ok {
-			t.Errorf("README.md has no go.mod block for %s: add one under \"Using shareq from your own module\", starting // for %s", m.path, m.path)
+			t.Errorf("%s has no go.mod block for %s: add one under \"Using shareq from your own module\", starting // for %s", installing, m.path, m.path)
 		}
 	}
 	for path := range bs {
 		if !slices.ContainsFunc(mods, func(m module) bool { return m.path == path }) {
-			t.Errorf("README.md has a go.mod block for %s, which is not a published module of go.work", path)
+			t.Errorf("%s has a go.mod block for %s, which is not a published module of go.work", installing, path)
 		}
 	}
 	for _, m := range mods {
@@ -227,8 +232,8 @@ func TestReadmeReplaceLines(t *testing.T) {
 			for _, args := range [][]string{{"mod", "tidy"}, {"build", "-o", os.DevNull, "."}} {
 				out, err := goCmd(t, dir, env, args...)
 				if err != nil {
-					t.Fatalf("README.md:%d, the go.mod block for %s: go %s, in a module importing %s, fails: %v\n%s\n%s",
-						b.line, m.path, strings.Join(args, " "), strings.Join(pkgs, ", "), err, missing(b, out, all), out)
+					t.Fatalf("%s:%d, the go.mod block for %s: go %s, in a module importing %s, fails: %v\n%s\n%s",
+						installing, b.line, m.path, strings.Join(args, " "), strings.Join(pkgs, ", "), err, missing(b, out, all), out)
 				}
 			}
 			out, err := goCmd(t, dir, env, "list", "-m", "-f", "{{.Path}}", "all")
@@ -238,7 +243,7 @@ func TestReadmeReplaceLines(t *testing.T) {
 			inBuild := strings.Fields(string(out))
 			for path := range b.replaced {
 				if !slices.Contains(inBuild, path) {
-					t.Errorf("README.md:%d, the go.mod block for %s: the line for %s is not needed (the module is not in go list -m all); remove it", b.line, m.path, path)
+					t.Errorf("%s:%d, the go.mod block for %s: the line for %s is not needed (the module is not in go list -m all); remove it", installing, b.line, m.path, path)
 				}
 			}
 		})
@@ -272,14 +277,14 @@ func write(t *testing.T, path, s string) {
 	}
 }
 
-// TestReadmeInstallCommands runs the README's commands that install the
+// TestGuideInstallCommands runs the installing guide's commands that install the
 // CLI from the clone, each into a directory of its own, and the shareq
 // each installs.
-func TestReadmeInstallCommands(t *testing.T) {
+func TestGuideInstallCommands(t *testing.T) {
 	t.Parallel()
 	cmds := installCommands(t)
 	if len(cmds) < 2 {
-		t.Fatalf("README.md's install block has %d commands, want the one with go.work and the one without", len(cmds))
+		t.Fatalf("%s's install block has %d commands, want the one with go.work and the one without", installing, len(cmds))
 	}
 	for _, c := range cmds {
 		t.Run(c, func(t *testing.T) {
@@ -290,7 +295,7 @@ func TestReadmeInstallCommands(t *testing.T) {
 			// GOWORK unset: go.work is found as a user's clone finds it.
 			cmd.Env = append(withoutEnv(os.Environ(), "GOWORK"), "GOBIN="+bin)
 			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("README.md's %q fails: %v\n%s", c, err, out)
+				t.Fatalf("%s's %q fails: %v\n%s", installing, c, err, out)
 			}
 			var stderr bytes.Buffer
 			run := exec.Command(filepath.Join(bin, "shareq"), "help")
@@ -303,14 +308,14 @@ func TestReadmeInstallCommands(t *testing.T) {
 	}
 }
 
-// installCommands returns the commands of the sh block under README.md's
-// "### Installing the CLI", comments removed.
+// installCommands returns the commands of the sh block under the
+// installing guide's "## Installing the CLI", comments removed.
 func installCommands(t *testing.T) []string {
 	t.Helper()
-	lines := readme(t)
-	i := slices.Index(lines, "### Installing the CLI")
+	lines := guide(t)
+	i := slices.Index(lines, "## Installing the CLI")
 	if i < 0 {
-		t.Fatal(`README.md has no "### Installing the CLI" section`)
+		t.Fatalf("%s has no \"## Installing the CLI\" section", installing)
 	}
 	for ; i < len(lines) && lines[i] != "```sh"; i++ {
 	}

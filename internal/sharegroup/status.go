@@ -99,7 +99,7 @@ func groupKind(l kadm.ListedGroup) string {
 //
 // A partition's lag is unknown while the group has no start offset for it:
 // the group has not fetched from it yet, or (Apache Kafka) the broker has
-// not written its share state yet (ENGINE.md fact 16). Such a partition
+// not written its share state yet (docs/architecture.md, fact 16). Such a partition
 // never counts as 0: TotalLag is null then, LagAtLeast says what is known,
 // and the partition's Waiting says what its log holds for the group.
 type Status struct {

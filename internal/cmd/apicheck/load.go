@@ -73,7 +73,7 @@ func workspaceEnv(root string) []string {
 // unpublishedDirs are the top directories of the modules that no user
 // installs: the development harnesses and tests (internal), the CLI
 // (cmd, a binary), the examples and the deployment files. It is the rule
-// of internal/modcheck's README test too.
+// of internal/modcheck's replace-lines test too.
 var unpublishedDirs = []string{"internal", "cmd", "examples", "deploy"}
 
 // published reports whether the module in the directory rel (relative to
