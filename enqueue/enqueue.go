@@ -63,7 +63,7 @@ func Header(key string, value []byte) Option {
 
 // Headers adds record headers, in order, as many [Header] options would.
 // For code that computes a job's headers, such as a propagator writing a
-// trace context (the otel module's Inject).
+// trace context (the shareqotel module's Inject).
 func Headers(hs ...handler.Header) Option {
 	return optionFunc(func(j *Job) { j.Headers = append(j.Headers, hs...) })
 }

@@ -11,8 +11,8 @@ require (
 	github.com/shareq/shareq/idempotency/pgstore v0.0.0-00010101000000-000000000000
 	github.com/shareq/shareq/metrics v0.0.0-00010101000000-000000000000
 	github.com/shareq/shareq/migrations v0.0.0-00010101000000-000000000000
-	github.com/shareq/shareq/otel v0.0.0-00010101000000-000000000000
 	github.com/shareq/shareq/scheduler v0.0.0-00010101000000-000000000000
+	github.com/shareq/shareq/shareqotel v0.0.0-00010101000000-000000000000
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.20.0
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
@@ -67,6 +67,6 @@ replace (
 	github.com/shareq/shareq/idempotency/pgstore => ../idempotency/pgstore
 	github.com/shareq/shareq/metrics => ../metrics
 	github.com/shareq/shareq/migrations => ../migrations
-	github.com/shareq/shareq/otel => ../otel
 	github.com/shareq/shareq/scheduler => ../scheduler
+	github.com/shareq/shareq/shareqotel => ../shareqotel
 )

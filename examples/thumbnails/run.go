@@ -21,7 +21,7 @@ import (
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/idempotency"
 	"github.com/shareq/shareq/middleware"
-	shareqotel "github.com/shareq/shareq/otel"
+	shareqotel "github.com/shareq/shareq/shareqotel"
 	"github.com/shareq/shareq/worker"
 )
 

@@ -11,7 +11,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	shareqotel "github.com/shareq/shareq/otel"
+	shareqotel "github.com/shareq/shareq/shareqotel"
 )
 
 // serviceName is the service.name of the spans the program exports.

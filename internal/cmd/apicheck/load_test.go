@@ -33,7 +33,7 @@ func TestPublished(t *testing.T) {
 		"deploy":                    false,
 		"internal/cmd/apicheck":     false,
 		"internal/e2e":              false,
-		"otel/internal/e2e":         false,
+		"shareqotel/internal/e2e":   false,
 		"internalish":               true,
 		"metrics/internal":          false,
 		"examples/thumbnails/extra": false,

@@ -21,7 +21,7 @@ import (
 	"github.com/shareq/shareq/internal/kafkatest"
 	"github.com/shareq/shareq/migrations"
 	"github.com/shareq/shareq/migrations/pgtest"
-	"github.com/shareq/shareq/otel/internal/oteltest"
+	"github.com/shareq/shareq/shareqotel/internal/oteltest"
 	"github.com/shareq/shareq/worker"
 )
 

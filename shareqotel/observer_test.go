@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 
 	"github.com/shareq/shareq/handler"
-	"github.com/shareq/shareq/otel/internal/oteltest"
+	"github.com/shareq/shareq/shareqotel/internal/oteltest"
 	"github.com/shareq/shareq/worker"
 )
 

@@ -11,7 +11,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/shareq/shareq/handler"
-	shareqotel "github.com/shareq/shareq/otel"
+	shareqotel "github.com/shareq/shareq/shareqotel"
 	"github.com/shareq/shareq/worker"
 )
 
@@ -24,7 +24,7 @@ import (
 // middleware's cost alone, which a machine shared with other work moves
 // less than it moves a worker's rate.
 //
-//	go test -run '^$' -bench JobTelemetry -benchmem ./otel
+//	go test -run '^$' -bench JobTelemetry -benchmem ./shareqotel
 func BenchmarkJobTelemetry(b *testing.B) {
 	for _, mode := range []string{"none", "sampling-off", "sampling-off-no-meter", "sampling-off-LinkToJob", "sampled"} {
 		b.Run(mode, func(b *testing.B) {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/kafkatest"
-	shareqotel "github.com/shareq/shareq/otel"
+	shareqotel "github.com/shareq/shareq/shareqotel"
 	"github.com/shareq/shareq/shareqtest"
 	"github.com/shareq/shareq/worker"
 )
@@ -35,7 +35,7 @@ import (
 // less than the rate does) and their ratios to the run without
 // telemetry.
 //
-//	SHAREQ_TEST_BROKERS=kfake go test -run '^$' -bench Middleware -benchtime 50000x ./otel
+//	SHAREQ_TEST_BROKERS=kfake go test -run '^$' -bench Middleware -benchtime 50000x ./shareqotel
 func BenchmarkMiddleware(b *testing.B) {
 	var base, baseCPU float64
 	// Rounds of the three, each compared with the run without telemetry

@@ -3,7 +3,7 @@
 // propagation through the job's headers, spans after the messaging
 // semantic conventions for Kafka, and the conventions' metrics.
 //
-// It is a module of its own (github.com/shareq/shareq/otel), on the
+// It is a module of its own (github.com/shareq/shareq/shareqotel), on the
 // OpenTelemetry API only: a worker that does not import it pays nothing.
 // The tracer provider, meter provider and propagator are the globals
 // unless given to [New].

@@ -5,7 +5,7 @@ import (
 
 	"github.com/shareq/shareq/enqueue"
 	"github.com/shareq/shareq/handler"
-	shareqotel "github.com/shareq/shareq/otel"
+	shareqotel "github.com/shareq/shareq/shareqotel"
 	"github.com/shareq/shareq/worker"
 )
 

@@ -18,7 +18,7 @@ import (
 )
 
 // ScopeName is the instrumentation scope of the tracer and the meter.
-const ScopeName = "github.com/shareq/shareq/otel"
+const ScopeName = "github.com/shareq/shareq/shareqotel"
 
 // Semconv selects the version of the messaging semantic conventions the
 // spans follow, as the conventions' OTEL_SEMCONV_STABILITY_OPT_IN does.

@@ -19,8 +19,8 @@ import (
 	"github.com/shareq/shareq/enqueue"
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/kafkatest"
-	shareqotel "github.com/shareq/shareq/otel"
-	"github.com/shareq/shareq/otel/internal/oteltest"
+	shareqotel "github.com/shareq/shareq/shareqotel"
+	"github.com/shareq/shareq/shareqotel/internal/oteltest"
 	"github.com/shareq/shareq/worker"
 )
 

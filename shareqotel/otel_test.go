@@ -12,8 +12,8 @@ import (
 
 	"github.com/shareq/shareq/enqueue"
 	"github.com/shareq/shareq/handler"
-	shareqotel "github.com/shareq/shareq/otel"
-	"github.com/shareq/shareq/otel/internal/oteltest"
+	shareqotel "github.com/shareq/shareq/shareqotel"
+	"github.com/shareq/shareq/shareqotel/internal/oteltest"
 )
 
 // acked is an enqueue.Producer that acknowledges every record at once,

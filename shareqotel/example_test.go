@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/shareq/shareq/enqueue"
-	shareqotel "github.com/shareq/shareq/otel"
+	shareqotel "github.com/shareq/shareq/shareqotel"
 )
 
 // A job enqueued inside a request's span carries the span's trace

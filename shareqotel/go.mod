@@ -1,4 +1,4 @@
-module github.com/shareq/shareq/otel
+module github.com/shareq/shareq/shareqotel
 
 go 1.26.0
 

@@ -21,7 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/shareq/shareq/internal/kafkatest"
-	shareqotel "github.com/shareq/shareq/otel"
+	shareqotel "github.com/shareq/shareq/shareqotel"
 	"github.com/shareq/shareq/worker"
 )
 

@@ -1,4 +1,4 @@
-module github.com/shareq/shareq/otel/internal/e2e
+module github.com/shareq/shareq/shareqotel/internal/e2e
 
 go 1.26.0
 
@@ -9,14 +9,14 @@ replace (
 	github.com/shareq/shareq/enqueue/pgoutbox => ../../../enqueue/pgoutbox
 	github.com/shareq/shareq/idempotency/pgstore => ../../../idempotency/pgstore
 	github.com/shareq/shareq/migrations => ../../../migrations
-	github.com/shareq/shareq/otel => ../..
+	github.com/shareq/shareq/shareqotel => ../..
 )
 
 require (
 	github.com/shareq/shareq v0.0.0-00010101000000-000000000000
 	github.com/shareq/shareq/enqueue/pgoutbox v0.0.0-00010101000000-000000000000
 	github.com/shareq/shareq/migrations v0.0.0-00010101000000-000000000000
-	github.com/shareq/shareq/otel v0.0.0-00010101000000-000000000000
+	github.com/shareq/shareq/shareqotel v0.0.0-00010101000000-000000000000
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0
