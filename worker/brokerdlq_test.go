@@ -77,12 +77,7 @@ func TestBrokerDLQDefault(t *testing.T) {
 	if got := w.BrokerDLQTopic(); got != topic {
 		t.Fatalf("BrokerDLQTopic = %q, want %q\n%s", got, topic, logs)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	got, err := groupcfg.Describe(ctx, b.c.Client(t), b.group, groupcfg.DLQTopicName, groupcfg.DLQCopyRecord)
-	if err != nil || got[groupcfg.DLQTopicName] != topic || got[groupcfg.DLQCopyRecord] != "true" {
-		t.Fatalf("group configs %v (%v), want %s=%s and %s=true", got, err, groupcfg.DLQTopicName, topic, groupcfg.DLQCopyRecord)
-	}
+	wantGroupConfigs(t, b.c, b.group, map[string]string{groupcfg.DLQTopicName: topic, groupcfg.DLQCopyRecord: "true"})
 
 	// An operator's choice on the group wins over the default name.
 	b2 := &bundle{c: b.c, topic: b.topic, group: b.c.Group(t)}

@@ -1,13 +1,17 @@
 package worker_test
 
 import (
+	"context"
 	"errors"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/internal/groupcfg"
 	"github.com/shareq/shareq/internal/kafkatest"
 	"github.com/shareq/shareq/shareqtest"
 	"github.com/shareq/shareq/worker"
@@ -72,3 +76,27 @@ func count(fs []finished, key string, ack worker.Ack) int {
 }
 
 var errRetry = errors.New("not yet")
+
+// wantGroupConfigs waits until group's configs named (those of want
+// when none are) describe as want says, and fails after 20 s with the
+// last ones described: Kafka can describe the old value for a moment
+// after a set.
+func wantGroupConfigs(t *testing.T, c *kafkatest.Cluster, group string, want map[string]string, names ...string) {
+	t.Helper()
+	if len(names) == 0 {
+		names = slices.Collect(maps.Keys(want))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for {
+		got, err := groupcfg.Describe(ctx, c.Client(t), group, names...)
+		if err == nil && maps.Equal(got, want) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s %s: group %s configs %v (%v), want %v", c.Kind, c.Version, group, got, err, want)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

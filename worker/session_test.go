@@ -155,12 +155,7 @@ func TestSessionTimeoutDefault(t *testing.T) {
 		if err := w.Check(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		got, err := groupcfg.Describe(ctx, c.Client(t), bb.group, groupcfg.SessionTimeoutMs, groupcfg.HeartbeatIntervalMs)
-		if err != nil || got[groupcfg.SessionTimeoutMs] != "6000" || got[groupcfg.HeartbeatIntervalMs] != "1000" {
-			t.Errorf("group configs %v (%v), want %s=6000 and %s=1000", got, err, groupcfg.SessionTimeoutMs, groupcfg.HeartbeatIntervalMs)
-		}
+		wantGroupConfigs(t, c, bb.group, map[string]string{groupcfg.SessionTimeoutMs: "6000", groupcfg.HeartbeatIntervalMs: "1000"})
 	})
 }
 

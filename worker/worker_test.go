@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -481,12 +480,7 @@ func TestGroupConfigOptions(t *testing.T) {
 	for range 2 {
 		expect(4, "DeliveryLimit less SpareDeliveries", "the jobs produced before the group existed were not delivered: AutoOffsetReset not applied")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	got, err := groupcfg.Describe(ctx, b.c.Client(t), b.group, groupcfg.DeliveryCountLimit, groupcfg.AutoOffsetReset)
-	if err != nil || got[groupcfg.DeliveryCountLimit] != "7" || got[groupcfg.AutoOffsetReset] != "earliest" {
-		t.Errorf("group configs %v (%v), want %s=7 and %s=earliest", got, err, groupcfg.DeliveryCountLimit, groupcfg.AutoOffsetReset)
-	}
+	wantGroupConfigs(t, b.c, b.group, map[string]string{groupcfg.DeliveryCountLimit: "7", groupcfg.AutoOffsetReset: "earliest"})
 
 	// Without spares, handlers see the group's limit.
 	b2 := setup(t, 1)
@@ -556,20 +550,7 @@ func TestRenewAckEnableSetAtStart(t *testing.T) {
 	if !b.c.RenewAckConfig {
 		want = map[string]string{}
 	}
-	// Kafka can describe the old value for a moment after a set.
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for {
-		got, err := groupcfg.Describe(ctx, b.c.Client(t), b.group, groupcfg.RenewAckEnable)
-		if err == nil && maps.Equal(got, want) {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s %s: group %s after start = %v (%v), want %v", b.c.Kind, b.c.Version, groupcfg.RenewAckEnable, got, err, want)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	wantGroupConfigs(t, b.c, b.group, want, groupcfg.RenewAckEnable)
 }
 
 // Stopped is closed once Run has returned, and Err says why: nil after a
