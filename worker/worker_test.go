@@ -489,6 +489,25 @@ func TestGroupConfigOptions(t *testing.T) {
 	expect(6, "DeliveryLimit", "job not delivered")
 }
 
+// SpareDeliveries that leave none of the group's limit (read from the
+// group or the broker, here the broker's) fail the start, saying what to
+// change.
+func TestSpareDeliveriesLeaveADelivery(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	nop := handler.Func(func(context.Context, *handler.Job) error { return nil })
+	w, err := worker.New(worker.Brokers(b.c.Seeds...), worker.Group(b.group), worker.Handle(b.topic, nop),
+		worker.Logger(shareqtest.Logger()), worker.SpareDeliveries(b.c.DeliveryLimit))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = w.Check(context.Background())
+	want := fmt.Sprintf("SpareDeliveries(%d) leaves none of group %q's %d deliveries", b.c.DeliveryLimit, b.group, b.c.DeliveryLimit)
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "worker.DeliveryLimit") {
+		t.Fatalf("Check = %v, want an error saying %q and naming worker.DeliveryLimit", err, want)
+	}
+}
+
 // Every member of a worker connects with a client ID that names the
 // process ("shareq-<host>-<pid>"), so shareq status tells workers apart;
 // kgo.ClientID in ClientOpts overrides it.
