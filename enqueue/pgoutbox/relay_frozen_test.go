@@ -54,7 +54,10 @@ func TestFrozenRelayReleasesItsRows(t *testing.T) {
 
 	other := b.relay(t, ProduceTimeout(produceTimeout))
 	run(t, other)
-	waitFor(t, "the other relay to produce the frozen relay's rows", func() bool { return rowCount(t, b.pool) == 0 })
+	// Its stats count a batch once its delete committed: wait for both.
+	waitFor(t, "the other relay to produce the frozen relay's rows", func() bool {
+		return rowCount(t, b.pool) == 0 && other.Stats().Produced >= uint64(len(ids))
+	})
 	took := time.Since(started)
 	if lease := produceTimeout + slack; took < lease {
 		t.Fatalf("the rows were taken over %v after the relay started, before the lease of %v from its claim ran out", took, lease)
