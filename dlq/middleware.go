@@ -165,6 +165,9 @@ func TrackFirstAttempts(n int) Option {
 //	other error on the last delivery            park, then a *handler.ParkedError
 //	other error before the last delivery        the error, unchanged (RELEASE)
 //	handler.Unavailable (a dependency is down)  the error, unchanged, on any delivery (the worker pauses)
+//	handler.Snooze (run again later)            the error, unchanged, on any delivery (the worker snoozes the job)
+//	handler.KeyUnavailable (its key is down)    the error, unchanged, on any delivery where the topic has a key
+//	                                            limit (the key's breaker holds the job); else as any other error
 //	a *handler.CancelledError (never ran)       the error, unchanged (ACCEPT, outcome cancelled)
 //	park failed (produce error or timeout)      handler.Retry("dlq-produce", err) (RELEASE)
 //
@@ -307,7 +310,7 @@ func (pk *parker) handle(ctx context.Context, next handler.Handler, job *handler
 	if _, parked := handler.ParkedOf(err); parked || handler.IsCancelled(err) {
 		return err // done with inside: parked by another, or never run
 	}
-	reason, park := pk.classify(job, err)
+	reason, park := pk.classify(ctx, job, err)
 	if !park {
 		pk.first.remember(job.ID(), start)
 		return err
@@ -316,7 +319,7 @@ func (pk *parker) handle(ctx context.Context, next handler.Handler, job *handler
 }
 
 // classify returns the reason to park job with and whether to park it.
-func (pk *parker) classify(job *handler.Job, err error) (string, bool) {
+func (pk *parker) classify(ctx context.Context, job *handler.Job, err error) (string, bool) {
 	var perm *handler.PermanentError
 	if errors.As(err, &perm) {
 		if perm.Reason == "" {
@@ -324,9 +327,11 @@ func (pk *parker) classify(job *handler.Job, err error) (string, bool) {
 		}
 		return perm.Reason, true
 	}
-	if handler.IsUnavailable(err) {
-		// A dependency is down: the worker pauses and holds the job on
-		// this delivery, so it is not parked even on its last one.
+	if jobctx.Held(ctx, err) {
+		// A dependency or the job's destination is down, or the job
+		// snoozed: the worker holds the job on this delivery (or
+		// copies it for later), so it is not parked even on its last
+		// one.
 		return "", false
 	}
 	if job.LastDelivery() {

@@ -77,6 +77,12 @@ func Logging(l *slog.Logger) handler.Middleware {
 					// The worker pauses and logs once that the
 					// dependency is down and once that it is back.
 					level, msg = slog.LevelDebug, "job waits: a dependency is down"
+				case isSnooze(err):
+					level, msg = slog.LevelDebug, "job snoozed"
+				case jobctx.Held(ctx, err):
+					// The key's breaker opened: the worker logs once
+					// that it opened and once that it closed.
+					level, msg = slog.LevelDebug, "job waits: its key's destination is down"
 				case job.LastDelivery():
 					level, msg = slog.LevelError, "job failed on its last delivery"
 				default:
@@ -91,4 +97,9 @@ func Logging(l *slog.Logger) handler.Middleware {
 			return err
 		})
 	}
+}
+
+func isSnooze(err error) bool {
+	_, ok := handler.SnoozeOf(err)
+	return ok
 }

@@ -12,6 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sourcegraph/conc"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/jobctx"
 	"github.com/shareq/shareq/internal/member"
@@ -73,6 +76,9 @@ const (
 	jobRunning                     // its handler runs
 	jobHeld                        // its handler failed; held for the retry backoff
 	jobPaused                      // its handler reported a dependency down; held for the pause (pause.go)
+	jobWaiting                     // waits for its key's limits or breaker (keys.go), or on the ready line
+	jobSnoozed                     // held until its snooze is due (snooze.go)
+	jobCopying                     // its copy for later is being written; then ACCEPTed (snooze.go)
 	jobGone                        // acknowledged or dropped; not in the executor's map
 )
 
@@ -98,6 +104,9 @@ type xjob struct {
 	// (MaxHold counting from then); start keeps that entry.
 	tracked bool
 
+	ks         *keyState // its key under the topic's KeyLimit; nil: none
+	keyRunning bool      // counted in ks.running
+
 	// A held job is released at releaseAt with its handler's outcome.
 	releaseAt time.Time
 	err       error
@@ -121,6 +130,9 @@ type xresult struct {
 	// did not run its handler (the chain returned a
 	// *handler.CancelledError; err is then nil).
 	cancelled bool
+	// snooze is how long the handler snoozed the job for
+	// (*handler.SnoozeError; err is then nil); 0: not snoozed.
+	snooze time.Duration
 }
 
 // executor runs the handlers for one share-group member's deliveries and
@@ -145,6 +157,21 @@ type executor struct {
 	// The pause (pause.go): non-nil while a dependency is down.
 	pause  *pause
 	reruns []*xjob // paused jobs to run again now that the pause is over, oldest first
+
+	// Key limits (keys.go) and snoozes (snooze.go).
+	limits       map[string]*keyLimit // by topic
+	keys         map[keyID]*keyState
+	keyTimes     keyHeap
+	ready        []*xjob // waiters let go (jobWaiting), to start before the queue
+	waiting      int     // jobs in state jobWaiting
+	snoozed      int     // jobs in state jobSnoozed
+	copying      int     // jobs in state jobCopying, and copies not taken yet
+	breakersOpen int
+	keyBase      context.Context // base, marked for the key breaker
+	copySignal   chan struct{}
+	copyMu       sync.Mutex
+	copyDone     []copyResult // copies written (or failed), for takeCopies
+	copiers      conc.WaitGroup
 
 	// Credits: outstanding were granted and not yet used by a delivery;
 	// below 0, a debt: the member delivered that many past the credit
@@ -187,7 +214,8 @@ type executor struct {
 
 	// running and queued as of the last reading, for MemberStats: the
 	// only fields other goroutines read.
-	pubRunning, pubQueued atomic.Int64
+	pubRunning, pubQueued               atomic.Int64
+	pubWaiting, pubSnoozed, pubBreakers atomic.Int64
 }
 
 // executorConfig is everything the executor takes from outside: the
@@ -206,6 +234,12 @@ type executorConfig struct {
 
 	Handlers map[string]handler.Handler // by topic, middleware applied
 	Timeouts map[string]time.Duration   // job timeout by topic; absent or 0: none
+	Limits   map[string]*keyLimit       // key limits by topic; absent: none
+
+	// Snoozer keeps long snoozes' copies; nil: they are produced to the
+	// topic with Produce (nil too: a copy fails, and its job is released).
+	Snoozer Snoozer
+	Produce func(ctx context.Context, rec *kgo.Record, done func(*kgo.Record, error))
 
 	Logger   *slog.Logger // the worker's logger, carried on every job's context
 	Observer Observer     // nil: none
@@ -234,7 +268,8 @@ func newExecutorConfig(cfg *config, handlers map[string]handler.Handler, timeout
 	return executorConfig{
 		Group: cfg.group, Concurrency: cfg.concurrency, ShutdownTimeout: cfg.shutdownTimeout,
 		RenewMargin: cfg.renewMargin, MaxHold: cfg.maxHold, RetryBackoff: cfg.retryBackoff,
-		Handlers: handlers, Timeouts: timeouts, Logger: cfg.logger, Observer: cfg.observer,
+		Handlers: handlers, Timeouts: timeouts, Limits: cfg.keyLimitsByTopic(), Snoozer: cfg.snoozer,
+		Logger: cfg.logger, Observer: cfg.observer,
 	}
 }
 
@@ -251,6 +286,10 @@ func newExecutor(cfg executorConfig, m groupMember) *executor {
 		tracker:  renew.NewTracker[member.Key](renew.Policy{Margin: cfg.RenewMargin, MaxHold: cfg.MaxHold}),
 		work:     make(chan *xjob, conc),
 		done:     make(chan xresult, conc),
+		limits:   cfg.Limits,
+		keys:     make(map[keyID]*keyState),
+		// copySignal wakes the run loop for written copies (copied).
+		copySignal: make(chan struct{}, 1),
 	}
 }
 
@@ -268,6 +307,7 @@ func (x *executor) run(ctx context.Context) {
 	// Every job's context carries the worker's logger, for middleware
 	// built without one (handler.Logger).
 	x.base = handler.WithLogger(jobctx.WithWorker(context.WithoutCancel(ctx)), x.cfg.Logger)
+	x.keyBase = jobctx.WithKeyBreaker(x.base)
 	x.wake = time.NewTimer(time.Hour)
 	x.wake.Stop()
 	defer x.wake.Stop()
@@ -319,6 +359,8 @@ func (x *executor) run(ctx context.Context) {
 			x.wakeUp()
 		case <-reading.C:
 			x.reading()
+		case <-x.copySignal:
+			x.takeCopies()
 		case <-stopping:
 			stopping = nil
 			x.logStopping()
@@ -358,6 +400,7 @@ func (x *executor) run(ctx context.Context) {
 	}
 	x.warnAcks(true)
 	x.waitHandlers()
+	x.copiers.Wait()
 }
 
 // logStopping logs the start of the graceful stop: what is in hand and
@@ -373,6 +416,9 @@ func (x *executor) logStopping() {
 		}
 	}
 	args := []any{"running", x.running, "queued", x.queued, "held_for_retry", held, "shutdown_timeout", x.cfg.ShutdownTimeout}
+	if x.waiting+x.snoozed > 0 {
+		args = append(args, "waiting_for_keys", x.waiting, "snoozed", x.snoozed)
+	}
 	if x.pause != nil {
 		args = append(args, "held_for_pause", paused, "dependencies_down", strings.Join(x.pause.deps, ","))
 	}
@@ -458,7 +504,8 @@ func (x *executor) deliver(d member.Delivery) {
 				x.tracker.Relock(k, d.Deadline, d.Lock)
 				x.armFor(k)
 			}
-		case j.state == jobRunning, j.state == jobHeld, j.state == jobPaused:
+		case j.state == jobRunning, j.state == jobHeld, j.state == jobPaused,
+			j.state == jobWaiting, j.state == jobSnoozed, j.state == jobCopying:
 			x.tracker.Relock(k, d.Deadline, d.Lock)
 			x.armFor(k)
 		}
@@ -475,6 +522,13 @@ func (x *executor) deliver(d member.Delivery) {
 		return
 	}
 	x.jobs[k] = j
+	j.ks = x.keyOf(j)
+	if nb := j.job.NotBefore(); !nb.IsZero() && time.Until(nb) > 0 {
+		// A snoozed job's copy, early: held until it is due.
+		x.track(j, time.Now())
+		x.holdSnoozed(j, nb)
+		return
+	}
 	x.queue = append(x.queue, j)
 	x.queued++
 	if x.pause != nil {
@@ -492,6 +546,7 @@ func (x *executor) startQueued() {
 		return
 	}
 	x.startReruns()
+	x.startReady()
 	for x.running < x.conc && x.queued > 0 {
 		x.start(x.popQueued())
 	}
@@ -533,14 +588,22 @@ func (x *executor) start(j *xjob) {
 		x.finish(j, AckRelease, OutcomeInterrupted, ErrLockExpired, 0)
 		return
 	}
-	h := x.cfg.Handlers[j.key.Topic]
-	if h == nil { // cannot happen: the member fetches registered topics only
+	if x.cfg.Handlers[j.key.Topic] == nil { // cannot happen: the member fetches registered topics only
 		x.finish(j, AckRelease, OutcomeInterrupted, fmt.Errorf("worker: no handler for topic %q", j.key.Topic), 0)
 		return
 	}
-	j.ctx, j.cancel = context.WithCancelCause(x.base)
-	j.h, j.timeout = h, x.cfg.Timeouts[j.key.Topic]
+	if !x.admit(j, now, false) {
+		return // waits for its key
+	}
 	x.queued--
+	x.begin(j, now)
+}
+
+// begin runs the handler of j, a job that has not run yet, admitted by its
+// key's limits.
+func (x *executor) begin(j *xjob, now time.Time) {
+	j.ctx, j.cancel = context.WithCancelCause(x.baseFor(j))
+	j.h, j.timeout = x.cfg.Handlers[j.key.Topic], x.cfg.Timeouts[j.key.Topic]
 	j.state, j.ran, j.start = jobRunning, true, now
 	if !j.tracked {
 		x.tracker.Add(j.key, now, j.deadline, j.lock)
@@ -572,11 +635,14 @@ func (x *executor) handle() {
 		r.took = time.Since(start)
 		if r.err != nil {
 			// The outcomes middleware decides: parked, or cancelled
-			// before it ran. Both are done with (ACCEPT).
+			// before it ran. Both are done with (ACCEPT). A snooze is
+			// the handler's word that it is not time yet.
 			if p, ok := handler.ParkedOf(r.err); ok {
 				r.err, r.parked = nil, &p
 			} else if handler.IsCancelled(r.err) {
 				r.err, r.cancelled = nil, true
+			} else if d, ok := handler.SnoozeOf(r.err); ok && !handler.IsPermanent(r.err) {
+				r.err, r.snooze = nil, d
 			}
 		}
 		x.done <- r
@@ -591,6 +657,9 @@ func (x *executor) result(r xresult) {
 	if j.state != jobRunning || x.jobs[j.key] != j {
 		return // abandoned earlier; its record was released
 	}
+	now := time.Now()
+	keyWait := x.keyResult(j, r.err, now)
+	x.keyStopped(j, now)
 	var ue *handler.UnavailableError
 	unavailable := r.err != nil && errors.As(r.err, &ue) && !handler.IsPermanent(r.err)
 	probe := x.pause != nil && x.pause.probe == j
@@ -627,6 +696,9 @@ func (x *executor) result(r xresult) {
 		return
 	}
 	switch {
+	case r.err == nil && r.snooze > 0:
+		x.snooze(j, r, now)
+		return
 	case r.err == nil && r.parked != nil:
 		x.m.Ack(j.key, member.Accept)
 		x.end(j, nil)
@@ -640,6 +712,14 @@ func (x *executor) result(r xresult) {
 		return
 	case handler.IsPermanent(r.err):
 		x.finish(j, AckReject, OutcomeDiscarded, r.err, r.took)
+		return
+	}
+	if keyWait {
+		// Its key's destination is down: the job waits for the breaker,
+		// on this delivery, first in its key's line.
+		j.err, j.took = r.err, r.took
+		j.cancel(nil)
+		x.waitForKey(j, now, true)
 		return
 	}
 	if unavailable && !x.stopping {
@@ -702,6 +782,7 @@ func (x *executor) backoff(j *xjob, err error) time.Duration {
 // the end of each retry hold.
 func (x *executor) wakeUp() {
 	now := time.Now()
+	x.keysDue(now)
 	if x.trackerSet && !now.Before(x.trackerAt) {
 		x.trackerSet = false
 		due, over := x.tracker.Due(now)
@@ -717,6 +798,15 @@ func (x *executor) wakeUp() {
 			case jobQueued: // waited for a slot or a pause that long
 				x.finish(j, AckRelease, OutcomeInterrupted, ErrMaxHold, 0)
 				continue
+			case jobWaiting: // waited for its key that long: for later
+				x.copyOut(j, now)
+				continue
+			case jobSnoozed: // not due yet: for later
+				x.copyOut(j, j.releaseAt)
+				continue
+			case jobCopying:
+				x.finish(j, AckRelease, OutcomeInterrupted, ErrMaxHold, j.took)
+				continue
 			}
 			x.abandon(j, ErrMaxHold)
 		}
@@ -730,8 +820,12 @@ func (x *executor) wakeUp() {
 	if !x.stopping || x.quiet {
 		for len(x.holds) > 0 && !x.holds[0].releaseAt.After(now) {
 			j := heap.Pop(&x.holds).(*xjob)
-			if j.state == jobHeld && x.jobs[j.key] == j {
+			switch {
+			case x.jobs[j.key] != j:
+			case j.state == jobHeld:
 				x.finish(j, AckRelease, OutcomeRetried, j.err, j.took)
+			case j.state == jobSnoozed:
+				x.unsnooze(j, now)
 			}
 		}
 	}
@@ -740,7 +834,7 @@ func (x *executor) wakeUp() {
 		x.arm(x.trackerAt)
 	}
 	for len(x.holds) > 0 {
-		if j := x.holds[0]; j.state == jobHeld && x.jobs[j.key] == j {
+		if j := x.holds[0]; (j.state == jobHeld || j.state == jobSnoozed) && x.jobs[j.key] == j {
 			if !x.stopping || x.quiet {
 				x.arm(j.releaseAt)
 			}
@@ -757,7 +851,7 @@ func (x *executor) wakeUp() {
 // renewed takes the outcome of one renewal.
 func (x *executor) renewed(r member.Renewal, now time.Time) {
 	j := x.jobs[r.Key]
-	if j == nil || (j.state != jobRunning && j.state != jobHeld && j.state != jobPaused && !(j.state == jobQueued && j.tracked)) {
+	if j == nil || j.state == jobGone || (j.state == jobQueued && !j.tracked) {
 		return // finished meanwhile
 	}
 	if x.obs != nil {
@@ -773,8 +867,8 @@ func (x *executor) renewed(r member.Renewal, now time.Time) {
 	}
 	x.log.Warn("lock renewal failed", "record", r.Key, "error", r.Err)
 	if !j.deadline.After(now) {
-		if j.state == jobQueued {
-			x.finish(j, AckRelease, OutcomeInterrupted, ErrLockLost, 0)
+		if j.state != jobRunning {
+			x.finish(j, AckRelease, OutcomeInterrupted, ErrLockLost, j.took)
 			return
 		}
 		x.abandon(j, ErrLockLost)
@@ -788,12 +882,19 @@ func (x *executor) renewed(r member.Renewal, now time.Time) {
 // and, while paused, the jobs held for the pause and the queued ones,
 // which would not start before the shutdown deadline.
 func (x *executor) releaseHeld() {
+	now := time.Now()
 	for _, j := range x.jobs {
 		switch {
 		case j.state == jobHeld, j.state == jobPaused && x.pause != nil:
 			x.finish(j, AckRelease, OutcomeRetried, j.err, j.took)
 		case j.state == jobQueued && x.pause != nil:
 			x.finish(j, AckRelease, OutcomeInterrupted, ErrShutdown, 0)
+		case j.state == jobSnoozed:
+			// Not due before the stop: copied for later, no delivery
+			// spent.
+			x.copyOut(j, j.releaseAt)
+		case j.state == jobWaiting && j.ks != nil && j.ks.open:
+			x.copyOut(j, now) // its key is down: for later too
 		}
 	}
 	x.holds = x.holds[:0]
@@ -809,8 +910,8 @@ func (x *executor) expire() {
 			x.abandon(j, ErrShutdown)
 		case jobHeld, jobPaused:
 			x.finish(j, AckRelease, OutcomeRetried, ErrShutdown, j.took)
-		case jobQueued:
-			x.finish(j, AckRelease, OutcomeInterrupted, ErrShutdown, 0)
+		case jobQueued, jobWaiting, jobSnoozed, jobCopying:
+			x.finish(j, AckRelease, OutcomeInterrupted, ErrShutdown, j.took)
 		}
 	}
 	x.queue, x.qhead, x.queued = x.queue[:0], 0, 0
@@ -849,6 +950,8 @@ func (x *executor) drop(j *xjob, cause error) {
 		took = time.Since(j.start)
 	case jobHeld, jobPaused:
 		took, outcome = j.took, OutcomeRetried
+	case jobWaiting, jobSnoozed, jobCopying:
+		took = j.took
 	}
 	x.end(j, cause)
 	x.report(j, AckRelease, outcome, cause, took, nil)
@@ -856,17 +959,10 @@ func (x *executor) drop(j *xjob, cause error) {
 
 // end takes j out of the executor and cancels its handler's context.
 func (x *executor) end(j *xjob, cause error) {
-	switch j.state {
-	case jobQueued:
-		x.queued--
-		if j.tracked {
-			x.tracker.Remove(j.key)
-		}
-	case jobRunning, jobHeld:
-		x.tracker.Remove(j.key)
-	case jobPaused:
+	if j.state != jobQueued || j.tracked {
 		x.tracker.Remove(j.key)
 	}
+	x.leaveState(j)
 	if p := x.pause; p != nil && p.probe == j {
 		p.probe = nil
 	}
@@ -875,6 +971,29 @@ func (x *executor) end(j *xjob, cause error) {
 	}
 	j.state = jobGone
 	delete(x.jobs, j.key)
+	if ks := j.ks; ks != nil {
+		if ks.probe == j {
+			ks.probe = nil
+		}
+		now := time.Now()
+		if j.keyRunning {
+			x.keyStopped(j, now)
+		} else {
+			x.keyFreed(ks, now)
+		}
+	}
+}
+
+// leaveState takes j out of the count of its state.
+func (x *executor) leaveState(j *xjob) {
+	switch j.state {
+	case jobQueued:
+		x.queued--
+	case jobWaiting:
+		x.waiting--
+	case jobSnoozed:
+		x.snoozed--
+	}
 }
 
 // report counts and logs how j ended and tells the observer. A release on
@@ -1004,6 +1123,9 @@ func (x *executor) reading() {
 	}
 	x.pubRunning.Store(int64(x.running))
 	x.pubQueued.Store(int64(x.queued))
+	x.pubWaiting.Store(int64(x.waiting))
+	x.pubSnoozed.Store(int64(x.snoozed))
+	x.pubBreakers.Store(int64(x.breakersOpen))
 }
 
 // keepQueuedLocks has the tracker renew the lock of every queued record
@@ -1062,7 +1184,7 @@ func (x *executor) topUp() {
 	if x.stopping || x.pause != nil {
 		return
 	}
-	if n := x.conc + x.prefetch - x.running - x.queued - len(x.reruns) - x.outstanding; n > 0 {
+	if n := x.conc + x.prefetch - x.running - x.queued - len(x.reruns) - x.waitingOver() - x.outstanding; n > 0 {
 		x.outstanding += n
 		x.m.Grant(n)
 	}

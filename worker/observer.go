@@ -69,6 +69,12 @@ const (
 	// counted as a success. [Result.Ran] is true and Duration is set:
 	// the handler chain ran, up to the claim.
 	OutcomeCancelled
+	// OutcomeSnoozed: the handler snoozed the job ([handler.Snooze]) for
+	// longer than the worker holds it, or the job waited for its key
+	// until [MaxHold]: a copy of the job to run later was written (to
+	// its topic, or to the [Snoozer]) and the record ACCEPTed. No
+	// delivery was spent: the copy's first delivery runs the job.
+	OutcomeSnoozed
 )
 
 func (o Outcome) String() string {
@@ -85,6 +91,8 @@ func (o Outcome) String() string {
 		return "interrupted"
 	case OutcomeCancelled:
 		return "cancelled"
+	case OutcomeSnoozed:
+		return "snoozed"
 	}
 	return "unknown"
 }
@@ -92,16 +100,17 @@ func (o Outcome) String() string {
 // Outcomes lists every [Outcome], for code that wants a series per outcome
 // (the metrics package pre-creates them).
 func Outcomes() []Outcome {
-	return []Outcome{OutcomeSucceeded, OutcomeParked, OutcomeRetried, OutcomeDiscarded, OutcomeInterrupted, OutcomeCancelled}
+	return []Outcome{OutcomeSucceeded, OutcomeParked, OutcomeRetried, OutcomeDiscarded, OutcomeInterrupted, OutcomeCancelled, OutcomeSnoozed}
 }
 
 // Result describes how a job ended, as passed to [Observer.JobFinished].
 type Result struct {
 	// Outcome is how the delivery ended: succeeded, parked, retried,
-	// discarded, interrupted or cancelled.
+	// discarded, interrupted, cancelled or snoozed.
 	Outcome Outcome
 	// Ack is the acknowledgement sent for the record. OutcomeSucceeded,
-	// OutcomeParked and OutcomeCancelled are all AckAccept.
+	// OutcomeParked, OutcomeCancelled and OutcomeSnoozed are all
+	// AckAccept.
 	Ack Ack
 	// Err is the handler's error (nil when it succeeded; for a parked job,
 	// the failure it was parked for), or the reason the worker
@@ -203,6 +212,19 @@ type PauseObserver interface {
 	WorkerResumed(dependency string, down time.Duration, back bool)
 }
 
+// KeyObserver is an optional extension of [Observer]: an observer that
+// also implements it hears when a key's breaker opens ([KeyLimit],
+// [handler.KeyUnavailable]) and when it closes. Called on the worker's
+// loop: return at once. metrics.Metrics implements it.
+type KeyObserver interface {
+	// KeyDown is called when the breaker of key (of topic) opens; err is
+	// the handler's error that opened it.
+	KeyDown(topic, key string, err error)
+	// KeyBack is called when a probe gets through and the breaker of key
+	// closes, down after it opened.
+	KeyBack(topic, key string, down time.Duration)
+}
+
 // MemberObserver is an optional extension of [Observer]: an observer that
 // also implements it gets a snapshot of the worker's share-group member
 // about once a second while Run runs, and a last one when it stops.
@@ -238,6 +260,13 @@ type MemberStats struct {
 	Buffered int
 	// Running is the number of handlers running.
 	Running int
+	// Waiting is the number of jobs waiting for their keys' limits or
+	// breakers ([KeyLimit]), without a handler slot.
+	Waiting int
+	// Snoozed is the number of snoozed jobs held until they are due.
+	Snoozed int
+	// BreakersOpen is the number of keys whose breaker is open.
+	BreakersOpen int
 	// FetchRTT is a moving average of the round trip of share fetches
 	// that returned records.
 	FetchRTT time.Duration

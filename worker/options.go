@@ -111,6 +111,8 @@ type config struct {
 	nilHandler      bool // a Handle had a nil handler
 	jobTimeout      time.Duration
 	topicTimeouts   []topicTimeout
+	keyLimits       []topicKeys
+	snoozer         Snoozer
 	// The stall check's (stall.go): how long a partition gives nothing
 	// before it looks, and how often it looks. Tests shorten them
 	// (export_test.go).
@@ -584,6 +586,7 @@ func newConfig(opts []Option) (*config, error) {
 		}
 		timed[tt.topic] = true
 	}
+	c.checkKeyLimits(seen, bad)
 	if c.fetchMaxWait < 10*time.Millisecond || c.fetchMaxWait > time.Minute {
 		bad("FetchMaxWait(%v): must be between 10ms (the client's minimum) and 1m", c.fetchMaxWait)
 	}

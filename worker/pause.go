@@ -177,7 +177,7 @@ func (x *executor) startReruns() {
 		j := x.reruns[0]
 		x.reruns[0] = nil
 		x.reruns = x.reruns[1:]
-		if j.state == jobPaused && x.jobs[j.key] == j {
+		if j.state == jobPaused && x.jobs[j.key] == j && x.admit(j, time.Now(), false) {
 			x.rerun(j)
 		}
 	}
@@ -186,11 +186,12 @@ func (x *executor) startReruns() {
 	}
 }
 
-// rerun runs a paused job's handler again, on the same delivery. Its lock
+// rerun runs a held job's handler again (after a pause, its key's
+// breaker or its snooze), on the same delivery. Its lock
 // is renewed all along and its MaxHold counts from its first start. The
 // observer is not told it started again: it is the same job in hand.
 func (x *executor) rerun(j *xjob) {
-	j.ctx, j.cancel = context.WithCancelCause(x.base)
+	j.ctx, j.cancel = context.WithCancelCause(x.baseFor(j))
 	j.state, j.err, j.took = jobRunning, nil, 0
 	j.job.DeliveryCount, j.job.LockDeadline = j.count, j.deadline
 	x.launch(j)

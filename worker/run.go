@@ -66,7 +66,9 @@ func (w *Worker) runMember(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
-	x := newExecutor(w.executorConfig(), m)
+	xc := w.executorConfig()
+	xc.Produce = cl.Produce // snoozed jobs' copies
+	x := newExecutor(xc, m)
 	clientID, _ := cl.OptValue(kgo.ClientID).(string)
 	log.Info("worker started", "topics", w.topics, "concurrency", w.cfg.concurrency,
 		"delivery_limit", w.deliveryLimit.Load(), "client_id", clientID, "member_id", m.Stats().MemberID)
@@ -144,6 +146,7 @@ func memberStats(s member.Stats, x *executor, clientID string) MemberStats {
 	return MemberStats{
 		ClientID: clientID, MemberID: s.MemberID, State: s.State.String(), Partitions: s.Partitions,
 		Held: s.Held, HeldBytes: s.HeldBytes, Buffered: buffered, Running: running, FetchRTT: s.FetchRTT,
+		Waiting: int(x.pubWaiting.Load()), Snoozed: int(x.pubSnoozed.Load()), BreakersOpen: int(x.pubBreakers.Load()),
 		Fetches: s.Fetches, Fetched: s.Fetched, Acks: acks, AckErrors: s.AckErrors, LostRecords: s.LostRecords,
 		SessionsOpened: s.SessionsOpened, SessionsReset: s.SessionsReset, Rejoins: s.Rejoins,
 	}

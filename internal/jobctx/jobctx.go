@@ -59,5 +59,32 @@ func WillPark(ctx context.Context, err error) bool {
 	if p == nil {
 		return false
 	}
-	return handler.IsPermanent(err) || p.any && !handler.IsUnavailable(err)
+	return handler.IsPermanent(err) || p.any && !Held(ctx, err)
+}
+
+type breakerKey struct{}
+
+// WithKeyBreaker marks ctx as the context of a job whose topic has a key
+// limit: a [handler.KeyUnavailableError] opens its key's breaker, and the
+// worker holds the job instead of spending its delivery.
+func WithKeyBreaker(ctx context.Context) context.Context {
+	return context.WithValue(ctx, breakerKey{}, true)
+}
+
+// Held reports whether the worker holds a job that failed with err, a
+// non-permanent error, on its delivery instead of releasing it: a
+// dependency down ([handler.UnavailableError]), a snooze
+// ([handler.SnoozeError]), or its key's destination down
+// ([handler.KeyUnavailableError]) where the job has a key breaker
+// ([WithKeyBreaker]). Such a job is not parked on its last delivery: it
+// has not used it up.
+func Held(ctx context.Context, err error) bool {
+	if handler.IsUnavailable(err) {
+		return true
+	}
+	if _, ok := handler.SnoozeOf(err); ok {
+		return true
+	}
+	b, _ := ctx.Value(breakerKey{}).(bool)
+	return b && handler.IsKeyUnavailable(err)
 }

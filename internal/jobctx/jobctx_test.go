@@ -3,7 +3,9 @@ package jobctx_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/jobctx"
@@ -41,5 +43,32 @@ func TestWillPark(t *testing.T) {
 	defer cancel()
 	if !jobctx.WillPark(all, plain) || !jobctx.WillPark(all, perm) || jobctx.WillPark(all, down) {
 		t.Fatal("the last delivery: want any failure but a dependency down parked")
+	}
+}
+
+// Held: what the worker holds on its delivery is never parked on the
+// last one — a dependency down, a snooze, and a key's destination down
+// where the job has a key breaker (elsewhere it is an ordinary failure).
+func TestHeldIsNotParked(t *testing.T) {
+	t.Parallel()
+	snooze := handler.Snooze(time.Minute)
+	keyDown := handler.KeyUnavailable(errors.New("refused"))
+	last := jobctx.WithParker(context.Background(), true)
+	keyed := jobctx.WithKeyBreaker(last)
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		err  error
+		park bool
+	}{
+		{"snooze", last, snooze, false},
+		{"wrapped snooze", last, fmt.Errorf("later: %w", snooze), false},
+		{"key down with a breaker", keyed, keyDown, false},
+		{"key down without one", last, keyDown, true},
+		{"plain failure with a breaker", keyed, errors.New("500"), true},
+	} {
+		if got := jobctx.WillPark(tc.ctx, tc.err); got != tc.park {
+			t.Errorf("%s: WillPark %v; want %v", tc.name, got, tc.park)
+		}
 	}
 }

@@ -1,0 +1,398 @@
+package worker
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"time"
+
+	"github.com/shareq/shareq/handler"
+)
+
+// Key limits in the executor (KeyLimit): a job of a key at its limit
+// waits (jobWaiting) without a handler slot, its lock renewed by the
+// tracker, and spends no delivery; jobs of other keys start past it. A
+// key's jobs start in the order they came. A key's state exists while it
+// has jobs in hand, an open breaker or a rate interval not over, so the
+// executor's memory follows the jobs it holds, not the keys there are.
+const (
+	// breakerFirst is the delay from a key's breaker opening to its
+	// first probe; each probe that finds the key still down doubles it,
+	// up to breakerMax.
+	breakerFirst = time.Second
+	breakerMax   = 30 * time.Second
+	// waitingPerSlot bounds the jobs that wait for their keys (and the
+	// snoozed ones held in place) at this many per handler slot, at
+	// least waitingMin: past it they count against the credit, so a key
+	// whose jobs come faster than it may run them slows the fetching
+	// instead of filling the worker.
+	waitingPerSlot = 16
+	waitingMin     = 64
+)
+
+// keyID names a key of a topic.
+type keyID struct{ topic, key string }
+
+// keyState is one key's limits in use, owned by the run loop.
+type keyState struct {
+	id      keyID
+	l       *keyLimit
+	running int       // jobs of the key running (each counted once, keyRunning)
+	waiting []*xjob   // jobs waiting for the key, oldest first; entries no longer waiting are skipped
+	pending int       // waiting jobs moved to the executor's ready line, not started yet
+	next    time.Time // the rate's earliest next start; zero: now
+	timerAt time.Time // a key timer is set for then (keyHeap); zero: none
+
+	// The breaker.
+	fails   int // retryable failures in a row
+	open    bool
+	since   time.Time
+	delay   time.Duration
+	probeAt time.Time
+	probe   *xjob
+	waited  int   // jobs that waited while it was open
+	lastErr error // what opened it
+}
+
+// baseFor is the context j's handler runs under: the worker's, marked
+// for the key breaker on a topic with a key limit (the dlq middleware
+// parks no job whose key's breaker holds it).
+func (x *executor) baseFor(j *xjob) context.Context {
+	if x.limits[j.key.Topic] != nil {
+		return x.keyBase
+	}
+	return x.base
+}
+
+// keyOf finds j's key state, creating it, when its topic has a key limit
+// and its Key function gives a key.
+func (x *executor) keyOf(j *xjob) *keyState {
+	l := x.limits[j.key.Topic]
+	if l == nil {
+		return nil
+	}
+	k, err := l.keyOf(&j.job)
+	if err != nil {
+		x.log.Error("key limit: no key for the job; it runs without a key limit", "record", j.key, "error", err)
+		return nil
+	}
+	if k == "" {
+		return nil
+	}
+	id := keyID{topic: j.key.Topic, key: k}
+	ks := x.keys[id]
+	if ks == nil {
+		ks = &keyState{id: id, l: l}
+		x.keys[id] = ks
+	}
+	return ks
+}
+
+// hasWaiters reports whether jobs of ks wait (or are on their way to
+// start from the ready line): a newer job of the key waits behind them.
+func (ks *keyState) hasWaiters() bool {
+	if ks.pending > 0 {
+		return true
+	}
+	for _, j := range ks.waiting {
+		if j.state == jobWaiting {
+			return true
+		}
+	}
+	return false
+}
+
+// mayStart reports whether one more job of ks may start now, by its
+// limits, counting the waiters let go that have not started yet; probe
+// says the breaker lets it start as its probe.
+func (ks *keyState) mayStart(now time.Time) (ok, probe bool) {
+	if ks.open {
+		if ks.probe != nil || ks.pending > 0 || now.Before(ks.probeAt) {
+			return false, false
+		}
+		probe = true
+	}
+	if ks.l.conc > 0 && ks.running+ks.pending >= ks.l.conc {
+		return false, false
+	}
+	if ks.l.every > 0 && (ks.pending > 0 || now.Before(ks.next)) {
+		return false, false
+	}
+	return true, probe
+}
+
+// admit takes j's start from its key's limits, or has j wait for its key;
+// fromLine says j comes from the ready line (a waiter let go), not the
+// queue.
+func (x *executor) admit(j *xjob, now time.Time, fromLine bool) bool {
+	ks := j.ks
+	if ks == nil {
+		return true
+	}
+	if fromLine {
+		ks.pending--
+	} else if ks.hasWaiters() {
+		x.waitForKey(j, now, false)
+		return false
+	}
+	ok, probe := ks.mayStart(now)
+	if !ok {
+		x.waitForKey(j, now, fromLine)
+		return false
+	}
+	if probe {
+		ks.probe = j
+	}
+	ks.running++
+	j.keyRunning = true
+	if ks.l.every > 0 {
+		ks.next = maxTime(ks.next, now).Add(ks.l.every)
+	}
+	if ks.hasWaiters() {
+		x.keyTimer(ks, now)
+	}
+	return true
+}
+
+// waitForKey has j wait for its key: at the head of its line if it was
+// let go already (or ran as a probe), else at the end.
+func (x *executor) waitForKey(j *xjob, now time.Time, head bool) {
+	ks := j.ks
+	if j.state == jobQueued {
+		x.queued--
+	}
+	j.state = jobWaiting
+	x.waiting++
+	if ks.open {
+		ks.waited++
+	}
+	if head {
+		ks.waiting = append([]*xjob{j}, ks.waiting...)
+	} else {
+		ks.waiting = append(ks.waiting, j)
+	}
+	if !j.ran {
+		x.track(j, now) // a job that ran is in the tracker since its start
+	}
+	x.keyTimer(ks, now)
+}
+
+// keyTimer arms a wake-up for when ks may let a waiter go, if that is a
+// time (a rate interval, a probe) and not a running job's end.
+func (x *executor) keyTimer(ks *keyState, now time.Time) {
+	var at time.Time
+	switch {
+	case ks.pending > 0:
+		return // the waiter let go starts, or waits again, and looks then
+	case ks.open && ks.probe == nil:
+		at = ks.probeAt
+	case ks.open:
+		return // the probe's end decides
+	case ks.l.conc > 0 && ks.running >= ks.l.conc:
+		return // a running job's end lets the next go
+	case ks.l.every > 0 && now.Before(ks.next):
+		at = ks.next
+	default:
+		at = now
+	}
+	if !ks.timerAt.IsZero() && !at.Before(ks.timerAt) {
+		return
+	}
+	ks.timerAt = at
+	heap.Push(&x.keyTimes, keyTime{at: at, ks: ks})
+	x.arm(at)
+}
+
+// keyFreed lets the next waiters of ks go to the ready line as far as its
+// limits allow now, and forgets ks once nothing of it is left.
+func (x *executor) keyFreed(ks *keyState, now time.Time) {
+	for {
+		for len(ks.waiting) > 0 && ks.waiting[0].state != jobWaiting {
+			ks.waiting[0] = nil
+			ks.waiting = ks.waiting[1:]
+		}
+		if len(ks.waiting) == 0 {
+			ks.waiting = nil
+			x.forgetKey(ks, now)
+			return
+		}
+		if ok, _ := ks.mayStart(now); !ok {
+			x.keyTimer(ks, now)
+			return
+		}
+		j := ks.waiting[0]
+		ks.waiting[0] = nil
+		ks.waiting = ks.waiting[1:]
+		ks.pending++
+		x.ready = append(x.ready, j)
+	}
+}
+
+// forgetKey drops the state of ks when nothing depends on it: no job of
+// it in hand, its breaker closed and its rate interval over.
+func (x *executor) forgetKey(ks *keyState, now time.Time) {
+	if ks.running > 0 || ks.pending > 0 || len(ks.waiting) > 0 || ks.open || ks.next.After(now) {
+		if !ks.open && ks.running == 0 && ks.pending == 0 && len(ks.waiting) == 0 {
+			x.keyTimer(ks, now) // look again when the interval is over
+		}
+		return
+	}
+	if x.keys[ks.id] == ks {
+		delete(x.keys, ks.id)
+	}
+}
+
+// keyStopped ends j's count against its key's concurrency: its handler
+// returned or the job ended.
+func (x *executor) keyStopped(j *xjob, now time.Time) {
+	if !j.keyRunning {
+		return
+	}
+	j.keyRunning = false
+	j.ks.running--
+	x.keyFreed(j.ks, now)
+}
+
+// keysDue lets go the waiters of keys whose timers are due.
+func (x *executor) keysDue(now time.Time) {
+	for len(x.keyTimes) > 0 && !x.keyTimes[0].at.After(now) {
+		kt := heap.Pop(&x.keyTimes).(keyTime)
+		if !kt.ks.timerAt.Equal(kt.at) {
+			continue // a newer timer replaced it
+		}
+		kt.ks.timerAt = time.Time{}
+		x.keyFreed(kt.ks, now)
+	}
+	if len(x.keyTimes) > 0 {
+		x.arm(x.keyTimes[0].at)
+	}
+}
+
+// startReady starts the waiters let go, oldest first, while slots are
+// free; one its key no longer admits waits again at the head of its line.
+func (x *executor) startReady() {
+	now := time.Now()
+	for x.running < x.conc && len(x.ready) > 0 {
+		j := x.ready[0]
+		x.ready[0] = nil
+		x.ready = x.ready[1:]
+		if j.state != jobWaiting || x.jobs[j.key] != j {
+			j.ks.pending--
+			x.keyFreed(j.ks, now)
+			continue
+		}
+		x.waiting--
+		if !x.admit(j, now, true) {
+			continue
+		}
+		if j.ran {
+			x.rerun(j)
+		} else {
+			x.begin(j, now)
+		}
+	}
+	if len(x.ready) == 0 {
+		x.ready = nil
+	}
+}
+
+// keyResult applies a handler's outcome to its key: counts failures in a
+// row, opens the breaker or keeps it open, or closes it. It returns true
+// when the job is to wait for its key (its breaker is open), not be
+// released.
+func (x *executor) keyResult(j *xjob, err error, now time.Time) (wait bool) {
+	ks := j.ks
+	if ks == nil {
+		return false
+	}
+	probe := ks.probe == j
+	if probe {
+		ks.probe = nil
+	}
+	var ku *handler.KeyUnavailableError
+	down := err != nil && errors.As(err, &ku) && !handler.IsPermanent(err)
+	failed := err != nil && !handler.IsPermanent(err) && !doneWith(err)
+	switch {
+	case down:
+		ks.fails++
+	case failed && ks.l.breakAfter > 0:
+		ks.fails++
+		down = ks.fails >= ks.l.breakAfter
+	default:
+		ks.fails = 0
+	}
+	switch {
+	case down && !ks.open:
+		x.openBreaker(ks, err, now)
+	case down && probe:
+		ks.delay = min(2*ks.delay, breakerMax)
+		ks.probeAt = now.Add(ks.delay)
+		ks.lastErr = err
+	case !down && ks.open && probe:
+		x.closeBreaker(ks, now)
+	}
+	if down && !x.stopping {
+		return true
+	}
+	return false
+}
+
+// openBreaker opens ks's breaker: its jobs wait until a probe gets
+// through.
+func (x *executor) openBreaker(ks *keyState, err error, now time.Time) {
+	ks.open, ks.since, ks.delay, ks.lastErr, ks.waited = true, now, breakerFirst, err, 0
+	ks.probeAt = now.Add(ks.delay)
+	x.breakersOpen++
+	x.log.Warn("a key's destination is down: its jobs wait, spending no delivery, while one probes it now and then; other keys run on",
+		"topic", ks.id.topic, "key", ks.id.key, "error", err.Error(), "running", ks.running)
+	if ko, ok := x.obs.(KeyObserver); ok {
+		ko.KeyDown(ks.id.topic, ks.id.key, err)
+	}
+}
+
+// closeBreaker closes ks's breaker: a probe got through.
+func (x *executor) closeBreaker(ks *keyState, now time.Time) {
+	down := now.Sub(ks.since)
+	ks.open, ks.probe, ks.lastErr = false, nil, nil
+	x.breakersOpen--
+	x.log.Info("a key's destination is back; its jobs run again",
+		"topic", ks.id.topic, "key", ks.id.key, "down_for", down.Round(time.Millisecond), "jobs_waited", ks.waited)
+	if ko, ok := x.obs.(KeyObserver); ok {
+		ko.KeyBack(ks.id.topic, ks.id.key, down)
+	}
+}
+
+// waitingOver is how many jobs wait for their keys or snoozes past the
+// bound: they count against the credit.
+func (x *executor) waitingOver() int {
+	return max(0, x.waiting+x.snoozed-max(waitingMin, waitingPerSlot*x.conc))
+}
+
+// keyTime is a key's timer.
+type keyTime struct {
+	at time.Time
+	ks *keyState
+}
+
+// keyHeap orders key timers by time (container/heap).
+type keyHeap []keyTime
+
+func (h keyHeap) Len() int           { return len(h) }
+func (h keyHeap) Less(i, k int) bool { return h[i].at.Before(h[k].at) }
+func (h keyHeap) Swap(i, k int)      { h[i], h[k] = h[k], h[i] }
+func (h *keyHeap) Push(v any)        { *h = append(*h, v.(keyTime)) }
+func (h *keyHeap) Pop() any {
+	old := *h
+	n := len(old)
+	kt := old[n-1]
+	old[n-1] = keyTime{}
+	*h = old[:n-1]
+	return kt
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,377 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/internal/logbuf"
+	"github.com/shareq/shareq/shareqtest"
+	"github.com/shareq/shareq/worker"
+)
+
+// prefixKey is a Keys.Key that takes the record key up to its first '-':
+// "slow-3" is a job of key "slow".
+func prefixKey(job *handler.Job) string {
+	k, _, _ := strings.Cut(string(job.Key), "-")
+	return k
+}
+
+// jobKeys returns n record keys "<prefix>-<i>".
+func jobKeys(prefix string, n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("%s-%03d", prefix, i)
+	}
+	return keys
+}
+
+// runsOf counts the handler runs of the jobs whose record key starts with
+// prefix, and the most that ran at once.
+type runsOf struct {
+	mu      sync.Mutex
+	running map[string]int
+	most    map[string]int
+	runs    map[string]int
+	counts  map[string][]int32 // delivery counts of each run, by record key
+	snoozes map[string][]int   // Snoozes() of each run, by record key
+}
+
+func newRuns() *runsOf {
+	return &runsOf{running: map[string]int{}, most: map[string]int{}, runs: map[string]int{},
+		counts: map[string][]int32{}, snoozes: map[string][]int{}}
+}
+
+func (r *runsOf) begin(job *handler.Job) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := prefixKey(job)
+	r.running[k]++
+	r.runs[k]++
+	r.most[k] = max(r.most[k], r.running[k])
+	r.counts[string(job.Key)] = append(r.counts[string(job.Key)], job.DeliveryCount)
+	r.snoozes[string(job.Key)] = append(r.snoozes[string(job.Key)], job.Snoozes())
+}
+
+func (r *runsOf) end(job *handler.Job) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.running[prefixKey(job)]--
+}
+
+// wantFirstDeliveries fails the test unless every run of every job was on
+// delivery 1: waiting, breakers and snoozes spent no delivery.
+func (r *runsOf) wantFirstDeliveries(t *testing.T) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, cs := range r.counts {
+		for _, c := range cs {
+			if c != 1 {
+				t.Errorf("job %s ran on deliveries %v: waiting spent a delivery", k, cs)
+				break
+			}
+		}
+	}
+}
+
+// One key's jobs block (a destination that hangs) while the others flow:
+// with a per-key concurrency of 1, one job of the slow key takes a handler
+// slot and the rest of its jobs wait without one, their locks renewed; the
+// other keys' jobs all finish meanwhile; every job runs once, on delivery 1.
+func TestKeyConcurrencyLetsOtherKeysPast(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 3)
+	b.produce(t, jobKeys("slow", 6)...)
+	b.produce(t, jobKeys("fast", 40)...)
+	runs := newRuns()
+	unblock := make(chan struct{})
+	h := handler.Func(func(ctx context.Context, job *handler.Job) error {
+		runs.begin(job)
+		defer runs.end(job)
+		if prefixKey(job) == "slow" {
+			select {
+			case <-unblock:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	})
+	b.start(t, h, worker.Concurrency(3), worker.KeyLimit(b.topic, worker.Keys{Key: prefixKey, Concurrency: 1}))
+	b.obs.WaitFor(t, 60*time.Second, "every fast job done while the slow key blocks", func(fs []finished) bool {
+		return countPrefix(fs, "fast", worker.OutcomeSucceeded) == 40
+	})
+	// The slow jobs waiting for their key outlive their locks (six
+	// renewals: three locks even if only the running job renewed): had
+	// the worker not renewed them while they wait, they would come back
+	// on delivery 2.
+	waitRenewals(t, b.obs, 6)
+	close(unblock)
+	b.obs.WaitFor(t, 60*time.Second, "every slow job done", func(fs []finished) bool {
+		return countPrefix(fs, "slow", worker.OutcomeSucceeded) == 6
+	})
+	runs.mu.Lock()
+	if runs.most["slow"] != 1 {
+		t.Errorf("up to %d jobs of the slow key ran at once; want 1 (Keys.Concurrency)", runs.most["slow"])
+	}
+	if runs.runs["slow"] != 6 || runs.runs["fast"] != 40 {
+		t.Errorf("runs: slow %d, fast %d; want 6 and 40", runs.runs["slow"], runs.runs["fast"])
+	}
+	runs.mu.Unlock()
+	runs.wantFirstDeliveries(t)
+}
+
+// A key's rate: jobs of one key start at most one every Per/Rate; other
+// keys are not held back by it.
+func TestKeyRateSpacesAKeysStarts(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 2)
+	b.produce(t, jobKeys("paced", 6)...)
+	b.produce(t, jobKeys("free", 20)...)
+	var mu sync.Mutex
+	var starts []time.Time
+	h := handler.Func(func(_ context.Context, job *handler.Job) error {
+		if prefixKey(job) == "paced" {
+			mu.Lock()
+			starts = append(starts, time.Now())
+			mu.Unlock()
+		}
+		return nil
+	})
+	const every = 200 * time.Millisecond
+	b.start(t, h, worker.Concurrency(4), worker.KeyLimit(b.topic, worker.Keys{Key: prefixKey, Rate: 5, Per: time.Second}))
+	fs := b.obs.WaitFor(t, 60*time.Second, "every job done", func(fs []finished) bool {
+		return countPrefix(fs, "paced", worker.OutcomeSucceeded) == 6 && countPrefix(fs, "free", worker.OutcomeSucceeded) == 20
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for i := 1; i < len(starts); i++ {
+		// The handler notes its start after the executor's; a gap a
+		// little under the interval is scheduling, never a second start
+		// allowed early: allow 20 ms of it.
+		if gap := starts[i].Sub(starts[i-1]); gap < every-20*time.Millisecond {
+			t.Errorf("jobs %d and %d of the paced key started %v apart; want at least %v (Rate 5 per second)", i-1, i, gap, every)
+		}
+	}
+	for _, f := range fs {
+		if f.Count != 1 {
+			t.Errorf("job %s finished on delivery %d: waiting for the rate spent a delivery", f.Key, f.Count)
+		}
+	}
+}
+
+// A key whose destination is down (handler.KeyUnavailable): its breaker
+// opens with one Warn line; its jobs wait, spending no delivery, while
+// the other keys' jobs all finish; probes find it back, one Info line,
+// and every job of the key runs to success on delivery 1.
+func TestKeyBreakerHoldsOnlyItsKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 3)
+	b.produce(t, jobKeys("down", 8)...)
+	b.produce(t, jobKeys("up", 30)...)
+	var logs logbuf.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	var isDown atomic.Bool
+	isDown.Store(true)
+	var probes atomic.Int32
+	runs := newRuns()
+	h := handler.Func(func(_ context.Context, job *handler.Job) error {
+		runs.begin(job)
+		defer runs.end(job)
+		if prefixKey(job) == "down" && isDown.Load() {
+			probes.Add(1)
+			return handler.KeyUnavailable(errors.New("connect: connection refused"))
+		}
+		return nil
+	})
+	b.start(t, h, worker.Concurrency(4), worker.Logger(logger),
+		worker.KeyLimit(b.topic, worker.Keys{Key: prefixKey}))
+	b.obs.WaitFor(t, 60*time.Second, "every job of the key that is up done", func(fs []finished) bool {
+		return countPrefix(fs, "up", worker.OutcomeSucceeded) == 30
+	})
+	waitFor(t, 30*time.Second, "a second probe of the key that is down", func() bool { return probes.Load() >= 3 })
+	if n := countPrefix(b.obs.Events(), "down", 0); n != 0 {
+		t.Fatalf("%d jobs of the key that is down ended while it was down; want them held", n)
+	}
+	isDown.Store(false)
+	b.obs.WaitFor(t, 60*time.Second, "every job of the key back done", func(fs []finished) bool {
+		return countPrefix(fs, "down", worker.OutcomeSucceeded) == 8
+	})
+	runs.wantFirstDeliveries(t)
+	out := logs.String()
+	if n := strings.Count(out, "a key's destination is down"); n != 1 {
+		t.Errorf("%d lines say the key is down; want 1:\n%s", n, out)
+	}
+	if n := strings.Count(out, "a key's destination is back"); n != 1 {
+		t.Errorf("%d lines say the key is back; want 1:\n%s", n, out)
+	}
+	if !strings.Contains(out, "key=down") {
+		t.Errorf("the breaker's lines do not name the key:\n%s", out)
+	}
+}
+
+// A job snoozed for a moment is held in the worker and runs again on the
+// same delivery, seeing its snooze count; no outcome is reported for the
+// snoozed run.
+func TestShortSnoozeRunsAgainOnTheSameDelivery(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 2)
+	b.produce(t, jobKeys("job", 10)...)
+	runs := newRuns()
+	h := handler.Func(func(_ context.Context, job *handler.Job) error {
+		runs.begin(job)
+		defer runs.end(job)
+		if job.Snoozes() == 0 {
+			return handler.Snooze(300 * time.Millisecond)
+		}
+		return nil
+	})
+	b.start(t, h, worker.Concurrency(4))
+	fs := b.obs.WaitFor(t, 60*time.Second, "every job done", func(fs []finished) bool {
+		return countPrefix(fs, "job", worker.OutcomeSucceeded) == 10
+	})
+	if len(fs) != 10 {
+		t.Errorf("%d outcomes for 10 jobs; want one each:\n%s", len(fs), shareqtest.Summary(fs))
+	}
+	runs.wantFirstDeliveries(t)
+	runs.mu.Lock()
+	defer runs.mu.Unlock()
+	for k, sn := range runs.snoozes {
+		if fmt.Sprint(sn) != "[0 1]" {
+			t.Errorf("job %s ran with snooze counts %v; want [0 1]", k, sn)
+		}
+	}
+}
+
+// A snooze longer than MaxHold: the worker holds the job until MaxHold,
+// produces a copy to run at its time (the original ACCEPTed, outcome
+// snoozed) and whichever worker fetches the copy holds it until it is
+// due; the job runs once more, on its copy's first delivery, with its job
+// ID and its snooze count.
+func TestLongSnoozeIsCopiedForLater(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	b.produce(t, "job-1")
+	var mu sync.Mutex
+	var ran []string // job ID, delivery, snoozes, not before?
+	var runAt time.Time
+	const snooze = 4 * time.Second
+	var snoozedAt time.Time
+	h := handler.Func(func(_ context.Context, job *handler.Job) error {
+		mu.Lock()
+		defer mu.Unlock()
+		ran = append(ran, fmt.Sprintf("%s d%d s%d", job.ID(), job.DeliveryCount, job.Snoozes()))
+		if job.Snoozes() == 0 {
+			snoozedAt = time.Now()
+			return handler.Snooze(snooze)
+		}
+		runAt = time.Now()
+		return nil
+	})
+	b.start(t, h, worker.MaxHold(1500*time.Millisecond))
+	fs := b.obs.WaitFor(t, 60*time.Second, "the job done after its snooze", func(fs []finished) bool {
+		return countPrefix(fs, "job", worker.OutcomeSucceeded) == 1
+	})
+	if countPrefix(fs, "job", worker.OutcomeSnoozed) < 1 {
+		t.Errorf("no snoozed outcome: the original was not copied and accepted:\n%s", shareqtest.Summary(fs))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	id := fmt.Sprintf("%s/0/0", b.topic)
+	if want := []string{id + " d1 s0", id + " d1 s1"}; fmt.Sprint(ran) != fmt.Sprint(want) {
+		t.Errorf("runs %q; want %q (the copy keeps the job ID, runs on its first delivery, counts the snooze)", ran, want)
+	}
+	if early := snoozedAt.Add(snooze).Sub(runAt); early > 50*time.Millisecond {
+		t.Errorf("the job ran %v before its snooze was over", early)
+	}
+}
+
+// With a Snoozer, a snooze longer than a minute goes to it at once: the
+// copy's headers say when it runs and what it is, and a second copy of
+// the same record would have the same key.
+func TestSnoozerKeepsLongSnoozes(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	b.produce(t, "job-1")
+	sn := &relaySnoozer{cl: b.c.Client(t)}
+	h := handler.Func(func(_ context.Context, job *handler.Job) error {
+		if job.Snoozes() == 0 {
+			return handler.Snooze(time.Hour)
+		}
+		return nil
+	})
+	start := time.Now()
+	b.start(t, h, worker.SnoozeVia(sn))
+	fs := b.obs.WaitFor(t, 60*time.Second, "the job done from its copy", func(fs []finished) bool {
+		return countPrefix(fs, "job", worker.OutcomeSucceeded) == 1
+	})
+	if countPrefix(fs, "job", worker.OutcomeSnoozed) != 1 {
+		t.Errorf("want one snoozed outcome:\n%s", shareqtest.Summary(fs))
+	}
+	sn.mu.Lock()
+	defer sn.mu.Unlock()
+	if len(sn.keys) != 1 {
+		t.Fatalf("Snoozer got %d copies; want 1", len(sn.keys))
+	}
+	if want := fmt.Sprintf("%s/0/0@%s/0/0", b.topic, b.topic); sn.keys[0] != want {
+		t.Errorf("copy key %q; want %q", sn.keys[0], want)
+	}
+	if d := sn.dues[0].Sub(start); d < time.Hour-time.Minute || d > time.Hour+time.Minute {
+		t.Errorf("copy due %v after the start; want an hour", d)
+	}
+}
+
+// relaySnoozer is a Snoozer that produces each copy at once, due now, as
+// an outbox relay does when the copy is due.
+type relaySnoozer struct {
+	cl   *kgo.Client
+	mu   sync.Mutex
+	keys []string
+	dues []time.Time
+}
+
+func (s *relaySnoozer) Snooze(ctx context.Context, rec *kgo.Record, due time.Time, key string) error {
+	s.mu.Lock()
+	s.keys = append(s.keys, key)
+	s.dues = append(s.dues, due)
+	s.mu.Unlock()
+	cp := *rec
+	cp.Headers = nil
+	for _, h := range rec.Headers {
+		if h.Key != handler.NotBeforeHeader {
+			cp.Headers = append(cp.Headers, h)
+		}
+	}
+	return s.cl.ProduceSync(ctx, &cp).FirstErr()
+}
+
+// countPrefix counts the outcomes (all with outcome 0) of the jobs whose
+// record key starts with prefix.
+func countPrefix(fs []finished, prefix string, o worker.Outcome) int {
+	n := 0
+	for _, f := range fs {
+		if strings.HasPrefix(f.Key, prefix+"-") && (o == 0 || f.Result.Outcome == o) {
+			n++
+		}
+	}
+	return n
+}
+
+// waitRenewals waits until the worker has renewed n locks.
+func waitRenewals(t *testing.T, obs *shareqtest.Observer, n int) {
+	t.Helper()
+	waitFor(t, 60*time.Second, fmt.Sprintf("%d lock renewals", n), func() bool {
+		ok, _ := obs.Renewals()
+		return ok >= n
+	})
+}
