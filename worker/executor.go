@@ -106,6 +106,7 @@ type xjob struct {
 
 	ks         *keyState // its key under the topic's KeyLimit; nil: none
 	keyRunning bool      // counted in ks.running
+	heldSince  time.Time // when the tracker took it (tracked), MaxHold counting from then
 
 	// A held job is released at releaseAt with its handler's outcome.
 	releaseAt time.Time
@@ -658,7 +659,7 @@ func (x *executor) result(r xresult) {
 		return // abandoned earlier; its record was released
 	}
 	now := time.Now()
-	keyWait := x.keyResult(j, r.err, now)
+	keyDown := x.keyResult(j, r.err, now)
 	x.keyStopped(j, now)
 	var ue *handler.UnavailableError
 	unavailable := r.err != nil && errors.As(r.err, &ue) && !handler.IsPermanent(r.err)
@@ -714,11 +715,16 @@ func (x *executor) result(r xresult) {
 		x.finish(j, AckReject, OutcomeDiscarded, r.err, r.took)
 		return
 	}
-	if keyWait {
+	if keyDown {
 		// Its key's destination is down: the job waits for the breaker,
-		// on this delivery, first in its key's line.
+		// on this delivery, first in its key's line; while stopping it
+		// is copied for later.
 		j.err, j.took = r.err, r.took
 		j.cancel(nil)
+		if x.stopping {
+			x.copyOut(j, now)
+			return
+		}
 		x.waitForKey(j, now, true)
 		return
 	}
@@ -832,6 +838,9 @@ func (x *executor) wakeUp() {
 	x.wakeAt, x.armed = time.Time{}, false
 	if x.trackerSet {
 		x.arm(x.trackerAt)
+	}
+	if len(x.keyTimes) > 0 {
+		x.arm(x.keyTimes[0].at)
 	}
 	for len(x.holds) > 0 {
 		if j := x.holds[0]; (j.state == jobHeld || j.state == jobSnoozed) && x.jobs[j.key] == j {
@@ -1030,6 +1039,8 @@ func (x *executor) logOutcome(j *xjob, ack Ack, outcome Outcome, err error, took
 		msg = "job interrupted; released"
 	case OutcomeCancelled:
 		level, msg = slog.LevelInfo, "job cancelled; accepted without running"
+	case OutcomeSnoozed:
+		msg = "job snoozed; copied to run later and accepted"
 	}
 	ctx := context.Background()
 	if !x.log.Enabled(ctx, level) {

@@ -263,9 +263,6 @@ func (x *executor) keysDue(now time.Time) {
 		kt.ks.timerAt = time.Time{}
 		x.keyFreed(kt.ks, now)
 	}
-	if len(x.keyTimes) > 0 {
-		x.arm(x.keyTimes[0].at)
-	}
 }
 
 // startReady starts the waiters let go, oldest first, while slots are
@@ -285,9 +282,17 @@ func (x *executor) startReady() {
 		if !x.admit(j, now, true) {
 			continue
 		}
-		if j.ran {
+		switch {
+		case j.ran:
 			x.rerun(j)
-		} else {
+		case j.tracked && now.Sub(j.heldSince) > x.cfg.MaxHold/2:
+			// It waited more than half of MaxHold, which counts from
+			// its wait: a copy for now gives its run a whole MaxHold.
+			x.keyStopped(j, now)
+			j.state = jobWaiting // counted again, for copyOut
+			x.waiting++
+			x.copyOut(j, now)
+		default:
 			x.begin(j, now)
 		}
 	}
@@ -297,10 +302,11 @@ func (x *executor) startReady() {
 }
 
 // keyResult applies a handler's outcome to its key: counts failures in a
-// row, opens the breaker or keeps it open, or closes it. It returns true
-// when the job is to wait for its key (its breaker is open), not be
-// released.
-func (x *executor) keyResult(j *xjob, err error, now time.Time) (wait bool) {
+// row, opens the breaker or keeps it open, or closes it (a probe that
+// did not find the key down, or any job of it that succeeded). It
+// returns true when the job found its key down: it is to wait for the
+// breaker, not be released.
+func (x *executor) keyResult(j *xjob, err error, now time.Time) (down bool) {
 	ks := j.ks
 	if ks == nil {
 		return false
@@ -310,8 +316,8 @@ func (x *executor) keyResult(j *xjob, err error, now time.Time) (wait bool) {
 		ks.probe = nil
 	}
 	var ku *handler.KeyUnavailableError
-	down := err != nil && errors.As(err, &ku) && !handler.IsPermanent(err)
-	failed := err != nil && !handler.IsPermanent(err) && !doneWith(err)
+	down = err != nil && errors.As(err, &ku) && !handler.IsPermanent(err)
+	failed := err != nil && !handler.IsPermanent(err) && !doneWith(err) && !handler.IsUnavailable(err)
 	switch {
 	case down:
 		ks.fails++
@@ -328,13 +334,10 @@ func (x *executor) keyResult(j *xjob, err error, now time.Time) (wait bool) {
 		ks.delay = min(2*ks.delay, breakerMax)
 		ks.probeAt = now.Add(ks.delay)
 		ks.lastErr = err
-	case !down && ks.open && probe:
+	case !down && ks.open && (probe || err == nil):
 		x.closeBreaker(ks, now)
 	}
-	if down && !x.stopping {
-		return true
-	}
-	return false
+	return down
 }
 
 // openBreaker opens ks's breaker: its jobs wait until a probe gets

@@ -111,11 +111,11 @@ func TestKeyConcurrencyLetsOtherKeysPast(t *testing.T) {
 	b.obs.WaitFor(t, 60*time.Second, "every fast job done while the slow key blocks", func(fs []finished) bool {
 		return countPrefix(fs, "fast", worker.OutcomeSucceeded) == 40
 	})
-	// The slow jobs waiting for their key outlive their locks (six
-	// renewals: three locks even if only the running job renewed): had
-	// the worker not renewed them while they wait, they would come back
-	// on delivery 2.
-	waitRenewals(t, b.obs, 6)
+	// The slow jobs waiting for their key outlive their locks: 18
+	// renewals of 6 jobs renewed at about half their locks each time
+	// take more than a lock. Had the worker not renewed the waiting
+	// ones, they would come back on delivery 2.
+	waitRenewals(t, b.obs, 18)
 	close(unblock)
 	b.obs.WaitFor(t, 60*time.Second, "every slow job done", func(fs []finished) bool {
 		return countPrefix(fs, "slow", worker.OutcomeSucceeded) == 6
@@ -374,4 +374,47 @@ func waitRenewals(t *testing.T, obs *shareqtest.Observer, n int) {
 		ok, _ := obs.Renewals()
 		return ok >= n
 	})
+}
+
+// A job that waits for its key until MaxHold is copied for later (outcome
+// snoozed, the original accepted) instead of released: its copy runs on
+// its first delivery, when the key's rate allows, and no delivery is
+// spent on the wait.
+func TestKeyWaitPastMaxHoldIsCopied(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	b.produce(t, "key-1", "key-2")
+	runs := newRuns()
+	var mu sync.Mutex
+	var starts []time.Time
+	h := handler.Func(func(_ context.Context, job *handler.Job) error {
+		runs.begin(job)
+		defer runs.end(job)
+		mu.Lock()
+		starts = append(starts, time.Now())
+		mu.Unlock()
+		return nil
+	})
+	// One job of the key per 2.5 s: the second waits past MaxHold (2 s),
+	// and its copy, fetched at once, waits for the rest of the interval.
+	b.start(t, h, worker.MaxHold(2*time.Second),
+		worker.KeyLimit(b.topic, worker.Keys{Key: prefixKey, Rate: 2, Per: 5 * time.Second}))
+	fs := b.obs.WaitFor(t, 60*time.Second, "both jobs done", func(fs []finished) bool {
+		return countPrefix(fs, "key", worker.OutcomeSucceeded) == 2
+	})
+	if n := countPrefix(fs, "key", worker.OutcomeSnoozed); n != 1 {
+		t.Errorf("%d snoozed outcomes; want 1 (the job that waited past MaxHold):\n%s", n, shareqtest.Summary(fs))
+	}
+	if n := countPrefix(fs, "key", worker.OutcomeInterrupted) + countPrefix(fs, "key", worker.OutcomeRetried); n != 0 {
+		t.Errorf("%d jobs released:\n%s", n, shareqtest.Summary(fs))
+	}
+	runs.wantFirstDeliveries(t)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(starts) != 2 {
+		t.Fatalf("%d runs; want 2", len(starts))
+	}
+	if gap := starts[1].Sub(starts[0]); gap < 2500*time.Millisecond-20*time.Millisecond {
+		t.Errorf("the key's jobs started %v apart; want at least 2.5s", gap)
+	}
 }

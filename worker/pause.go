@@ -106,7 +106,7 @@ func (x *executor) track(j *xjob, now time.Time) {
 	if j.tracked {
 		return
 	}
-	j.tracked = true
+	j.tracked, j.heldSince = true, now
 	x.tracker.Add(j.key, now, j.deadline, j.lock)
 	x.armFor(j.key)
 }
