@@ -225,6 +225,7 @@ func (w *Worker) checkTopics(ctx context.Context, admin *kgo.Client) error {
 			w.topicParts[t] = d.partitions
 		}
 	}
+	w.warnNoCopies(topics)
 	for _, t := range w.cfg.required {
 		d, ok := topics[t]
 		switch {
@@ -493,4 +494,24 @@ func (w *Worker) checkGroupRead(ctx context.Context, admin *kgo.Client) error {
 		}
 	}
 	return nil
+}
+
+// warnNoCopies warns once at start when the worker may not write a topic
+// it handles and has no Snoozer: a job snoozed past what the worker
+// holds, or one that waits for its key until MaxHold, is copied back to
+// its topic, and without Write the copy fails and the job is released.
+func (w *Worker) warnNoCopies(topics map[string]topicInfo) {
+	if w.cfg.snoozer != nil {
+		return
+	}
+	var noWrite []string
+	for _, t := range w.topics {
+		if d, ok := topics[t]; ok && d.err == nil && !d.allows(kmsg.ACLOperationWrite) {
+			noWrite = append(noWrite, t)
+		}
+	}
+	if len(noWrite) > 0 {
+		w.cfg.logger.Warn("the worker may not write topics it handles: a job snoozed for longer than the worker holds it (handler.Snooze), or one that waits for its key until MaxHold, cannot be copied back and is released instead; grant Write on them, or keep copies in Postgres with worker.SnoozeVia(pgoutbox.Snoozer(...))",
+			"group", w.cfg.group, "topics", strings.Join(noWrite, ","))
+	}
 }

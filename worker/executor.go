@@ -168,6 +168,7 @@ type executor struct {
 	snoozed      int     // jobs in state jobSnoozed
 	copying      int     // jobs in state jobCopying, and copies not taken yet
 	breakersOpen int
+	blog         breakerLog
 	keyBase      context.Context // base, marked for the key breaker
 	copySignal   chan struct{}
 	copyMu       sync.Mutex
@@ -400,6 +401,7 @@ func (x *executor) run(ctx context.Context) {
 		x.endPause(x.pause, time.Since(x.pause.since), false)
 	}
 	x.warnAcks(true)
+	x.summarizeBreakers(time.Now(), true)
 	x.waitHandlers()
 	x.copiers.Wait()
 }
@@ -1117,6 +1119,7 @@ func (x *executor) armFor(k member.Key) {
 func (x *executor) reading() {
 	now := time.Now()
 	x.keepQueuedLocks(now)
+	x.summarizeBreakers(now, false)
 	dt := now.Sub(x.lastReading).Seconds()
 	x.lastReading = now
 	if dt <= 0 {

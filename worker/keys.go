@@ -52,6 +52,47 @@ type keyState struct {
 	probe   *xjob
 	waited  int   // jobs that waited while it was open
 	lastErr error // what opened it
+	logged  bool  // its opening had a line of its own (breakerLog)
+}
+
+// breakerLog keeps the breakers' lines to what an operator reads during
+// an outage: a line for each key's breaker that opens (and one when it
+// closes) up to breakerLines a minute; past that, one line every
+// breakerSummaryEvery counts the keys that went down and came back.
+type breakerLog struct {
+	window         time.Time // start of the minute being counted
+	lines          int       // lines of their own in the window
+	opened, closed int       // not logged on their own since the last summary
+	summaryAt      time.Time
+}
+
+const (
+	breakerLines        = 5
+	breakerSummaryEvery = 30 * time.Second
+)
+
+// own reports whether a breaker that opens now gets a line of its own.
+func (b *breakerLog) own(now time.Time) bool {
+	if now.Sub(b.window) >= time.Minute {
+		b.window, b.lines = now, 0
+	}
+	if b.lines >= breakerLines {
+		return false
+	}
+	b.lines++
+	return true
+}
+
+// summarize logs the breakers not logged on their own, at most once per
+// breakerSummaryEvery (final: now).
+func (x *executor) summarizeBreakers(now time.Time, final bool) {
+	b := &x.blog
+	if b.opened+b.closed == 0 || (!final && now.Sub(b.summaryAt) < breakerSummaryEvery) {
+		return
+	}
+	x.log.Warn("more keys' destinations went down or came back (each key's own lines are limited to 5 a minute)",
+		"went_down", b.opened, "came_back", b.closed, "breakers_open", x.breakersOpen)
+	b.opened, b.closed, b.summaryAt = 0, 0, now
 }
 
 // baseFor is the context j's handler runs under: the worker's, marked
@@ -346,8 +387,13 @@ func (x *executor) openBreaker(ks *keyState, err error, now time.Time) {
 	ks.open, ks.since, ks.delay, ks.lastErr, ks.waited = true, now, breakerFirst, err, 0
 	ks.probeAt = now.Add(ks.delay)
 	x.breakersOpen++
-	x.log.Warn("a key's destination is down: its jobs wait, spending no delivery, while one probes it now and then; other keys run on",
-		"topic", ks.id.topic, "key", ks.id.key, "error", err.Error(), "running", ks.running)
+	ks.logged = x.blog.own(now)
+	if ks.logged {
+		x.log.Warn("a key's destination is down: its jobs wait, spending no delivery, while one probes it now and then; other keys run on",
+			"topic", ks.id.topic, "key", ks.id.key, "error", err.Error(), "running", ks.running)
+	} else {
+		x.blog.opened++
+	}
 	if ko, ok := x.obs.(KeyObserver); ok {
 		ko.KeyDown(ks.id.topic, ks.id.key, err)
 	}
@@ -358,8 +404,12 @@ func (x *executor) closeBreaker(ks *keyState, now time.Time) {
 	down := now.Sub(ks.since)
 	ks.open, ks.probe, ks.lastErr = false, nil, nil
 	x.breakersOpen--
-	x.log.Info("a key's destination is back; its jobs run again",
-		"topic", ks.id.topic, "key", ks.id.key, "down_for", down.Round(time.Millisecond), "jobs_waited", ks.waited)
+	if ks.logged {
+		x.log.Info("a key's destination is back; its jobs run again",
+			"topic", ks.id.topic, "key", ks.id.key, "down_for", down.Round(time.Millisecond), "jobs_waited", ks.waited)
+	} else {
+		x.blog.closed++
+	}
 	if ko, ok := x.obs.(KeyObserver); ok {
 		ko.KeyBack(ks.id.topic, ks.id.key, down)
 	}

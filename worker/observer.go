@@ -295,6 +295,7 @@ var (
 	_ TopicObserver  = multiObserver(nil)
 	_ MemberObserver = multiObserver(nil)
 	_ PauseObserver  = multiObserver(nil)
+	_ KeyObserver    = multiObserver(nil)
 	_ GrowthObserver = multiObserver(nil)
 	_ StallObserver  = multiObserver(nil)
 )
@@ -362,6 +363,22 @@ func (m multiObserver) MemberStats(s MemberStats) {
 	for _, o := range m {
 		if mo, ok := o.(MemberObserver); ok {
 			mo.MemberStats(s)
+		}
+	}
+}
+
+func (m multiObserver) KeyDown(topic, key string, err error) {
+	for _, o := range m {
+		if ko, ok := o.(KeyObserver); ok {
+			ko.KeyDown(topic, key, err)
+		}
+	}
+}
+
+func (m multiObserver) KeyBack(topic, key string, down time.Duration) {
+	for _, o := range m {
+		if ko, ok := o.(KeyObserver); ok {
+			ko.KeyBack(topic, key, down)
 		}
 	}
 }

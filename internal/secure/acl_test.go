@@ -15,6 +15,7 @@ import (
 	"github.com/shareq/shareq/dlq"
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/kafkatest"
+	"github.com/shareq/shareq/internal/logbuf"
 	"github.com/shareq/shareq/worker"
 )
 
@@ -265,4 +266,72 @@ func testDLQWithoutWrite(t *testing.T, s *kafkatest.SecureCluster) {
 			t.Errorf("DLQ topic partition %d has end offset %d: something was parked", o.Partition, o.Offset)
 		}
 	})
+}
+
+// TestSecureSnoozeCopies: a worker copies a job snoozed past MaxHold back
+// to its topic, which needs Write on the topic. Without it the worker
+// warns once at start, naming the topics and what to grant, and the
+// snoozed job is released instead (a delivery spent); with it the copy
+// runs the job again, on its first delivery.
+func TestSecureSnoozeCopies(t *testing.T) {
+	t.Parallel()
+	bothClusters(t, testSnoozeCopies)
+}
+
+func testSnoozeCopies(t *testing.T, s *kafkatest.SecureCluster) {
+	for _, write := range []bool{false, true} {
+		t.Run(fmt.Sprintf("write=%v", write), func(t *testing.T) {
+			topic, group := s.Topic(t, 1), s.Group(t)
+			acls := workerACLs(topic, group, "")
+			if write {
+				acls = append(acls, kafkatest.ACL{Resource: "topic", Name: topic, Op: "Write"})
+			}
+			s.Allow(t, s.Principal(), acls...)
+			var logs logbuf.Buffer
+			rec := newJobs()
+			w, err := worker.New(worker.ClientOpts(s.SCRAMOpts(t)...), worker.Group(group), worker.WithObserver(rec),
+				worker.Logger(logger(&logs)), worker.MaxHold(time.Second),
+				worker.Handle(topic, handler.Func(func(_ context.Context, job *handler.Job) error {
+					if job.Snoozes() == 0 {
+						return handler.Snooze(2 * time.Second)
+					}
+					return nil
+				})))
+			if err != nil {
+				t.Fatal(err)
+			}
+			stop := kafkatest.Run(t, w.Run)
+			produce(t, s, topic, "later")
+			var got []worker.Result
+			rec.waitFor(t, "the snoozed job's end", func(_ map[string]int, res []worker.Result) bool {
+				got = res
+				if write { // snoozed (once or more: a copy is held until MaxHold too), then succeeded from a copy
+					return len(res) >= 2 && res[len(res)-1].Outcome == worker.OutcomeSucceeded
+				}
+				return len(res) >= 1
+			})
+			if err := stop(); err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			warned := strings.Count(logs.String(), "the worker may not write topics it handles")
+			if write {
+				if warned != 0 {
+					t.Errorf("warned about Write though it is granted:\n%s", logs.String())
+				}
+				for _, r := range got[:len(got)-1] {
+					if r.Outcome != worker.OutcomeSnoozed {
+						t.Errorf("outcome %v (%v) before the run; want snoozed", r.Outcome, r.Err)
+					}
+				}
+				return
+			}
+			if warned != 1 {
+				t.Errorf("%d start-up warnings about Write; want 1:\n%s", warned, logs.String())
+			}
+			mustContain(t, "the start-up warning", logs.String(), "topics="+topic, "worker.SnoozeVia")
+			if got[0].Ack != worker.AckRelease || got[0].Err == nil || !strings.Contains(got[0].Err.Error(), "copy of the snoozed job") {
+				t.Errorf("first outcome %+v; want a release for the failed copy", got[0])
+			}
+		})
+	}
 }
