@@ -427,7 +427,7 @@ type keyEvents struct {
 	down, back atomic.Int32
 }
 
-func (k *keyEvents) KeyDown(string, string, error)        { k.down.Add(1) }
+func (k *keyEvents) KeyDown(string, string, error)         { k.down.Add(1) }
 func (k *keyEvents) KeyBack(string, string, time.Duration) { k.back.Add(1) }
 
 // Twenty keys down at once (a network outage): five lines of their own,
