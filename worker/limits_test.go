@@ -471,3 +471,40 @@ func TestManyBreakersLogAFewLines(t *testing.T) {
 		}
 	}
 }
+
+// A worker that stops while it holds a snoozed job copies the job for
+// later instead of releasing it: the next worker runs the copy when it
+// is due, on its first delivery.
+func TestStopCopiesHeldSnoozes(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	b.produce(t, "job-1")
+	runs := newRuns()
+	var snoozedAt atomic.Int64
+	h := handler.Func(func(_ context.Context, job *handler.Job) error {
+		runs.begin(job)
+		defer runs.end(job)
+		if job.Snoozes() == 0 {
+			snoozedAt.Store(time.Now().UnixNano())
+			return handler.Snooze(2 * time.Second)
+		}
+		return nil
+	})
+	stop := b.start(t, h)
+	waitFor(t, 60*time.Second, "the job snoozed", func() bool { return snoozedAt.Load() != 0 })
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	fs := b.obs.Events()
+	if len(fs) != 1 || fs[0].Result.Outcome != worker.OutcomeSnoozed {
+		t.Fatalf("outcomes at the stop:\n%s\nwant one, snoozed (copied for later)", shareqtest.Summary(fs))
+	}
+	b.start(t, h)
+	fs = b.obs.WaitFor(t, 60*time.Second, "the copy run by the next worker", func(fs []finished) bool {
+		return countPrefix(fs, "job", worker.OutcomeSucceeded) == 1
+	})
+	runs.wantFirstDeliveries(t)
+	if ran := time.Unix(0, snoozedAt.Load()).Add(2 * time.Second); fs[len(fs)-1].At.Before(ran) {
+		t.Errorf("the copy ran at %v, before its snooze ended at %v", fs[len(fs)-1].At, ran)
+	}
+}

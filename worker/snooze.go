@@ -176,7 +176,7 @@ func snoozeCopy(job *handler.Job, due time.Time) *kgo.Record {
 	if _, ok := job.Header(handler.JobIDHeader); !ok {
 		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: handler.JobIDHeader, Value: []byte(id)})
 	}
-	rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: handler.NotBeforeHeader, Value: []byte(strconv.FormatInt(due.UnixMilli(), 10))})
+	rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: handler.NotBeforeHeader, Value: []byte(strconv.FormatInt(ceilMilli(due), 10))})
 	return rec
 }
 
@@ -189,4 +189,14 @@ func setHeader(job *handler.Job, key, v string) {
 		}
 	}
 	job.Headers = append(hs, handler.Header{Key: key, Value: []byte(v)})
+}
+
+// ceilMilli is t in Unix milliseconds, rounded up: a copy never runs
+// before its time.
+func ceilMilli(t time.Time) int64 {
+	ms := t.UnixMilli()
+	if time.UnixMilli(ms).Before(t) {
+		ms++
+	}
+	return ms
 }
