@@ -182,7 +182,7 @@ type executor struct {
 	// nothing while stopping.
 	outstanding int
 	prefetch    int
-	completed   int     // handler returns since the last prefetch reading
+	completed   int     // handler returns, and queued jobs that went to wait for their keys, since the last prefetch reading
 	rate        float64 // moving average of handler returns per second
 	lastReading time.Time
 	lockSeen    time.Duration // the longest lock of any delivery
@@ -391,6 +391,7 @@ func (x *executor) run(ctx context.Context) {
 			x.expire()
 		}
 		x.startQueued()
+		x.shed(time.Now())
 		x.topUp()
 		if x.stopping && !x.left && (x.quiet || x.expired) && len(x.jobs) == 0 {
 			x.left = true
@@ -661,7 +662,7 @@ func (x *executor) result(r xresult) {
 		return // abandoned earlier; its record was released
 	}
 	now := time.Now()
-	keyDown := x.keyResult(j, r.err, now)
+	keyDown := x.keyResult(j, r.err, r.took, now)
 	x.keyStopped(j, now)
 	var ue *handler.UnavailableError
 	unavailable := r.err != nil && errors.As(r.err, &ue) && !handler.IsPermanent(r.err)

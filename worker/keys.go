@@ -53,6 +53,8 @@ type keyState struct {
 	waited  int   // jobs that waited while it was open
 	lastErr error // what opened it
 	logged  bool  // its opening had a line of its own (breakerLog)
+
+	avgRun time.Duration // moving average of its handlers' run times, for shed
 }
 
 // breakerLog keeps the breakers' lines to what an operator reads during
@@ -200,7 +202,11 @@ func (x *executor) admit(j *xjob, now time.Time, fromLine bool) bool {
 func (x *executor) waitForKey(j *xjob, now time.Time, head bool) {
 	ks := j.ks
 	if j.state == jobQueued {
+		// Out of the queue without a slot: the job rate (and so the
+		// prefetch) counts it as a job taken, so that a worker whose
+		// records go to wait keeps fetching the other keys' at speed.
 		x.queued--
+		x.completed++
 	}
 	j.state = jobWaiting
 	x.waiting++
@@ -347,10 +353,15 @@ func (x *executor) startReady() {
 // did not find the key down, or any job of it that succeeded). It
 // returns true when the job found its key down: it is to wait for the
 // breaker, not be released.
-func (x *executor) keyResult(j *xjob, err error, now time.Time) (down bool) {
+func (x *executor) keyResult(j *xjob, err error, took time.Duration, now time.Time) (down bool) {
 	ks := j.ks
 	if ks == nil {
 		return false
+	}
+	if ks.avgRun == 0 {
+		ks.avgRun = took
+	} else {
+		ks.avgRun += time.Duration(rateWeight * float64(took-ks.avgRun))
 	}
 	probe := ks.probe == j
 	if probe {
@@ -418,7 +429,62 @@ func (x *executor) closeBreaker(ks *keyState, now time.Time) {
 // waitingOver is how many jobs wait for their keys or snoozes past the
 // bound: they count against the credit.
 func (x *executor) waitingOver() int {
-	return max(0, x.waiting+x.snoozed-max(waitingMin, waitingPerSlot*x.conc))
+	return max(0, x.waiting+x.snoozed-x.waitingBound())
+}
+
+func (x *executor) waitingBound() int { return max(waitingMin, waitingPerSlot*x.conc) }
+
+// shedMax bounds how far ahead shed schedules a copy.
+const shedMax = time.Hour
+
+// shed keeps the worker fetching for the other keys when one key's line
+// grows past the bound (its jobs come faster than its limits let them
+// run): with a Snoozer, the newest waiters of the longest line are
+// copied to it, each due about when the line ahead of it will have run,
+// and accepted. Without one the bound slows the fetching instead
+// (waitingOver): a copy produced to the topic would be fetched again at
+// once.
+func (x *executor) shed(now time.Time) {
+	if x.cfg.Snoozer == nil || x.stopping {
+		return
+	}
+	over := x.waiting - x.waitingBound()
+	if over <= 0 {
+		return
+	}
+	var longest *keyState
+	for _, ks := range x.keys {
+		if longest == nil || len(ks.waiting) > len(longest.waiting) {
+			longest = ks
+		}
+	}
+	if longest == nil {
+		return
+	}
+	ks := longest
+	for over > 0 && len(ks.waiting) > 1 {
+		i := len(ks.waiting) - 1
+		j := ks.waiting[i]
+		ks.waiting[i] = nil
+		ks.waiting = ks.waiting[:i]
+		if j.state != jobWaiting {
+			continue
+		}
+		x.copyOut(j, now.Add(ks.wait(i)))
+		over--
+	}
+}
+
+// wait estimates how long the job at place i of ks's line waits: the jobs
+// ahead of it at the key's concurrency and run time, or its rate,
+// whichever is slower; at least a second, at most shedMax.
+func (ks *keyState) wait(i int) time.Duration {
+	conc := max(ks.l.conc, 1)
+	d := time.Duration(i/conc+1) * max(ks.avgRun, 10*time.Millisecond)
+	if r := time.Duration(i+1) * ks.l.every; r > d {
+		d = r
+	}
+	return min(max(d, time.Second), shedMax)
 }
 
 // keyTime is a key's timer.

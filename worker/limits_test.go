@@ -508,3 +508,98 @@ func TestStopCopiesHeldSnoozes(t *testing.T) {
 		t.Errorf("the copy ran at %v, before its snooze ended at %v", fs[len(fs)-1].At, ran)
 	}
 }
+
+// holdingSnoozer is a Snoozer that keeps the copies until the test lets
+// them go (relay), as an outbox keeps them until they are due.
+type holdingSnoozer struct {
+	mu   sync.Mutex
+	recs []*kgo.Record
+	dues []time.Time
+}
+
+func (s *holdingSnoozer) Snooze(_ context.Context, rec *kgo.Record, due time.Time, _ string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.recs = append(s.recs, rec)
+	s.dues = append(s.dues, due)
+	return nil
+}
+
+func (s *holdingSnoozer) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.recs)
+}
+
+// relay produces every copy kept, as due now.
+func (s *holdingSnoozer) relay(t *testing.T, cl *kgo.Client) {
+	t.Helper()
+	s.mu.Lock()
+	recs := s.recs
+	s.recs = nil
+	s.mu.Unlock()
+	for _, r := range recs {
+		cp := *r
+		cp.Headers = nil
+		for _, h := range r.Headers {
+			if h.Key != handler.NotBeforeHeader {
+				cp.Headers = append(cp.Headers, h)
+			}
+		}
+		if err := cl.ProduceSync(context.Background(), &cp).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A key whose jobs come faster than its limit lets them run: past the
+// worker's bound of waiting jobs (64 here) its newest waiters go to the
+// Snoozer, due when the line ahead of them will have run, so the worker
+// keeps fetching the other keys' jobs; once the copies come back every
+// job runs once, on delivery 1.
+func TestLongKeyLineIsShedToTheSnoozer(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 2)
+	b.produce(t, jobKeys("busy", 200)...)
+	b.produce(t, jobKeys("other", 50)...)
+	unblock := make(chan struct{})
+	runs := newRuns()
+	h := handler.Func(func(ctx context.Context, job *handler.Job) error {
+		runs.begin(job)
+		defer runs.end(job)
+		if prefixKey(job) == "busy" {
+			select {
+			case <-unblock:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	})
+	sn := &holdingSnoozer{}
+	b.start(t, h, worker.Concurrency(2), worker.SnoozeVia(sn),
+		worker.KeyLimit(b.topic, worker.Keys{Key: prefixKey, Concurrency: 1}))
+	b.obs.WaitFor(t, 60*time.Second, "every other job done past the busy key's line", func(fs []finished) bool {
+		return countPrefix(fs, "other", worker.OutcomeSucceeded) == 50
+	})
+	waitFor(t, 60*time.Second, "the line past the bound shed", func() bool { return sn.len() == 200-1-64 })
+	sn.mu.Lock()
+	for i := 1; i < len(sn.dues); i++ {
+		if sn.dues[i].Before(sn.dues[0]) {
+			t.Errorf("copy %d due %v before copy 0 (%v): the newest go furthest", i, sn.dues[i], sn.dues[0])
+			break
+		}
+	}
+	sn.mu.Unlock()
+	close(unblock)
+	sn.relay(t, b.c.Client(t))
+	b.obs.WaitFor(t, 60*time.Second, "every busy job done", func(fs []finished) bool {
+		return countPrefix(fs, "busy", worker.OutcomeSucceeded) == 200
+	})
+	runs.wantFirstDeliveries(t)
+	runs.mu.Lock()
+	defer runs.mu.Unlock()
+	if runs.runs["busy"] != 200 {
+		t.Errorf("%d runs of 200 busy jobs", runs.runs["busy"])
+	}
+}
