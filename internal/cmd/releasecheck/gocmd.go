@@ -49,10 +49,11 @@ func moduleEnv(own, proxyDir, modcache string) (env, error) {
 			proxies = append(proxies, p)
 		}
 	}
-	nosumdb := own
-	if v := os.Getenv("GONOSUMDB"); v != "" {
-		nosumdb += "," + v
+	nosumdb, err := goEnv("GONOSUMDB")
+	if err != nil {
+		return nil, err
 	}
+	nosumdb = strings.Trim(own+","+nosumdb, ",")
 	flags, err := goEnv("GOFLAGS")
 	if err != nil {
 		return nil, err

@@ -314,3 +314,26 @@ func TestWithoutOwnSums(t *testing.T) {
 		t.Errorf("withoutOwnSums:\n%s\nwant\n%s", got, want)
 	}
 }
+
+// TestModuleEnv: our modules come from the proxy first, third-party ones
+// from the usual GOPROXY without "direct", and only our path skips the
+// checksum database.
+func TestModuleEnv(t *testing.T) {
+	t.Setenv("GOPROXY", "https://proxy.example.com|direct")
+	t.Setenv("GONOSUMDB", "corp.example.com")
+	t.Setenv("GOMODCACHE", t.TempDir()) // no cache/download: not a proxy
+	e, err := moduleEnv("example.com/ws", "/tmp/p", "/tmp/mc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"GOWORK=off",
+		"GOMODCACHE=/tmp/mc",
+		"GOPROXY=file:///tmp/p,https://proxy.example.com",
+		"GONOSUMDB=example.com/ws,corp.example.com",
+	} {
+		if !slices.Contains(e, want) {
+			t.Errorf("moduleEnv lacks %s: %q", want, e)
+		}
+	}
+}

@@ -74,7 +74,7 @@ func checkModule(ws *workspace, m *mod, e env, scratch string, write bool) error
 
 // checkDevModule is checkModule for a development module.
 func checkDevModule(m *mod, write bool) error {
-	off := env{"GOWORK=off"}
+	off := env{"GOWORK=off", "GIT_TERMINAL_PROMPT=0"}
 	if write {
 		_, err := goCmd(m.dir, off, "mod", "tidy")
 		return err
