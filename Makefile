@@ -11,8 +11,17 @@
 # make api    rewrite api/shareq.txt, the baseline of the published
 #             packages' exported API that make test checks the code
 #             against (internal/cmd/apicheck; docs/development.md)
+# make release-check  the release check make test runs: every module
+#             tidy and vetted on its own, then the published modules
+#             fetched with go get and go install from a file:// proxy
+#             built from the tree (internal/cmd/releasecheck)
+# make tidy   go mod tidy in every module (the published ones against
+#             that proxy; their go.sum keeps no line for our modules)
+# make release VERSION=vX.Y.Z  every requirement between our modules
+#             set to VERSION, tidy, the release check, then the tags to
+#             push (docs/development.md, "Releasing")
 
-.PHONY: test compat unit bench example api kafka-up kafka-down pg-up pg-down
+.PHONY: test compat unit bench example api release-check tidy release kafka-up kafka-down pg-up pg-down
 
 test:
 	bash scripts/test.sh
@@ -32,6 +41,20 @@ example:
 
 api:
 	go run ./internal/cmd/apicheck -w api/shareq.txt
+
+release-check:
+	go run ./internal/cmd/releasecheck
+
+tidy:
+	go run ./internal/cmd/releasecheck -tidy
+
+release:
+	@test -n "$(VERSION)" || { echo "make release VERSION=vX.Y.Z"; exit 2; }
+	go run ./internal/cmd/releasecheck -set $(VERSION)
+	go run ./internal/cmd/releasecheck -tidy
+	go run ./internal/cmd/releasecheck
+	@echo "after the release commit is merged, tag it and push the tags:"
+	@go run ./internal/cmd/releasecheck -tags
 
 kafka-up:
 	scripts/kafka.sh up

@@ -3,9 +3,9 @@ module github.com/shareq/shareq/console
 go 1.26.0
 
 require (
-	github.com/shareq/shareq v0.0.0-00010101000000-000000000000
-	github.com/shareq/shareq/enqueue/pgoutbox v0.0.0-00010101000000-000000000000
-	github.com/shareq/shareq/migrations v0.0.0-00010101000000-000000000000
+	github.com/shareq/shareq v0.1.0
+	github.com/shareq/shareq/enqueue/pgoutbox v0.1.0
+	github.com/shareq/shareq/migrations v0.1.0
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.20.0
 	go.uber.org/goleak v1.3.0
@@ -18,18 +18,9 @@ require (
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
-	github.com/shareq/shareq/idempotency/pgstore v0.0.0-00010101000000-000000000000 // indirect
+	github.com/shareq/shareq/idempotency/pgstore v0.1.0 // indirect
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c // indirect
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
 	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
-)
-
-// The shareq modules of this repository, which is not published: every
-// module builds from a clone, also without go.work (GOWORK=off, go mod tidy).
-replace (
-	github.com/shareq/shareq => ..
-	github.com/shareq/shareq/enqueue/pgoutbox => ../enqueue/pgoutbox
-	github.com/shareq/shareq/idempotency/pgstore => ../idempotency/pgstore
-	github.com/shareq/shareq/migrations => ../migrations
 )

@@ -6,8 +6,8 @@ require (
 	github.com/compose-spec/compose-go/v2 v2.16.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
-	github.com/shareq/shareq v0.0.0-00010101000000-000000000000
-	github.com/shareq/shareq/metrics v0.0.0-00010101000000-000000000000
+	github.com/shareq/shareq v0.1.0
+	github.com/shareq/shareq/metrics v0.1.0
 	github.com/twmb/franz-go/pkg/kadm v1.20.0
 	go.yaml.in/yaml/v3 v3.0.5
 )
@@ -39,8 +39,9 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
-// The shareq modules of this repository, which is not published: every
-// module builds from a clone, also without go.work (GOWORK=off, go mod tidy).
+// A development module, never published: it builds from the tree's shareq
+// modules also without go.work (GOWORK=off), through these lines. A published
+// module has none (docs/development.md, "Module versions").
 replace (
 	github.com/shareq/shareq => ..
 	github.com/shareq/shareq/metrics => ../metrics

@@ -5,7 +5,7 @@ go 1.26.0
 require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
-	github.com/shareq/shareq v0.0.0-00010101000000-000000000000
+	github.com/shareq/shareq v0.1.0
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.20.0
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1
@@ -26,7 +26,3 @@ require (
 	golang.org/x/sys v0.50.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
-
-// The shareq modules of this repository, which is not published: every
-// module builds from a clone, also without go.work (GOWORK=off, go mod tidy).
-replace github.com/shareq/shareq => ..

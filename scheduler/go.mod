@@ -2,20 +2,11 @@ module github.com/shareq/shareq/scheduler
 
 go 1.26.0
 
-// The shareq modules of this repository, which is not published: every
-// module builds from a clone, also without go.work (GOWORK=off, go mod tidy).
-replace (
-	github.com/shareq/shareq => ..
-	github.com/shareq/shareq/enqueue/pgoutbox => ../enqueue/pgoutbox
-	github.com/shareq/shareq/idempotency/pgstore => ../idempotency/pgstore
-	github.com/shareq/shareq/migrations => ../migrations
-)
-
 require (
 	github.com/jackc/pgx/v5 v5.13.0
-	github.com/shareq/shareq v0.0.0-00010101000000-000000000000
-	github.com/shareq/shareq/enqueue/pgoutbox v0.0.0-00010101000000-000000000000
-	github.com/shareq/shareq/migrations v0.0.0-00010101000000-000000000000
+	github.com/shareq/shareq v0.1.0
+	github.com/shareq/shareq/enqueue/pgoutbox v0.1.0
+	github.com/shareq/shareq/migrations v0.1.0
 	go.uber.org/goleak v1.3.0
 )
 
@@ -25,7 +16,7 @@ require (
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
-	github.com/shareq/shareq/idempotency/pgstore v0.0.0-00010101000000-000000000000 // indirect
+	github.com/shareq/shareq/idempotency/pgstore v0.1.0 // indirect
 	github.com/twmb/franz-go v1.22.3 // indirect
 	github.com/twmb/franz-go/pkg/kadm v1.20.0 // indirect
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c // indirect

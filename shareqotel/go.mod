@@ -2,12 +2,8 @@ module github.com/shareq/shareq/shareqotel
 
 go 1.26.0
 
-// The shareq modules of this repository, which is not published: every
-// module builds from a clone, also without go.work (GOWORK=off, go mod tidy).
-replace github.com/shareq/shareq => ..
-
 require (
-	github.com/shareq/shareq v0.0.0-00010101000000-000000000000
+	github.com/shareq/shareq v0.1.0
 	github.com/twmb/franz-go v1.22.3
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0

@@ -4,12 +4,12 @@ go 1.26.0
 
 require (
 	github.com/jackc/pgx/v5 v5.13.0
-	github.com/shareq/shareq v0.0.0-00010101000000-000000000000
-	github.com/shareq/shareq/console v0.0.0-00010101000000-000000000000
-	github.com/shareq/shareq/enqueue/pgoutbox v0.0.0-00010101000000-000000000000
-	github.com/shareq/shareq/idempotency/pgstore v0.0.0-00010101000000-000000000000
-	github.com/shareq/shareq/migrations v0.0.0-00010101000000-000000000000
-	github.com/shareq/shareq/scheduler v0.0.0-00010101000000-000000000000
+	github.com/shareq/shareq v0.1.0
+	github.com/shareq/shareq/console v0.1.0
+	github.com/shareq/shareq/enqueue/pgoutbox v0.1.0
+	github.com/shareq/shareq/idempotency/pgstore v0.1.0
+	github.com/shareq/shareq/migrations v0.1.0
+	github.com/shareq/shareq/scheduler v0.1.0
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.20.0
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
@@ -26,15 +26,4 @@ require (
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
 	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
-)
-
-// The shareq modules of this repository, which is not published: every
-// module builds from a clone, also without go.work (GOWORK=off, go mod tidy).
-replace (
-	github.com/shareq/shareq => ../..
-	github.com/shareq/shareq/console => ../../console
-	github.com/shareq/shareq/enqueue/pgoutbox => ../../enqueue/pgoutbox
-	github.com/shareq/shareq/idempotency/pgstore => ../../idempotency/pgstore
-	github.com/shareq/shareq/migrations => ../../migrations
-	github.com/shareq/shareq/scheduler => ../../scheduler
 )

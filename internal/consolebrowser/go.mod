@@ -5,8 +5,8 @@ go 1.26.0
 require (
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
-	github.com/shareq/shareq v0.0.0-00010101000000-000000000000
-	github.com/shareq/shareq/console v0.0.0-00010101000000-000000000000
+	github.com/shareq/shareq v0.1.0
+	github.com/shareq/shareq/console v0.1.0
 	github.com/twmb/franz-go v1.22.3
 	go.uber.org/goleak v1.3.0
 )
@@ -19,8 +19,8 @@ require (
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
-	github.com/shareq/shareq/enqueue/pgoutbox v0.0.0-00010101000000-000000000000 // indirect
-	github.com/shareq/shareq/idempotency/pgstore v0.0.0-00010101000000-000000000000 // indirect
+	github.com/shareq/shareq/enqueue/pgoutbox v0.1.0 // indirect
+	github.com/shareq/shareq/idempotency/pgstore v0.1.0 // indirect
 	github.com/sourcegraph/conc v0.3.0 // indirect
 	github.com/twmb/franz-go/pkg/kadm v1.20.0 // indirect
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c // indirect
@@ -29,8 +29,9 @@ require (
 	golang.org/x/text v0.44.0 // indirect
 )
 
-// The shareq modules of this repository, which is not published: every
-// module builds from a clone, also without go.work (GOWORK=off, go mod tidy).
+// A development module, never published: it builds from the tree's shareq
+// modules also without go.work (GOWORK=off), through these lines. A published
+// module has none (docs/development.md, "Module versions").
 replace (
 	github.com/shareq/shareq => ../..
 	github.com/shareq/shareq/console => ../../console

@@ -4,9 +4,9 @@ go 1.26.0
 
 require (
 	github.com/jackc/pgx/v5 v5.13.0
-	github.com/shareq/shareq v0.0.0-00010101000000-000000000000
-	github.com/shareq/shareq/idempotency/pgstore v0.0.0-00010101000000-000000000000
-	github.com/shareq/shareq/migrations v0.0.0-00010101000000-000000000000
+	github.com/shareq/shareq v0.1.0
+	github.com/shareq/shareq/idempotency/pgstore v0.1.0
+	github.com/shareq/shareq/migrations v0.1.0
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.20.0
 	go.uber.org/goleak v1.3.0
@@ -25,8 +25,9 @@ require (
 	golang.org/x/text v0.44.0 // indirect
 )
 
-// The shareq modules of this repository, which is not published: every
-// module builds from a clone, also without go.work (GOWORK=off, go mod tidy).
+// A development module, never published: it builds from the tree's shareq
+// modules also without go.work (GOWORK=off), through these lines. A published
+// module has none (docs/development.md, "Module versions").
 replace (
 	github.com/shareq/shareq => ../..
 	github.com/shareq/shareq/idempotency/pgstore => ../../idempotency/pgstore

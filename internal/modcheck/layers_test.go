@@ -1,11 +1,30 @@
 package modcheck
 
 import (
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 )
+
+// root is the repository's root, from this package's directory.
+const root = "../.."
+
+// shareqPath is the root module's path; every shareq module's path
+// starts with it.
+const shareqPath = "github.com/shareq/shareq"
+
+// goCmd runs the go command in dir with env added to the environment,
+// and returns its combined output.
+func goCmd(t *testing.T, dir string, env []string, args ...string) ([]byte, error) {
+	t.Helper()
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	return cmd.CombinedOutput()
+}
 
 // TestInternalDoesNotImportWorker fails if a package under the root's
 // internal/ directory, in any module of go.work, depends on package

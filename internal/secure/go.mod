@@ -4,10 +4,10 @@ go 1.26.0
 
 require (
 	github.com/prometheus/client_golang v1.25.0
-	github.com/shareq/shareq v0.0.0-00010101000000-000000000000
-	github.com/shareq/shareq/enqueue/pgoutbox v0.0.0-00010101000000-000000000000
-	github.com/shareq/shareq/metrics v0.0.0-00010101000000-000000000000
-	github.com/shareq/shareq/migrations v0.0.0-00010101000000-000000000000
+	github.com/shareq/shareq v0.1.0
+	github.com/shareq/shareq/enqueue/pgoutbox v0.1.0
+	github.com/shareq/shareq/metrics v0.1.0
+	github.com/shareq/shareq/migrations v0.1.0
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.20.0
 	go.uber.org/goleak v1.3.0
@@ -27,7 +27,7 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
-	github.com/shareq/shareq/idempotency/pgstore v0.0.0-00010101000000-000000000000 // indirect
+	github.com/shareq/shareq/idempotency/pgstore v0.1.0 // indirect
 	github.com/sourcegraph/conc v0.3.0 // indirect
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c // indirect
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
@@ -37,8 +37,9 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
-// The shareq modules of this repository, which is not published: every
-// module builds from a clone, also without go.work (GOWORK=off, go mod tidy).
+// A development module, never published: it builds from the tree's shareq
+// modules also without go.work (GOWORK=off), through these lines. A published
+// module has none (docs/development.md, "Module versions").
 replace (
 	github.com/shareq/shareq => ../..
 	github.com/shareq/shareq/enqueue/pgoutbox => ../../enqueue/pgoutbox

@@ -5,11 +5,11 @@ go 1.26.0
 require (
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/prometheus/client_golang v1.25.0
-	github.com/shareq/shareq v0.0.0-00010101000000-000000000000
-	github.com/shareq/shareq/enqueue/pgoutbox v0.0.0-00010101000000-000000000000
-	github.com/shareq/shareq/metrics/outboxmetrics v0.0.0-00010101000000-000000000000
-	github.com/shareq/shareq/migrations v0.0.0-00010101000000-000000000000
-	github.com/shareq/shareq/workerfx v0.0.0-00010101000000-000000000000
+	github.com/shareq/shareq v0.1.0
+	github.com/shareq/shareq/enqueue/pgoutbox v0.1.0
+	github.com/shareq/shareq/metrics/outboxmetrics v0.1.0
+	github.com/shareq/shareq/migrations v0.1.0
+	github.com/shareq/shareq/workerfx v0.1.0
 	github.com/twmb/franz-go v1.22.3
 	go.uber.org/fx v1.24.0
 	go.uber.org/goleak v1.3.0
@@ -27,9 +27,9 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
-	github.com/shareq/shareq/idempotency/pgstore v0.0.0-00010101000000-000000000000 // indirect
-	github.com/shareq/shareq/metrics v0.0.0-00010101000000-000000000000 // indirect
-	github.com/shareq/shareq/scheduler v0.0.0-00010101000000-000000000000 // indirect
+	github.com/shareq/shareq/idempotency/pgstore v0.1.0 // indirect
+	github.com/shareq/shareq/metrics v0.1.0 // indirect
+	github.com/shareq/shareq/scheduler v0.1.0 // indirect
 	github.com/sourcegraph/conc v0.3.0 // indirect
 	github.com/twmb/franz-go/pkg/kadm v1.20.0 // indirect
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c // indirect
@@ -41,17 +41,4 @@ require (
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
-)
-
-// The shareq modules of this repository, which is not published: every
-// module builds from a clone, also without go.work (GOWORK=off, go mod tidy).
-replace (
-	github.com/shareq/shareq => ../..
-	github.com/shareq/shareq/enqueue/pgoutbox => ../../enqueue/pgoutbox
-	github.com/shareq/shareq/idempotency/pgstore => ../../idempotency/pgstore
-	github.com/shareq/shareq/metrics => ../../metrics
-	github.com/shareq/shareq/metrics/outboxmetrics => ../../metrics/outboxmetrics
-	github.com/shareq/shareq/migrations => ../../migrations
-	github.com/shareq/shareq/scheduler => ../../scheduler
-	github.com/shareq/shareq/workerfx => ..
 )

@@ -70,10 +70,11 @@ func workspaceEnv(root string) []string {
 	return append(os.Environ(), "GOWORK="+filepath.Join(root, "go.work"))
 }
 
-// unpublishedDirs are the top directories of the modules that no user
-// installs: the development harnesses and tests (internal), the CLI
-// (cmd, a binary), the examples and the deployment files. It is the rule
-// of internal/modcheck's replace-lines test too.
+// unpublishedDirs are the top directories of the modules whose API no
+// user builds on: the development harnesses and tests (internal), the
+// CLI (cmd, a binary), the examples and the deployment files.
+// internal/cmd/releasecheck has the same rule for the modules it
+// publishes, with cmd/ among them (users go install the CLI).
 var unpublishedDirs = []string{"internal", "cmd", "examples", "deploy"}
 
 // published reports whether the module in the directory rel (relative to

@@ -2,8 +2,9 @@ module github.com/shareq/shareq/shareqotel/internal/e2e
 
 go 1.26.0
 
-// The shareq modules of this repository, which is not published: every
-// module builds from a clone, also without go.work (GOWORK=off, go mod tidy).
+// A development module, never published: it builds from the tree's shareq
+// modules also without go.work (GOWORK=off), through these lines. A published
+// module has none (docs/development.md, "Module versions").
 replace (
 	github.com/shareq/shareq => ../../..
 	github.com/shareq/shareq/enqueue/pgoutbox => ../../../enqueue/pgoutbox
@@ -13,10 +14,10 @@ replace (
 )
 
 require (
-	github.com/shareq/shareq v0.0.0-00010101000000-000000000000
-	github.com/shareq/shareq/enqueue/pgoutbox v0.0.0-00010101000000-000000000000
-	github.com/shareq/shareq/migrations v0.0.0-00010101000000-000000000000
-	github.com/shareq/shareq/shareqotel v0.0.0-00010101000000-000000000000
+	github.com/shareq/shareq v0.1.0
+	github.com/shareq/shareq/enqueue/pgoutbox v0.1.0
+	github.com/shareq/shareq/migrations v0.1.0
+	github.com/shareq/shareq/shareqotel v0.1.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0
@@ -39,7 +40,7 @@ require (
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
-	github.com/shareq/shareq/idempotency/pgstore v0.0.0-00010101000000-000000000000 // indirect
+	github.com/shareq/shareq/idempotency/pgstore v0.1.0 // indirect
 	github.com/sourcegraph/conc v0.3.0 // indirect
 	github.com/twmb/franz-go v1.22.3 // indirect
 	github.com/twmb/franz-go/pkg/kadm v1.20.0 // indirect
