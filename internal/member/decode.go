@@ -45,6 +45,7 @@ type decoder struct {
 	// changes counts the changes to batchSize, so that acquireMode
 	// looks at the sizes again only when one moved.
 	changes uint64
+	decodes int64 // the batches decoded (Stats.BatchesDecoded)
 }
 
 type batchKey struct {
@@ -195,6 +196,7 @@ func (d *decoder) batch(p tp, base int64, raw []byte, done bool) *decodedBatch {
 
 // decode decodes one raw batch.
 func (d *decoder) decode(p tp, base int64, raw []byte) *decodedBatch {
+	d.decodes++
 	if len(raw) >= 23 && raw[16] == 2 && raw[22]&0x07 == 0 {
 		raw = bytes.Clone(raw) // uncompressed: the records would alias the response
 	}
