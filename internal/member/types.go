@@ -237,7 +237,7 @@ type Stats struct {
 	BatchesDecoded int64
 	// DecodedKept and DecodedKeptBytes are the decoded batches the member
 	// keeps for records of them that may be acquired again (decode.go),
-	// and their size.
+	// and their size (the records decoded: their bytes and kgo.Records).
 	DecodedKept      int
 	DecodedKeptBytes int64
 }
