@@ -330,3 +330,37 @@ func TestDecoderDropsTheOldestBatchesPastItsLimit(t *testing.T) {
 		}
 	}
 }
+
+// The decoded batches of a partition no longer assigned are dropped when
+// the member plans its fetches again; an assigned one's stay.
+func TestDecoderForgetsPartitionsNoLongerAssigned(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.New(t)
+	topic := c.Topic(t, 1)
+	c.ProduceBatch(t, &kgo.Record{Topic: topic, Value: []byte("v0")}, &kgo.Record{Topic: topic, Value: []byte("v1")})
+	raw := fetchRaw(t, c, topic)
+	m, err := New(Config{Client: c.Client(t), Group: "g", Topics: []string{topic}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := [16]byte{1}
+	m.meta.names[id] = topic
+	m.group.assigned = map[[16]byte][]int32{id: {0, 1}}
+	m.meta.leaders[tp{topic, 0}], m.meta.leaders[tp{topic, 1}] = 1, 1
+	// Partition 0's batch (offsets 0-1), its offset 0 acquired: the
+	// frontier, kept. Partition 1 (which only the member's plan has) is
+	// given the same bytes.
+	for part := range int32(2) {
+		m.dec.records(tp{topic, part}, raw, []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord{{FirstOffset: 0, LastOffset: 0, DeliveryCount: 1}})
+	}
+	m.replan()
+	if m.dec.kept != 2 {
+		t.Fatalf("both partitions assigned: %d batches kept, want 2", m.dec.kept)
+	}
+	m.group.assigned = map[[16]byte][]int32{id: {1}}
+	m.replan()
+	if m.dec.lookup(batchKey{tp{topic, 0}, 0}) != nil || m.dec.lookup(batchKey{tp{topic, 1}, 0}) == nil || m.dec.kept != 1 {
+		t.Errorf("partition 0 no longer assigned: %d batches kept (partition 0's: %v), want only partition 1's",
+			m.dec.kept, m.dec.lookup(batchKey{tp{topic, 0}, 0}) != nil)
+	}
+}
