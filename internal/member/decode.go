@@ -180,8 +180,8 @@ func (d *decoder) sweep(pb *partBatches) {
 }
 
 // mayBring reports whether the member's next fetch of the partition may
-// bring records of b that it never held: b is the frontier or the
-// continuation.
+// bring more records of b: b is the frontier (records of it never
+// acquired) or the continuation (the latest fetch stopped inside it).
 func (pb *partBatches) mayBring(b *decodedBatch) bool {
 	return b.last > pb.highest || (b.k.base <= pb.latest && pb.latest < b.last)
 }
