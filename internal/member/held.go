@@ -45,6 +45,9 @@ type held struct {
 	renews   int       // renewals asked and not yet sent
 	renewing int       // renewals in the request in flight
 	size     int64     // the delivery's bytes (recordBytes), counted in Member.bytes while no ack is queued
+	// batch is the decoded batch its record came from, which the decoder
+	// keeps while records of it are held (decode.go); nil: none.
+	batch *decodedBatch
 }
 
 // maxSplit bounds held.split: a list of 4,096 ops halves to one in 12.
@@ -98,6 +101,8 @@ func (m *Member) loseOne(k Key, h *held, cause error) {
 
 func (m *Member) drop(k Key, h *held) {
 	delete(m.held, k)
+	m.dec.letGo(h.batch, h.ack == int8(Accept) || h.ack == int8(Reject))
+	h.batch = nil // a slab of held entries must not keep it
 	if s := m.sessions[h.broker]; s != nil {
 		s.unqueue(k)
 		p := tp{k.Topic, k.Partition}
@@ -109,6 +114,13 @@ func (m *Member) drop(k Key, h *held) {
 		}
 	}
 	m.count(h, -1)
+}
+
+// deliveredFrom makes b (nil: none) the decoded batch of h's delivery.
+func (m *Member) deliveredFrom(h *held, b *decodedBatch) {
+	m.dec.hold(b)
+	m.dec.letGo(h.batch, false)
+	h.batch = b
 }
 
 // count adds d (1 or −1) for h to nHeld and nAcked, and its size to the

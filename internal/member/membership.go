@@ -187,6 +187,7 @@ func (m *Member) replan() {
 		}
 	}
 	m.markIdle()
+	m.dec.forgetParts(func(p tp) bool { return m.meta.wantSet[p] == 0 })
 	// An assigned partition Metadata has not described yet (a partition
 	// just added to the topic, a new leader) is looked up now, not at the
 	// next periodic refresh up to 30 s away.

@@ -230,7 +230,8 @@ func (m *Member) acquire(rq *request, p tp, sp *kmsg.ShareFetchResponseTopicPart
 	s := rq.s
 	for _, a := range acquired {
 		for o := a.FirstOffset; o <= a.LastOffset; o++ {
-			rec := recs[n]
+			f := recs[n]
+			rec := f.rec
 			n++
 			k := Key{p.topic, p.part, o}
 			h := m.held[k]
@@ -267,6 +268,7 @@ func (m *Member) acquire(rq *request, p tp, sp *kmsg.ShareFetchResponseTopicPart
 			}
 			h.d = Delivery{Record: rec, Count: int32(a.DeliveryCount), Deadline: deadline, Lock: lock}
 			h.internal = false
+			m.deliveredFrom(h, f.b)
 			switch {
 			case rec == nil:
 				// An offset with no record (a control record or a gap).

@@ -231,4 +231,13 @@ type Stats struct {
 	// holding their queued terminal ack (their lock ran out before it
 	// went): not delivered again, the queued ack answers for them.
 	Reacquired int64
+	// BatchesDecoded counts the producer batches decompressed and
+	// decoded (decode.go): about one per batch acquired when the
+	// decoded batches are reused, more when records come back.
+	BatchesDecoded int64
+	// DecodedKept and DecodedKeptBytes are the decoded batches the member
+	// keeps for records of them that may be acquired again (decode.go),
+	// and their size (the records decoded: their bytes and kgo.Records).
+	DecodedKept      int
+	DecodedKeptBytes int64
 }
