@@ -49,16 +49,16 @@ const (
 // handler, parking of the ones that cannot succeed, and a limit per
 // host. p produces the parked jobs (the application's *kgo.Client).
 func webhookOptions(topic string, s *Sender, p dlq.Producer) ([]worker.Option, error) {
-	park, err := dlq.Middleware(p)
+	park, err := dlq.Middleware(p) // a 4xx: the job is parked in <topic>.dlq
 	if err != nil {
 		return nil, err
 	}
 	return []worker.Option{
 		worker.Handle(topic, handler.JSON(s.Deliver), park),
 		worker.KeyLimit(topic, worker.Keys{
-			Key:         Host, // one customer's endpoint: its own slots and its own breaker
-			Concurrency: perHost,
-			BreakAfter:  breakAfter,
+			Key:         Host,       // the webhook's host: each customer's endpoint is limited apart
+			Concurrency: perHost,    // deliveries to one host at once, in this worker
+			BreakAfter:  breakAfter, // failures in a row that open the host's breaker
 		}),
 	}, nil
 }
