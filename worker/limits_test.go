@@ -603,3 +603,31 @@ func TestLongKeyLineIsShedToTheSnoozer(t *testing.T) {
 		t.Errorf("%d runs of 200 busy jobs", runs.runs["busy"])
 	}
 }
+
+// A KeyObserver hears its key's breaker open and close also when it is
+// one of several observers (the bundle's own is another).
+func TestKeyObserverAmongOtherObservers(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	b.produce(t, jobKeys("down", 2)...)
+	var isDown atomic.Bool
+	isDown.Store(true)
+	var refused atomic.Int32
+	h := handler.Func(func(_ context.Context, job *handler.Job) error {
+		if isDown.Load() {
+			refused.Add(1)
+			return handler.KeyUnavailable(errors.New("connect: connection refused"))
+		}
+		return nil
+	})
+	ko := &keyEvents{}
+	b.start(t, h, worker.WithObserver(ko), worker.KeyLimit(b.topic, worker.Keys{Key: prefixKey}))
+	waitFor(t, 30*time.Second, "a job of the key refused", func() bool { return refused.Load() >= 1 })
+	isDown.Store(false)
+	b.obs.WaitFor(t, 60*time.Second, "every job done", func(fs []finished) bool {
+		return countPrefix(fs, "down", worker.OutcomeSucceeded) == 2
+	})
+	if d, k := ko.down.Load(), ko.back.Load(); d != 1 || k != 1 {
+		t.Errorf("the KeyObserver heard %d openings and %d closings; want 1 and 1", d, k)
+	}
+}

@@ -2,7 +2,7 @@
 // would weigh it against, in one run, and reports ratios within that run:
 //
 //	go run ./internal/cmd/shareq-bench [-broker kfake|127.0.0.1:19092|both]
-//	    [-database URL] [-scenarios hol,overhead,eos,renew,burst,latency,producer,scale] [-out bench-out/] [-quick]
+//	    [-database URL] [-scenarios hol,overhead,eos,renew,burst,latency,producer,scale,isolation,breaker] [-out bench-out/] [-quick]
 //	    [-cluster HOST:PORT,HOST:PORT,HOST:PORT]
 //
 // Scenarios, each run on every backend asked for (kfake in process, and
@@ -43,9 +43,21 @@
 //	          the -cluster seeds of scripts/kafka-cluster.sh) and 20
 //	          topics; an idle worker's CPU and requests per second and a
 //	          worker's start time on 1 and 20 topics of 60 partitions.
+//	isolation (only when named; see limits.go) webhook jobs on HTTP
+//	          destinations in this process, limited per host
+//	          (worker.KeyLimit, 2 per host, Concurrency 10): 6 healthy
+//	          (50 ms), 2 slow (past the 1 s HTTP timeout) and 2 broken
+//	          (500) hosts interleaved against the healthy jobs alone:
+//	          the healthy p99 produce-to-done ratio, deliveries spent
+//	          without a run, the broken jobs' runs before parking.
+//	breaker   (only when named) five hosts at 20 and at 4 jobs/s, one down (503,
+//	          handler.KeyUnavailable) for 30 s: its jobs' deliveries
+//	          spent, the other four's rate while it is down over before,
+//	          the breaker's Warn and Info lines.
 //
 // The shareq worker's only setting in every scenario is its Concurrency
-// (handler slots); how it fetches to fill them is the worker's business.
+// (handler slots), with a key limit in isolation and breaker; how it
+// fetches to fill them is the worker's business.
 //
 // It prints a table, writes results.csv, results.md (the same as Markdown
 // tables), hol-series.csv and PNG charts into -out. See BENCHMARKS.md for figures and what they mean.
@@ -144,11 +156,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	for _, s := range strings.Split(*scen, ",") {
 		switch s = strings.TrimSpace(s); s {
-		case "hol", "overhead", "eos", "renew", "burst", "latency", "scale", "producer", "bigrecords":
+		case "hol", "overhead", "eos", "renew", "burst", "latency", "scale", "producer", "bigrecords", "isolation", "breaker":
 			o.scenarios[s] = true
 		case "":
 		default:
-			return o, fmt.Errorf("-scenarios: unknown scenario %q (want hol, overhead, eos, renew, burst, latency, scale, producer, bigrecords)", s)
+			return o, fmt.Errorf("-scenarios: unknown scenario %q (want hol, overhead, eos, renew, burst, latency, scale, producer, bigrecords, isolation, breaker)", s)
 		}
 	}
 	return o, nil
@@ -488,6 +500,12 @@ func runBackend(ctx context.Context, c *cluster, log *slog.Logger, o options, sz
 		if err := runProducer(ctx, c, log, o.database, o.quick, producerAdd, progress); err != nil {
 			errs = append(errs, fmt.Errorf("producer: %w", err))
 		}
+	}
+	if o.scenarios["isolation"] {
+		errs = append(errs, isolationRows(ctx, c, add, progress))
+	}
+	if o.scenarios["breaker"] {
+		errs = append(errs, breakerRows(ctx, c, add, progress))
 	}
 	if o.scenarios["scale"] {
 		scaleAdd := func(variant, metric string, v float64, unit, note string) {
