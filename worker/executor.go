@@ -168,6 +168,7 @@ type executor struct {
 	snoozed      int     // jobs in state jobSnoozed
 	copying      int     // jobs in state jobCopying, and copies not taken yet
 	breakersOpen int
+	partitions   int // assigned to the member, as of the last reading (waitingBound)
 	blog         breakerLog
 	keyBase      context.Context // base, marked for the key breaker
 	copySignal   chan struct{}
@@ -1134,7 +1135,9 @@ func (x *executor) reading() {
 		x.rate = 0 // idle: known no longer
 	}
 	if !x.stopping {
-		x.prefetch = prefetchFor(x.rate, x.m.Stats().FetchRTT, x.lockSeen)
+		st := x.m.Stats()
+		x.prefetch = prefetchFor(x.rate, st.FetchRTT, x.lockSeen)
+		x.partitions = st.Partitions
 	}
 	x.pubRunning.Store(int64(x.running))
 	x.pubQueued.Store(int64(x.queued))

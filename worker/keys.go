@@ -21,13 +21,18 @@ const (
 	// up to breakerMax.
 	breakerFirst = time.Second
 	breakerMax   = 30 * time.Second
-	// waitingPerSlot bounds the jobs that wait for their keys (and the
-	// snoozed ones held in place) at this many per handler slot, at
-	// least waitingMin: past it they count against the credit, so a key
-	// whose jobs come faster than it may run them slows the fetching
-	// instead of filling the worker.
-	waitingPerSlot = 16
-	waitingMin     = 64
+	// The jobs that wait for their keys (and the snoozed ones held in
+	// place) are bounded at waitingPerPartition per partition assigned
+	// (an eighth of a share partition's default in-flight window of
+	// 2,000 records, so that what waits in one worker never stalls a
+	// partition), or waitingPerSlot per handler slot, or waitingMin,
+	// whichever is most: past it they count against the credit, so a
+	// key whose jobs come faster than it may run them slows the
+	// fetching instead of filling the worker. Their bytes are within
+	// MaxBytesInHand as every record in hand is.
+	waitingPerPartition = 250
+	waitingPerSlot      = 16
+	waitingMin          = 64
 )
 
 // keyID names a key of a topic.
@@ -432,7 +437,9 @@ func (x *executor) waitingOver() int {
 	return max(0, x.waiting+x.snoozed-x.waitingBound())
 }
 
-func (x *executor) waitingBound() int { return max(waitingMin, waitingPerSlot*x.conc) }
+func (x *executor) waitingBound() int {
+	return max(waitingMin, waitingPerSlot*x.conc, waitingPerPartition*x.partitions)
+}
 
 // shedMax bounds how far ahead shed schedules a copy.
 const shedMax = time.Hour

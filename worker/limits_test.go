@@ -553,14 +553,14 @@ func (s *holdingSnoozer) relay(t *testing.T, cl *kgo.Client) {
 }
 
 // A key whose jobs come faster than its limit lets them run: past the
-// worker's bound of waiting jobs (64 here) its newest waiters go to the
+// worker's bound of waiting jobs (250 here: one partition) its newest waiters go to the
 // Snoozer, due when the line ahead of them will have run, so the worker
 // keeps fetching the other keys' jobs; once the copies come back every
 // job runs once, on delivery 1.
 func TestLongKeyLineIsShedToTheSnoozer(t *testing.T) {
 	t.Parallel()
-	b := setup(t, 2)
-	b.produce(t, jobKeys("busy", 200)...)
+	b := setup(t, 1)
+	b.produce(t, jobKeys("busy", 400)...)
 	b.produce(t, jobKeys("other", 50)...)
 	unblock := make(chan struct{})
 	runs := newRuns()
@@ -582,7 +582,7 @@ func TestLongKeyLineIsShedToTheSnoozer(t *testing.T) {
 	b.obs.WaitFor(t, 60*time.Second, "every other job done past the busy key's line", func(fs []finished) bool {
 		return countPrefix(fs, "other", worker.OutcomeSucceeded) == 50
 	})
-	waitFor(t, 60*time.Second, "the line past the bound shed", func() bool { return sn.len() == 200-1-64 })
+	waitFor(t, 60*time.Second, "the line past the bound shed", func() bool { return sn.len() == 400-1-250 })
 	sn.mu.Lock()
 	for i := 1; i < len(sn.dues); i++ {
 		if sn.dues[i].Before(sn.dues[0]) {
@@ -594,13 +594,13 @@ func TestLongKeyLineIsShedToTheSnoozer(t *testing.T) {
 	close(unblock)
 	sn.relay(t, b.c.Client(t))
 	b.obs.WaitFor(t, 60*time.Second, "every busy job done", func(fs []finished) bool {
-		return countPrefix(fs, "busy", worker.OutcomeSucceeded) == 200
+		return countPrefix(fs, "busy", worker.OutcomeSucceeded) == 400
 	})
 	runs.wantFirstDeliveries(t)
 	runs.mu.Lock()
 	defer runs.mu.Unlock()
-	if runs.runs["busy"] != 200 {
-		t.Errorf("%d runs of 200 busy jobs", runs.runs["busy"])
+	if runs.runs["busy"] != 400 {
+		t.Errorf("%d runs of 400 busy jobs", runs.runs["busy"])
 	}
 }
 
