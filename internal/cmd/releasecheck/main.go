@@ -111,7 +111,9 @@ func run(args []string, out io.Writer) error {
 	if *install != "" {
 		commands = strings.Split(*install, ",")
 	}
-	return withScratch(*keep, out, func(scratch string) error { return check(ws, v, scratch, *quickstart, *quickstartTimeout, commands, out) })
+	return withScratch(*keep, out, func(scratch string) error {
+		return check(ws, v, scratch, *quickstart, *quickstartTimeout, commands, out)
+	})
 }
 
 // workspaceRoot returns the directory of the go.work the go command
