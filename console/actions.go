@@ -118,9 +118,9 @@ func (s *server) replay(w http.ResponseWriter, r *http.Request) {
 		if ctx.Err() != nil {
 			break
 		}
-		st, err := dlq.Replay(ctx, cl, dlq.ReplayOptions{
-			Topic: topic, Filter: f, Rate: s.cfg.rate, Force: force, Logger: s.cfg.logger,
-			OnRecord: func(p *dlq.Parked) {
+		opts := []dlq.ReplayOption{
+			dlq.ReplayFilter(f), dlq.ReplayRate(s.cfg.rate), dlq.ReplayLogger(s.cfg.logger),
+			dlq.ReplayOnRecord(func(p *dlq.Parked) {
 				row := replayRow{Topic: p.Topic, Partition: p.Partition, Offset: p.Offset, JobID: p.JobID(), Reason: p.Reason, To: p.SourceTopic}
 				if m, ok := p.LastReplay(); ok {
 					row.To = fmt.Sprintf("%s/%d/%d", m.Topic, m.Partition, m.Offset)
@@ -130,8 +130,12 @@ func (s *server) replay(w http.ResponseWriter, r *http.Request) {
 					Row replayRow
 				}{pg, row})
 				_ = rc.Flush()
-			},
-		})
+			}),
+		}
+		if force {
+			opts = append(opts, dlq.ReplayForce())
+		}
+		st, err := dlq.Replay(ctx, cl, topic, opts...)
 		add(&sum.Stats, st)
 		if st.Group != "" {
 			sum.Groups = append(sum.Groups, st.Group)

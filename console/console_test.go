@@ -220,9 +220,17 @@ func TestNewValidatesOptions(t *testing.T) {
 		{"nil outbox", []console.Option{console.Client(cl), console.Outbox(nil)}, "Outbox(nil)"},
 		{"nil logger", []console.Option{console.Client(cl), console.Logger(nil)}, "Logger(nil)"},
 		{"nil option", []console.Option{console.Client(cl), nil}, "nil Option"},
+		{"empty prefix", []console.Option{console.Client(cl), console.Prefix("")}, `Prefix(""): want a path starting with /`},
 	} {
 		if _, err := console.New(tc.opts...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: New = %v, want an error saying %q", tc.name, err, tc.want)
+		}
+	}
+	// New reports every wrong option at once, not only the first.
+	_, err = console.New(console.Client(cl), console.PageSize(0), console.ScanLimit(-1), console.Logger(nil))
+	for _, want := range []string{"console: PageSize(0): want 1 to 1000", "console: ScanLimit(-1)", "console: Logger(nil)"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("New with three wrong options = %v, want an error saying %q", err, want)
 		}
 	}
 	if _, err := console.New(console.Client(cl), console.Prefix("/console/"), console.Actions()); err != nil {

@@ -23,25 +23,30 @@ const (
 	ScanLimitDefault = 20000
 )
 
-// An Option configures [New].
-type Option interface{ apply(*config) error }
+// An Option configures [New], which validates them all at once.
+type Option interface{ apply(*config) }
 
-type optionFunc func(*config) error
+type optionFunc func(*config)
 
-func (f optionFunc) apply(c *config) error { return f(c) }
+func (f optionFunc) apply(c *config) { f(c) }
 
-// config is what the options set; New validates it once.
+// config is what the options set; New validates it once (validate).
 type config struct {
-	client     *kgo.Client
-	clientOpts []kgo.Opt
-	prefix     string
-	actions    bool
-	rate       float64
-	pageSize   int
-	payload    int
-	scan       int
-	outbox     OutboxDB
-	logger     *slog.Logger
+	client        *kgo.Client
+	clientSet     bool
+	clientOpts    []kgo.Opt
+	clientOptsSet bool
+	prefix        string
+	prefixSet     bool
+	actions       bool
+	rate          float64
+	pageSize      int
+	payload       int
+	scan          int
+	outbox        OutboxDB
+	outboxSet     bool
+	logger        *slog.Logger
+	loggerSet     bool
 }
 
 // Client makes the console talk to Kafka through cl, the application's
@@ -51,24 +56,14 @@ type config struct {
 // consume nothing (no ConsumeTopics, no group), as for [dlq.List]; the
 // console does not close it. Give Client or [ClientOpts], not both.
 func Client(cl *kgo.Client) Option {
-	return optionFunc(func(c *config) error {
-		if cl == nil {
-			return errors.New("console: Client(nil)")
-		}
-		c.client = cl
-		return nil
-	})
+	return optionFunc(func(c *config) { c.client, c.clientSet = cl, true })
 }
 
 // ClientOpts makes the console connect to Kafka with opts (seed brokers,
 // TLS, SASL): each request makes its own client and closes it when done.
 func ClientOpts(opts ...kgo.Opt) Option {
-	return optionFunc(func(c *config) error {
-		if len(opts) == 0 {
-			return errors.New("console: ClientOpts without options: give at least kgo.SeedBrokers")
-		}
-		c.clientOpts = append(c.clientOpts, opts...)
-		return nil
+	return optionFunc(func(c *config) {
+		c.clientOpts, c.clientOptsSet = append(c.clientOpts, opts...), true
 	})
 }
 
@@ -76,56 +71,32 @@ func ClientOpts(opts ...kgo.Opt) Option {
 // when the handler is mounted there without stripping it (the default is
 // "/": the handler serves the root). Links and forms carry the prefix.
 func Prefix(p string) Option {
-	return optionFunc(func(c *config) error {
-		if !strings.HasPrefix(p, "/") || strings.ContainsAny(p, "?#\"'<> ") {
-			return fmt.Errorf("console: Prefix(%q): want a path starting with /", p)
-		}
-		c.prefix = strings.TrimRight(p, "/")
-		return nil
-	})
+	return optionFunc(func(c *config) { c.prefix, c.prefixSet = p, true })
 }
 
 // Actions enables the actions: replaying parked jobs, enqueueing a job
 // and resetting a group's start offsets. Without it the console is
 // read-only: it shows no forms and refuses every POST.
 func Actions() Option {
-	return optionFunc(func(c *config) error { c.actions = true; return nil })
+	return optionFunc(func(c *config) { c.actions = true })
 }
 
 // ReplayRate caps the jobs per second a replay started from the console
 // re-produces; 0 means no cap. Default [ReplayRateDefault].
 func ReplayRate(perSecond float64) Option {
-	return optionFunc(func(c *config) error {
-		if perSecond < 0 || math.IsNaN(perSecond) || math.IsInf(perSecond, 0) {
-			return fmt.Errorf("console: ReplayRate(%v): want 0 (no cap) or a positive number", perSecond)
-		}
-		c.rate = perSecond
-		return nil
-	})
+	return optionFunc(func(c *config) { c.rate = perSecond })
 }
 
-// PageSize is how many parked jobs a DLQ page shows. Default
+// PageSize is how many parked jobs a DLQ page shows, 1 to 1000. Default
 // [PageSizeDefault].
 func PageSize(n int) Option {
-	return optionFunc(func(c *config) error {
-		if n < 1 || n > 1000 {
-			return fmt.Errorf("console: PageSize(%d): want 1 to 1000", n)
-		}
-		c.pageSize = n
-		return nil
-	})
+	return optionFunc(func(c *config) { c.pageSize = n })
 }
 
 // PayloadLimit caps the bytes of a payload the job page shows. Default
 // [PayloadLimitDefault].
 func PayloadLimit(n int) Option {
-	return optionFunc(func(c *config) error {
-		if n < 1 {
-			return fmt.Errorf("console: PayloadLimit(%d): want at least 1", n)
-		}
-		c.payload = n
-		return nil
-	})
+	return optionFunc(func(c *config) { c.payload = n })
 }
 
 // ScanLimit caps the records of each DLQ partition one page of a
@@ -133,56 +104,79 @@ func PayloadLimit(n int) Option {
 // shows the matches found and links to the next, older, stretch. Default
 // [ScanLimitDefault].
 func ScanLimit(n int) Option {
-	return optionFunc(func(c *config) error {
-		if n < 1 {
-			return fmt.Errorf("console: ScanLimit(%d): want at least 1", n)
-		}
-		c.scan = n
-		return nil
-	})
+	return optionFunc(func(c *config) { c.scan = n })
 }
 
 // Outbox adds the outbox page, read from db (a *pgxpool.Pool fits).
 func Outbox(db OutboxDB) Option {
-	return optionFunc(func(c *config) error {
-		if db == nil {
-			return errors.New("console: Outbox(nil)")
-		}
-		c.outbox = db
-		return nil
-	})
+	return optionFunc(func(c *config) { c.outbox, c.outboxSet = db, true })
 }
 
 // Logger receives the errors the pages show, and a line per action.
 // Default slog.Default().
 func Logger(l *slog.Logger) Option {
-	return optionFunc(func(c *config) error {
-		if l == nil {
-			return errors.New("console: Logger(nil)")
-		}
-		c.logger = l
-		return nil
-	})
+	return optionFunc(func(c *config) { c.logger, c.loggerSet = l, true })
 }
 
+// newConfig applies opts over the defaults and validates the result: the
+// error lists every option that is wrong, each prefixed "console: ".
 func newConfig(opts []Option) (*config, error) {
 	c := &config{rate: ReplayRateDefault, pageSize: PageSizeDefault, payload: PayloadLimitDefault, scan: ScanLimitDefault}
-	for _, o := range opts {
+	var errs []error
+	for i, o := range opts {
 		if o == nil {
-			return nil, errors.New("console: nil Option")
+			errs = append(errs, fmt.Errorf("nil Option (option %d): remove it or give an option", i))
+			continue
 		}
-		if err := o.apply(c); err != nil {
-			return nil, err
+		o.apply(c)
+	}
+	errs = append(errs, c.validate()...)
+	if len(errs) > 0 {
+		for i, e := range errs {
+			errs[i] = fmt.Errorf("console: %w", e)
 		}
+		return nil, errors.Join(errs...)
 	}
-	switch {
-	case c.client == nil && c.clientOpts == nil:
-		return nil, errors.New("console: no Kafka: give Client or ClientOpts")
-	case c.client != nil && c.clientOpts != nil:
-		return nil, errors.New("console: give Client or ClientOpts, not both")
-	}
+	c.prefix = strings.TrimRight(c.prefix, "/")
 	if c.logger == nil {
 		c.logger = slog.Default()
 	}
 	return c, nil
+}
+
+// validate returns what is wrong with c, each saying what to give.
+func (c *config) validate() []error {
+	var errs []error
+	switch {
+	case c.clientSet && c.client == nil:
+		errs = append(errs, errors.New("Client(nil): give the *kgo.Client the console talks through, or use ClientOpts"))
+	case c.clientOptsSet && len(c.clientOpts) == 0:
+		errs = append(errs, errors.New("ClientOpts without options: give at least kgo.SeedBrokers"))
+	case !c.clientSet && !c.clientOptsSet:
+		errs = append(errs, errors.New("no Kafka: give Client or ClientOpts"))
+	case c.clientSet && c.clientOptsSet:
+		errs = append(errs, errors.New("Client and ClientOpts: give Client or ClientOpts, not both"))
+	}
+	if c.prefixSet && (!strings.HasPrefix(c.prefix, "/") || strings.ContainsAny(c.prefix, "?#\"'<> ")) {
+		errs = append(errs, fmt.Errorf("Prefix(%q): want a path starting with /, such as \"/console\"", c.prefix))
+	}
+	if c.rate < 0 || math.IsNaN(c.rate) || math.IsInf(c.rate, 0) {
+		errs = append(errs, fmt.Errorf("ReplayRate(%v): want 0 (no cap) or a positive number", c.rate))
+	}
+	if c.pageSize < 1 || c.pageSize > 1000 {
+		errs = append(errs, fmt.Errorf("PageSize(%d): want 1 to 1000", c.pageSize))
+	}
+	if c.payload < 1 {
+		errs = append(errs, fmt.Errorf("PayloadLimit(%d): want at least 1", c.payload))
+	}
+	if c.scan < 1 {
+		errs = append(errs, fmt.Errorf("ScanLimit(%d): want at least 1", c.scan))
+	}
+	if c.outboxSet && c.outbox == nil {
+		errs = append(errs, errors.New("Outbox(nil): give the database of the outbox (a *pgxpool.Pool), or leave Outbox out"))
+	}
+	if c.loggerSet && c.logger == nil {
+		errs = append(errs, errors.New("Logger(nil): give a *slog.Logger, or leave Logger out for slog.Default()"))
+	}
+	return errs
 }

@@ -109,7 +109,7 @@ func BenchmarkListByJobIDBrokerRecords(b *testing.B) {
 	}
 	b.Run("replay-job-id", func(b *testing.B) {
 		for b.Loop() {
-			st, err := Replay(ctx, cl, ReplayOptions{Topic: topic, Filter: Filter{JobID: fmt.Sprintf("id-%d", n-10)}, DryRun: true, Logger: quiet})
+			st, err := Replay(ctx, cl, topic, ReplayFilter(Filter{JobID: fmt.Sprintf("id-%d", n-10)}), ReplayDryRun(), ReplayLogger(quiet))
 			if err != nil || st.Replayed != 1 {
 				b.Fatalf("Replay: %+v, %v", st, err)
 			}

@@ -148,7 +148,7 @@ func TestReplayBrokerRecords(t *testing.T) {
 	b := brokerBundle(t)
 	ctx := context.Background()
 	logger, logs := testLogger()
-	st, err := Replay(ctx, b.cl, ReplayOptions{Topic: "dlq.g", Logger: logger})
+	st, err := Replay(ctx, b.cl, "dlq.g", ReplayLogger(logger))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,7 +72,7 @@
 // Replay writes a replay marker (a record with no key or value and the
 // [HeaderReplayedOffset] headers) into the job's own DLQ partition, and a
 // later replay, with any filter, passes over jobs that have one unless
-// ReplayOptions.Force is set. A marker always follows the record it
+// [ReplayForce] is given. A marker always follows the record it
 // marks, so reading a partition from an offset to its end finds the
 // markers of every record read: [List] and [Get] report each job's
 // replays (Parked.Replays), and never show a marker as a job ([Parse]

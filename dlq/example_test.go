@@ -85,11 +85,10 @@ func ExampleReplay() {
 		panic(err)
 	}
 	defer cl.Close()
-	stats, err := dlq.Replay(context.Background(), cl, dlq.ReplayOptions{
-		Topic:  "emails.dlq",
-		Filter: dlq.Filter{Reason: handler.ReasonDecode},
-		Rate:   50, // records per second
-	})
+	stats, err := dlq.Replay(context.Background(), cl, "emails.dlq",
+		dlq.ReplayFilter(dlq.Filter{Reason: handler.ReasonDecode}),
+		dlq.ReplayRate(50), // records per second
+	)
 	if err != nil {
 		// Interrupted or failed: the same call resumes where it stopped.
 		fmt.Println(err)

@@ -58,7 +58,7 @@ func TestFilterByJobID(t *testing.T) {
 		}
 	}
 
-	st, err := Replay(ctx, cl, ReplayOptions{Topic: dlqTopic, Filter: Filter{JobID: "find-17"}, Logger: quiet})
+	st, err := Replay(ctx, cl, dlqTopic, ReplayFilter(Filter{JobID: "find-17"}), ReplayLogger(quiet))
 	if err != nil || st.Replayed != 1 || st.Filtered != 29 {
 		t.Fatalf("replay of find-17: %+v, %v; want 1 replayed, 29 filtered out", st, err)
 	}
@@ -184,9 +184,9 @@ func TestFilterBrokerRecordsByJobID(t *testing.T) {
 	}
 
 	var replayed []string
-	st, err := Replay(ctx, cl, ReplayOptions{Topic: dlqTopic, Filter: Filter{JobID: "bid-7"}, Logger: quiet, OnRecord: func(p *Parked) {
+	st, err := Replay(ctx, cl, dlqTopic, ReplayFilter(Filter{JobID: "bid-7"}), ReplayLogger(quiet), ReplayOnRecord(func(p *Parked) {
 		replayed = append(replayed, p.JobID())
-	}})
+	}))
 	if err != nil || st.Replayed != 1 || st.Filtered != n || len(replayed) != 1 || replayed[0] != "bid-7" {
 		t.Fatalf("replay of bid-7: %+v, %v, replayed %v; want bid-7 alone, %d filtered out", st, err, replayed, n)
 	}

@@ -90,11 +90,11 @@ func TestReplayOnceAcrossFilters(t *testing.T) {
 	ctx := context.Background()
 	logger, logs := testLogger()
 
-	st, err := Replay(ctx, b.cl, ReplayOptions{Topic: b.dlq, Filter: Filter{Reason: handler.ReasonDecode}, Logger: logger})
+	st, err := Replay(ctx, b.cl, b.dlq, ReplayFilter(Filter{Reason: handler.ReasonDecode}), ReplayLogger(logger))
 	if err != nil || st.Replayed != 4 {
 		t.Fatalf("filtered replay: %+v, %v; want the 4 decode jobs", st, err)
 	}
-	st, err = Replay(ctx, b.cl, ReplayOptions{Topic: b.dlq, Logger: logger})
+	st, err = Replay(ctx, b.cl, b.dlq, ReplayLogger(logger))
 	if err != nil || st.Replayed != 8 || st.AlreadyReplayed != 4 || st.Read != 12 {
 		t.Fatalf("unfiltered replay: %+v, %v; want 8 replayed, 4 already replayed, 12 read (markers not counted)", st, err)
 	}
@@ -116,7 +116,7 @@ func TestReplayOnceAcrossFilters(t *testing.T) {
 
 	// A third run, of either filter, replays nothing.
 	for _, f := range []Filter{{}, {Reason: handler.ReasonPermanent}, {Partitions: []int32{1}, Offsets: OffsetRange{From: 0, End: 3}}} {
-		st, err := Replay(ctx, b.cl, ReplayOptions{Topic: b.dlq, Filter: f, Logger: quiet})
+		st, err := Replay(ctx, b.cl, b.dlq, ReplayFilter(f), ReplayLogger(quiet))
 		if err != nil || st.Replayed != 0 {
 			t.Fatalf("replay %s again: %+v, %v; want nothing replayed", f.String(), st, err)
 		}
@@ -160,16 +160,16 @@ func TestReplayForce(t *testing.T) {
 	t.Parallel()
 	b := setupOnce(t, 4)
 	ctx := context.Background()
-	if st, err := Replay(ctx, b.cl, ReplayOptions{Topic: b.dlq, Logger: quiet}); err != nil || st.Replayed != 4 {
+	if st, err := Replay(ctx, b.cl, b.dlq, ReplayLogger(quiet)); err != nil || st.Replayed != 4 {
 		t.Fatalf("replay: %+v, %v", st, err)
 	}
 	one := Filter{Partitions: []int32{0}, Offsets: OffsetRange{From: 0, End: 1}}
-	if st, err := Replay(ctx, b.cl, ReplayOptions{Topic: b.dlq, Filter: one, Logger: quiet}); err != nil || st.Replayed != 0 || st.AlreadyReplayed != 1 {
+	if st, err := Replay(ctx, b.cl, b.dlq, ReplayFilter(one), ReplayLogger(quiet)); err != nil || st.Replayed != 0 || st.AlreadyReplayed != 1 {
 		t.Fatalf("replay again without force: %+v, %v; want it passed over", st, err)
 	}
 	// Twice, with the same options: Force ignores the saved progress too.
 	for run := range 2 {
-		if st, err := Replay(ctx, b.cl, ReplayOptions{Topic: b.dlq, Filter: one, Force: true, Logger: quiet}); err != nil || st.Replayed != 1 {
+		if st, err := Replay(ctx, b.cl, b.dlq, ReplayFilter(one), ReplayForce(), ReplayLogger(quiet)); err != nil || st.Replayed != 1 {
 			t.Fatalf("forced replay %d: %+v, %v; want the job replayed", run, st, err)
 		}
 	}
@@ -216,7 +216,7 @@ func TestReplayInterruptedBeforeMarker(t *testing.T) {
 	manual := b.c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	adm := kadm.NewClient(b.cl)
 	rp := &replayer{read: b.cl, adm: adm, prod: b.cl, com: kadmCommitter{adm}, mark: &failingMarks{ok: 2, next: manual}}
-	st, err := rp.run(ctx, ReplayOptions{Topic: b.dlq, Logger: quiet})
+	st, err := rp.run(ctx, replayConfigFor(t, b.dlq, ReplayLogger(quiet)))
 	if err == nil || !strings.Contains(err.Error(), "could not write its replay marker") || !strings.Contains(err.Error(), "same job ID") {
 		t.Fatalf("run error = %v, want a failed marker naming the job ID", err)
 	}
@@ -225,7 +225,7 @@ func TestReplayInterruptedBeforeMarker(t *testing.T) {
 	}
 	// Another replay (here with another filter, so another progress
 	// group) finds no marker for the third and replays it again.
-	st, err = Replay(ctx, b.cl, ReplayOptions{Topic: b.dlq, Filter: Filter{Partitions: []int32{0, 1}}, Logger: quiet})
+	st, err = Replay(ctx, b.cl, b.dlq, ReplayFilter(Filter{Partitions: []int32{0, 1}}), ReplayLogger(quiet))
 	if err != nil || st.Replayed != 4 || st.AlreadyReplayed != 2 {
 		t.Fatalf("next run: %+v, %v; want 4 replayed (the unmarked one again, and the 3 not reached), 2 passed over", st, err)
 	}
@@ -314,7 +314,7 @@ func TestReplayOnceBrokerDLQTopic(t *testing.T) {
 	c.Produce(t, rec)
 	ctx := context.Background()
 	for run, want := range []int{1, 0} {
-		st, err := Replay(ctx, cl, ReplayOptions{Topic: topic, Logger: quiet})
+		st, err := Replay(ctx, cl, topic, ReplayLogger(quiet))
 		if err != nil || st.Replayed != want {
 			t.Fatalf("replay %d: %+v, %v; want %d replayed", run, st, err, want)
 		}

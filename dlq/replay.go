@@ -30,49 +30,129 @@ const ReplayGroupPrefix = "shareq-dlq-replay."
 // one at Info level; the summary at its end counts them all.
 const ReplayLogLimit = 100
 
-// ReplayOptions configures [Replay].
-type ReplayOptions struct {
-	// Topic is the DLQ topic to replay from. Required.
-	Topic string
-	// Filter selects the parked jobs to replay; the zero value selects
-	// all. Records it does not select are passed over, and progress moves
-	// past them.
-	Filter Filter
-	// Rate caps replayed records per second; 0 means no cap. Records the
-	// filter passes over do not count.
-	Rate float64
-	// DryRun reads and filters as a real run would, from the saved
-	// progress, and reports what it would replay, without producing or
-	// saving progress.
-	DryRun bool
-	// Force replays selected jobs even when they were replayed before
-	// (they have replay markers), and starts at the filter's first
-	// offset rather than at the saved progress. Without it, a job is
-	// replayed at most once, whatever the filters of earlier replays:
-	// jobs already replayed are passed over and counted in
-	// ReplayStats.AlreadyReplayed. A forced replay writes markers too,
-	// and saves progress as usual: after an interrupted forced replay,
-	// the same replay without Force finishes the rest.
-	Force bool
-	// Group is the consumer group whose committed offsets on Topic hold
-	// the replay's progress. Default: [ReplayGroup](Topic, Filter), so
-	// rerunning the same replay resumes it and a replay with another
-	// filter starts afresh. Name another group to start over.
-	Group string
-	// ProduceTimeout bounds re-producing one record, and saving progress
-	// after it. Default [ProduceTimeoutDefault].
+// A ReplayOption configures [Replay], which validates them all at once.
+type ReplayOption interface{ applyReplay(*replayConfig) }
+
+type replayOptionFunc func(*replayConfig)
+
+func (f replayOptionFunc) applyReplay(c *replayConfig) { f(c) }
+
+// replayConfig is what the options of one [Replay] set; newReplayConfig
+// validates it and fills in the defaults.
+type replayConfig struct {
+	Topic          string // the DLQ topic, Replay's argument
+	Filter         Filter
+	Rate           float64
+	DryRun         bool
+	Force          bool
+	Group          string
 	ProduceTimeout time.Duration
-	// OnRecord, if set, is called with each selected record after it was
-	// replayed and its progress saved (in a dry run: after it was
-	// selected); p.Replays ends with this replay. It runs on Replay's
-	// goroutine.
-	OnRecord func(p *Parked)
-	// Logger receives, at Info level, a line per replayed job (the first
-	// [ReplayLogLimit] of a run, then one line saying the rest are not
-	// logged one by one) and a summary at the end; at Warn, a line for
-	// each record of Topic that is not a DLQ envelope; at Error, each
-	// job that cannot be replayed. Default slog.Default().
-	Logger *slog.Logger
+	OnRecord       func(p *Parked)
+	Logger         *slog.Logger
+}
+
+// ReplayFilter selects the parked jobs to replay; by default, and with
+// the zero Filter, all. Records it does not select are passed over, and
+// progress moves past them.
+func ReplayFilter(f Filter) ReplayOption {
+	return replayOptionFunc(func(c *replayConfig) { c.Filter = f })
+}
+
+// ReplayRate caps replayed records per second; 0, the default, means no
+// cap. Records the filter passes over do not count.
+func ReplayRate(perSecond float64) ReplayOption {
+	return replayOptionFunc(func(c *replayConfig) { c.Rate = perSecond })
+}
+
+// ReplayDryRun makes Replay read and filter as a real run would, from
+// the saved progress, and report what it would replay, without producing
+// or saving progress.
+func ReplayDryRun() ReplayOption {
+	return replayOptionFunc(func(c *replayConfig) { c.DryRun = true })
+}
+
+// ReplayForce replays selected jobs even when they were replayed before
+// (they have replay markers), and starts at the filter's first offset
+// rather than at the saved progress. Without it, a job is replayed at
+// most once, whatever the filters of earlier replays: jobs already
+// replayed are passed over and counted in ReplayStats.AlreadyReplayed.
+// A forced replay writes markers too, and saves progress as usual: after
+// an interrupted forced replay, the same replay without ReplayForce
+// finishes the rest.
+func ReplayForce() ReplayOption {
+	return replayOptionFunc(func(c *replayConfig) { c.Force = true })
+}
+
+// ReplayProgressGroup names the consumer group whose committed offsets
+// on the DLQ topic hold the replay's progress. Default (and with ""):
+// [ReplayGroup](topic, filter), so rerunning the same replay resumes it
+// and a replay with another filter starts afresh. Name another group to
+// start over.
+func ReplayProgressGroup(name string) ReplayOption {
+	return replayOptionFunc(func(c *replayConfig) { c.Group = name })
+}
+
+// ReplayProduceTimeout bounds re-producing one record, and saving
+// progress after it. Default [ProduceTimeoutDefault].
+func ReplayProduceTimeout(d time.Duration) ReplayOption {
+	return replayOptionFunc(func(c *replayConfig) { c.ProduceTimeout = d })
+}
+
+// ReplayOnRecord sets a function called with each selected record after
+// it was replayed and its progress saved (in a dry run: after it was
+// selected); p.Replays ends with this replay. It runs on Replay's
+// goroutine.
+func ReplayOnRecord(fn func(p *Parked)) ReplayOption {
+	return replayOptionFunc(func(c *replayConfig) { c.OnRecord = fn })
+}
+
+// ReplayLogger sets the logger that receives, at Info level, a line per
+// replayed job (the first [ReplayLogLimit] of a run, then one line
+// saying the rest are not logged one by one) and a summary at the end;
+// at Warn, a line for each record of the topic that is not a DLQ
+// envelope; at Error, each job that cannot be replayed. Default
+// slog.Default().
+func ReplayLogger(l *slog.Logger) ReplayOption {
+	return replayOptionFunc(func(c *replayConfig) { c.Logger = l })
+}
+
+// newReplayConfig applies opts for a replay of topic and validates the
+// result: the error lists every wrong option, each with what to give.
+func newReplayConfig(topic string, opts []ReplayOption) (replayConfig, error) {
+	c := replayConfig{Topic: topic}
+	var errs []error
+	for i, o := range opts {
+		if o == nil {
+			errs = append(errs, fmt.Errorf("nil ReplayOption (option %d): remove it or give an option", i))
+			continue
+		}
+		o.applyReplay(&c)
+	}
+	if c.Topic == "" {
+		errs = append(errs, errors.New("no DLQ topic given: name the topic to replay from, such as \"images.dlq\""))
+	}
+	if c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0) {
+		errs = append(errs, fmt.Errorf("ReplayRate(%v): want 0 (no cap) or a positive number", c.Rate))
+	}
+	if c.ProduceTimeout < 0 {
+		errs = append(errs, fmt.Errorf("ReplayProduceTimeout(%v): want a positive duration, or leave it out for %v", c.ProduceTimeout, ProduceTimeoutDefault))
+	}
+	if len(errs) > 0 {
+		for i, e := range errs {
+			errs[i] = fmt.Errorf("dlq: replay: %w", e)
+		}
+		return c, errors.Join(errs...)
+	}
+	if c.ProduceTimeout == 0 {
+		c.ProduceTimeout = ProduceTimeoutDefault
+	}
+	if c.Group == "" {
+		c.Group = ReplayGroup(c.Topic, c.Filter)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c, nil
 }
 
 // ReplayStats reports what [Replay] did. It is valid, as far as the replay
@@ -89,7 +169,7 @@ type ReplayStats struct {
 	Filtered int
 	// AlreadyReplayed counts selected records passed over because an
 	// earlier replay replayed them (they have a replay marker; see
-	// ReplayOptions.Force).
+	// [ReplayForce]).
 	AlreadyReplayed int
 	// Malformed counts records that are not DLQ envelopes; they are
 	// passed over.
@@ -167,12 +247,12 @@ func ReplayGroup(topic string, f Filter) string {
 // write a replay marker into the record's own DLQ partition (see
 // [HeaderReplayedOffset]) and wait for its acknowledgement, then save
 // progress by committing the next offset for the consumer group
-// opts.Group on the DLQ topic. Passed-over records move the progress too,
+// of [ReplayProgressGroup] on the DLQ topic. Passed-over records move the progress too,
 // saved with the next commit.
 //
 // Once: a record with a marker was replayed, by this or any earlier
 // replay whatever its filter or group, and is passed over unless
-// opts.Force is set. Markers live in Kafka beside the records they mark
+// [ReplayForce] is given. Markers live in Kafka beside the records they mark
 // (a marker follows its record in the partition, so reading a window of
 // a partition up to its end finds the markers of every record in the
 // window) and are written by a second client made from cl's options with
@@ -181,7 +261,7 @@ func ReplayGroup(topic string, f Filter) string {
 //
 // Resuming: cancelling ctx stops Replay before its next record; a record
 // already being produced is finished, marked and committed (within
-// ProduceTimeout) first. Replay then returns ctx's error, and the next
+// [ReplayProduceTimeout]) first. Replay then returns ctx's error, and the next
 // Replay with the same options continues where it stopped. No job is
 // lost: the marker is written, and progress committed, only after the
 // job's produce was acknowledged. A job is replayed twice only when
@@ -207,8 +287,12 @@ func ReplayGroup(topic string, f Filter) string {
 // them, closed when Replay returns; either way cl's producer settings
 // apply (the default idempotent producer with acks from all replicas is
 // right).
-func Replay(ctx context.Context, cl *kgo.Client, opts ReplayOptions) (ReplayStats, error) {
-	if err := checkReader(cl, opts.Topic); err != nil {
+func Replay(ctx context.Context, cl *kgo.Client, topic string, opts ...ReplayOption) (ReplayStats, error) {
+	c, err := newReplayConfig(topic, opts)
+	if err != nil {
+		return ReplayStats{}, err
+	}
+	if err := checkReader(cl, topic); err != nil {
 		return ReplayStats{}, err
 	}
 	adm := kadm.NewClient(cl)
@@ -216,7 +300,7 @@ func Replay(ctx context.Context, cl *kgo.Client, opts ReplayOptions) (ReplayStat
 	if spreads(cl) {
 		r.prod = cl
 	}
-	return r.run(ctx, opts)
+	return r.run(ctx, c)
 }
 
 // spreads reports whether cl partitions records as [enqueue.Partitioner]
@@ -374,27 +458,9 @@ func (rp *replayer) marker() (Producer, error) {
 }
 
 // run runs a replay; it closes the clients it made on the way out.
-func (rp *replayer) run(ctx context.Context, opts ReplayOptions) (ReplayStats, error) {
+func (rp *replayer) run(ctx context.Context, opts replayConfig) (ReplayStats, error) {
 	defer rp.closeSource()
-	if opts.Topic == "" {
-		return ReplayStats{}, errors.New("dlq: replay: no DLQ topic given")
-	}
-	if opts.Rate < 0 || math.IsNaN(opts.Rate) || math.IsInf(opts.Rate, 0) {
-		return ReplayStats{}, fmt.Errorf("dlq: replay: rate %v: must be 0 (no cap) or a positive number", opts.Rate)
-	}
-	if opts.ProduceTimeout < 0 {
-		return ReplayStats{}, fmt.Errorf("dlq: replay: produce timeout %v: must not be negative", opts.ProduceTimeout)
-	}
-	if opts.ProduceTimeout == 0 {
-		opts.ProduceTimeout = ProduceTimeoutDefault
-	}
-	if opts.Group == "" {
-		opts.Group = ReplayGroup(opts.Topic, opts.Filter)
-	}
 	log := opts.Logger
-	if log == nil {
-		log = slog.Default()
-	}
 	topic, f := opts.Topic, opts.Filter
 	stats := ReplayStats{Group: opts.Group, Partitions: map[int32]PartitionProgress{}}
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -102,7 +103,7 @@ func TestReplayAllExactlyOnce(t *testing.T) {
 	t.Parallel()
 	b := setupReplay(t, 12)
 	ctx := context.Background()
-	first, err := Replay(ctx, b.cl, ReplayOptions{Topic: "jobs.dlq", Logger: quiet})
+	first, err := Replay(ctx, b.cl, "jobs.dlq", ReplayLogger(quiet))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +118,7 @@ func TestReplayAllExactlyOnce(t *testing.T) {
 	}
 	// Running it again finds nothing new: it resumes where the first
 	// run ended and reads only the first run's replay markers.
-	stats, err := Replay(ctx, b.cl, ReplayOptions{Topic: "jobs.dlq", Logger: quiet})
+	stats, err := Replay(ctx, b.cl, "jobs.dlq", ReplayLogger(quiet))
 	if err != nil || stats.Read != 0 || stats.Replayed != 0 {
 		t.Fatalf("second run: %+v, %v; want nothing read", stats, err)
 	}
@@ -132,12 +133,11 @@ func TestReplayFilterByReason(t *testing.T) {
 	t.Parallel()
 	b := setupReplay(t, 12)
 	var seen []string
-	stats, err := Replay(context.Background(), b.cl, ReplayOptions{
-		Topic:    "jobs.dlq",
-		Filter:   Filter{Reason: handler.ReasonDecode},
-		Logger:   quiet,
-		OnRecord: func(p *Parked) { seen = append(seen, p.JobID()) },
-	})
+	stats, err := Replay(context.Background(), b.cl, "jobs.dlq",
+		ReplayFilter(Filter{Reason: handler.ReasonDecode}),
+		ReplayLogger(quiet),
+		ReplayOnRecord(func(p *Parked) { seen = append(seen, p.JobID()) }),
+	)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestReplayFilterByOffsetsAndPartition(t *testing.T) {
 		}
 	}
 	f := Filter{Partitions: []int32{1}, Offsets: OffsetRange{From: 1, End: 4}}
-	stats, err := Replay(context.Background(), b.cl, ReplayOptions{Topic: "jobs.dlq", Filter: f, Logger: quiet})
+	stats, err := Replay(context.Background(), b.cl, "jobs.dlq", ReplayFilter(f), ReplayLogger(quiet))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,18 +198,18 @@ func TestReplayInterruptedResumes(t *testing.T) {
 	defer cancel()
 	const k = 6
 	n := 0
-	stats, err := Replay(ctx, b.cl, ReplayOptions{Topic: "jobs.dlq", Logger: quiet, OnRecord: func(*Parked) {
+	stats, err := Replay(ctx, b.cl, "jobs.dlq", ReplayLogger(quiet), ReplayOnRecord(func(*Parked) {
 		if n++; n == k {
 			cancel()
 		}
-	}})
+	}))
 	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "run again to resume") {
 		t.Fatalf("interrupted Replay error = %v, want context.Canceled with advice", err)
 	}
 	if stats.Replayed != k {
 		t.Fatalf("interrupted run replayed %d, want %d", stats.Replayed, k)
 	}
-	stats, err = Replay(context.Background(), b.cl, ReplayOptions{Topic: "jobs.dlq", Logger: quiet})
+	stats, err = Replay(context.Background(), b.cl, "jobs.dlq", ReplayLogger(quiet))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,14 +255,14 @@ func TestReplayCrashBetweenMarkerAndCommit(t *testing.T) {
 	// the whole run the way a crash would: no retry of the commit).
 	fc := &failingCommitter{committer: kadmCommitter{adm}, failAt: 4}
 	rp := &replayer{read: b.cl, adm: adm, prod: b.cl, com: crashAfterFailure{fc}}
-	stats, err := rp.run(context.Background(), ReplayOptions{Topic: "jobs.dlq", Logger: quiet})
+	stats, err := rp.run(context.Background(), replayConfigFor(t, "jobs.dlq", ReplayLogger(quiet)))
 	if err == nil || !strings.Contains(err.Error(), "could not save progress") || !strings.Contains(err.Error(), "replay marker") {
 		t.Fatalf("run error = %v, want a failed save", err)
 	}
 	if stats.Replayed != 4 {
 		t.Fatalf("replayed %d before the failure, want 4 (the 4th produced and marked, not saved)", stats.Replayed)
 	}
-	stats, err = Replay(context.Background(), b.cl, ReplayOptions{Topic: "jobs.dlq", Logger: quiet})
+	stats, err = Replay(context.Background(), b.cl, "jobs.dlq", ReplayLogger(quiet))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,11 +300,11 @@ func TestReplayProduceFailureLosesNothing(t *testing.T) {
 	adm := kadm.NewClient(b.cl)
 	fp := &flakyProducer{real: b.cl, failAt: 3}
 	rp := &replayer{read: b.cl, adm: adm, prod: fp, com: kadmCommitter{adm}}
-	stats, err := rp.run(context.Background(), ReplayOptions{Topic: "jobs.dlq", Logger: quiet})
+	stats, err := rp.run(context.Background(), replayConfigFor(t, "jobs.dlq", ReplayLogger(quiet)))
 	if err == nil || stats.Replayed != 2 {
 		t.Fatalf("run = %+v, %v; want an error after 2 replayed", stats, err)
 	}
-	if _, err := Replay(context.Background(), b.cl, ReplayOptions{Topic: "jobs.dlq", Logger: quiet}); err != nil {
+	if _, err := Replay(context.Background(), b.cl, "jobs.dlq", ReplayLogger(quiet)); err != nil {
 		t.Fatal(err)
 	}
 	counts := b.replayed(t)
@@ -332,8 +332,8 @@ func TestReplayDryRun(t *testing.T) {
 	t.Parallel()
 	b := setupReplay(t, 6)
 	var seen int
-	stats, err := Replay(context.Background(), b.cl, ReplayOptions{Topic: "jobs.dlq", DryRun: true, Logger: quiet,
-		Filter: Filter{Reason: handler.ReasonPermanent}, OnRecord: func(*Parked) { seen++ }})
+	stats, err := Replay(context.Background(), b.cl, "jobs.dlq", ReplayDryRun(), ReplayLogger(quiet),
+		ReplayFilter(Filter{Reason: handler.ReasonPermanent}), ReplayOnRecord(func(*Parked) { seen++ }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +344,7 @@ func TestReplayDryRun(t *testing.T) {
 		t.Fatalf("dry run produced %d records", got)
 	}
 	// Nothing saved: a real run replays them all.
-	stats, err = Replay(context.Background(), b.cl, ReplayOptions{Topic: "jobs.dlq", Logger: quiet, Filter: Filter{Reason: handler.ReasonPermanent}})
+	stats, err = Replay(context.Background(), b.cl, "jobs.dlq", ReplayLogger(quiet), ReplayFilter(Filter{Reason: handler.ReasonPermanent}))
 	if err != nil || stats.Replayed != 4 {
 		t.Fatalf("real run after dry run: %+v, %v", stats, err)
 	}
@@ -360,20 +360,20 @@ func TestReplayStopsAtHighWaterMark(t *testing.T) {
 		t.Fatal(err)
 	}
 	reparked := 0
-	stats, err := Replay(context.Background(), b.cl, ReplayOptions{Topic: "jobs.dlq", Logger: quiet, OnRecord: func(p *Parked) {
+	stats, err := Replay(context.Background(), b.cl, "jobs.dlq", ReplayLogger(quiet), ReplayOnRecord(func(p *Parked) {
 		job := &handler.Job{Topic: "jobs", Offset: 100 + int64(reparked), DeliveryCount: 1}
 		if _, parked := handler.ParkedOf(handler.Chain(failWith(handler.Permanent(errors.New("again"))), mw).Handle(context.Background(), job)); !parked {
 			t.Error("job not parked again")
 		}
 		reparked++
-	}})
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if stats.Replayed != 4 || reparked != 4 {
 		t.Fatalf("replayed %d, want 4: records parked during the run belong to the next", stats.Replayed)
 	}
-	stats, err = Replay(context.Background(), b.cl, ReplayOptions{Topic: "jobs.dlq", Logger: quiet})
+	stats, err = Replay(context.Background(), b.cl, "jobs.dlq", ReplayLogger(quiet))
 	if err != nil || stats.Replayed != 4 {
 		t.Fatalf("next run: %+v, %v; want the 4 re-parked", stats, err)
 	}
@@ -383,7 +383,7 @@ func TestReplayRate(t *testing.T) {
 	t.Parallel()
 	b := setupReplay(t, 5)
 	start := time.Now()
-	if _, err := Replay(context.Background(), b.cl, ReplayOptions{Topic: "jobs.dlq", Rate: 20, Logger: quiet}); err != nil {
+	if _, err := Replay(context.Background(), b.cl, "jobs.dlq", ReplayRate(20), ReplayLogger(quiet)); err != nil {
 		t.Fatal(err)
 	}
 	// 5 records at 20/s: the first at once, then 4 spaced 50 ms.
@@ -396,19 +396,13 @@ func TestReplayErrors(t *testing.T) {
 	t.Parallel()
 	c, cl := newCluster(t, 1, "jobs")
 	ctx := context.Background()
-	if _, err := Replay(ctx, cl, ReplayOptions{Topic: "nope.dlq"}); !errors.Is(err, ErrNoTopic) || !strings.Contains(err.Error(), "nope.dlq") {
+	if _, err := Replay(ctx, cl, "nope.dlq"); !errors.Is(err, ErrNoTopic) || !strings.Contains(err.Error(), "nope.dlq") {
 		t.Errorf("missing topic: %v", err)
 	}
-	if _, err := Replay(ctx, cl, ReplayOptions{}); err == nil {
-		t.Error("no topic: nil error")
-	}
-	if _, err := Replay(ctx, cl, ReplayOptions{Topic: "jobs", Rate: -1}); err == nil {
-		t.Error("negative rate: nil error")
-	}
-	if _, err := Replay(ctx, cl, ReplayOptions{Topic: "jobs", Filter: Filter{Offsets: OffsetRange{From: 5, End: 5}}}); err == nil {
+	if _, err := Replay(ctx, cl, "jobs", ReplayFilter(Filter{Offsets: OffsetRange{From: 5, End: 5}})); err == nil {
 		t.Error("empty range: nil error")
 	}
-	if _, err := Replay(ctx, cl, ReplayOptions{Topic: "jobs", Filter: Filter{Partitions: []int32{7}}}); err == nil || !strings.Contains(err.Error(), "no partition 7") {
+	if _, err := Replay(ctx, cl, "jobs", ReplayFilter(Filter{Partitions: []int32{7}})); err == nil || !strings.Contains(err.Error(), "no partition 7") {
 		t.Errorf("missing partition: %v", err)
 	}
 	grp, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumerGroup("g"), kgo.ConsumeTopics("jobs"))
@@ -416,8 +410,65 @@ func TestReplayErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer grp.Close()
-	if _, err := Replay(ctx, grp, ReplayOptions{Topic: "jobs"}); err == nil || !strings.Contains(err.Error(), "consumer group") {
+	if _, err := Replay(ctx, grp, "jobs"); err == nil || !strings.Contains(err.Error(), "consumer group") {
 		t.Errorf("group client: %v", err)
+	}
+}
+
+// TestReplayOptionsValidated is the list of what Replay refuses before
+// it reads anything, each with the words its message must have.
+func TestReplayOptionsValidated(t *testing.T) {
+	t.Parallel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1")) // never dialled
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for name, c := range map[string]struct {
+		topic string
+		opts  []ReplayOption
+		want  []string
+	}{
+		"no topic":                   {"", nil, []string{"dlq: replay: no DLQ topic given: name the topic"}},
+		"a negative rate":            {"jobs.dlq", []ReplayOption{ReplayRate(-1)}, []string{"ReplayRate(-1): want 0 (no cap) or a positive number"}},
+		"an infinite rate":           {"jobs.dlq", []ReplayOption{ReplayRate(math.Inf(1))}, []string{"ReplayRate(+Inf)"}},
+		"a negative produce timeout": {"jobs.dlq", []ReplayOption{ReplayProduceTimeout(-time.Second)}, []string{"ReplayProduceTimeout(-1s): want a positive duration"}},
+		"a nil option":               {"jobs.dlq", []ReplayOption{ReplayForce(), nil}, []string{"nil ReplayOption (option 1)"}},
+		"every wrong option at once": {"", []ReplayOption{ReplayRate(-1), ReplayProduceTimeout(-time.Second)},
+			[]string{"no DLQ topic", "ReplayRate(-1)", "ReplayProduceTimeout(-1s)"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Replay(context.Background(), cl, c.topic, c.opts...)
+			if err == nil {
+				t.Fatal("Replay took the options")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("the error lacks %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+// TestReplayDefaults: a replay without options has the documented
+// defaults.
+func TestReplayDefaults(t *testing.T) {
+	t.Parallel()
+	c := replayConfigFor(t, "jobs.dlq")
+	if c.Group != ReplayGroup("jobs.dlq", Filter{}) || c.ProduceTimeout != ProduceTimeoutDefault || c.Logger != slog.Default() ||
+		c.Rate != 0 || c.DryRun || c.Force || c.OnRecord != nil {
+		t.Errorf("defaults: %+v", c)
+	}
+	f := Filter{Reason: handler.ReasonDecode}
+	c = replayConfigFor(t, "jobs.dlq", ReplayFilter(f), ReplayRate(5), ReplayDryRun(), ReplayForce(),
+		ReplayProduceTimeout(time.Second), ReplayProgressGroup("mine"))
+	if c.Group != "mine" || c.Rate != 5 || !c.DryRun || !c.Force || c.ProduceTimeout != time.Second || c.Filter.Reason != handler.ReasonDecode {
+		t.Errorf("options: %+v", c)
+	}
+	if g := replayConfigFor(t, "jobs.dlq", ReplayFilter(f)).Group; g != ReplayGroup("jobs.dlq", f) {
+		t.Errorf("the default group of a filtered replay is %q, want ReplayGroup's %q", g, ReplayGroup("jobs.dlq", f))
 	}
 }
 
@@ -586,7 +637,7 @@ func TestReplayReadsOmittedValueFromSource(t *testing.T) {
 			t.Fatalf("offset %d not parked", off)
 		}
 	}
-	stats, err := Replay(ctx, cl, ReplayOptions{Topic: "jobs.dlq", Logger: quiet})
+	stats, err := Replay(ctx, cl, "jobs.dlq", ReplayLogger(quiet))
 	if err != nil || stats.Replayed != 1 || stats.ValueGone != 1 || stats.Read != 2 {
 		t.Fatalf("Replay = %+v, %v; want 2 read, 1 replayed, 1 with its value gone", stats, err)
 	}
@@ -597,4 +648,15 @@ func TestReplayReadsOmittedValueFromSource(t *testing.T) {
 	if from, _ := header(recs[1].Headers, HeaderReplayedFrom); from != "jobs.dlq/0/0" {
 		t.Errorf("replayed from %q", from)
 	}
+}
+
+// replayConfigFor is the configuration Replay runs a replay of topic
+// with opts in.
+func replayConfigFor(t *testing.T, topic string, opts ...ReplayOption) replayConfig {
+	t.Helper()
+	c, err := newReplayConfig(topic, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

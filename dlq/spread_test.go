@@ -38,10 +38,10 @@ func parkN(t *testing.T, cl *kgo.Client, topic, prefix string, from, n int, key 
 func replayTo(t *testing.T, cl *kgo.Client, dlqTopic string, f Filter) map[int32]int {
 	t.Helper()
 	got := map[int32]int{}
-	st, err := Replay(context.Background(), cl, ReplayOptions{Topic: dlqTopic, Filter: f, Logger: quiet, OnRecord: func(p *Parked) {
+	st, err := Replay(context.Background(), cl, dlqTopic, ReplayFilter(f), ReplayLogger(quiet), ReplayOnRecord(func(p *Parked) {
 		m, _ := p.LastReplay()
 		got[m.Partition]++
-	}})
+	}))
 	if err != nil {
 		t.Fatalf("replay %s: %+v, %v", f.String(), st, err)
 	}

@@ -70,7 +70,7 @@ func TestParkAndReplayLinkToTheParkedRun(t *testing.T) {
 	b.WaitSpans(t, "the parked run", func(s []sdktrace.ReadOnlySpan) bool { return len(outcomeIs(s, topic, "parked")) == 1 })
 
 	replayed.Store(true)
-	if st, err := dlq.Replay(t.Context(), c.Client(t), dlq.ReplayOptions{Topic: dlqTopic, Logger: oteltest.QuietLogger()}); err != nil || st.Replayed != 1 {
+	if st, err := dlq.Replay(t.Context(), c.Client(t), dlqTopic, dlq.ReplayLogger(oteltest.QuietLogger())); err != nil || st.Replayed != 1 {
 		t.Fatalf("Replay = %+v, %v; want 1 replayed", st, err)
 	}
 	spans := b.WaitSpans(t, "the replayed run", func(s []sdktrace.ReadOnlySpan) bool { return len(outcomeIs(s, topic, "succeeded")) == 1 })

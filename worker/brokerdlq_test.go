@@ -240,7 +240,7 @@ func catchesArchivedJobs(t *testing.T, b *bundle, topic string) {
 	if p := byKey["retryable"]; !p.Broker || p.Reason != handler.ReasonDeliveryLimit || p.DeliveryCount != 2 {
 		t.Errorf("retryable: %+v", p.Envelope)
 	}
-	st, err := dlq.Replay(ctx, cl, dlq.ReplayOptions{Topic: topic, Filter: dlq.Filter{Reason: dlq.ReasonBrokerRejected}})
+	st, err := dlq.Replay(ctx, cl, topic, dlq.ReplayFilter(dlq.Filter{Reason: dlq.ReasonBrokerRejected}))
 	if err != nil || st.Replayed != 1 || st.SourceGone != 0 {
 		t.Fatalf("replay: %+v, %v", st, err)
 	}

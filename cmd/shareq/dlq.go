@@ -493,22 +493,26 @@ func dlqReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		verb = "would replay"
 	}
 	w := &errWriter{w: stdout}
-	stats, err := dlq.Replay(ctx, cl, dlq.ReplayOptions{
-		Topic:  pos[0],
-		Filter: filter,
-		Rate:   *rate,
-		DryRun: *dryRun,
-		Force:  *force,
-		Group:  *group,
-		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		OnRecord: func(p *dlq.Parked) {
+	opts := []dlq.ReplayOption{
+		dlq.ReplayFilter(filter),
+		dlq.ReplayRate(*rate),
+		dlq.ReplayProgressGroup(*group),
+		dlq.ReplayLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
+		dlq.ReplayOnRecord(func(p *dlq.Parked) {
 			to := p.SourceTopic
 			if m, ok := p.LastReplay(); ok && !*dryRun {
 				to = fmt.Sprintf("%s/%d/%d", m.Topic, m.Partition, m.Offset)
 			}
 			w.printf("%s %s -> %s  job %s  reason %s\n", verb, p.Location(), to, p.JobID(), p.Reason)
-		},
-	})
+		}),
+	}
+	if *dryRun {
+		opts = append(opts, dlq.ReplayDryRun())
+	}
+	if *force {
+		opts = append(opts, dlq.ReplayForce())
+	}
+	stats, err := dlq.Replay(ctx, cl, pos[0], opts...)
 	if stats.Group != "" {
 		w.printf("%s %d of %d read (%d filtered out, %d not DLQ records", verb, stats.Replayed, stats.Read, stats.Filtered, stats.Malformed)
 		if stats.AlreadyReplayed > 0 {

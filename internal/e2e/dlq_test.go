@@ -296,12 +296,11 @@ func TestPoisonJobParkedAndReplayed(t *testing.T) {
 		defer cancel()
 		_, _ = e.c.Admin().DeleteGroups(ctx, replayGroups...)
 	})
-	replay := func(opts dlq.ReplayOptions) dlq.ReplayStats {
+	replay := func(opts ...dlq.ReplayOption) dlq.ReplayStats {
 		t.Helper()
-		opts.Topic, opts.Logger = dlqTopic, shareqtest.Logger()
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		st, err := dlq.Replay(ctx, e.c.Client(t), opts)
+		st, err := dlq.Replay(ctx, e.c.Client(t), dlqTopic, append(opts, dlq.ReplayLogger(shareqtest.Logger()))...)
 		if err != nil {
 			t.Fatalf("dlq.Replay: %v", err)
 		}
@@ -329,7 +328,7 @@ func TestPoisonJobParkedAndReplayed(t *testing.T) {
 		return n
 	}
 
-	if st := replay(dlq.ReplayOptions{}); st.Replayed != 1 || st.Read != 1 {
+	if st := replay(); st.Replayed != 1 || st.Read != 1 {
 		t.Fatalf("first replay: read %d, replayed %d, want 1 and 1", st.Read, st.Replayed)
 	}
 	e.obs.WaitFor(t, 60*time.Second, "the replayed job accepted", func(es []event) bool { return acceptedReplays(es) == 1 })
@@ -349,7 +348,7 @@ func TestPoisonJobParkedAndReplayed(t *testing.T) {
 	}
 
 	// Replaying again resumes from the saved progress: nothing new.
-	second := replay(dlq.ReplayOptions{})
+	second := replay()
 	if second.Replayed != 0 {
 		t.Errorf("second replay replayed %d jobs, want 0", second.Replayed)
 	}
@@ -358,14 +357,14 @@ func TestPoisonJobParkedAndReplayed(t *testing.T) {
 	}
 	// A replay started over (another progress group) finds the job's
 	// replay marker and passes it over: each parked job is replayed once.
-	if st := replay(dlq.ReplayOptions{Group: kafkatest.Name(t, "replay")}); st.Replayed != 0 || st.AlreadyReplayed != 1 {
+	if st := replay(dlq.ReplayProgressGroup(kafkatest.Name(t, "replay"))); st.Replayed != 0 || st.AlreadyReplayed != 1 {
 		t.Fatalf("replay started over replayed %d jobs and passed over %d as replayed, want 0 and 1", st.Replayed, st.AlreadyReplayed)
 	}
 	if n := len(poisonCopies()); n != 2 {
 		t.Errorf("after the replay started over %s holds %d copies of the poison job, want 2", e.topic, n)
 	}
 	// Forced, it produces the job again; its claim makes it a duplicate.
-	if st := replay(dlq.ReplayOptions{Group: kafkatest.Name(t, "forced"), Force: true}); st.Replayed != 1 {
+	if st := replay(dlq.ReplayProgressGroup(kafkatest.Name(t, "forced")), dlq.ReplayForce()); st.Replayed != 1 {
 		t.Fatalf("forced replay replayed %d jobs, want 1", st.Replayed)
 	}
 	e.obs.WaitFor(t, 60*time.Second, "the second replayed copy accepted", func(es []event) bool { return acceptedReplays(es) == 2 })

@@ -2,4 +2,14 @@ module github.com/shareq/shareq/internal/cmd/releasecheck
 
 go 1.26.0
 
-require golang.org/x/mod v0.42.0
+require (
+	github.com/twmb/franz-go v1.22.3
+	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
+	golang.org/x/mod v0.42.0
+)
+
+require (
+	github.com/klauspost/compress v1.20.3 // indirect
+	github.com/pierrec/lz4/v4 v4.1.33 // indirect
+	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
+)

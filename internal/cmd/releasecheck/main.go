@@ -29,9 +29,11 @@
 //     module resolves them through its replace lines;
 //   - from a new module outside the repository, go get fetches every
 //     published module at the version, a program importing every
-//     published package builds and runs, the quickstart builds, and go
-//     install <module>/cmd/shareq@<version> installs a shareq that prints
-//     its usage.
+//     published package builds and runs, the quickstart builds and, run
+//     against an in-process broker (kfake) named in $SHAREQ_BROKERS,
+//     makes the thumbnail of a job enqueued for it and stops with status
+//     0 when interrupted, and go install <module>/cmd/shareq@<version>
+//     installs a shareq that prints its usage.
 //
 // Third-party modules come from the developer's module cache (read as a
 // proxy), else from the usual GOPROXY. A failure names the module or
@@ -68,6 +70,7 @@ func run(args []string, out io.Writer) error {
 	tags := fl.Bool("tags", false, "print the git tags that publish the version being prepared, then stop")
 	keep := fl.Bool("keep", false, "keep the scratch directory (the proxy, the module cache, the user's module) and print its path")
 	quickstart := fl.String("quickstart", "examples/quickstart", "the tree's `dir` of the quickstart a user copies (\"\" for none)")
+	quickstartTimeout := fl.Duration("quickstart-timeout", quickstartTimeoutDefault, "bound on the quickstart's run: its start, its job and its graceful stop")
 	install := fl.String("install", "cmd/shareq", "the comma-separated `dirs` of the commands a user installs with go install")
 	if err := fl.Parse(args); err != nil {
 		return err
@@ -108,7 +111,9 @@ func run(args []string, out io.Writer) error {
 	if *install != "" {
 		commands = strings.Split(*install, ",")
 	}
-	return withScratch(*keep, out, func(scratch string) error { return check(ws, v, scratch, *quickstart, commands, out) })
+	return withScratch(*keep, out, func(scratch string) error {
+		return check(ws, v, scratch, *quickstart, *quickstartTimeout, commands, out)
+	})
 }
 
 // workspaceRoot returns the directory of the go.work the go command
@@ -152,7 +157,7 @@ func prepare(ws *workspace, v, scratch string, out io.Writer) (env, error) {
 }
 
 // check is the release check of version v.
-func check(ws *workspace, v, scratch, quickstart string, commands []string, out io.Writer) error {
+func check(ws *workspace, v, scratch, quickstart string, quickstartTimeout time.Duration, commands []string, out io.Writer) error {
 	e, err := prepare(ws, v, scratch, out)
 	if err != nil {
 		return err
@@ -166,11 +171,11 @@ func check(ws *workspace, v, scratch, quickstart string, commands []string, out 
 	}
 	fmt.Fprintf(out, "every module on its own, GOWORK=off (go mod tidy, go vet): %d modules (%s)\n", len(ws.modules), since(began))
 	began = time.Now()
-	if err := checkUser(ws, e, filepath.Join(scratch, "user"), v, quickstart, commands); err != nil {
+	if err := checkUser(ws, e, filepath.Join(scratch, "user"), v, quickstart, quickstartTimeout, commands); err != nil {
 		errs = append(errs, err)
 	}
-	fmt.Fprintf(out, "as a user: go get of %d modules at %s, every published package built, go install %s (%s)\n",
-		len(ws.published()), v, strings.Join(commands, " "), since(began))
+	fmt.Fprintf(out, "as a user: go get of %d modules at %s, every published package built, %s, go install %s (%s)\n",
+		len(ws.published()), v, quickstartStep(quickstart), strings.Join(commands, " "), since(began))
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -191,6 +196,14 @@ func tidyAll(ws *workspace, v, scratch string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "tidy: %d modules\n", len(ws.modules))
 	return nil
+}
+
+// quickstartStep names what the check did with the quickstart.
+func quickstartStep(quickstart string) string {
+	if quickstart == "" {
+		return "no quickstart"
+	}
+	return quickstart + " built and run"
 }
 
 func since(t time.Time) time.Duration {

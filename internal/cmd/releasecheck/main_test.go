@@ -337,3 +337,104 @@ func TestModuleEnv(t *testing.T) {
 		}
 	}
 }
+
+// quickstart is a fixture's quickstart, with the standard library only:
+// it reaches the broker $SHAREQ_BROKERS names, logs the line the real
+// one logs for the job, and stops when interrupted.
+const quickstart = `// Command quick is the fixture's quickstart.
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	conn, err := net.Dial("tcp", strings.Split(os.Getenv("SHAREQ_BROKERS"), ",")[0])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "quick:", err)
+		os.Exit(1)
+	}
+	conn.Close()
+	fmt.Println("INFO thumbnail made image_id=releasecheck width=320")
+	<-ctx.Done()
+}
+`
+
+// runQuick runs the check on a fixture with the quickstart src.
+func runQuick(t *testing.T, src, timeout string) (string, error) {
+	t.Helper()
+	dir := newFixture(t, map[string]string{"examples/quick/main.go": src})
+	return runFixture(dir, "-quickstart", "examples/quick", "-quickstart-timeout", timeout)
+}
+
+func TestQuickstartRuns(t *testing.T) {
+	t.Parallel()
+	out, err := runQuick(t, quickstart, "60s")
+	if err != nil {
+		t.Fatalf("releasecheck: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "examples/quick built and run") {
+		t.Errorf("output does not say the quickstart ran:\n%s", out)
+	}
+}
+
+// TestQuickstartFails: a quickstart that does not run its job and stop
+// cleanly fails the check, with its output.
+func TestQuickstartFails(t *testing.T) {
+	t.Parallel()
+	for name, c := range map[string]struct {
+		src, timeout string
+		want         []string
+	}{
+		"it exits before the job": {
+			src:     strings.Replace(quickstart, "\tconn.Close()\n", "\tconn.Close()\n\tfmt.Fprintln(os.Stderr, \"quick: no topic images\")\n\tos.Exit(1)\n", 1),
+			timeout: "60s",
+			want:    []string{"the quickstart (examples/quick) run against an in-process broker", "SHAREQ_BROKERS=127.0.0.1:", "exited (exit status 1) before it logged \"thumbnail made\"", "quick: no topic images"},
+		},
+		"it does not exit 0 when interrupted": {
+			src:     strings.Replace(quickstart, "\t<-ctx.Done()\n", "\t<-ctx.Done()\n\tfmt.Println(\"stopped badly\")\n\tos.Exit(3)\n", 1),
+			timeout: "60s",
+			want:    []string{"interrupted, it exited with exit status 3", "image_id=releasecheck", "stopped badly"},
+		},
+		"it never runs the job": {
+			src:     strings.Replace(quickstart, "image_id=releasecheck", "image_id=another", 1),
+			timeout: "3s",
+			want:    []string{"no \"thumbnail made\" line within 3s", "(killed)", "image_id=another"},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			out, err := runQuick(t, c.src, c.timeout)
+			if err == nil {
+				t.Fatalf("releasecheck passed, want a failure\n%s", out)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("the error lacks %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+func TestHasLineWith(t *testing.T) {
+	t.Parallel()
+	for out, want := range map[string]bool{
+		"INFO thumbnail made image_id=releasecheck\n":    true,
+		"a\nINFO thumbnail made image_id=releasecheck\n": true,
+		"INFO thumbnail made image_id=releasecheck":      false, // not a whole line yet
+		"INFO thumbnail made\nimage_id=releasecheck\n":   false,
+		"": false,
+	} {
+		if got := hasLineWith([]byte(out), []byte("thumbnail made"), []byte("image_id=releasecheck")); got != want {
+			t.Errorf("hasLineWith(%q) = %v, want %v", out, got, want)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 )
 
 // checkUser does what a user does with version v of the published
@@ -16,10 +17,12 @@ import (
 // environment e (moduleEnv): go get each published module, build and
 // run a program importing every package they publish, build the
 // quickstart (quickstart, a directory of the tree's main package; "" for
-// none), and go install each command at v and run it with "help". A
+// none) and run it against an in-process broker (runQuickstart, within
+// quickstartTimeout), and go install each command at v and run it with
+// "help". A
 // failure names the module or command and carries the go command's
 // output.
-func checkUser(ws *workspace, e env, dir, v, quickstart string, commands []string) error {
+func checkUser(ws *workspace, e env, dir, v, quickstart string, quickstartTimeout time.Duration, commands []string) error {
 	app := filepath.Join(dir, "app")
 	bin := filepath.Join(dir, "bin")
 	if err := os.MkdirAll(app, 0o755); err != nil {
@@ -56,6 +59,9 @@ func checkUser(ws *workspace, e env, dir, v, quickstart string, commands []strin
 	if quickstart != "" {
 		if err := buildQuickstart(ws, app, e, quickstart, bin); err != nil {
 			return err
+		}
+		if err := runQuickstart(filepath.Join(bin, path.Base(quickstart)), quickstartTimeout); err != nil {
+			return &userError{what: "the quickstart (" + quickstart + ") run against an in-process broker", err: err}
 		}
 	}
 	for _, c := range commands {

@@ -148,7 +148,7 @@ func TestOversizedRecords(t *testing.T) {
 	}
 
 	// The replay reads the value back from the source record.
-	stats, err := dlq.Replay(ctx, big, dlq.ReplayOptions{Topic: r.dlq, Logger: r.logger(t)})
+	stats, err := dlq.Replay(ctx, big, r.dlq, dlq.ReplayLogger(r.logger(t)))
 	if err != nil || stats.Replayed != 1 || stats.ValueGone != 0 {
 		t.Fatalf("Replay: %+v, %v; want 1 replayed", stats, err)
 	}

@@ -777,11 +777,10 @@ func (p *phase) replayHealthy(ctx context.Context) (map[string]bool, error) {
 		}
 		group := fmt.Sprintf("%s-replay-%d-%d", p.group, pk.Partition, pk.Offset)
 		p.replayGroups = append(p.replayGroups, group)
-		st, err := dlq.Replay(ctx, cl, dlq.ReplayOptions{
-			Topic:  pk.Topic,
-			Filter: dlq.Filter{Partitions: []int32{pk.Partition}, Offsets: dlq.OffsetRange{From: pk.Offset, End: pk.Offset + 1}},
-			Group:  group,
-		})
+		st, err := dlq.Replay(ctx, cl, pk.Topic,
+			dlq.ReplayFilter(dlq.Filter{Partitions: []int32{pk.Partition}, Offsets: dlq.OffsetRange{From: pk.Offset, End: pk.Offset + 1}}),
+			dlq.ReplayProgressGroup(group),
+		)
 		if err != nil {
 			return out, fmt.Errorf("replay %s (%s): %w", id, pk.Location(), err)
 		}
