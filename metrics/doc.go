@@ -195,8 +195,9 @@
 //	    Gauge. Jobs waiting for their keys' limits (Keys.Concurrency,
 //	    Keys.Rate) or open breakers: they hold no handler slot, their
 //	    locks are renewed and they spend no delivery. Steadily high: jobs
-//	    of some keys come faster than their limits let them run; past 16
-//	    per handler slot (at least 64) they slow the worker's fetching.
+//	    of some keys come faster than their limits let them run. With the
+//	    snoozed jobs held, past 16 per handler slot (64 at least), they
+//	    slow the worker's fetching.
 //	shareq_jobs_snoozed_held
 //	    Gauge. Snoozed jobs (handler.Snooze) the worker holds until they
 //	    are due, without a handler slot; a snooze past what the worker
