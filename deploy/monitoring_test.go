@@ -287,6 +287,10 @@ func TestDashboardPanels(t *testing.T) {
 		"jobs parked by reason":   `by \(reason\) .*shareq_jobs_parked_total\b`,
 		"lock renewals by result": `by \(result\) .*shareq_lock_renewals_total\b`,
 		"ack errors":              `shareq_ack_errors_total\b`,
+		"open key breakers":       `shareq_key_breakers_open\b`,
+		"jobs waiting for keys":   `shareq_jobs_waiting_for_keys\b`,
+		"snoozed jobs held":       `shareq_jobs_snoozed_held\b`,
+		"key breakers opened":     `by \(topic\) .*shareq_key_breakers_opened_total\b`,
 	} {
 		r := regexp.MustCompile(re)
 		if !slices.ContainsFunc(exprs, r.MatchString) {

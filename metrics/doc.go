@@ -54,6 +54,11 @@
 //	                                           (lock ran out, MaxHold, shutdown)
 //	      outcome="cancelled"   ack="accept"   cancelled after it was produced
 //	                                           (pgoutbox.CancelTx): not run
+//	      outcome="snoozed"     ack="accept"   snoozed past what the worker
+//	                                           holds (handler.Snooze), or
+//	                                           waited for its key until
+//	                                           MaxHold: copied to run later,
+//	                                           no delivery spent
 //	    One per delivery: a job retried once and then done counts one
 //	    retried and one succeeded. Successes are
 //	    shareq_jobs_total{outcome="succeeded"}; sum by (ack) for the
@@ -94,7 +99,8 @@
 //	    Counter. Records released without running because their lock had
 //	    run out before the worker could start them (Result.Ran false).
 //	    They are also counted in shareq_jobs_total{outcome="interrupted"}
-//	    (or "discarded" on their last delivery).
+//	    (or "discarded" on their last delivery). A job snoozed without
+//	    running (it waited for its key until MaxHold) is not counted.
 //	shareq_topic_missing{topic}
 //	    Gauge. 1 while a topic the worker consumes is deleted, else 0
 //	    (the worker checks its topics every 10 s). Its jobs are gone;
@@ -177,6 +183,39 @@
 //
 // A process that runs several workers makes one [Metrics] for each, with
 // distinct [ConstLabels], on the same registerer.
+//
+// # Key limits and snoozes
+//
+// [Metrics] implements [worker.KeyObserver] for the breakers of
+// worker.KeyLimit, and takes three more gauges from the member snapshots.
+// No series has a key label, whatever the keys (hosts, customers): the
+// series are as few as the topics.
+//
+//	shareq_jobs_waiting_for_keys
+//	    Gauge. Jobs waiting for their keys' limits (Keys.Concurrency,
+//	    Keys.Rate) or open breakers: they hold no handler slot, their
+//	    locks are renewed and they spend no delivery. Steadily high: jobs
+//	    of some keys come faster than their limits let them run. With the
+//	    snoozed jobs held, past 16 per handler slot (64 at least), they
+//	    slow the worker's fetching.
+//	shareq_jobs_snoozed_held
+//	    Gauge. Snoozed jobs (handler.Snooze) the worker holds until they
+//	    are due, without a handler slot; a snooze past what the worker
+//	    holds is copied for later and counted in
+//	    shareq_jobs_total{outcome="snoozed"}.
+//	shareq_key_breakers_open
+//	    Gauge. Keys whose breaker is open in the worker: their jobs wait
+//	    while one of them probes the key now and then. Alert on it
+//	    lasting, not on it blinking; the worker logs each opening (Warn)
+//	    and closing (Info) with the key.
+//	shareq_key_breakers_opened_total{topic}
+//	    Counter. Breakers opened: a handler returned
+//	    handler.KeyUnavailable, or Keys.BreakAfter failures of a key came
+//	    in a row.
+//	shareq_key_breakers_closed_total{topic}
+//	    Counter. Breakers closed because a probe got through.
+//	shareq_key_breakers_open_seconds_total{topic}
+//	    Counter. Seconds breakers stayed open, added when each closes.
 //
 // # Share-group lag
 //

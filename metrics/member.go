@@ -67,6 +67,7 @@ func (mm *memberMetrics) collectors() []prometheus.Collector {
 // MemberStats sets the member metrics from a snapshot of the worker's
 // share-group member (see the package documentation for the list).
 func (m *Metrics) MemberStats(s worker.MemberStats) {
+	m.keys.stats(s)
 	mm := m.member
 	mm.mu.Lock()
 	defer mm.mu.Unlock()

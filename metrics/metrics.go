@@ -96,6 +96,7 @@ type Metrics struct {
 	pauses       *prometheus.CounterVec
 	pausedFor    *prometheus.CounterVec
 	member       *memberMetrics
+	keys         *keyMetrics
 }
 
 var (
@@ -105,6 +106,7 @@ var (
 	_ worker.PauseObserver  = (*Metrics)(nil)
 	_ worker.GrowthObserver = (*Metrics)(nil)
 	_ worker.StallObserver  = (*Metrics)(nil)
+	_ worker.KeyObserver    = (*Metrics)(nil)
 )
 
 // New creates the worker metrics and registers them with reg. It returns
@@ -139,7 +141,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 	}
 	m := &Metrics{
 		jobs: counter("jobs_total",
-			"Records acknowledged by the worker, by topic, outcome (succeeded, parked, retried, discarded, interrupted, cancelled) and acknowledgement (accept, release, reject).", "topic", "outcome", "ack"),
+			"Records acknowledged by the worker, by topic, outcome (succeeded, parked, retried, discarded, interrupted, cancelled, snoozed) and acknowledgement (accept, release, reject).", "topic", "outcome", "ack"),
 		duration: histogram("job_duration_seconds",
 			"How long handlers ran, in seconds, for records whose handler ran.", c.durationBuckets, "topic"),
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "jobs_in_flight",
@@ -174,6 +176,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 			"Seconds the worker spent paused because the dependency was down, counted when each pause ends.", "dependency"),
 	}
 	m.member = newMemberMetrics(c.constLabels)
+	m.keys = newKeyMetrics(c.constLabels)
 	for _, t := range c.topics {
 		for _, s := range jobSeries {
 			m.jobs.WithLabelValues(t, s.outcome.String(), s.ack.String())
@@ -188,6 +191,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		m.recreated.WithLabelValues(t)
 		m.skipped.WithLabelValues(t)
 		m.stalled.WithLabelValues(t)
+		m.keys.withTopic(t)
 	}
 	if reg == nil {
 		return m, nil
@@ -209,6 +213,7 @@ func (m *Metrics) collectors() []prometheus.Collector {
 	cs := []prometheus.Collector{m.jobs, m.duration, m.inFlight, m.renewals, m.deliveries,
 		m.ackErrors, m.parked, m.duplicates, m.lockLeft, m.expired, m.topicMissing, m.recreated, m.skipped,
 		m.stalled, m.paused, m.pauses, m.pausedFor}
+	cs = append(cs, m.keys.collectors()...)
 	return append(cs, m.member.collectors()...)
 }
 
@@ -252,12 +257,14 @@ var jobSeries = []struct {
 	{worker.OutcomeDiscarded, worker.AckRelease},
 	{worker.OutcomeInterrupted, worker.AckRelease},
 	{worker.OutcomeCancelled, worker.AckAccept},
+	{worker.OutcomeSnoozed, worker.AckAccept},
 }
 
 // JobFinished records an acknowledged record: shareq_jobs_total,
 // shareq_delivery_count and shareq_lock_remaining_seconds for every record;
 // shareq_job_duration_seconds and shareq_jobs_in_flight for a record whose
-// handler ran; shareq_jobs_expired_total for one whose handler did not run.
+// handler ran; shareq_jobs_expired_total for one whose handler did not run,
+// unless it was snoozed.
 func (m *Metrics) JobFinished(job *handler.Job, res worker.Result) {
 	m.jobs.WithLabelValues(job.Topic, res.Outcome.String(), res.Ack.String()).Inc()
 	if res.Outcome == worker.OutcomeParked {
@@ -272,10 +279,13 @@ func (m *Metrics) JobFinished(job *handler.Job, res worker.Result) {
 	}
 	m.deliveries.WithLabelValues(job.Topic).Observe(float64(job.DeliveryCount))
 	m.lockLeft.WithLabelValues(job.Topic).Observe(max(0, res.LockLeft.Seconds()))
-	if res.Ran {
+	switch {
+	case res.Ran:
 		m.duration.WithLabelValues(job.Topic).Observe(res.Duration.Seconds())
 		m.inFlight.WithLabelValues(job.Topic).Dec()
-	} else {
+	case res.Outcome != worker.OutcomeSnoozed:
+		// A job that waited for its key until MaxHold is snoozed without
+		// running: copied for later and accepted, not expired.
 		m.expired.WithLabelValues(job.Topic).Inc()
 	}
 }

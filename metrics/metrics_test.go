@@ -50,7 +50,13 @@ func TestNewRegistersEveryMetricWithTopics(t *testing.T) {
 		"shareq_fetches_total",
 		"shareq_jobs_expired_total",
 		"shareq_jobs_in_flight",
+		"shareq_jobs_snoozed_held",
 		"shareq_jobs_total",
+		"shareq_jobs_waiting_for_keys",
+		"shareq_key_breakers_closed_total",
+		"shareq_key_breakers_open",
+		"shareq_key_breakers_open_seconds_total",
+		"shareq_key_breakers_opened_total",
 		"shareq_lock_renewals_total",
 		"shareq_member_partitions",
 		"shareq_member_rejoins_total",
@@ -70,10 +76,11 @@ func TestNewRegistersEveryMetricWithTopics(t *testing.T) {
 		t.Errorf("families = %v, want %v", got, want)
 	}
 	err := testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP shareq_jobs_total Records acknowledged by the worker, by topic, outcome (succeeded, parked, retried, discarded, interrupted, cancelled) and acknowledgement (accept, release, reject).
+# HELP shareq_jobs_total Records acknowledged by the worker, by topic, outcome (succeeded, parked, retried, discarded, interrupted, cancelled, snoozed) and acknowledgement (accept, release, reject).
 # TYPE shareq_jobs_total counter
 shareq_jobs_total{ack="accept",outcome="cancelled",topic="emails"} 0
 shareq_jobs_total{ack="accept",outcome="parked",topic="emails"} 0
+shareq_jobs_total{ack="accept",outcome="snoozed",topic="emails"} 0
 shareq_jobs_total{ack="accept",outcome="succeeded",topic="emails"} 0
 shareq_jobs_total{ack="reject",outcome="discarded",topic="emails"} 0
 shareq_jobs_total{ack="release",outcome="discarded",topic="emails"} 0
@@ -96,8 +103,8 @@ func TestMetricNamesPassLint(t *testing.T) {
 	for _, p := range problems {
 		t.Errorf("lint %s: %s", p.Metric, p.Text)
 	}
-	if n := len(scrape(t, reg)); n != 27 {
-		t.Errorf("%d metric families after every event, want 27", n)
+	if n := len(scrape(t, reg)); n != 33 {
+		t.Errorf("%d metric families after every event, want 33", n)
 	}
 }
 
@@ -114,7 +121,10 @@ func driveEveryMethod(m *metrics.Metrics) {
 	m.TopicRecreated("emails")
 	m.PartitionSkipped("emails", 3, 10)
 	m.PartitionStalled("emails", 3, true)
-	m.MemberStats(worker.MemberStats{State: "joined", Fetches: 1, Acks: map[worker.Ack]int64{worker.AckAccept: 1}})
+	m.MemberStats(worker.MemberStats{State: "joined", Fetches: 1, Acks: map[worker.Ack]int64{worker.AckAccept: 1}, Waiting: 1, Snoozed: 1, BreakersOpen: 1})
+	m.JobFinished(j, worker.Result{Outcome: worker.OutcomeSnoozed, Ack: worker.AckAccept})
+	m.KeyDown("emails", "user-123", errors.New("x"))
+	m.KeyBack("emails", "user-123", time.Second)
 }
 
 func TestTopicEvents(t *testing.T) {

@@ -3,7 +3,9 @@ package metrics_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -195,5 +197,109 @@ func TestWorkerMetricsCountParkedApart(t *testing.T) {
 	}
 	if got := len(c.Consume(t, topic+dlq.TopicSuffix, 3)); got != 3 {
 		t.Errorf("DLQ topic has %d records, want 3", got)
+	}
+}
+
+// A real worker with a key limit: while one key's destination is down,
+// its breaker is open and its jobs wait (the gauges say so, the topic's
+// opened counter counts one); the other key's jobs all run; once the key
+// is back the breaker closes and nothing waits. No series names a key.
+func TestWorkerMetricsKeyBreaker(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.New(t)
+	topic, group := c.Topic(t, 1), c.Group(t)
+	var recs []*kgo.Record
+	for i := range 6 {
+		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(fmt.Sprintf("down-%d", i))})
+		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(fmt.Sprintf("up-%d", i))})
+	}
+	c.Produce(t, recs...)
+
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, metrics.Topics(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var isDown atomic.Bool
+	isDown.Store(true)
+	keyOf := func(job *handler.Job) string { k, _, _ := strings.Cut(string(job.Key), "-"); return k }
+	h := handler.Func(func(_ context.Context, job *handler.Job) error {
+		if keyOf(job) == "down" && isDown.Load() {
+			return handler.KeyUnavailable(errors.New("connect: connection refused"))
+		}
+		return nil
+	})
+	startWorker(t, worker.Brokers(c.Seeds...), worker.Group(group), worker.Handle(topic, h), worker.Concurrency(4),
+		worker.KeyLimit(topic, worker.Keys{Key: keyOf}), worker.WithObserver(m))
+
+	mfs := waitFor(t, reg, 60*time.Second, "the up key's jobs done, the down key's breaker open and its other jobs waiting", func(mfs map[string]*dto.MetricFamily) bool {
+		return counter(mfs, "shareq_jobs_total", "topic", topic, "outcome", "succeeded") == 6 &&
+			counter(mfs, "shareq_key_breakers_open") == 1 && counter(mfs, "shareq_jobs_waiting_for_keys") >= 5
+	})
+	if got := value(t, mfs, "shareq_key_breakers_opened_total", "topic", topic); got != 1 {
+		t.Errorf("key_breakers_opened_total = %v, want 1", got)
+	}
+	if got := value(t, mfs, "shareq_key_breakers_closed_total", "topic", topic); got != 0 {
+		t.Errorf("key_breakers_closed_total while down = %v, want 0", got)
+	}
+	for name, mf := range mfs {
+		for _, s := range mf.GetMetric() {
+			for _, lp := range s.GetLabel() {
+				if strings.HasPrefix(lp.GetValue(), "down") || strings.HasPrefix(lp.GetValue(), "up") {
+					t.Errorf("%s has label %s=%q: a key", name, lp.GetName(), lp.GetValue())
+				}
+			}
+		}
+	}
+
+	isDown.Store(false)
+	mfs = waitFor(t, reg, 60*time.Second, "every job done, the breaker closed and nothing waiting", func(mfs map[string]*dto.MetricFamily) bool {
+		return counter(mfs, "shareq_jobs_total", "topic", topic, "outcome", "succeeded") == 12 &&
+			counter(mfs, "shareq_key_breakers_open") == 0 && counter(mfs, "shareq_jobs_waiting_for_keys") == 0
+	})
+	if got := value(t, mfs, "shareq_key_breakers_closed_total", "topic", topic); got != 1 {
+		t.Errorf("key_breakers_closed_total = %v, want 1", got)
+	}
+	if got := value(t, mfs, "shareq_key_breakers_open_seconds_total", "topic", topic); got <= 0 {
+		t.Errorf("key_breakers_open_seconds_total = %v, want the time it was open", got)
+	}
+	// Waiting spent no delivery: nothing was released.
+	if got := counter(mfs, "shareq_jobs_total", "topic", topic, "ack", "release"); got != 0 {
+		t.Errorf("jobs_total{ack=release} = %v, want 0: jobs waiting for their key spend no delivery", got)
+	}
+}
+
+// A snooze longer than the worker holds a job: the original is accepted
+// and counted as snoozed (not as a success), and the copy, fetched before
+// it is due, is held: shareq_jobs_snoozed_held counts it.
+func TestWorkerMetricsSnooze(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.New(t)
+	topic, group := c.Topic(t, 1), c.Group(t)
+	c.Produce(t, &kgo.Record{Topic: topic, Key: []byte("job-1")})
+
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, metrics.Topics(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := handler.Func(func(_ context.Context, job *handler.Job) error {
+		return handler.Snooze(time.Hour)
+	})
+	startWorker(t, worker.Brokers(c.Seeds...), worker.Group(group), worker.Handle(topic, h),
+		worker.MaxHold(1500*time.Millisecond), worker.WithObserver(m))
+
+	mfs := waitFor(t, reg, 60*time.Second, "the job snoozed and its copy held", func(mfs map[string]*dto.MetricFamily) bool {
+		return counter(mfs, "shareq_jobs_total", "topic", topic, "outcome", "snoozed") >= 1 &&
+			counter(mfs, "shareq_jobs_snoozed_held") == 1
+	})
+	if got := value(t, mfs, "shareq_jobs_total", "topic", topic, "outcome", "snoozed", "ack", "accept"); got != 1 {
+		t.Errorf("jobs_total{outcome=snoozed,ack=accept} = %v, want 1", got)
+	}
+	if got := counter(mfs, "shareq_jobs_total", "topic", topic, "outcome", "succeeded"); got != 0 {
+		t.Errorf("jobs_total{outcome=succeeded} = %v, want 0", got)
+	}
+	if got := value(t, mfs, "shareq_jobs_in_flight", "topic", topic); got != 0 {
+		t.Errorf("jobs_in_flight = %v, want 0: the copy's handler has not started", got)
 	}
 }
