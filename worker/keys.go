@@ -355,7 +355,7 @@ func (x *executor) startReady() {
 
 // keyResult applies a handler's outcome to its key: counts failures in a
 // row, opens the breaker or keeps it open, or closes it (a probe that
-// did not find the key down, or any job of it that succeeded). It
+// did not find the key down). It
 // returns true when the job found its key down: it is to wait for the
 // breaker, not be released.
 func (x *executor) keyResult(j *xjob, err error, took time.Duration, now time.Time) (down bool) {
@@ -391,7 +391,9 @@ func (x *executor) keyResult(j *xjob, err error, took time.Duration, now time.Ti
 		ks.delay = min(2*ks.delay, breakerMax)
 		ks.probeAt = now.Add(ks.delay)
 		ks.lastErr = err
-	case !down && ks.open && (probe || err == nil):
+	case !down && ks.open && probe:
+		// Only a probe's answer counts: a job that ran when the breaker
+		// opened says nothing of the key since.
 		x.closeBreaker(ks, now)
 	}
 	return down
