@@ -79,7 +79,9 @@ func TestSnoozeStoresEachCopyOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for i := range 8 {
-		wg.Go(func() { errs <- s.Snooze(t.Context(), snoozeRecord("jobs", "job-2", fmt.Sprint("racer-", i)), due, "job-2@jobs/1/9") })
+		wg.Go(func() {
+			errs <- s.Snooze(t.Context(), snoozeRecord("jobs", "job-2", fmt.Sprint("racer-", i)), due, "job-2@jobs/1/9")
+		})
 	}
 	wg.Wait()
 	close(errs)
