@@ -194,6 +194,32 @@
 // keeps per-key order by insertion, records no produced IDs, and leaves
 // the unique key of a job it produced held for good.
 //
+// # Snoozed jobs
+//
+// [Snoozer] keeps the copies of a worker's snoozed jobs (handler.Snooze)
+// in the outbox instead of in Kafka: give it to worker.SnoozeVia.
+//
+//	w, err := worker.New(worker.Group("mailer"),
+//		worker.Handle("emails", claims(send)), // claims: idempotency.Middleware on pgstore
+//		worker.SnoozeVia(pgoutbox.Snoozer(pool)))
+//
+// A snooze of more than a minute (or one the worker held for MaxHold)
+// writes the job's copy, its key, value and headers as they were, with
+// the job ID and the snooze count, as a row due when the snooze ends, in
+// a transaction of its own; the worker ACCEPTs the original once the row
+// is committed, so the wait spends no delivery and holds no lock. A
+// relay produces the copy when it is due, and the copy's first delivery
+// runs the job. Each copy has a key (the job ID and the place of the
+// record copied) held as a [UniqueFor] key for [SnoozeKeyPeriod] after
+// its produce: a worker killed between the copy and its ACCEPT gets the
+// original redelivered, snoozes it again, and the second copy is
+// refused. With the claim middleware, the snoozed runs roll their claims
+// back and the copy claims the job ID again, so the job's effect commits
+// once, however often it was snoozed and whichever worker died. A
+// snoozed job waiting in the outbox can be withdrawn with [Cancel].
+// While Postgres is unreachable a copy cannot be written, and the worker
+// RELEASEs the original instead (a delivery spent); see docs/limits.md.
+//
 // # Exactly once, end to end
 //
 // The relay is at least once: when it dies (or its commit fails) after

@@ -6,4 +6,7 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	runSnoozeWorker() // a child process of TestSnoozedJobsSurviveAWorkerKill
+	goleak.VerifyTestMain(m)
+}

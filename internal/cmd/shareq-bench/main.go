@@ -2,7 +2,7 @@
 // would weigh it against, in one run, and reports ratios within that run:
 //
 //	go run ./internal/cmd/shareq-bench [-broker kfake|127.0.0.1:19092|both]
-//	    [-database URL] [-scenarios hol,overhead,eos,renew,burst,latency,producer,scale,isolation,breaker] [-out bench-out/] [-quick]
+//	    [-database URL] [-scenarios hol,overhead,eos,renew,burst,latency,producer,scale,isolation,breaker,snooze] [-out bench-out/] [-quick]
 //	    [-cluster HOST:PORT,HOST:PORT,HOST:PORT]
 //
 // Scenarios, each run on every backend asked for (kfake in process, and
@@ -36,6 +36,12 @@
 //	          ProduceSync, a business row + pgoutbox.EnqueueTx against
 //	          the business row alone, and the relay's commit-to-receipt
 //	          latency at 1,000 jobs/s (the last two need -database).
+//	snooze    (only when named; needs -database) 1,000 jobs enqueued
+//	          through the outbox, each snoozed 3 times for 61 s
+//	          (pgoutbox.Snoozer) and then writing its effect under the
+//	          claim middleware, on 2 worker processes of which one is
+//	          killed with SIGKILL mid-way: jobs run once, double runs,
+//	          lost jobs, runs on a delivery past the first.
 //	scale     how costs grow (not run by default; see scale.go): no-op
 //	          jobs/s and CPU per job of worker processes against a raw
 //	          share loop process, on 6, 60 and 600 partitions, 1, 3 and 10
@@ -109,6 +115,13 @@ func main() {
 		}
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == snoozeWorkerCmd {
+		if err := runSnoozeWorker(ctx, os.Args[2:], os.Stdin, os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "shareq-bench "+snoozeWorkerCmd+":", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "shareq-bench:", err)
@@ -156,11 +169,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	for _, s := range strings.Split(*scen, ",") {
 		switch s = strings.TrimSpace(s); s {
-		case "hol", "overhead", "eos", "renew", "burst", "latency", "scale", "producer", "bigrecords", "isolation", "breaker":
+		case "hol", "overhead", "eos", "renew", "burst", "latency", "scale", "producer", "bigrecords", "isolation", "breaker", "snooze":
 			o.scenarios[s] = true
 		case "":
 		default:
-			return o, fmt.Errorf("-scenarios: unknown scenario %q (want hol, overhead, eos, renew, burst, latency, scale, producer, bigrecords, isolation, breaker)", s)
+			return o, fmt.Errorf("-scenarios: unknown scenario %q (want hol, overhead, eos, renew, burst, latency, scale, producer, bigrecords, isolation, breaker, snooze)", s)
 		}
 	}
 	return o, nil
@@ -215,7 +228,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	env("nproc", float64(runtime.NumCPU()), "cores", cpuModel())
 	env("go", 0, "", runtime.Version())
-	if o.scenarios["eos"] && o.database != "" {
+	if (o.scenarios["eos"] || o.scenarios["snooze"]) && o.database != "" {
 		env("postgres", 0, "", postgresVersion(ctx, o.database))
 	}
 	if o.quick {
@@ -506,6 +519,14 @@ func runBackend(ctx context.Context, c *cluster, log *slog.Logger, o options, sz
 	}
 	if o.scenarios["breaker"] {
 		errs = append(errs, breakerRows(ctx, c, add, progress))
+	}
+	if o.scenarios["snooze"] {
+		snoozeAdd := func(variant, metric string, v float64, unit, note string) {
+			add("snooze", variant, metric, v, unit, note)
+		}
+		if err := snoozeScenario(ctx, c, log, o.database, snoozeAdd, progress); err != nil {
+			errs = append(errs, fmt.Errorf("snooze: %w", err))
+		}
 	}
 	if o.scenarios["scale"] {
 		scaleAdd := func(variant, metric string, v float64, unit, note string) {

@@ -39,7 +39,9 @@ func TestScaleWorkerProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const records = 20000
+	// Enough that the first worker cannot run them all before the second
+	// joins and the group settles (20,000 could, on an idle machine).
+	const records = 200000
 	if err := produceNoop(t.Context(), c, []string{topic}, records); err != nil {
 		t.Fatal(err)
 	}
