@@ -27,11 +27,12 @@ const (
 // taken, and runs the job again on the same delivery; a longer one
 // produces a copy of the job (same key, value, headers and job ID, its
 // [SnoozesHeader] raised by one and [NotBeforeHeader] set) to the same
-// topic and then accepts the original. The copy's first delivery runs it
-// when it is due. With the idempotency middleware the snoozed run's
-// claim is rolled back and each snooze's copy claims under its own key,
+// topic (or hands it to the worker's Snoozer, such as pgoutbox.Snoozer)
+// and then accepts the original. The copy's first delivery runs it when
+// it is due. With the idempotency middleware the snoozed run's claim is
+// rolled back and the copy, which keeps the job ID, claims the same key,
 // so a copy written twice (a worker killed between the copy and the
-// accept) still runs once.
+// accept) still runs the job once.
 type SnoozeError struct {
 	// After is how long from now the job runs again.
 	After time.Duration

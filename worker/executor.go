@@ -175,6 +175,8 @@ type executor struct {
 	copyMu       sync.Mutex
 	copyDone     []copyResult // copies written (or failed), for takeCopies
 	copiers      conc.WaitGroup
+	// snoozerWarnAt is when warnSnoozer last logged.
+	snoozerWarnAt time.Time
 
 	// Credits: outstanding were granted and not yet used by a delivery;
 	// below 0, a debt: the member delivered that many past the credit

@@ -577,18 +577,26 @@ func TestLongKeyLineIsShedToTheSnoozer(t *testing.T) {
 		return nil
 	})
 	sn := &holdingSnoozer{}
+	shedFrom := time.Now()
 	b.start(t, h, worker.Concurrency(2), worker.SnoozeVia(sn),
 		worker.KeyLimit(b.topic, worker.Keys{Key: prefixKey, Concurrency: 1}))
 	b.obs.WaitFor(t, 60*time.Second, "every other job done past the busy key's line", func(fs []finished) bool {
 		return countPrefix(fs, "other", worker.OutcomeSucceeded) == 50
 	})
 	waitFor(t, 60*time.Second, "the line past the bound shed", func() bool { return sn.len() == 400-1-250 })
+	// Each copy is due when the line ahead of it will have run: at least
+	// a second on, and later the further back it stood.
 	sn.mu.Lock()
-	for i := 1; i < len(sn.dues); i++ {
-		if sn.dues[i].Before(sn.dues[0]) {
-			t.Errorf("copy %d due %v before copy 0 (%v): the newest go furthest", i, sn.dues[i], sn.dues[0])
+	first, last := sn.dues[0], sn.dues[0]
+	for _, d := range sn.dues {
+		if d.Before(shedFrom.Add(time.Second)) {
+			t.Errorf("a copy due %v after the worker started; want at least a second", d.Sub(shedFrom))
 			break
 		}
+		first, last = minTime(first, d), maxTime(last, d)
+	}
+	if !last.After(first) {
+		t.Errorf("every copy due at %v: want them spread over the line", first)
 	}
 	sn.mu.Unlock()
 	close(unblock)
@@ -630,4 +638,65 @@ func TestKeyObserverAmongOtherObservers(t *testing.T) {
 	if d, k := ko.down.Load(), ko.back.Load(); d != 1 || k != 1 {
 		t.Errorf("the KeyObserver heard %d openings and %d closings; want 1 and 1", d, k)
 	}
+}
+
+// failingSnoozer is a Snoozer whose database is down.
+type failingSnoozer struct{ calls atomic.Int32 }
+
+func (s *failingSnoozer) Snooze(context.Context, *kgo.Record, time.Time, string) error {
+	s.calls.Add(1)
+	return errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
+}
+
+// A Snoozer that cannot keep a copy (its Postgres down) does not cost the
+// job a delivery: the copy is produced to the topic instead, with one
+// Warn line, and the job runs from it when it is due, on its first
+// delivery.
+func TestFailingSnoozerFallsBackToTheTopic(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	b.produce(t, "job-1")
+	var logs logbuf.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	runs := newRuns()
+	h := handler.Func(func(_ context.Context, job *handler.Job) error {
+		runs.begin(job)
+		defer runs.end(job)
+		if job.Snoozes() == 0 {
+			return handler.Snooze(2 * time.Second)
+		}
+		return nil
+	})
+	sn := &failingSnoozer{}
+	// At MaxHold the held snooze is copied, through the Snoozer.
+	b.start(t, h, worker.Logger(logger), worker.MaxHold(time.Second), worker.SnoozeVia(sn))
+	fs := b.obs.WaitFor(t, 60*time.Second, "the job copied and done from its copy", func(fs []finished) bool {
+		return countPrefix(fs, "job", worker.OutcomeSucceeded) == 1 && countPrefix(fs, "job", worker.OutcomeSnoozed) >= 1
+	})
+	for _, f := range fs {
+		if f.Result.Ack == worker.AckRelease {
+			t.Errorf("released (%v): the failed Snoozer spent a delivery", f.Result.Err)
+		}
+	}
+	runs.wantFirstDeliveries(t)
+	if sn.calls.Load() == 0 {
+		t.Error("the Snoozer was never asked")
+	}
+	if n := strings.Count(logs.String(), "the Snoozer could not keep"); n != 1 {
+		t.Errorf("%d lines about the Snoozer; want 1:\n%s", n, logs.String())
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

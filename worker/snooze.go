@@ -53,6 +53,11 @@ var errNoCopier = errors.New("no producer to copy the job with")
 type copyResult struct {
 	j   *xjob
 	err error
+	// viaSnoozer: the Snoozer wrote it (or failed to); a failed one is
+	// produced to the topic instead.
+	viaSnoozer bool
+	rec        *kgo.Record
+	due        time.Time
 }
 
 // snooze handles a handler's snooze of j for d: held in place until it
@@ -102,6 +107,15 @@ func (x *executor) copyOut(j *xjob, due time.Time) {
 	j.state = jobCopying
 	x.copying++
 	rec := snoozeCopy(&j.job, due)
+	if x.cfg.Snoozer != nil {
+		x.copyVia(j, rec, due)
+		return
+	}
+	x.produceCopy(j, rec, due)
+}
+
+// copyVia writes j's copy with the Snoozer, off the run loop.
+func (x *executor) copyVia(j *xjob, rec *kgo.Record, due time.Time) {
 	switch {
 	case x.cfg.Snoozer != nil:
 		// The key is this record's: the same record copied again after a
@@ -111,24 +125,29 @@ func (x *executor) copyOut(j *xjob, due time.Time) {
 		x.copiers.Go(func() {
 			ctx, cancel := context.WithTimeout(x.base, copyTimeout)
 			defer cancel()
-			x.copied(j, s.Snooze(ctx, rec, due, key))
+			x.copied(copyResult{j: j, err: s.Snooze(ctx, rec, due, key), viaSnoozer: true, rec: rec, due: due})
 		})
-	case x.cfg.Produce != nil:
-		ctx, cancel := context.WithTimeout(x.base, copyTimeout)
-		x.cfg.Produce(ctx, rec, func(_ *kgo.Record, err error) {
-			cancel()
-			x.copied(j, err)
-		})
-	default:
-		x.copied(j, errNoCopier)
 	}
+}
+
+// produceCopy produces j's copy to its topic.
+func (x *executor) produceCopy(j *xjob, rec *kgo.Record, due time.Time) {
+	if x.cfg.Produce == nil {
+		x.copied(copyResult{j: j, err: errNoCopier})
+		return
+	}
+	ctx, cancel := context.WithTimeout(x.base, copyTimeout)
+	x.cfg.Produce(ctx, rec, func(_ *kgo.Record, err error) {
+		cancel()
+		x.copied(copyResult{j: j, err: err, due: due})
+	})
 }
 
 // copied hands the end of j's copy to the run loop; safe for concurrent
 // use, never blocks.
-func (x *executor) copied(j *xjob, err error) {
+func (x *executor) copied(c copyResult) {
 	x.copyMu.Lock()
-	x.copyDone = append(x.copyDone, copyResult{j: j, err: err})
+	x.copyDone = append(x.copyDone, c)
 	x.copyMu.Unlock()
 	select {
 	case x.copySignal <- struct{}{}:
@@ -137,8 +156,11 @@ func (x *executor) copied(j *xjob, err error) {
 }
 
 // takeCopies ends the jobs whose copies were written: ACCEPTed, outcome
-// snoozed; a copy that failed releases its job (a delivery spent) with a
-// Warn.
+// snoozed. A copy the Snoozer failed to keep (its database down) is
+// produced to the topic instead, as without a Snoozer: the job still
+// spends no delivery, and the claim middleware still runs it once. A
+// copy that could not be produced either releases its job (a delivery
+// spent) with a Warn.
 func (x *executor) takeCopies() {
 	x.copyMu.Lock()
 	done := x.copyDone
@@ -152,6 +174,12 @@ func (x *executor) takeCopies() {
 		}
 		if c.err == nil {
 			x.finish(j, AckAccept, OutcomeSnoozed, nil, j.took)
+			continue
+		}
+		if c.viaSnoozer {
+			x.warnSnoozer(c.err)
+			x.copying++
+			x.produceCopy(j, c.rec, c.due)
 			continue
 		}
 		err := fmt.Errorf("worker: copy of the snoozed job: %w", c.err)
@@ -199,4 +227,18 @@ func ceilMilli(t time.Time) int64 {
 		ms++
 	}
 	return ms
+}
+
+// snoozerWarnEvery bounds the Warn lines about a failing Snoozer.
+const snoozerWarnEvery = time.Minute
+
+// warnSnoozer says, at most once a minute, that the Snoozer failed and
+// copies go to the topic meanwhile.
+func (x *executor) warnSnoozer(err error) {
+	now := time.Now()
+	if now.Sub(x.snoozerWarnAt) < snoozerWarnEvery {
+		return
+	}
+	x.snoozerWarnAt = now
+	x.log.Warn("the Snoozer could not keep a snoozed job's copy; copies are produced to their topics meanwhile (held by the worker that fetches them until they are due)", "error", err)
 }
