@@ -10,7 +10,7 @@
 //		return err
 //	}
 //
-// and is given to the worker with worker.WithObserver(m); it counts
+// and is given to the worker with worker.Observers(m); it counts
 // parked jobs from the worker's report. Its [Metrics.Duplicate] method
 // fits the hook of the idempotency middleware, so suppressed duplicates
 // are counted too:
@@ -27,7 +27,7 @@
 //		worker.Brokers("localhost:9092"),
 //		worker.Group("thumbnails"),
 //		worker.Handle("images", handler.Func(resize), park, claim),
-//		worker.WithObserver(m),
+//		worker.Observers(m),
 //	)
 //
 // [NewLagCollector] returns a prometheus.Collector that reads a share

@@ -49,7 +49,7 @@ func ExampleNew() {
 		worker.Brokers("localhost:9092"),
 		worker.Group("thumbnails"),
 		worker.Handle("images", handler.Func(resize), park, claim),
-		worker.WithObserver(m),
+		worker.Observers(m),
 	)
 	if err != nil {
 		panic(err)
@@ -101,7 +101,7 @@ func newWorker(producer *kgo.Client, store idempotency.Store, out **worker.Worke
 		worker.Brokers("localhost:9092"),
 		worker.Group("thumbnails"),
 		worker.Handle("images", handler.Func(resize), park, claim),
-		worker.WithObserver(m),
+		worker.Observers(m),
 	)
 	*out = w
 	return err

@@ -74,7 +74,7 @@ func Topics(topics ...string) Option {
 
 // Metrics records a worker's events as Prometheus metrics (see the package
 // documentation for the list). It implements [worker.Observer]: pass it to
-// the worker with worker.WithObserver. Its [Metrics.Parked] and
+// the worker with worker.Observers. Its [Metrics.Parked] and
 // [Metrics.Duplicate] methods are hooks for the dlq and idempotency
 // middleware. A Metrics is safe for concurrent use.
 type Metrics struct {

@@ -80,7 +80,7 @@ func TestWorkerMetrics(t *testing.T) {
 		return nil
 	})
 	stop := startWorker(t, worker.Brokers(c.Seeds...), worker.Group(group), worker.Handle(topic, h),
-		worker.Concurrency(2), worker.WithObserver(m))
+		worker.Concurrency(2), worker.Observers(m))
 
 	mfs := waitFor(t, reg, 60*time.Second, "10 acknowledgements, the member joined with both partitions", func(mfs map[string]*dto.MetricFamily) bool {
 		n := 0.0
@@ -176,7 +176,7 @@ func TestWorkerMetricsCountParkedApart(t *testing.T) {
 		return nil
 	})
 	stop := startWorker(t, worker.Brokers(c.Seeds...), worker.Group(group), worker.AutoOffsetReset("earliest"),
-		worker.Handle(topic, h, park), worker.RequireTopics(topic+dlq.TopicSuffix), worker.WithObserver(m))
+		worker.Handle(topic, h, park), worker.RequireTopics(topic+dlq.TopicSuffix), worker.Observers(m))
 	mfs := waitFor(t, reg, 60*time.Second, "6 jobs finished", func(mfs map[string]*dto.MetricFamily) bool {
 		return counter(mfs, "shareq_jobs_total", "topic", topic) >= 6
 	})
@@ -230,7 +230,7 @@ func TestWorkerMetricsKeyBreaker(t *testing.T) {
 		return nil
 	})
 	startWorker(t, worker.Brokers(c.Seeds...), worker.Group(group), worker.Handle(topic, h), worker.Concurrency(4),
-		worker.KeyLimit(topic, worker.Keys{Key: keyOf}), worker.WithObserver(m))
+		worker.KeyLimit(topic, worker.Keys{Key: keyOf}), worker.Observers(m))
 
 	mfs := waitFor(t, reg, 60*time.Second, "the up key's jobs done, the down key's breaker open and its other jobs waiting", func(mfs map[string]*dto.MetricFamily) bool {
 		return counter(mfs, "shareq_jobs_total", "topic", topic, "outcome", "succeeded") == 6 &&
@@ -287,7 +287,7 @@ func TestWorkerMetricsSnooze(t *testing.T) {
 		return handler.Snooze(time.Hour)
 	})
 	startWorker(t, worker.Brokers(c.Seeds...), worker.Group(group), worker.Handle(topic, h),
-		worker.MaxHold(1500*time.Millisecond), worker.WithObserver(m))
+		worker.MaxHold(1500*time.Millisecond), worker.Observers(m))
 
 	mfs := waitFor(t, reg, 60*time.Second, "the job snoozed and its copy held", func(mfs map[string]*dto.MetricFamily) bool {
 		return counter(mfs, "shareq_jobs_total", "topic", topic, "outcome", "snoozed") >= 1 &&

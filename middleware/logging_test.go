@@ -212,7 +212,7 @@ func TestParkedJobLogsOneLine(t *testing.T) {
 		return nil
 	})
 	w, err := worker.New(worker.Brokers(c.Seeds...), worker.Group(c.Group(t)), worker.Handle(topic, h),
-		worker.Use(park, middleware.Logging(nil)), worker.WithObserver(obs),
+		worker.Use(park, middleware.Logging(nil)), worker.Observers(obs),
 		worker.Logger(slog.New(slog.NewTextHandler(&logs, nil))), worker.ShutdownTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)

@@ -66,7 +66,7 @@ func benchMode(b *testing.B, round int, mode string, base, baseCPU *float64) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			opts = append(opts, worker.Use(tel.Middleware()), worker.WithObserver(tel))
+			opts = append(opts, worker.Use(tel.Middleware()), worker.Observers(tel))
 		}
 		c := kafkatest.New(b)
 		topic, group := c.Topic(b, 6), c.Group(b)

@@ -70,7 +70,7 @@ func runFrom(ctx context.Context) *run {
 // trace_id and span_id attributes.
 //
 // Give it to worker.Use first, so that it is the outermost middleware,
-// and pass the Telemetry to worker.WithObserver too: the span then ends
+// and pass the Telemetry to worker.Observers too: the span then ends
 // when the worker acknowledged the record, with the job's outcome, the
 // ack and the renewals of its lock, and the consumed count is kept.
 // Without the observer the span ends when the handler returns, with its

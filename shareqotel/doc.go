@@ -23,7 +23,7 @@
 // # Consuming
 //
 // [Telemetry.Middleware], the outermost middleware of worker.Use, and
-// the Telemetry itself as the worker's observer (worker.WithObserver)
+// the Telemetry itself as the worker's observer (worker.Observers)
 // give each run of a job a CONSUMER span "process <topic>" with
 // messaging.system=kafka, the topic, the share group, the partition, the
 // offset, the job ID (messaging.message.id), the delivery count and (with

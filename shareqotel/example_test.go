@@ -18,7 +18,7 @@ import (
 // outermost middleware and an observer:
 //
 //	w, err := worker.New(worker.Brokers(seeds...), worker.Group("emails"),
-//		worker.Use(tel.Middleware()), worker.WithObserver(tel),
+//		worker.Use(tel.Middleware()), worker.Observers(tel),
 //		worker.Handle("emails", h))
 func Example() {
 	spans := tracetest.NewSpanRecorder()

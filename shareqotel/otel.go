@@ -144,7 +144,7 @@ func NoLogIDs() Option { return optionFunc(func(c *config) { c.logIDs = false })
 // Telemetry traces and measures jobs: on the producer side through
 // [Telemetry.Producer] and [Telemetry.Inject], on the worker through
 // [Telemetry.Middleware] and the worker events it observes (it is a
-// worker.Observer: pass it to worker.WithObserver). Make one with [New]
+// worker.Observer: pass it to worker.Observers). Make one with [New]
 // and share it; it is safe for concurrent use.
 type Telemetry struct {
 	tracer  trace.Tracer

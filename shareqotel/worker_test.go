@@ -66,7 +66,7 @@ func TestParkAndReplayLinkToTheParkedRun(t *testing.T) {
 		}
 		return nil
 	})
-	oteltest.StartWorker(t, c, worker.Group(group), worker.Handle(topic, h), worker.Use(b.Tel.Middleware(), park), worker.WithObserver(b.Tel))
+	oteltest.StartWorker(t, c, worker.Group(group), worker.Handle(topic, h), worker.Use(b.Tel.Middleware(), park), worker.Observers(b.Tel))
 	b.WaitSpans(t, "the parked run", func(s []sdktrace.ReadOnlySpan) bool { return len(outcomeIs(s, topic, "parked")) == 1 })
 
 	replayed.Store(true)
@@ -141,7 +141,7 @@ func TestPanicAndTimeout(t *testing.T) {
 		return nil
 	})
 	oteltest.StartWorker(t, c, worker.Group(group), worker.Handle(topic, h), worker.TopicJobTimeout(topic, 200*time.Millisecond),
-		worker.Use(b.Tel.Middleware()), worker.WithObserver(b.Tel))
+		worker.Use(b.Tel.Middleware()), worker.Observers(b.Tel))
 	spans := b.WaitSpans(t, "three runs", func(s []sdktrace.ReadOnlySpan) bool { return oteltest.Count(s, "process "+topic) == 3 })
 
 	discarded := outcomeIs(spans, topic, "discarded")
@@ -199,7 +199,7 @@ func TestDefaultIsOneTraceFromEnqueueToRun(t *testing.T) {
 		s.End()
 		return nil
 	})
-	oteltest.StartWorker(t, c, worker.Group(group), worker.Handle(topic, h), worker.Use(b.Tel.Middleware()), worker.WithObserver(b.Tel))
+	oteltest.StartWorker(t, c, worker.Group(group), worker.Handle(topic, h), worker.Use(b.Tel.Middleware()), worker.Observers(b.Tel))
 	spans := b.WaitSpans(t, "the run", func(s []sdktrace.ReadOnlySpan) bool { return oteltest.Count(s, "process "+topic) == 1 })
 	sends := oteltest.Named(spans, "send "+topic)
 	if len(sends) != 1 {
@@ -241,7 +241,7 @@ func TestLinkToJobAndRecordKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	oteltest.StartWorker(t, c, worker.Group(group), worker.Handle(topic, handler.Func(func(context.Context, *handler.Job) error { return nil })),
-		worker.Use(b.Tel.Middleware()), worker.WithObserver(b.Tel))
+		worker.Use(b.Tel.Middleware()), worker.Observers(b.Tel))
 	spans := b.WaitSpans(t, "the run", func(s []sdktrace.ReadOnlySpan) bool { return oteltest.Count(s, "process "+topic) == 1 })
 	send, run := oteltest.Named(spans, "send "+topic)[0], oteltest.Named(spans, "process "+topic)[0]
 	if run.Parent().IsValid() || run.SpanContext().TraceID() == send.SpanContext().TraceID() {
@@ -286,7 +286,7 @@ func TestLockRenewalIsAnEvent(t *testing.T) {
 	})
 	// Renewed 200 ms after the start: the margin is the lock less that.
 	oteltest.StartWorker(t, c, worker.Group(group), worker.Handle(topic, h), worker.RenewMargin(c.LockDuration-200*time.Millisecond),
-		worker.Use(b.Tel.Middleware()), worker.WithObserver(b.Tel, renewed))
+		worker.Use(b.Tel.Middleware()), worker.Observers(b.Tel, renewed))
 	spans := b.WaitSpans(t, "the run", func(s []sdktrace.ReadOnlySpan) bool { return oteltest.Count(s, "process "+topic) == 1 })
 	run := oteltest.Named(spans, "process "+topic)[0]
 	var names []string
@@ -338,7 +338,7 @@ func TestPauseRerunKeepsTheSpan(t *testing.T) {
 		}
 		return nil
 	})
-	oteltest.StartWorker(t, c, worker.Group(group), worker.Handle(topic, h), worker.Use(b.Tel.Middleware()), worker.WithObserver(b.Tel))
+	oteltest.StartWorker(t, c, worker.Group(group), worker.Handle(topic, h), worker.Use(b.Tel.Middleware()), worker.Observers(b.Tel))
 	spans := b.WaitSpans(t, "the run", func(s []sdktrace.ReadOnlySpan) bool { return oteltest.Count(s, "process "+topic) == 1 })
 	run := oteltest.Named(spans, "process "+topic)[0]
 	if _, ok := oteltest.HasEvent(run, "shareq.job.rerun"); !ok || runs.Load() != 2 || oteltest.Attr(run, "shareq.job.outcome").AsString() != "succeeded" ||

@@ -66,7 +66,7 @@
 //
 // To test the worker your app builds (its constructor, options and
 // middleware; workerfx; a real broker in CI), run it yourself with an
-// [Observer] among its observers (worker.WithObserver) and wait for each
+// [Observer] among its observers (worker.Observers) and wait for each
 // job with [Observer.WaitJob], or for any condition on the jobs finished
 // so far with [Observer.WaitFor]. A [Queue] is then only the broker:
 // [Queue.Brokers], [Queue.Group] and [Queue.Topic] for the worker,

@@ -29,7 +29,7 @@ func ExampleObserver() {
 		worker.Group(q.Group()),
 		worker.Handle(q.Topic(), handler.JSON(sendEmail)),
 		worker.Logger(shareqtest.Logger()),
-		worker.WithObserver(&obs),
+		worker.Observers(&obs),
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +63,7 @@ func TestWelcomeEmail(t *testing.T) {
 		worker.Group(q.Group()),
 		worker.Handle(q.Topic(), handler.JSON(sendEmail)),
 		worker.Logger(shareqtest.Logger()), // quiet unless go test -v
-		worker.WithObserver(&obs),
+		worker.Observers(&obs),
 	)
 	if err != nil {
 		t.Fatal(err)

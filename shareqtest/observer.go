@@ -39,7 +39,7 @@ type Event struct {
 // Observer is a [worker.Observer] that records every job a worker
 // finishes, for tests that build and run a worker of their own (their
 // app's constructor, a real broker, workerfx) rather than through
-// [Queue.Run]: pass it with worker.WithObserver and wait for the
+// [Queue.Run]: pass it with worker.Observers and wait for the
 // outcomes with [Observer.WaitJob] or [Observer.WaitFor]. The zero
 // Observer is ready to use; it is safe for concurrent use, and one
 // Observer may watch several workers.

@@ -39,7 +39,7 @@ func TestObserverWaitJobReturnsTheFinalDelivery(t *testing.T) {
 	q := shareqtest.New(t)
 	flaky := q.Produce(t, []byte("flaky"), shareqtest.JobID("flaky"), shareqtest.Key([]byte("k1")))
 	var obs shareqtest.Observer
-	runWorker(t, q, worker.WithObserver(&obs), worker.Handle(q.Topic(), handler.Func(func(ctx context.Context, job *handler.Job) error {
+	runWorker(t, q, worker.Observers(&obs), worker.Handle(q.Topic(), handler.Func(func(ctx context.Context, job *handler.Job) error {
 		if job.DeliveryCount < 3 {
 			return errors.New("not yet")
 		}
@@ -66,7 +66,7 @@ func TestObserverCountsRenewals(t *testing.T) {
 	q := shareqtest.New(t, shareqtest.LockDuration(500*time.Millisecond))
 	id := q.Produce(t, []byte("long"))
 	var obs shareqtest.Observer
-	runWorker(t, q, worker.WithObserver(&obs), worker.Handle(q.Topic(), handler.Func(func(ctx context.Context, job *handler.Job) error {
+	runWorker(t, q, worker.Observers(&obs), worker.Handle(q.Topic(), handler.Func(func(ctx context.Context, job *handler.Job) error {
 		// Run until the worker has renewed this job's lock twice.
 		tick := time.NewTicker(10 * time.Millisecond)
 		defer tick.Stop()

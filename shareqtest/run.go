@@ -306,7 +306,7 @@ func (r *Result) describe() string {
 // waits for the fetch in flight, and a silent logger. opts are added
 // after those and may change them (worker.Concurrency, worker.Use for
 // middleware, worker.Logger to see its logs, worker.RetryBackoff); Run's own observer comes last, after any
-// worker.WithObserver in opts, and every observer hears every job.
+// worker.Observers in opts, and every observer hears every job.
 func (q *Queue) Run(t testing.TB, h handler.Handler, opts ...worker.Option) *Result {
 	t.Helper()
 	q.runMu.Lock()
@@ -337,7 +337,7 @@ func (q *Queue) Run(t testing.TB, h handler.Handler, opts ...worker.Option) *Res
 		base = append(base, worker.Use(park))
 	}
 	base = append(base, worker.Handle(q.cfg.topic, h))
-	w, err := worker.New(slices.Concat(base, opts, []worker.Option{worker.WithObserver(rec)})...)
+	w, err := worker.New(slices.Concat(base, opts, []worker.Option{worker.Observers(rec)})...)
 	if err != nil {
 		t.Fatalf("shareqtest: %v", err)
 	}

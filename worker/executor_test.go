@@ -223,7 +223,7 @@ func startExecutor(t *testing.T, h handler.Handler, f *fakeMember, opts ...Optio
 		f = newFakeMember()
 	}
 	c, _ := h.(*ctl)
-	base := []Option{Brokers("fake:9092"), Group("g"), Handle("t", h), WithObserver(obs),
+	base := []Option{Brokers("fake:9092"), Group("g"), Handle("t", h), Observers(obs),
 		Logger(slog.New(slog.DiscardHandler)), RetryBackoff(nil)}
 	b := &xbundle{f: f, h: c, obs: obs, ran: make(chan struct{})}
 	b.x = newExecutor(testExecutorConfig(t, b, append(base, opts...)...), f)

@@ -40,7 +40,7 @@ func runCrashWorker() {
 	w, err := worker.New(worker.Brokers(strings.Split(parts[0], ",")...), worker.Group(parts[1]),
 		worker.Handle(parts[2], handler.Func(func(context.Context, *handler.Job) error { return nil })),
 		worker.SessionTimeout(time.Duration(ms)*time.Millisecond),
-		worker.WithObserver(&partitionsPrinter{Observer: new(shareqtest.Observer)}),
+		worker.Observers(&partitionsPrinter{Observer: new(shareqtest.Observer)}),
 		worker.Logger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	if err != nil {
 		fmt.Println("ERR", err)

@@ -53,7 +53,7 @@ func runFrozenWorker() {
 		worker.Handle(parts[2], h), worker.Concurrency(2),
 		worker.SessionTimeout(time.Duration(ms)*time.Millisecond),
 		worker.ClientOpts(kgo.ClientID(frozenClientID)),
-		worker.WithObserver(finishPrinter{Observer: new(shareqtest.Observer)}),
+		worker.Observers(finishPrinter{Observer: new(shareqtest.Observer)}),
 		worker.Logger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	if err != nil {
 		fmt.Println("ERR", err)

@@ -77,7 +77,7 @@ func TestPartitionsAddedMidRun(t *testing.T) {
 		// say 4.3's, so the worker checks as it does on 4.3.
 		pretendMetadataVersion(t, b, 30)
 	}
-	b.start(t, h, worker.WithObserver(reports))
+	b.start(t, h, worker.Observers(reports))
 
 	produce := func(tag string, from, to int32, n int) {
 		t.Helper()

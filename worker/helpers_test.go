@@ -50,7 +50,7 @@ func (b *bundle) start(t *testing.T, h handler.Handler, opts ...worker.Option) (
 		worker.Brokers(b.c.Seeds...),
 		worker.Group(b.group),
 		worker.Handle(b.topic, h),
-		worker.WithObserver(b.obs),
+		worker.Observers(b.obs),
 		worker.Logger(shareqtest.Logger()),
 		worker.ShutdownTimeout(5 * time.Second),
 	}

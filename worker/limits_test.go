@@ -448,7 +448,7 @@ func TestManyBreakersLogAFewLines(t *testing.T) {
 	h := handler.Func(func(context.Context, *handler.Job) error {
 		return handler.KeyUnavailable(errors.New("no route to host"))
 	})
-	stop := b.start(t, h, worker.Concurrency(20), worker.Logger(logger), worker.WithObserver(ko),
+	stop := b.start(t, h, worker.Concurrency(20), worker.Logger(logger), worker.Observers(ko),
 		worker.KeyLimit(b.topic, worker.Keys{Key: prefixKey}))
 	waitFor(t, 60*time.Second, "20 breakers open", func() bool { return ko.down.Load() == 20 })
 	if err := stop(); err != nil {
@@ -629,7 +629,7 @@ func TestKeyObserverAmongOtherObservers(t *testing.T) {
 		return nil
 	})
 	ko := &keyEvents{}
-	b.start(t, h, worker.WithObserver(ko), worker.KeyLimit(b.topic, worker.Keys{Key: prefixKey}))
+	b.start(t, h, worker.Observers(ko), worker.KeyLimit(b.topic, worker.Keys{Key: prefixKey}))
 	waitFor(t, 30*time.Second, "a job of the key refused", func() bool { return refused.Load() >= 1 })
 	isDown.Store(false)
 	b.obs.WaitFor(t, 60*time.Second, "every job done", func(fs []finished) bool {

@@ -408,14 +408,14 @@ func MaxBytesInHand(n int64) Option {
 	return optionFunc(func(c *config) { c.maxBytesInHand = n })
 }
 
-// WithObserver adds observers that receive the worker's events, in the
-// order given; the metrics package provides one. It may be given several
-// times. Default: none.
-func WithObserver(os ...Observer) Option {
+// Observers adds observers that receive the worker's events, in the
+// order given; the metrics package provides one, shareqtest another. It
+// may be given several times. Default: none.
+func Observers(os ...Observer) Option {
 	return optionFunc(func(c *config) {
 		for _, o := range os {
 			if o == nil {
-				c.errs = append(c.errs, errors.New("WithObserver: observer is nil"))
+				c.errs = append(c.errs, errors.New("Observers: observer is nil"))
 				continue
 			}
 			c.observers = append(c.observers, o)

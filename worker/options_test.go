@@ -54,7 +54,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{"session timeout long", []worker.Option{worker.SessionTimeout(61 * time.Minute)}, "SessionTimeout(1h1m0s): must be from 1s to 1h"},
 		{"session timeout sub-ms", []worker.Option{worker.SessionTimeout(2*time.Second + time.Microsecond)}, "SessionTimeout(2.000001s): must be whole milliseconds"},
 		{"fetch wait", []worker.Option{worker.FetchMaxWait(5 * time.Millisecond)}, "FetchMaxWait(5ms)"},
-		{"nil observer", []worker.Option{worker.WithObserver(nil)}, "WithObserver: observer is nil"},
+		{"nil observer", []worker.Option{worker.Observers(nil)}, "Observers: observer is nil"},
 		{"zero bytes in hand", []worker.Option{worker.MaxBytesInHand(0)}, "MaxBytesInHand(0): must be positive"},
 		{"negative bytes in hand", []worker.Option{worker.MaxBytesInHand(-1)}, "MaxBytesInHand(-1): must be positive"},
 		{"key limit unhandled topic", []worker.Option{worker.KeyLimit("other", worker.Keys{Key: worker.RecordKey})}, `KeyLimit("other"): no handler for the topic`},

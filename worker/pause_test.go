@@ -90,7 +90,7 @@ func TestExecutorPausesWhileDependencyDown(t *testing.T) {
 		h.down.Store(true)
 		var logs logbuf.Buffer
 		po := &pauses{}
-		b := startExecutor(t, h, nil, Concurrency(3), WithObserver(po),
+		b := startExecutor(t, h, nil, Concurrency(3), Observers(po),
 			Logger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 		if got := b.f.grantList(); !slices.Equal(got, []int{3}) {
 			t.Fatalf("grants %v at start, want [3]", got)
@@ -294,7 +294,7 @@ func TestExecutorShutdownWhilePausedReleasesHeld(t *testing.T) {
 		f.manualQuiet = true
 		var logs logbuf.Buffer
 		po := &pauses{}
-		b := startExecutor(t, h, f, Concurrency(2), WithObserver(po), ShutdownTimeout(time.Hour),
+		b := startExecutor(t, h, f, Concurrency(2), Observers(po), ShutdownTimeout(time.Hour),
 			Logger(slog.New(slog.NewTextHandler(&logs, nil))))
 		f.deliver(delivery(1, 1, lock), delivery(2, 2, lock), delivery(3, 1, lock))
 		b.cancel()

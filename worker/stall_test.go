@@ -76,7 +76,7 @@ func TestStalledPartitionIsReportedAndMovesAgain(t *testing.T) {
 		return nil
 	})
 	reports := &stallReports{}
-	b.start(t, h, worker.WithObserver(reports), worker.Concurrency(8), worker.StallCheckTimes(2*time.Second, 200*time.Millisecond))
+	b.start(t, h, worker.Observers(reports), worker.Concurrency(8), worker.StallCheckTimes(2*time.Second, 200*time.Millisecond))
 	// kfake acquires up to the limit (99 jobs run beside the held one);
 	// Kafka 4.4.0 checks the limit before a fetch and acquired all 150 in
 	// one. Then as many jobs again: past the limit on both, they wait.

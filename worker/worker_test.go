@@ -48,7 +48,7 @@ func TestOutcomes(t *testing.T) {
 		return nil
 	})
 	second := new(shareqtest.Observer) // observers add up
-	b.start(t, h, worker.Concurrency(4), worker.WithObserver(second))
+	b.start(t, h, worker.Concurrency(4), worker.Observers(second))
 
 	b.obs.WaitFor(t, 30*time.Second, "all outcomes", func(fs []finished) bool {
 		return count(fs, "ok", worker.AckAccept) == 1 && count(fs, "release", worker.AckRelease) == 1 &&

@@ -95,7 +95,7 @@ type Config struct {
 	// with their defaults: worker.Group and worker.Brokers (or
 	// kgo.SeedBrokers in worker.ClientOpts) are required;
 	// worker.Concurrency, worker.Use, worker.AutoOffsetReset,
-	// worker.RequireTopics, worker.MaxHold, worker.WithObserver and the
+	// worker.RequireTopics, worker.MaxHold, worker.Observers and the
 	// others are not. The module's own (the app's logger,
 	// ShutdownTimeout([ShutdownTimeoutDefault]), the metrics observer)
 	// come first, so these win. worker.Handle adds routes too.
@@ -208,7 +208,7 @@ func workerModule(name string, opts ...worker.Option) fx.Option {
 			wopts = append(wopts, worker.Logger(log))
 		}
 		if reg != nil {
-			wopts = append(wopts, worker.WithObserver(m))
+			wopts = append(wopts, worker.Observers(m))
 		}
 		wopts = append(wopts, opts...)
 		wopts = append(wopts, c.Options...)

@@ -91,7 +91,7 @@ func (w *cancelWorld) startWorker(t *testing.T) {
 		worker.Brokers(w.cluster.Seeds...),
 		worker.Group(w.group),
 		worker.Handle(w.topic, claims(h)),
-		worker.WithObserver(w.obs),
+		worker.Observers(w.obs),
 		worker.Logger(shareqtest.Logger()),
 		worker.RetryBackoff(func(int32) time.Duration { return 10 * time.Millisecond }),
 		worker.ShutdownTimeout(5*time.Second),

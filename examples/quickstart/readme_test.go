@@ -66,7 +66,7 @@ func safeJobs(ctx context.Context, resize handler.Handler) error {
 		worker.Group("thumbnails"),
 		worker.Handle("images", resize, park, middleware.Logging(nil), claims),
 		worker.RequireTopics("images.dlq"), // refuse to start without the DLQ topic
-		worker.WithObserver(m),
+		worker.Observers(m),
 	)
 	if err != nil {
 		return err

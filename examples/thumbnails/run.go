@@ -336,7 +336,7 @@ func newWorker(cfg config, brokers []string, cl *kgo.Client, thumbs handler.Hand
 		worker.AutoOffsetReset("earliest"),
 		worker.ShutdownTimeout(10*time.Second),
 		worker.Logger(log),
-		worker.WithObserver(h.observer),
+		worker.Observers(h.observer),
 	)...)
 }
 

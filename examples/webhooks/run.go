@@ -91,7 +91,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (Summary, er
 		worker.Use(t.Middleware),
 		worker.Concurrency(cfg.Concurrency),
 		worker.AutoOffsetReset("earliest"),
-		worker.WithObserver(t),
+		worker.Observers(t),
 		worker.Logger(log),
 	)...)
 	if err != nil {

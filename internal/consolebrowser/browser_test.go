@@ -115,7 +115,7 @@ func TestReplayInBrowser(t *testing.T) {
 	}
 	obs := new(shareqtest.Observer)
 	w, err := worker.New(worker.Brokers(c.Seeds...), worker.Group(group), worker.Handle(topic, h), worker.Use(park),
-		worker.WithObserver(obs), worker.Logger(slog.New(slog.DiscardHandler)), worker.ShutdownTimeout(5*time.Second))
+		worker.Observers(obs), worker.Logger(slog.New(slog.DiscardHandler)), worker.ShutdownTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -185,7 +185,7 @@ func runPause(t *testing.T, e *env, c pauseCase) pauseRun {
 	for i := range members {
 		m := member{logs: &logbuf.Buffer{}, parts: &partitions{}}
 		m.w = e.newWorker(t, c.handler, worker.Use(c.claims(t)), worker.Concurrency(outageConcurrency),
-			worker.WithObserver(m.parts), worker.Logger(slog.New(slog.NewTextHandler(m.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))))
+			worker.Observers(m.parts), worker.Logger(slog.New(slog.NewTextHandler(m.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))))
 		e.run(t, m.w)
 		members[i] = m
 	}

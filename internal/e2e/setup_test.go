@@ -266,7 +266,7 @@ func (e *env) newWorker(t *testing.T, h handler.Handler, opts ...worker.Option) 
 		worker.Brokers(e.c.Seeds...),
 		worker.Group(e.group),
 		worker.Handle(e.topic, h),
-		worker.WithObserver(e.obs),
+		worker.Observers(e.obs),
 		worker.Logger(shareqtest.Logger()),
 		worker.ShutdownTimeout(5 * time.Second),
 	}

@@ -225,7 +225,7 @@ func testDLQWithoutWrite(t *testing.T, s *kafkatest.SecureCluster) {
 		t.Fatal(err)
 	}
 	rec := newJobs()
-	w, err := worker.New(worker.ClientOpts(s.SCRAMOpts(t)...), worker.Group(group), worker.WithObserver(rec),
+	w, err := worker.New(worker.ClientOpts(s.SCRAMOpts(t)...), worker.Group(group), worker.Observers(rec),
 		worker.RetryBackoff(nil), worker.Use(park),
 		worker.Handle(topic, handler.Func(func(context.Context, *handler.Job) error {
 			return handler.Permanent(errors.New("poison"))
@@ -289,7 +289,7 @@ func testSnoozeCopies(t *testing.T, s *kafkatest.SecureCluster) {
 			s.Allow(t, s.Principal(), acls...)
 			var logs logbuf.Buffer
 			rec := newJobs()
-			w, err := worker.New(worker.ClientOpts(s.SCRAMOpts(t)...), worker.Group(group), worker.WithObserver(rec),
+			w, err := worker.New(worker.ClientOpts(s.SCRAMOpts(t)...), worker.Group(group), worker.Observers(rec),
 				worker.Logger(logger(&logs)), worker.MaxHold(time.Second),
 				worker.Handle(topic, handler.Func(func(_ context.Context, job *handler.Job) error {
 					if job.Snoozes() == 0 {

@@ -75,7 +75,7 @@ func runClients(t *testing.T, s *kafkatest.SecureCluster, workerP string, worker
 		worker.Group(group),
 		worker.Logger(log),
 		worker.RequireTopics(dlqTopic),
-		worker.WithObserver(rec, m),
+		worker.Observers(rec, m),
 		worker.Use(park),
 		worker.Handle(topic, handler.Func(func(ctx context.Context, job *handler.Job) error {
 			if string(job.Value) == `"poison"` {

@@ -101,7 +101,7 @@ func runRenew(ctx context.Context, c *cluster, log *slog.Logger, jobs int) (rene
 	ran := make(chan error, 2)
 	for range 2 {
 		w, err := worker.New(worker.Brokers(c.seeds...), worker.Group(group), worker.Handle(topic, h),
-			worker.Concurrency(per), worker.WithObserver(obs),
+			worker.Concurrency(per), worker.Observers(obs),
 			worker.ShutdownTimeout(5*time.Second), worker.Logger(log))
 		if err != nil {
 			return res, err

@@ -386,7 +386,7 @@ func TestClassicConsumerGroupName(t *testing.T) {
 	r.group = name
 	var beats heartbeats
 	w, err := worker.New(worker.Brokers(r.c.Seeds...), worker.Group(name), worker.Handle(r.topic, h),
-		worker.AutoOffsetReset("earliest"), worker.Logger(r.logger(t)), worker.WithObserver(r.obs),
+		worker.AutoOffsetReset("earliest"), worker.Logger(r.logger(t)), worker.Observers(r.obs),
 		worker.StartTimeout(10*time.Second), worker.ClientOpts(kgo.WithHooks(&beats)))
 	if err != nil {
 		t.Fatal(err)

@@ -108,7 +108,7 @@ func (r *rig) start(t *testing.T, h handler.Handler, mws []handler.Middleware, o
 		worker.Group(r.group),
 		worker.Handle(r.topic, h),
 		worker.Use(append([]handler.Middleware{park}, mws...)...),
-		worker.WithObserver(r.obs),
+		worker.Observers(r.obs),
 		worker.Logger(r.logger(t)),
 		worker.ShutdownTimeout(2 * time.Second),
 		worker.Concurrency(2),

@@ -219,7 +219,7 @@ func runWorker(ctx context.Context, f workerFlags, log *slog.Logger) error {
 		worker.ShutdownTimeout(f.shutdownTimeout),
 		worker.StartTimeout(20 * time.Second),
 		worker.Logger(log),
-		worker.WithObserver(observer{}),
+		worker.Observers(observer{}),
 		worker.ClientOpts(append(viaProxy(f.kafkaVia), kgo.ClientID(clientIDPrefix+f.name))...),
 	}
 	if f.groupLimit > 0 {

@@ -110,7 +110,7 @@ func TestExportOverOTLP(t *testing.T) {
 		t.Fatal(err)
 	}
 	oteltest.StartWorker(t, c, worker.Group(group), worker.Handle(topic, handler.Func(func(context.Context, *handler.Job) error { return nil })),
-		worker.Use(tel.Middleware()), worker.WithObserver(tel))
+		worker.Use(tel.Middleware()), worker.Observers(tel))
 	b := &oteltest.Bundle{Spans: ended}
 	b.WaitSpans(t, "the run", func(s []sdktrace.ReadOnlySpan) bool { return oteltest.Count(s, "process "+topic) == 1 })
 	if err := tp.ForceFlush(t.Context()); err != nil {

@@ -95,7 +95,7 @@ func TestTraceThroughOutboxRelayAndRetry(t *testing.T) {
 		return nil
 	})
 	oteltest.StartWorker(t, c, worker.Group(group), worker.Logger(slog.New(slog.NewJSONHandler(&logs, nil))),
-		worker.Handle(topic, h), worker.Use(b.Tel.Middleware()), worker.WithObserver(b.Tel))
+		worker.Handle(topic, h), worker.Use(b.Tel.Middleware()), worker.Observers(b.Tel))
 
 	process := "process " + topic
 	// The relay ends its send span when the broker acknowledged the
@@ -222,7 +222,7 @@ func TestRelayGivesItsContextToAJobWithoutOne(t *testing.T) {
 	stopRelay := kafkatest.Run(t, relay.Run)
 	defer func() { _ = stopRelay() }()
 	oteltest.StartWorker(t, c, worker.Group(group), worker.Handle(topic, handler.Func(func(context.Context, *handler.Job) error { return nil })),
-		worker.Use(b.Tel.Middleware()), worker.WithObserver(b.Tel))
+		worker.Use(b.Tel.Middleware()), worker.Observers(b.Tel))
 	// The relay ends its send span when the broker acknowledged the
 	// record, which the worker may have consumed by then: wait for both.
 	spans := b.WaitSpans(t, "the run and the relay's send", func(s []sdktrace.ReadOnlySpan) bool {
