@@ -130,27 +130,46 @@ func (c *config) checkRates(handled []string) []error {
 	return errs
 }
 
-// rateShare is what this worker may start, as its latest describe of the
-// group said.
+// rateShare is this worker's part of the limit, as its latest describes
+// of the group said. The limit is a grid of slots, one job each, on the
+// Unix clock (slot j is the j-th interval of per ÷ n since the epoch);
+// the worker is index (from 0) of the members counted, in member ID
+// order, and owns the slots j with j mod members = index. While the
+// members change it owns only the slots it owns both before and after
+// (prevMembers, prevIndex), so that no other worker, whichever of the two
+// counts it has seen, owns one of them.
 type rateShare struct {
-	perSecond float64   // this worker's share; 0: none yet
-	members   int       // the members sharing the limit (0: unknown)
-	until     time.Time // the share holds until then, unless a newer describe comes first
+	members, index         int
+	prevMembers, prevIndex int       // 0 members: no change under way
+	perSecond              float64   // the jobs a second its slots come to
+	until                  time.Time // it holds until then, unless a newer describe comes first
 }
 
-// rateLimiter is one worker's token bucket for a rate-limited topic.
-// watchRate publishes the worker's share; the executor's goroutine owns
-// the rest.
+// owns reports whether the worker owns slot j.
+func (s *rateShare) owns(j int64) bool {
+	if j%int64(s.members) != int64(s.index) {
+		return false
+	}
+	return s.prevMembers == 0 || j%int64(s.prevMembers) == int64(s.prevIndex)
+}
+
+// rateLimiter is one worker's tokens for a rate-limited topic: a token
+// for each slot it owns, usable during that slot, and at most burst more
+// kept from its past slots. watchRate publishes the worker's share; the
+// executor's goroutine owns the rest.
 type rateLimiter struct {
 	rate  topicRate
 	limit float64 // the fleet's limit, jobs per second
+	slot  float64 // a slot's length in nanoseconds
 
 	share atomic.Pointer[rateShare] // written by watchRate, read by the executor and MemberStats
 
 	// Owned by the executor's goroutine.
-	tokens float64   // jobs that may start now
-	last   time.Time // when tokens was brought up to date
-	timer  *time.Timer
+	plan     *rateShare // the share the tokens were counted under; nil: none
+	lastSlot int64      // the newest slot counted
+	cur      bool       // lastSlot is owned and its token not used yet
+	held     int        // tokens of past slots, at most burst
+	timer    *time.Timer
 }
 
 // newRateLimiter returns the worker's limiter, or nil when it has no
@@ -160,83 +179,131 @@ func (w *Worker) newRateLimiter() *rateLimiter {
 		return nil
 	}
 	r := w.cfg.rates[0] // checkRates allows one, on the worker's only topic
-	return &rateLimiter{rate: r, limit: r.perSecond()}
+	return &rateLimiter{rate: r, limit: r.perSecond(), slot: float64(r.per) / float64(r.n)}
 }
 
-// current is this worker's share at now: 0 while it waits to be counted
-// or when its last count is stale.
-func (r *rateLimiter) current(now time.Time) float64 {
+// current is this worker's share at now, or nil while it waits to be
+// counted or when its last count is stale.
+func (r *rateLimiter) current(now time.Time) *rateShare {
 	s := r.share.Load()
-	if s == nil || !now.Before(s.until) {
-		return 0
+	if s == nil || s.members == 0 || !now.Before(s.until) {
+		return nil
 	}
-	return s.perSecond
+	return s
 }
 
-// refill brings the tokens up to now at the current share and returns it.
-func (r *rateLimiter) refill(now time.Time) float64 {
-	share := r.current(now)
-	if share == 0 {
-		r.tokens, r.last = 0, now
-		return 0
-	}
-	if !r.last.IsZero() {
-		r.tokens += share * now.Sub(r.last).Seconds()
-	}
-	r.tokens, r.last = min(r.tokens, burstOf(share)), now
-	return share
+// slotAt is the slot of time t.
+func (r *rateLimiter) slotAt(t time.Time) int64 {
+	return int64(math.Floor(float64(t.UnixNano()) / r.slot))
 }
 
-// burstOf is the most tokens a worker with this share holds.
-func burstOf(share float64) float64 { return max(1, share*rateBurst.Seconds()) }
+// slotTime is when slot j begins.
+func (r *rateLimiter) slotTime(j int64) time.Time {
+	return time.Unix(0, int64(math.Ceil(float64(j)*r.slot)))
+}
+
+// burst is how many tokens of past slots a worker keeps: the fleet's
+// together at most a tenth of a second of the limit less one job, so that
+// no second holds more than 1.1 × the limit; none below 20 jobs a second.
+func (r *rateLimiter) burst(s *rateShare) int {
+	k := max(s.members, s.prevMembers)
+	return max(0, int(math.Floor(r.limit*rateBurst.Seconds()))-1) / k
+}
+
+// refill counts the slots up to now's and returns the share and now's
+// slot.
+func (r *rateLimiter) refill(now time.Time) (*rateShare, int64) {
+	s, j := r.current(now), r.slotAt(now)
+	switch {
+	case s == nil:
+		r.plan, r.cur, r.held = nil, false, 0
+		return nil, j
+	case s != r.plan: // a new count: the current slot may be another's under it
+		r.plan, r.lastSlot, r.cur, r.held = s, j, false, min(r.held, r.burst(s))
+		return s, j
+	case j == r.lastSlot:
+		return s, j
+	}
+	b := r.burst(s)
+	if r.cur {
+		r.held++
+	}
+	if n := j - r.lastSlot - 1; n > 0 && r.held < b {
+		if n > int64(s.members*max(1, s.prevMembers)*(b+1)) {
+			r.held = b
+		} else {
+			for i := r.lastSlot + 1; i < j; i++ {
+				if s.owns(i) {
+					r.held++
+				}
+			}
+		}
+	}
+	r.held = min(r.held, b)
+	r.lastSlot, r.cur = j, s.owns(j)
+	return s, j
+}
 
 // take spends a token for a job that starts now, if there is one; if
-// not, the limiter's timer fires when there is. A nil limiter always
-// allows.
+// not, the limiter's timer fires at the worker's next slot. A nil
+// limiter always allows.
 func (r *rateLimiter) take(now time.Time) bool {
 	if r == nil {
 		return true
 	}
-	share := r.refill(now)
-	if r.tokens >= 1 {
-		r.tokens--
+	s, j := r.refill(now)
+	switch {
+	case r.cur:
+		r.cur = false
+		return true
+	case r.held > 0:
+		r.held--
 		return true
 	}
-	r.arm(share)
+	r.arm(now, s, j)
 	return false
 }
 
 // room returns how many of want more records the worker may ask for,
 // with inHand records already fetched or asked for and not started: as
-// many as its tokens will let start within rateLookahead. When that is
-// fewer than want, the limiter's timer fires at the next token. A nil
-// limiter allows want.
+// many as its tokens and its slots of the next rateLookahead will start.
+// When that is fewer than want, the limiter's timer fires at its next
+// slot. A nil limiter allows want.
 func (r *rateLimiter) room(now time.Time, want, inHand int) int {
 	if r == nil {
 		return want
 	}
-	share := r.refill(now)
-	free := int(math.Floor(r.tokens+share*rateLookahead.Seconds())) - inHand
+	s, j := r.refill(now)
+	free := r.held - inHand
+	if r.cur {
+		free++
+	}
+	if s != nil {
+		for i, ahead := j+1, r.slotAt(now.Add(rateLookahead)); i <= ahead && free < want; i++ {
+			if s.owns(i) {
+				free++
+			}
+		}
+	}
 	if free < want {
-		r.arm(share)
+		r.arm(now, s, j)
 	}
 	return max(0, min(want, free))
 }
 
-// arm sets the timer for the next token (or, with no share, the next
-// look at it). A full bucket needs no timer: only a start or a delivery
-// changes what the worker may do then, and both wake the executor.
-func (r *rateLimiter) arm(share float64) {
-	var d time.Duration
-	switch {
-	case share == 0:
-		d = rateSharePoll
-	case r.tokens >= burstOf(share):
-		return
-	default:
-		d = time.Duration((math.Floor(r.tokens) + 1 - r.tokens) / share * float64(time.Second))
+// arm sets the timer for the worker's next slot after j (or, with no
+// share, the next look at it).
+func (r *rateLimiter) arm(now time.Time, s *rateShare, j int64) {
+	d := rateSharePoll
+	if s != nil {
+		for i, period := int64(1), int64(s.members*max(1, s.prevMembers)); i <= period; i++ {
+			if s.owns(j + i) {
+				d = r.slotTime(j + i).Sub(now)
+				break
+			}
+		}
 	}
-	d = max(d, time.Millisecond)
+	d = max(d, time.Microsecond)
 	if r.timer == nil {
 		r.timer = time.NewTimer(d)
 		return
@@ -266,7 +333,10 @@ func (r *rateLimiter) stats() (topic string, limit, share float64) {
 	if r == nil {
 		return "", 0, 0
 	}
-	return r.rate.topic, r.limit, r.current(time.Now())
+	if s := r.current(time.Now()); s != nil {
+		share = s.perSecond
+	}
+	return r.rate.topic, r.limit, share
 }
 
 // logArgs are the limit's fields of the worker's start line.
@@ -282,50 +352,104 @@ func (r *rateLimiter) logArgs() []any {
 func (w *Worker) watchRate(ctx context.Context, cl *kgo.Client, r *rateLimiter, memberID string, log *slog.Logger) {
 	every := w.cfg.rateRefresh
 	c := rateCount{adm: kadm.NewClient(cl), group: w.cfg.group, topic: r.rate.topic, self: memberID}
+	p := ratePlanner{every: every, limit: r.limit}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	var seenAt time.Time // when the describe first showed this member counted
-	last := rateShare{members: -1}
+	var last *rateShare
 	failing := false
 	for {
 		sent := time.Now()
-		members, self, err := c.count(ctx, every/2)
-		next := rateShare{until: sent.Add(every * 7 / 4)}
-		switch {
-		case err != nil:
+		ids, err := c.members(ctx, every/2)
+		if err != nil {
 			if !failing && ctx.Err() == nil {
 				log.Warn("cannot count the workers that share the rate limit; this worker starts no jobs of the topic until it can",
 					"topic", r.rate.topic, "error", err)
 			}
-			failing = true
-			next = last // the share runs out at its until: the others may not see joins
-		case !self:
-			failing, seenAt = false, time.Time{}
-			next.members = members
-		default:
+			failing = true // the share runs out at its until: the others may not see joins
+		} else {
 			failing = false
-			if seenAt.IsZero() {
-				seenAt = time.Now()
-			}
-			next.members = members
-			if time.Since(seenAt) >= 2*every {
-				next.perSecond = r.limit / float64(members)
-			}
-		}
-		if err == nil {
-			r.share.Store(&next)
-			if next.members != last.members || next.perSecond != last.perSecond {
+			next := p.plan(sent, time.Now(), ids, memberID)
+			r.share.Store(next)
+			if last == nil || next.members != last.members || next.perSecond != last.perSecond {
 				log.Info("rate limit share", "topic", r.rate.topic, "rate_limit", r.rate.String(),
-					"workers", next.members, "share_per_second", round2(next.perSecond), "counted", self)
+					"workers", len(ids), "share_per_second", round2(next.perSecond), "counted", slices.Contains(ids, memberID))
 			}
+			last = next
 		}
-		last = next
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
 	}
+}
+
+// ratePlanner turns the counts of watchRate into shares. Its rules keep
+// the slots of any two workers apart whatever counts they have seen:
+//
+//   - a worker takes no slot until it has been counted for 2 refreshes,
+//     nor once its last count was sent 1.75 refreshes ago (a share holds
+//     that long), so every worker taking slots has seen it;
+//   - when the count changes, it takes for 1.75 refreshes only the slots
+//     it owns under both counts, so it shares none with a worker still on
+//     the old one or already on the new one;
+//   - a second change within that time leaves it no slot until 1.75
+//     refreshes after it.
+type ratePlanner struct {
+	every time.Duration
+	limit float64
+
+	seenAt    time.Time // when this worker was first counted (zero: not counted)
+	lastSent  time.Time // when the last count that answered was sent
+	view      rateView  // the latest count
+	changeEnd time.Time // the change under way ends then
+	prev      rateView  // the count before it
+	blackout  time.Time // no slot until then
+}
+
+// rateView is one count: this worker is index of members.
+type rateView struct{ members, index int }
+
+// plan is the share for the members ids (sorted) that a describe sent
+// at sent found, at now.
+func (p *ratePlanner) plan(sent, now time.Time, ids []string, self string) *rateShare {
+	holds := sent.Add(p.every * 7 / 4)
+	stale := !p.lastSent.IsZero() && sent.Sub(p.lastSent) >= p.every*7/4
+	p.lastSent = sent
+	index := slices.Index(ids, self)
+	if index < 0 || stale {
+		p.seenAt = time.Time{}
+		return &rateShare{until: holds}
+	}
+	view := rateView{len(ids), index}
+	switch {
+	case p.seenAt.IsZero():
+		p.seenAt, p.view, p.changeEnd, p.blackout = now, view, time.Time{}, time.Time{}
+	case view == p.view:
+	case now.Before(p.changeEnd):
+		p.view, p.changeEnd, p.blackout = view, time.Time{}, now.Add(p.every*7/4)
+	default:
+		p.prev, p.view, p.changeEnd = p.view, view, now.Add(p.every*7/4)
+	}
+	if now.Sub(p.seenAt) < 2*p.every || now.Before(p.blackout) {
+		return &rateShare{until: holds}
+	}
+	s := &rateShare{members: view.members, index: view.index, until: holds}
+	if now.Before(p.changeEnd) {
+		s.prevMembers, s.prevIndex = p.prev.members, p.prev.index
+	}
+	period := view.members * max(1, s.prevMembers)
+	owned := 0
+	for j := range period {
+		if s.owns(int64(j)) {
+			owned++
+		}
+	}
+	if owned == 0 {
+		return &rateShare{until: holds}
+	}
+	s.perSecond = p.limit * float64(owned) / float64(period)
+	return s
 }
 
 func round2(f float64) float64 { return math.Round(f*100) / 100 }
@@ -337,34 +461,33 @@ type rateCount struct {
 	self         string // this worker's member ID
 }
 
-// count describes the group within timeout and returns the members that
-// subscribe to the topic, and whether this worker's member is one of
-// them. Subscriptions, not assignments: a member's subscription is there
-// from its first heartbeat and stays while partitions move between
-// members (Kafka 4.4.0 showed a member with no assignment for a moment
-// when another joined).
-func (c rateCount) count(ctx context.Context, timeout time.Duration) (members int, self bool, err error) {
+// members describes the group within timeout and returns the IDs of the
+// members that subscribe to the topic, sorted. Subscriptions, not
+// assignments: a member's subscription is there from its first heartbeat
+// and stays while partitions move between members (Kafka 4.4.0 showed a
+// member with no assignment for a moment when another joined).
+func (c rateCount) members(ctx context.Context, timeout time.Duration) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	described, err := c.adm.DescribeShareGroups(ctx, c.group)
 	if err != nil {
-		return 0, false, err
+		return nil, err
 	}
 	g, ok := described[c.group]
 	if !ok {
-		return 0, false, fmt.Errorf("describe share group %s: no answer", c.group)
+		return nil, fmt.Errorf("describe share group %s: no answer", c.group)
 	}
 	if g.Err != nil {
-		return 0, false, g.Err
+		return nil, g.Err
 	}
+	var ids []string
 	for _, m := range g.Members {
-		if !slices.Contains(m.SubscribedTopicNames, c.topic) {
-			continue
+		if slices.Contains(m.SubscribedTopicNames, c.topic) {
+			ids = append(ids, m.MemberID)
 		}
-		members++
-		self = self || m.MemberID == c.self
 	}
-	return members, self, nil
+	slices.Sort(ids)
+	return ids, nil
 }
 
 // topicsOf is the topics of routes, in order.

@@ -99,17 +99,8 @@ func (run *rateRun) measure(ps *rateProcs, from time.Time) {
 	defer ps.mu.Unlock()
 	at := slices.Clone(ps.at)
 	slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
-	to := from.Add(run.Period)
-	j := 0
-	for i, t := range at {
-		if !t.Before(from) && t.Before(to) {
-			run.Started++
-		}
-		for t.Sub(at[j]) >= time.Second {
-			j++
-		}
-		run.MaxWindow = max(run.MaxWindow, i-j+1)
-	}
+	run.Started = countIn(at, from, from.Add(run.Period))
+	run.MaxWindow = maxWindow(at, time.Second)
 	run.Rate = float64(run.Started) / run.Period.Seconds()
 	run.Spent = ps.spent
 	run.PerProc = slices.Clone(ps.per)
@@ -118,6 +109,8 @@ func (run *rateRun) measure(ps *rateProcs, from time.Time) {
 // rateProcs are the worker processes of one rate run and the starts they
 // reported.
 type rateProcs struct {
+	exe   string
+	args  []string // a worker process's arguments
 	cmds  []*exec.Cmd
 	stdin []io.WriteCloser
 	errs  []*bytes.Buffer
@@ -126,9 +119,11 @@ type rateProcs struct {
 	mu      sync.Mutex
 	at      []time.Time // every start
 	per     []int       // starts per process
+	firsts  []time.Time // each process's first start
 	spent   int         // starts on a delivery other than the first
 	started chan struct{}
 	once    sync.Once
+	killed  int // 1 + the process killed with SIGKILL; 0: none
 }
 
 // startRateWorkers starts procs processes of this executable as rate
@@ -139,44 +134,59 @@ func startRateWorkers(seeds []string, group, topic string, limit, procs int) (*r
 	if err != nil {
 		return nil, err
 	}
-	ps := &rateProcs{per: make([]int, procs), started: make(chan struct{})}
-	for i := range procs {
-		cmd := exec.Command(exe, rateWorkerCmd, "-brokers", strings.Join(seeds, ","), "-group", group,
-			"-topic", topic, "-limit", strconv.Itoa(limit))
-		in, err := cmd.StdinPipe()
-		if err != nil {
+	ps := &rateProcs{exe: exe, args: []string{rateWorkerCmd, "-brokers", strings.Join(seeds, ","), "-group", group,
+		"-topic", topic, "-limit", strconv.Itoa(limit)}, started: make(chan struct{})}
+	for range procs {
+		if err := ps.add(); err != nil {
 			return ps, errors.Join(err, ps.stop(nil))
 		}
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			return ps, errors.Join(err, ps.stop(nil))
-		}
-		stderr := new(bytes.Buffer)
-		cmd.Stderr = stderr
-		if err := cmd.Start(); err != nil {
-			return ps, errors.Join(err, ps.stop(nil))
-		}
-		ps.cmds, ps.stdin, ps.errs = append(ps.cmds, cmd), append(ps.stdin, in), append(ps.errs, stderr)
-		ps.wg.Go(func() {
-			sc := bufio.NewScanner(out)
-			for sc.Scan() {
-				var nanos int64
-				var count int32
-				if _, err := fmt.Sscanf(sc.Text(), "s %d %d", &nanos, &count); err != nil {
-					continue
-				}
-				ps.mu.Lock()
-				ps.at = append(ps.at, time.Unix(0, nanos))
-				ps.per[i]++
-				if count > 1 {
-					ps.spent++
-				}
-				ps.mu.Unlock()
-				ps.once.Do(func() { close(ps.started) })
-			}
-		})
 	}
 	return ps, nil
+}
+
+// add starts one more worker process.
+func (ps *rateProcs) add() error {
+	cmd := exec.Command(ps.exe, ps.args...)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	stderr := new(bytes.Buffer)
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	ps.mu.Lock()
+	i := len(ps.cmds)
+	ps.cmds, ps.stdin, ps.errs = append(ps.cmds, cmd), append(ps.stdin, in), append(ps.errs, stderr)
+	ps.per = append(ps.per, 0)
+	ps.firsts = append(ps.firsts, time.Time{})
+	ps.mu.Unlock()
+	ps.wg.Go(func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			var nanos int64
+			var count int32
+			if _, err := fmt.Sscanf(sc.Text(), "s %d %d", &nanos, &count); err != nil {
+				continue
+			}
+			ps.mu.Lock()
+			ps.at = append(ps.at, time.Unix(0, nanos))
+			if ps.per[i]++; ps.per[i] == 1 {
+				ps.firsts[i] = time.Unix(0, nanos)
+			}
+			if count > 1 {
+				ps.spent++
+			}
+			ps.mu.Unlock()
+			ps.once.Do(func() { close(ps.started) })
+		}
+	})
+	return nil
 }
 
 // waitFirst waits up to timeout for the first start and returns when it
@@ -208,6 +218,9 @@ func (ps *rateProcs) stop(log *slog.Logger) error {
 		t := time.AfterFunc(burstStopTimeout, func() { _ = cmd.Process.Kill() })
 		err := cmd.Wait()
 		t.Stop()
+		if i == ps.killed-1 {
+			continue // SIGKILLed on purpose
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("rate worker %d: %w: %s", i, err, strings.TrimSpace(ps.errs[i].String())))
 		} else if log != nil && ps.errs[i].Len() > 0 {
@@ -294,5 +307,136 @@ func rateScenario(ctx context.Context, c *cluster, log *slog.Logger, period time
 			}
 		}
 	}
+	for _, limit := range rateLimits {
+		progress(fmt.Sprintf("rate: %d jobs/s, 2 worker processes, a third joins, one is killed", limit))
+		r, err := runRateChurn(ctx, c, log, limit)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("rate churn (%d/s): %w", limit, err))
+		}
+		v := fmt.Sprintf("TopicRate %d/s, 2 processes, a 3rd joins at %v, one SIGKILLed %v later", limit, rateChurnJoin, rateChurnKill)
+		add("rate", v, "max_1s_window", float64(r.MaxWindow), "jobs", fmt.Sprintf("the whole run; goal <= %.0f (1.1× the limit)", 1.1*float64(limit)))
+		add("rate", v, "join_wait", r.JoinWait.Seconds(), "s", "the joiner's launch to its first start (process start, Check, join, 2 counts)")
+		add("rate", v, "rate_after_kill", r.DuringKil/float64(limit), "x", fmt.Sprintf("the fleet's rate in the 5 s after the SIGKILL, %.1f jobs/s, ÷ the limit", r.DuringKil))
+		add("rate", v, "recovered_after", r.Recovered.Seconds(), "s", "from the SIGKILL until 2 s at >= 95% of the limit (the session timeout, 6 s by default, then a count); -1: not within the run")
+		per := make([]string, len(r.PerProc))
+		for i, n := range r.PerProc {
+			per[i] = strconv.Itoa(n)
+		}
+		add("rate", v, "redelivered", float64(r.Redeliv), "count", "starts past the first delivery: records the killed worker held; starts per process "+strings.Join(per, "/"))
+		if ctx.Err() != nil {
+			break
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// Churn: rateChurnJoin after the first start a third worker process
+// joins the two running; rateChurnKill after it one of the first two is
+// killed with SIGKILL; the run ends rateChurnAfter after the kill.
+const (
+	rateChurnJoin  = 15 * time.Second
+	rateChurnKill  = 20 * time.Second
+	rateChurnAfter = 25 * time.Second
+)
+
+// rateChurn is one churn run's figures.
+type rateChurn struct {
+	Limit     int
+	MaxWindow int           // the most starts in any 1 s of the whole run
+	JoinWait  time.Duration // from the third process's launch to its first start
+	Redeliv   int           // starts past the first delivery: the killed worker's records
+	DuringKil float64       // the fleet's rate in the 5 s after the kill
+	Recovered time.Duration // from the kill until 2 s at ≥ 95 % of the limit
+	PerProc   []int
+}
+
+// runRateChurn runs limit on two worker processes, has a third join and
+// kills one of the first two.
+func runRateChurn(ctx context.Context, c *cluster, log *slog.Logger, limit int) (rateChurn, error) {
+	run := rateChurn{Limit: limit}
+	what := fmt.Sprintf("rate-churn-%d", limit)
+	topic, err := c.topic(ctx, what, ratePartitions)
+	if err != nil {
+		return run, err
+	}
+	group, err := c.shareGroup(ctx, what)
+	if err != nil {
+		return run, err
+	}
+	n := int(float64(limit)*(rateChurnJoin+rateChurnKill+rateChurnAfter+20*time.Second).Seconds()) + 100
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: topic, Value: []byte(strconv.Itoa(i))}
+	}
+	if err := c.produce(ctx, recs); err != nil {
+		return run, err
+	}
+	ps, err := startRateWorkers(c.seeds, group, topic, limit, 2)
+	if err != nil {
+		return run, err
+	}
+	first, err := ps.waitFirst(ctx, 60*time.Second)
+	var joined, killed time.Time
+	if err == nil {
+		err = sleepCtx(ctx, time.Until(first.Add(rateChurnJoin)))
+	}
+	if err == nil {
+		joined = time.Now()
+		err = ps.add()
+	}
+	if err == nil {
+		err = sleepCtx(ctx, time.Until(joined.Add(rateChurnKill)))
+	}
+	if err == nil {
+		killed = time.Now()
+		ps.killed = 1
+		err = ps.cmds[0].Process.Kill()
+	}
+	if err == nil {
+		err = sleepCtx(ctx, time.Until(killed.Add(rateChurnAfter)))
+	}
+	err = errors.Join(err, ps.stop(log))
+
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	at := slices.Clone(ps.at)
+	slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
+	run.MaxWindow = maxWindow(at, time.Second)
+	run.Redeliv, run.PerProc = ps.spent, slices.Clone(ps.per)
+	if len(ps.firsts) == 3 && !ps.firsts[2].IsZero() {
+		run.JoinWait = ps.firsts[2].Sub(joined)
+	}
+	if !killed.IsZero() {
+		run.DuringKil = float64(countIn(at, killed, killed.Add(5*time.Second))) / 5
+		run.Recovered = -1
+		for d := time.Duration(0); d < rateChurnAfter-2*time.Second; d += 250 * time.Millisecond {
+			from := killed.Add(d)
+			if float64(countIn(at, from, from.Add(2*time.Second))) >= 0.95*2*float64(limit) {
+				run.Recovered = d
+				break
+			}
+		}
+	}
+	return run, err
+}
+
+// maxWindow is the most of the sorted times at within any window of
+// length w.
+func maxWindow(at []time.Time, w time.Duration) int {
+	most, j := 0, 0
+	for i, t := range at {
+		for t.Sub(at[j]) >= w {
+			j++
+		}
+		most = max(most, i-j+1)
+	}
+	return most
+}
+
+// countIn is how many of the sorted times at are in [from, to).
+func countIn(at []time.Time, from, to time.Time) int {
+	cmp := func(a, b time.Time) int { return a.Compare(b) }
+	i, _ := slices.BinarySearchFunc(at, from, cmp)
+	j, _ := slices.BinarySearchFunc(at, to, cmp)
+	return j - i
 }
