@@ -6,31 +6,30 @@ package worker
 // Where it acts. A record once fetched is acquired: its lock runs and
 // releasing it spends a delivery. So the limit acts on what the worker
 // asks to fetch as well as on what it starts: the executor grants the
-// member credit only for the jobs the worker's tokens will let start
-// within rateLookahead (topUp), and starts a queued job only with a
-// token (startQueued). A record that arrives a little before its token
-// (or one of the rare records a batch_optimized fetch brings past the
-// credit) waits in the queue, its lock running, for at most about a
-// lookahead; none waits into a spent delivery.
+// member credit only for the jobs the worker's tokens and slots will let
+// start within rateLookahead (topUp), and starts a queued job only with a
+// token (startQueued). A record that arrives before its slot (or one of
+// the rare records a batch_optimized fetch brings past the credit) waits
+// in the queue, its lock running, for about a lookahead; none waits into
+// a spent delivery.
 //
-// How the fleet shares it. Each worker takes limit ÷ k, where k is the
-// number of the group's members subscribed to the topic, as a
-// ShareGroupDescribe every refresh (rateRefreshDefault) says. Joins: a member takes its share only once it has been in the
-// describe for 2 refreshes, and a worker whose last describe was sent
-// more than 1.75 refreshes ago takes none; so by the time a new member
-// starts, every worker still starting jobs has described the group after
-// it joined and lowered its share. Leaves: a worker that stops gracefully
-// stops starting jobs before it leaves, and the others raise their share
-// at their next describe. Crashes: a SIGKILLed member stays in the group
-// until its session times out (SessionTimeout), and the others keep
-// their smaller share meanwhile: the fleet runs below the limit, never
+// How the fleet shares it. The limit is a grid of slots on the Unix
+// clock, one job each: slot j is the j-th interval of per ÷ n since the
+// epoch. The k members of the group subscribed to the topic, counted by a
+// ShareGroupDescribe every refresh (rateRefreshDefault) and ordered by
+// member ID, own the slots j mod k = their index. A worker starts a job
+// in a slot it owns, during that slot, or with one of the few tokens it
+// keeps from its past slots (rateLimiter.burst). Since no two workers own
+// one slot, no 1 s window holds more than the limit and a tenth of it
+// (one job below 10 a second), whatever the number of workers; the
+// workers' clocks must agree to well within a slot (NTP does).
+//
+// Joins, leaves, crashes: ratePlanner's rules keep any two workers'
+// slots apart whichever counts they have seen. A worker that stops
+// gracefully stops starting jobs before it leaves; a SIGKILLed member
+// stays in the group until its session times out (SessionTimeout), and
+// its slots go unused meanwhile: the fleet runs below the limit, never
 // above it.
-//
-// How exact. A token bucket per worker, at its share, holding at most
-// rateBurst of it (and at least one token): in any window of length T the
-// fleet starts at most limit × T plus, per worker, max(1, its share ×
-// 100 ms) jobs. Under a steady backlog each worker starts a job as its
-// token comes, so its 1 s windows hold its share give or take one job.
 
 import (
 	"context"
@@ -49,10 +48,10 @@ const (
 	// rateRefreshDefault is how often a rate-limited worker describes its
 	// group to count the members that share the limit.
 	rateRefreshDefault = 2 * time.Second
-	// rateBurst is how much of its share a worker may start at once after
-	// an idle spell (at least one job), and rateLookahead how far ahead of
-	// its tokens it asks for records, so a fetch's round trip costs no
-	// rate.
+	// rateBurst is how much of the limit the fleet's workers keep
+	// together from their past slots (less one job), and rateLookahead
+	// how far ahead of its slots a worker asks for records, so a fetch's
+	// round trip costs no rate.
 	rateBurst     = 100 * time.Millisecond
 	rateLookahead = 100 * time.Millisecond
 	// rateSharePoll is how often a worker with no share yet (joining, or
@@ -66,19 +65,21 @@ const (
 // TopicRate limits the jobs of topic that start to n per interval per,
 // across every worker of the share group, not per process (for example
 // TopicRate("emails", 14, time.Second) for Amazon SES's 14 sends a
-// second). A worker never fetches a record it cannot start within the
-// limit, so waiting for the limit spends no delivery.
+// second). The interval is a rate: 600 per minute is 10 a second, not
+// 600 at the top of each minute. A worker never fetches a record it
+// cannot start within the limit, so waiting for it spends no delivery.
 //
-// The workers share the limit evenly: each takes n ÷ (the group's members
-// subscribed to the topic), counted every 2 s. A worker
-// that joins takes its share only once the others can have seen it (after
-// about 4 s), so the fleet stays within the limit while workers join and
-// leave; a worker killed without leaving stays in the group until its
-// session times out ([SessionTimeout]), and the others run below the
-// limit meanwhile. In any window of length T the fleet starts at most
-// n × T ÷ per jobs plus, per worker, the larger of one job and a tenth of
-// a second of its share. Every worker of the topic must set the same
-// limit. docs/limits.md has the details and measurements.
+// The workers take turns on one grid of slots on the clock (per ÷ n
+// each): with k workers subscribed to the topic, counted every 2 s, each
+// owns every k-th slot. So no 1 s window holds more than n ÷ per jobs
+// and a tenth of that (one job below 10 a second), however many workers
+// there are, as long as their clocks agree to well within a slot (NTP
+// does). A worker that joins starts jobs only once the others can have
+// seen it (after about 4 s); one killed without leaving stays in the
+// group until its session times out ([SessionTimeout]) and its slots go
+// unused meanwhile: the fleet runs below the limit, never above. Every
+// worker of the topic must set the same limit. docs/limits.md has the
+// details and measurements.
 //
 // topic must be registered with [Handle], and for now it must be the
 // worker's only topic: a share fetch cannot choose among its topics, so
@@ -145,6 +146,21 @@ type rateShare struct {
 	until                  time.Time // it holds until then, unless a newer describe comes first
 }
 
+// sameSlots reports whether s and o own the same slots (o may be nil).
+func (s *rateShare) sameSlots(o *rateShare) bool {
+	return o != nil && s.members == o.members && s.index == o.index && s.prevMembers == o.prevMembers && s.prevIndex == o.prevIndex
+}
+
+// nextOwned returns the first slot after j the worker owns, if any.
+func (s *rateShare) nextOwned(j int64) (int64, bool) {
+	for i, period := int64(1), int64(s.members*max(1, s.prevMembers)); i <= period; i++ {
+		if s.owns(j + i) {
+			return j + i, true
+		}
+	}
+	return 0, false
+}
+
 // owns reports whether the worker owns slot j.
 func (s *rateShare) owns(j int64) bool {
 	if j%int64(s.members) != int64(s.index) {
@@ -166,6 +182,7 @@ type rateLimiter struct {
 
 	// Owned by the executor's goroutine.
 	plan     *rateShare // the share the tokens were counted under; nil: none
+	armedAt  time.Time  // when the timer fires, if after now
 	lastSlot int64      // the newest slot counted
 	cur      bool       // lastSlot is owned and its token not used yet
 	held     int        // tokens of past slots, at most burst
@@ -218,7 +235,7 @@ func (r *rateLimiter) refill(now time.Time) (*rateShare, int64) {
 	case s == nil:
 		r.plan, r.cur, r.held = nil, false, 0
 		return nil, j
-	case s != r.plan: // a new count: the current slot may be another's under it
+	case !s.sameSlots(r.plan): // a new count: the current slot may be another's under it
 		r.plan, r.lastSlot, r.cur, r.held = s, j, false, min(r.held, r.burst(s))
 		return s, j
 	case j == r.lastSlot:
@@ -260,7 +277,7 @@ func (r *rateLimiter) take(now time.Time) bool {
 		r.held--
 		return true
 	}
-	r.arm(now, s, j)
+	r.armAt(now, r.nextSlot(s, j, 0))
 	return false
 }
 
@@ -278,32 +295,38 @@ func (r *rateLimiter) room(now time.Time, want, inHand int) int {
 	if r.cur {
 		free++
 	}
+	ahead := r.slotAt(now.Add(rateLookahead))
 	if s != nil {
-		for i, ahead := j+1, r.slotAt(now.Add(rateLookahead)); i <= ahead && free < want; i++ {
+		for i := j + 1; i <= ahead && free < want; i++ {
 			if s.owns(i) {
 				free++
 			}
 		}
 	}
-	if free < want {
-		r.arm(now, s, j)
+	if free < want { // wake when the next slot of its own comes within the lookahead
+		r.armAt(now, r.nextSlot(s, ahead, rateLookahead))
 	}
 	return max(0, min(want, free))
 }
 
-// arm sets the timer for the worker's next slot after j (or, with no
-// share, the next look at it).
-func (r *rateLimiter) arm(now time.Time, s *rateShare, j int64) {
-	d := rateSharePoll
+// nextSlot is when to wake for the worker's first slot after j: lead
+// before it begins (or, with no share, when to look at it again).
+func (r *rateLimiter) nextSlot(s *rateShare, j int64, lead time.Duration) time.Time {
 	if s != nil {
-		for i, period := int64(1), int64(s.members*max(1, s.prevMembers)); i <= period; i++ {
-			if s.owns(j + i) {
-				d = r.slotTime(j + i).Sub(now)
-				break
-			}
+		if next, ok := s.nextOwned(j); ok {
+			return r.slotTime(next).Add(-lead)
 		}
 	}
-	d = max(d, time.Microsecond)
+	return time.Now().Add(rateSharePoll)
+}
+
+// armAt has the timer fire at at, unless it fires earlier already.
+func (r *rateLimiter) armAt(now, at time.Time) {
+	if r.armedAt.After(now) && !at.Before(r.armedAt) {
+		return
+	}
+	d := max(at.Sub(now), time.Microsecond)
+	r.armedAt = now.Add(d)
 	if r.timer == nil {
 		r.timer = time.NewTimer(d)
 		return

@@ -265,3 +265,18 @@ func TestTopicRateOptions(t *testing.T) {
 		})
 	}
 }
+
+// A count that changes nothing (a new describe, the same members) keeps
+// the slot under way: its job still starts.
+func TestRateLimiterKeepsItsSlotAcrossRecounts(t *testing.T) {
+	t.Parallel()
+	r := limiterAt(10, 1, 0)
+	now := time.Now()
+	r.room(now, 1, 0) // counts from now's slot
+	next := r.slotTime(r.slotAt(now) + 1).Add(time.Millisecond)
+	r.share.Store(&rateShare{members: 1, index: 0, perSecond: 10, until: now.Add(time.Hour)})
+	if !r.take(next) {
+		t.Errorf("a recount with the same members took the slot under way")
+	}
+	r.stop()
+}
