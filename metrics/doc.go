@@ -178,7 +178,7 @@
 //	    Gauges, only for a worker with worker.TopicRate: the topic's limit
 //	    for the whole group, and this worker's share of it (0 while the
 //	    worker waits to be counted among the members that share it; see
-//	    docs/limits.md).
+//	    docs/rate-limits.md).
 //
 // A process that runs several workers makes one [Metrics] for each, with
 // distinct [ConstLabels], on the same registerer.

@@ -78,7 +78,7 @@ const (
 // seen it (after about 4 s); one killed without leaving stays in the
 // group until its session times out ([SessionTimeout]) and its slots go
 // unused meanwhile: the fleet runs below the limit, never above. Every
-// worker of the topic must set the same limit. docs/limits.md has the
+// worker of the topic must set the same limit. docs/rate-limits.md has the
 // details and measurements.
 //
 // topic must be registered with [Handle], and for now it must be the

@@ -1,4 +1,4 @@
-// Command emails is the worker of docs/limits.md's "The email case": it
+// Command emails is the worker of docs/rate-limits.md's "The email case": it
 // sends the jobs of the topic "emails" at most 14 a second (Amazon SES's
 // starting quota) across every process that runs it, on a broker at
 // localhost:9092. send stands in for the SES call.
