@@ -180,6 +180,11 @@
 //	    leads an assigned partition), and reopened after an error.
 //	shareq_member_rejoins_total
 //	    Counter. Rejoins after the coordinator fenced the member.
+//	shareq_rate_limit_jobs_per_second{topic}, shareq_rate_share_jobs_per_second{topic}
+//	    Gauges, only for a worker with worker.TopicRate: the topic's limit
+//	    for the whole group, and this worker's share of it (0 while the
+//	    worker waits to be counted among the members that share it; see
+//	    docs/rate-limits.md).
 //
 // A process that runs several workers makes one [Metrics] for each, with
 // distinct [ConstLabels], on the same registerer.

@@ -28,6 +28,8 @@ type memberMetrics struct {
 	reset      prometheus.Counter
 	rejoins    prometheus.Counter
 	acks       *prometheus.CounterVec
+	rateLimit  *prometheus.GaugeVec // worker.TopicRate, by topic
+	rateShare  *prometheus.GaugeVec
 
 	mu   sync.Mutex
 	last worker.MemberStats
@@ -56,12 +58,16 @@ func newMemberMetrics(labels prometheus.Labels) *memberMetrics {
 		rejoins:    counter("member_rejoins_total", "Times the member rejoined the share group after the coordinator fenced it."),
 		acks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "acks_total",
 			Help: "Acknowledgements the broker applied, by type (accept, release, reject).", ConstLabels: labels}, []string{"ack"}),
+		rateLimit: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "rate_limit_jobs_per_second",
+			Help: "The topic's rate limit (worker.TopicRate) for the whole share group, in jobs per second.", ConstLabels: labels}, []string{"topic"}),
+		rateShare: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "rate_share_jobs_per_second",
+			Help: "This worker's share of the topic's rate limit, in jobs per second (0 while it waits to be counted).", ConstLabels: labels}, []string{"topic"}),
 	}
 }
 
 func (mm *memberMetrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{mm.state, mm.partitions, mm.held, mm.heldBytes, mm.buffered, mm.fetchRTT,
-		mm.fetches, mm.fetched, mm.lost, mm.opened, mm.reset, mm.rejoins, mm.acks}
+		mm.fetches, mm.fetched, mm.lost, mm.opened, mm.reset, mm.rejoins, mm.acks, mm.rateLimit, mm.rateShare}
 }
 
 // MemberStats sets the member metrics from a snapshot of the worker's
@@ -83,6 +89,10 @@ func (m *Metrics) MemberStats(s worker.MemberStats) {
 	mm.heldBytes.Set(float64(s.HeldBytes))
 	mm.buffered.Set(float64(s.Buffered))
 	mm.fetchRTT.Set(s.FetchRTT.Seconds())
+	if s.RateTopic != "" {
+		mm.rateLimit.WithLabelValues(s.RateTopic).Set(s.RateLimit)
+		mm.rateShare.WithLabelValues(s.RateTopic).Set(s.RateShare)
+	}
 
 	last := mm.last
 	if s.Fetches < last.Fetches || s.SessionsOpened < last.SessionsOpened { // a new Run: its counters start at 0

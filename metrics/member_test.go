@@ -91,3 +91,27 @@ func TestMemberStatsOfANewRunStartFromZero(t *testing.T) {
 		t.Errorf("records_fetched_total = %v, want 540", got)
 	}
 }
+
+// A worker with a TopicRate has its limit and share as gauges by topic;
+// one without has none.
+func TestMemberStatsRate(t *testing.T) {
+	t.Parallel()
+	reg, m := setup(t)
+	m.MemberStats(worker.MemberStats{State: "joined"})
+	if n, err := testutil.GatherAndCount(reg, "shareq_rate_limit_jobs_per_second", "shareq_rate_share_jobs_per_second"); err != nil || n != 0 {
+		t.Errorf("without a rate limit: %d series (%v), want none", n, err)
+	}
+	m.MemberStats(worker.MemberStats{State: "joined", RateTopic: "emails", RateLimit: 14})
+	m.MemberStats(worker.MemberStats{State: "joined", RateTopic: "emails", RateLimit: 14, RateShare: 7})
+	err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP shareq_rate_limit_jobs_per_second The topic's rate limit (worker.TopicRate) for the whole share group, in jobs per second.
+# TYPE shareq_rate_limit_jobs_per_second gauge
+shareq_rate_limit_jobs_per_second{topic="emails"} 14
+# HELP shareq_rate_share_jobs_per_second This worker's share of the topic's rate limit, in jobs per second (0 while it waits to be counted).
+# TYPE shareq_rate_share_jobs_per_second gauge
+shareq_rate_share_jobs_per_second{topic="emails"} 7
+`), "shareq_rate_limit_jobs_per_second", "shareq_rate_share_jobs_per_second")
+	if err != nil {
+		t.Error(err)
+	}
+}

@@ -251,6 +251,9 @@ type executorConfig struct {
 	// DependenciesDown is called with the dependencies down whenever the
 	// pause changes, with nil when it ends.
 	DependenciesDown func(deps []string)
+	// Rate is the topic's rate limit (rate.go): credits are granted and
+	// queued jobs started only as its tokens allow. nil: none.
+	Rate *rateLimiter
 }
 
 // executorConfig is the executor's config for this worker.
@@ -316,6 +319,7 @@ func (x *executor) run(ctx context.Context) {
 	x.wake = time.NewTimer(time.Hour)
 	x.wake.Stop()
 	defer x.wake.Stop()
+	defer x.cfg.Rate.stop()
 	defer x.pubRunning.Store(0)
 	defer x.pubQueued.Store(0)
 	defer x.pubWaiting.Store(0)
@@ -369,6 +373,7 @@ func (x *executor) run(ctx context.Context) {
 			x.reading()
 		case <-x.copySignal:
 			x.takeCopies()
+		case <-x.cfg.Rate.wake(): // a token for a job waiting on the rate limit
 		case <-stopping:
 			stopping = nil
 			x.logStopping()
@@ -557,7 +562,7 @@ func (x *executor) startQueued() {
 	}
 	x.startReruns()
 	x.startReady()
-	for x.running < x.conc && x.queued > 0 {
+	for x.running < x.conc && x.queued > 0 && x.cfg.Rate.take(time.Now()) {
 		x.start(x.popQueued())
 	}
 }
@@ -1207,7 +1212,9 @@ func (x *executor) topUp() {
 	if x.stopping || x.pause != nil {
 		return
 	}
-	if n := x.conc + x.prefetch - x.running - x.queued - len(x.reruns) - x.waitingOver() - x.outstanding; n > 0 {
+	// Jobs waiting for their keys will need the rate's tokens too.
+	n := x.conc + x.prefetch - x.running - x.queued - len(x.reruns) - x.waitingOver() - x.outstanding
+	if n = x.cfg.Rate.room(time.Now(), n, x.queued+x.waiting+x.outstanding); n > 0 {
 		x.outstanding += n
 		x.m.Grant(n)
 	}

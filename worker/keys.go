@@ -318,10 +318,13 @@ func (x *executor) keysDue(now time.Time) {
 }
 
 // startReady starts the waiters let go, oldest first, while slots are
-// free; one its key no longer admits waits again at the head of its line.
+// free and the topic's rate (TopicRate) gives a token; one its key no
+// longer admits waits again at the head of its line. A token taken for
+// a job that does not start is not given back: the rate is under-used
+// then, never exceeded.
 func (x *executor) startReady() {
 	now := time.Now()
-	for x.running < x.conc && len(x.ready) > 0 {
+	for x.running < x.conc && len(x.ready) > 0 && x.cfg.Rate.take(now) {
 		j := x.ready[0]
 		x.ready[0] = nil
 		x.ready = x.ready[1:]

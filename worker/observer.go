@@ -279,6 +279,13 @@ type MemberStats struct {
 	SessionsOpened int64         // share sessions opened, first ones included
 	SessionsReset  int64         // share sessions reopened after an error
 	Rejoins        int64         // times the member rejoined the group after being fenced
+
+	// RateTopic is the topic of the worker's [TopicRate] ("" without
+	// one), RateLimit its limit for the whole fleet and RateShare this
+	// worker's share of it, both in jobs per second (RateShare is 0 while
+	// the worker waits to be counted among the members sharing it).
+	RateTopic            string
+	RateLimit, RateShare float64
 }
 
 // NopObserver does nothing. Embed it in an observer that needs only some

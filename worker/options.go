@@ -113,6 +113,8 @@ type config struct {
 	topicTimeouts   []topicTimeout
 	keyLimits       []topicKeys
 	snoozer         Snoozer
+	rates           []topicRate   // TopicRate (rate.go)
+	rateRefresh     time.Duration // how often a rate-limited worker counts the members sharing it (rate.go)
 	// The stall check's (stall.go): how long a partition gives nothing
 	// before it looks, and how often it looks. Tests shorten them
 	// (export_test.go).
@@ -451,6 +453,7 @@ func newConfig(opts []Option) (*config, error) {
 		maxBytesInHand:  MaxBytesInHandDefault,
 		stallAfter:      stallAfterDefault,
 		stallEvery:      topicWatchEvery,
+		rateRefresh:     rateRefreshDefault,
 	}
 	for _, o := range opts {
 		if o == nil {
@@ -587,6 +590,7 @@ func newConfig(opts []Option) (*config, error) {
 		timed[tt.topic] = true
 	}
 	c.checkKeyLimits(seen, bad)
+	errs = append(errs, c.checkRates(topicsOf(c.routes))...)
 	if c.fetchMaxWait < 10*time.Millisecond || c.fetchMaxWait > time.Minute {
 		bad("FetchMaxWait(%v): must be between 10ms (the client's minimum) and 1m", c.fetchMaxWait)
 	}

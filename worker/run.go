@@ -68,10 +68,11 @@ func (w *Worker) runMember(ctx context.Context, log *slog.Logger) error {
 	}
 	xc := w.executorConfig()
 	xc.Produce = cl.Produce // snoozed jobs' copies
+	xc.Rate = w.newRateLimiter()
 	x := newExecutor(xc, m)
 	clientID, _ := cl.OptValue(kgo.ClientID).(string)
-	log.Info("worker started", "topics", w.topics, "concurrency", w.cfg.concurrency,
-		"delivery_limit", w.deliveryLimit.Load(), "client_id", clientID, "member_id", m.Stats().MemberID)
+	log.Info("worker started", append([]any{"topics", w.topics, "concurrency", w.cfg.concurrency,
+		"delivery_limit", w.deliveryLimit.Load(), "client_id", clientID, "member_id", m.Stats().MemberID}, xc.Rate.logArgs()...)...)
 
 	// The member outlives ctx: after the graceful stop the executor asks
 	// it to leave, and its Run returns once it has.
@@ -92,6 +93,9 @@ func (w *Worker) runMember(ctx context.Context, log *slog.Logger) error {
 		defer acl.Close()
 		helpers.Go(func() { w.watchTopics(wctx, acl, log) })
 		helpers.Go(func() { w.watchStalls(wctx, acl, m, log) })
+		if xc.Rate != nil {
+			helpers.Go(func() { w.watchRate(wctx, acl, xc.Rate, m.Stats().MemberID, log) })
+		}
 	}
 	helpers.Go(func() { w.reportMember(rctx, m, x, clientID) })
 
@@ -143,12 +147,14 @@ func memberStats(s member.Stats, x *executor, clientID string) MemberStats {
 		acks[ackOf(t)] += n
 	}
 	running, buffered := x.counts()
+	rateTopic, rateLimit, rateShare := x.cfg.Rate.stats()
 	return MemberStats{
 		ClientID: clientID, MemberID: s.MemberID, State: s.State.String(), Partitions: s.Partitions,
 		Held: s.Held, HeldBytes: s.HeldBytes, Buffered: buffered, Running: running, FetchRTT: s.FetchRTT,
 		Waiting: int(x.pubWaiting.Load()), Snoozed: int(x.pubSnoozed.Load()), BreakersOpen: int(x.pubBreakers.Load()),
 		Fetches: s.Fetches, Fetched: s.Fetched, Acks: acks, AckErrors: s.AckErrors, LostRecords: s.LostRecords,
 		SessionsOpened: s.SessionsOpened, SessionsReset: s.SessionsReset, Rejoins: s.Rejoins,
+		RateTopic: rateTopic, RateLimit: rateLimit, RateShare: rateShare,
 	}
 }
 

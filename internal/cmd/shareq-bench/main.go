@@ -2,7 +2,7 @@
 // would weigh it against, in one run, and reports ratios within that run:
 //
 //	go run ./internal/cmd/shareq-bench [-broker kfake|127.0.0.1:19092|both]
-//	    [-database URL] [-scenarios hol,overhead,eos,renew,burst,latency,producer,scale,isolation,breaker,snooze] [-out bench-out/] [-quick]
+//	    [-database URL] [-scenarios hol,overhead,eos,renew,burst,latency,producer,scale,isolation,breaker,snooze,rate] [-out bench-out/] [-quick]
 //	    [-cluster HOST:PORT,HOST:PORT,HOST:PORT]
 //
 // Scenarios, each run on every backend asked for (kfake in process, and
@@ -60,6 +60,11 @@
 //	          handler.KeyUnavailable) for 30 s: its jobs' deliveries
 //	          spent, the other four's rate while it is down over before,
 //	          the breaker's Warn and Info lines.
+//	rate      (only when named) worker.TopicRate of 10 and 100 jobs/s on a
+//	          backlog, run by 1 and 3 worker processes for 60 s (15 s
+//	          with -quick) after a 5 s warm-up: the fleet's rate, the most
+//	          jobs started in any 1 s (joins included) and the deliveries
+//	          spent (see rate.go).
 //
 // The shareq worker's only setting in every scenario is its Concurrency
 // (handler slots), with a key limit in isolation and breaker; how it
@@ -104,6 +109,13 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == burstWorkerCmd {
 		if err := runBurstWorker(ctx, os.Args[2:], os.Stdin, os.Stdout, os.Stderr); err != nil {
 			fmt.Fprintln(os.Stderr, "shareq-bench "+burstWorkerCmd+":", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == rateWorkerCmd {
+		if err := runRateWorker(ctx, os.Args[2:], os.Stdin, os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "shareq-bench "+rateWorkerCmd+":", err)
 			os.Exit(1)
 		}
 		return
@@ -169,11 +181,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	for _, s := range strings.Split(*scen, ",") {
 		switch s = strings.TrimSpace(s); s {
-		case "hol", "overhead", "eos", "renew", "burst", "latency", "scale", "producer", "bigrecords", "isolation", "breaker", "snooze":
+		case "hol", "overhead", "eos", "renew", "burst", "latency", "scale", "producer", "bigrecords", "isolation", "breaker", "snooze", "rate":
 			o.scenarios[s] = true
 		case "":
 		default:
-			return o, fmt.Errorf("-scenarios: unknown scenario %q (want hol, overhead, eos, renew, burst, latency, scale, producer, bigrecords, isolation, breaker, snooze)", s)
+			return o, fmt.Errorf("-scenarios: unknown scenario %q (want hol, overhead, eos, renew, burst, latency, scale, producer, bigrecords, isolation, breaker, snooze, rate)", s)
 		}
 	}
 	return o, nil
@@ -187,13 +199,14 @@ type sizes struct {
 	eosConc     int
 	renewJobs   int
 	latencyFor  time.Duration // how long the latency scenario produces at each rate
+	rateFor     time.Duration // the rate scenario's measured period
 }
 
 func sizesFor(quick bool) sizes {
 	if quick {
-		return sizes{noopRecords: 20000, sweepLimit: 2 * time.Second, eosJobs: 2000, eosConc: 16, renewJobs: 20, latencyFor: 3 * time.Second}
+		return sizes{noopRecords: 20000, sweepLimit: 2 * time.Second, eosJobs: 2000, eosConc: 16, renewJobs: 20, latencyFor: 3 * time.Second, rateFor: 15 * time.Second}
 	}
-	return sizes{noopRecords: 200000, sweepLimit: 8 * time.Second, eosJobs: 20000, eosConc: 16, renewJobs: 20, latencyFor: 10 * time.Second}
+	return sizes{noopRecords: 200000, sweepLimit: 8 * time.Second, eosJobs: 20000, eosConc: 16, renewJobs: 20, latencyFor: 10 * time.Second, rateFor: time.Minute}
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -527,6 +540,9 @@ func runBackend(ctx context.Context, c *cluster, log *slog.Logger, o options, sz
 		if err := snoozeScenario(ctx, c, log, o.database, snoozeAdd, progress); err != nil {
 			errs = append(errs, fmt.Errorf("snooze: %w", err))
 		}
+	}
+	if o.scenarios["rate"] {
+		errs = append(errs, rateScenario(ctx, c, log, sz.rateFor, add, progress))
 	}
 	if o.scenarios["scale"] {
 		scaleAdd := func(variant, metric string, v float64, unit, note string) {

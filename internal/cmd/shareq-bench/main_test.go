@@ -10,10 +10,17 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	// The burst and scale scenarios re-execute their executable, here
+	// The burst, scale and rate scenarios re-execute their executable, here
 	// the test binary, as worker processes.
 	if len(os.Args) > 1 && os.Args[1] == burstWorkerCmd {
 		if err := runBurstWorker(context.Background(), os.Args[2:], os.Stdin, os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	if len(os.Args) > 1 && os.Args[1] == rateWorkerCmd {
+		if err := runRateWorker(context.Background(), os.Args[2:], os.Stdin, os.Stdout, os.Stderr); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
