@@ -32,6 +32,7 @@ func main() {
 	w, err := worker.New(
 		worker.Brokers("localhost:9092"),
 		worker.Group("emails"),
+		worker.AutoOffsetReset("earliest"), // a new group starts at the jobs already enqueued
 		worker.Handle("emails", handler.JSON(func(ctx context.Context, _ *handler.Job, e Email) error {
 			return send(ctx, e) // the SES call
 		})),
