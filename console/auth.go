@@ -93,8 +93,9 @@ type whoKey struct{}
 
 // authenticate wraps h with the authentication the options ask for (none
 // without Authenticate or BasicAuth); the user's name goes into the
-// request's context for the action log. A refused POST is logged as a
-// refused action.
+// request's context for the action log. A refused request is logged at
+// Debug only: a browser sends a form's POST without the password first
+// and again with it after the 401, which is no action refused.
 func (s *server) authenticate(h http.Handler) http.Handler {
 	a := &s.cfg.auth
 	fn := a.fn
@@ -113,10 +114,8 @@ func (s *server) authenticate(h http.Handler) http.Handler {
 			h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), whoKey{}, who)))
 			return
 		}
-		if r.Method == http.MethodPost {
-			s.cfg.logger.LogAttrs(r.Context(), slog.LevelInfo, "console: action", slog.String("who", "unauthenticated ("+r.RemoteAddr+")"),
-				slog.String("action", r.URL.Path), slog.String("outcome", "refused"), slog.String("error", "not authenticated"))
-		}
+		s.cfg.logger.LogAttrs(r.Context(), slog.LevelDebug, "console: request not authenticated",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("from", r.RemoteAddr))
 		if a.basicSet {
 			w.Header().Set("WWW-Authenticate", `Basic realm="shareq console", charset="UTF-8"`)
 			http.Error(w, "authentication required", http.StatusUnauthorized)
