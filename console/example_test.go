@@ -25,8 +25,8 @@ func requireOperator(h http.Handler) http.Handler {
 
 type userKey struct{}
 
-// operator tells the console who sent a request, from what
-// requireOperator found: everyone signed in reads, only alice acts.
+// operator reads the user requireOperator put in the context: everyone
+// signed in reads, only alice acts (an action is a POST).
 func operator(r *http.Request) (who string, ok bool) {
 	user, _ := r.Context().Value(userKey{}).(string)
 	if r.Method == http.MethodPost {
