@@ -169,11 +169,11 @@ func serveConsole(ctx context.Context, cl *kgo.Client, c consoleConfig, stdout, 
 	mode := "read-only; -actions enables replay, enqueue and reset"
 	switch {
 	case c.actions && c.auth != nil:
-		mode = "actions enabled, basic auth"
+		mode = "actions enabled, with basic auth"
 	case c.anyClient:
-		mode = "actions enabled without auth for anyone who reaches it"
+		mode = "actions enabled without auth, for anyone who reaches it"
 	case c.actions:
-		mode = "actions enabled for loopback clients; -auth-user authenticates"
+		mode = "actions enabled" // for loopback clients (console.Actions)
 	}
 	fmt.Fprintf(stdout, "shareq console on http://%s%s/ (%s)\n", ln.Addr(), strings.TrimRight(c.prefix, "/"), mode)
 	done := make(chan error, 1)
