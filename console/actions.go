@@ -44,8 +44,9 @@ type replaySummary struct {
 // filter, through dlq.Replay, and streams a row per replayed job as it
 // goes. Each job is replayed at most once unless the form forces it: a
 // job with a replay marker is passed over and counted.
-func (s *server) replay(w http.ResponseWriter, r *http.Request) {
+func (s *server) replay(w http.ResponseWriter, r *http.Request) outcome {
 	topic := r.PathValue("topic")
+	what := slog.String("topic", topic)
 	form := r.PostForm
 	force := form.Get("force") != ""
 	var runs []dlq.Filter
@@ -56,25 +57,28 @@ func (s *server) replay(w http.ResponseWriter, r *http.Request) {
 			pn, perr := strconv.ParseInt(p, 10, 32)
 			on, oerr := strconv.ParseInt(o, 10, 64)
 			if !ok || perr != nil || oerr != nil || pn < 0 || on < 0 {
-				s.fail(w, r, http.StatusBadRequest, fmt.Errorf("job %q: want partition:offset", j))
-				return
+				err := fmt.Errorf("job %q: want partition:offset", j)
+				s.fail(w, r, http.StatusBadRequest, err)
+				return failed(err, what)
 			}
 			runs = append(runs, dlq.Filter{Partitions: []int32{int32(pn)}, Offsets: dlq.OffsetRange{From: on, End: on + 1}})
 		}
 		if len(runs) == 0 {
-			s.fail(w, r, http.StatusBadRequest, errors.New("no job selected: tick the jobs to replay"))
-			return
+			err := errors.New("no job selected: tick the jobs to replay")
+			s.fail(w, r, http.StatusBadRequest, err)
+			return failed(err, what)
 		}
 	case "filter":
 		f, err := readFilterForm(form).filter()
 		if err != nil {
 			s.fail(w, r, http.StatusBadRequest, err)
-			return
+			return failed(err, what)
 		}
 		runs = []dlq.Filter{f}
 	default:
-		s.fail(w, r, http.StatusBadRequest, fmt.Errorf("mode %q: want jobs or filter", mode))
-		return
+		err := fmt.Errorf("mode %q: want jobs or filter", mode)
+		s.fail(w, r, http.StatusBadRequest, err)
+		return failed(err, what)
 	}
 	// With enqueue's partitioner, dlq.Replay produces through cl, and the
 	// replays of a selection (one per job) continue one round-robin over
@@ -82,7 +86,7 @@ func (s *server) replay(w http.ResponseWriter, r *http.Request) {
 	cl, err := s.newClient(enqueue.ProducerOpts()...)
 	if err != nil {
 		s.fail(w, r, http.StatusInternalServerError, err)
-		return
+		return failed(err, what)
 	}
 	defer cl.Close()
 
@@ -92,7 +96,7 @@ func (s *server) replay(w http.ResponseWriter, r *http.Request) {
 	pg := page{Title: "Replay " + topic, Base: s.cfg.prefix, Nav: "topics", Actions: true, Outbox: s.cfg.outbox != nil, CSRF: s.csrfToken(w, r),
 		Data: struct{ Topic string }{topic}}
 	if err := t.ExecuteTemplate(w, "top", pg); err != nil {
-		return
+		return failed(err, what)
 	}
 	_ = t.ExecuteTemplate(w, "replay-start", pg)
 	_ = rc.Flush()
@@ -148,13 +152,17 @@ func (s *server) replay(w http.ResponseWriter, r *http.Request) {
 	if sum.Err == "" && ctx.Err() != nil {
 		sum.Err = "stopped: " + ctx.Err().Error() + " (run the same replay again to finish: it resumes where it stopped)"
 	}
-	s.cfg.logger.Info("console: replay", slog.String("topic", topic), slog.Int("replayed", sum.Stats.Replayed),
-		slog.Int("already_replayed", sum.Stats.AlreadyReplayed), slog.Bool("force", force), slog.String("error", sum.Err))
 	_ = t.ExecuteTemplate(w, "replay-end", struct {
 		page
 		Sum replaySummary
 	}{pg, sum})
 	_ = t.ExecuteTemplate(w, "bottom", pg)
+	o := done(what, slog.String("mode", form.Get("mode")), slog.Int("replayed", sum.Stats.Replayed),
+		slog.Int("already_replayed", sum.Stats.AlreadyReplayed), slog.Bool("force", force))
+	if sum.Err != "" {
+		o.err = errors.New(sum.Err)
+	}
+	return o
 }
 
 // add sums the counts of b into a.
@@ -175,18 +183,24 @@ type enqueueForm struct {
 }
 
 func (s *server) enqueueForm(w http.ResponseWriter, r *http.Request) {
-	if !s.cfg.actions {
-		s.fail(w, r, http.StatusForbidden, errors.New("the console is read-only: actions are enabled with console.Actions (shareq console -actions)"))
+	if err := s.mayAct(r); err != nil {
+		s.fail(w, r, http.StatusForbidden, err)
 		return
 	}
 	s.render(w, r, http.StatusOK, "enqueue", "Enqueue a job", "enqueue", enqueueForm{Topic: r.URL.Query().Get("topic"), Payload: "{}"})
 }
 
 // enqueue enqueues one job, as "shareq enqueue" does.
-func (s *server) enqueue(w http.ResponseWriter, r *http.Request) {
+func (s *server) enqueue(w http.ResponseWriter, r *http.Request) (o outcome) {
 	f := enqueueForm{Topic: strings.TrimSpace(r.PostForm.Get("topic")), Key: r.PostForm.Get("key"), ID: strings.TrimSpace(r.PostForm.Get("id")), Payload: r.PostForm.Get("payload")}
 	status := http.StatusOK
-	defer func() { s.render(w, r, status, "enqueue", "Enqueue a job", "enqueue", f) }()
+	defer func() {
+		s.render(w, r, status, "enqueue", "Enqueue a job", "enqueue", f)
+		o.attrs = []slog.Attr{slog.String("topic", f.Topic), slog.String("job_id", f.JobID)}
+		if f.Err != "" {
+			o.err = errors.New(f.Err)
+		}
+	}()
 	switch {
 	case f.Topic == "":
 		f.Err, status = "name the topic", http.StatusBadRequest
@@ -221,7 +235,7 @@ func (s *server) enqueue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.JobID = id
-	s.cfg.logger.Info("console: enqueue", slog.String("topic", f.Topic), slog.String("job_id", id))
+	return o
 }
 
 type resetPage struct {
@@ -232,8 +246,8 @@ type resetPage struct {
 }
 
 func (s *server) resetForm(w http.ResponseWriter, r *http.Request) {
-	if !s.cfg.actions {
-		s.fail(w, r, http.StatusForbidden, errors.New("the console is read-only: actions are enabled with console.Actions (shareq console -actions)"))
+	if err := s.mayAct(r); err != nil {
+		s.fail(w, r, http.StatusForbidden, err)
 		return
 	}
 	q := r.URL.Query()
@@ -266,10 +280,16 @@ func (s *server) planReset(ctx context.Context, p *resetPage) (sharegroup.Target
 
 // reset moves an empty group's start offsets, as "shareq reset -yes"
 // does, once the form's confirmation names the group.
-func (s *server) reset(w http.ResponseWriter, r *http.Request) {
+func (s *server) reset(w http.ResponseWriter, r *http.Request) (o outcome) {
 	p := resetPage{Group: r.PathValue("group"), To: r.PostForm.Get("to"), Topic: strings.TrimSpace(r.PostForm.Get("topic"))}
 	status := http.StatusOK
-	defer func() { s.render(w, r, status, "reset", "Reset "+p.Group, "groups", p) }()
+	defer func() {
+		s.render(w, r, status, "reset", "Reset "+p.Group, "groups", p)
+		o.attrs = []slog.Attr{slog.String("group", p.Group), slog.String("to", p.To), slog.String("topic", p.Topic), slog.Int("partitions", len(p.Rows))}
+		if p.Err != "" {
+			o.err = errors.New(p.Err)
+		}
+	}()
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
 	if _, err := s.planReset(ctx, &p); err != nil {
@@ -291,5 +311,5 @@ func (s *server) reset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.Done = true
-	s.cfg.logger.Info("console: reset", slog.String("group", p.Group), slog.String("to", p.To), slog.Int("partitions", len(p.Rows)))
+	return o
 }

@@ -41,8 +41,10 @@ const contentSecurityPolicy = "default-src 'none'; style-src 'self'; img-src 'se
 // use; it starts no goroutine of its own (a replay runs within its POST
 // request, and stops when the browser goes away).
 //
-// The console has no authentication of its own: put the application's
-// auth middleware in front of it (or use "shareq console -auth-user").
+// With [Authenticate] or [BasicAuth] every request is authenticated;
+// without either, the application's auth middleware in front of the
+// console decides who reads it, and the actions are served to loopback
+// clients only (see [Actions]).
 func New(opts ...Option) (http.Handler, error) {
 	c, err := newConfig(opts)
 	if err != nil {
@@ -60,13 +62,13 @@ func New(opts ...Option) (http.Handler, error) {
 	mux.HandleFunc("GET /{$}", s.overview)
 	mux.HandleFunc("GET /groups/{group}", s.group)
 	mux.HandleFunc("GET /groups/{group}/reset", s.resetForm)
-	mux.HandleFunc("POST /groups/{group}/reset", s.action(s.reset))
+	mux.HandleFunc("POST /groups/{group}/reset", s.action("reset", s.reset))
 	mux.HandleFunc("GET /topics", s.topics)
 	mux.HandleFunc("GET /dlq/{topic}", s.dlqList)
-	mux.HandleFunc("POST /dlq/{topic}/replay", s.action(s.replay))
+	mux.HandleFunc("POST /dlq/{topic}/replay", s.action("replay", s.replay))
 	mux.HandleFunc("GET /dlq/{topic}/{partition}/{offset}", s.job)
 	mux.HandleFunc("GET /enqueue", s.enqueueForm)
-	mux.HandleFunc("POST /enqueue", s.action(s.enqueue))
+	mux.HandleFunc("POST /enqueue", s.action("enqueue", s.enqueue))
 	mux.HandleFunc("GET /outbox", s.outboxPage)
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	var h http.Handler = mux
@@ -74,7 +76,7 @@ func New(opts ...Option) (http.Handler, error) {
 		h = http.StripPrefix(c.prefix, mux)
 	}
 	cop := http.NewCrossOriginProtection()
-	return securityHeaders(cop.Handler(h)), nil
+	return securityHeaders(s.authenticate(cop.Handler(h))), nil
 }
 
 // server serves the pages. cfg and pages are set by New and read-only
@@ -167,7 +169,7 @@ func (s *server) parseTemplates() error {
 // answered with a 500 (the page is rendered to a buffer first).
 func (s *server) render(w http.ResponseWriter, r *http.Request, status int, name, title, nav string, data any) {
 	var buf bytes.Buffer
-	p := page{Title: title, Base: s.cfg.prefix, Nav: nav, Actions: s.cfg.actions, Outbox: s.cfg.outbox != nil, CSRF: s.csrfToken(w, r), Data: data}
+	p := page{Title: title, Base: s.cfg.prefix, Nav: nav, Actions: s.mayAct(r) == nil, Outbox: s.cfg.outbox != nil, CSRF: s.csrfToken(w, r), Data: data}
 	if err := s.pages[name].ExecuteTemplate(&buf, "layout", p); err != nil {
 		s.cfg.logger.Error("console: render", slog.String("page", name), slog.String("error", err.Error()))
 		http.Error(w, "console: cannot render the page", http.StatusInternalServerError)
@@ -219,26 +221,40 @@ func (s *server) csrfToken(w http.ResponseWriter, r *http.Request) string {
 	return tok
 }
 
-// action wraps the handler of a POST: refused when the console is
-// read-only, or when the form's CSRF token is missing or is not the
-// cookie's.
-func (s *server) action(h http.HandlerFunc) http.HandlerFunc {
+// actionFunc is the handler of an action's POST: it writes the page and
+// returns what it did.
+type actionFunc func(w http.ResponseWriter, r *http.Request) outcome
+
+// action wraps the handler of the POST of action name: refused when the
+// sender may not act (mayAct), or when the form's CSRF token is missing
+// or is not the cookie's. Every action, refused or not, is logged in
+// one line (logAction).
+func (s *server) action(name string, h actionFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !s.cfg.actions {
-			s.fail(w, r, http.StatusForbidden, errors.New("the console is read-only: actions are enabled with console.Actions (shareq console -actions)"))
+		if err := s.mayAct(r); err != nil {
+			s.logAction(r, name, "refused", failed(err))
+			s.fail(w, r, http.StatusForbidden, err)
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
 		if err := r.ParseForm(); err != nil {
+			s.logAction(r, name, "refused", failed(err))
 			s.fail(w, r, http.StatusBadRequest, fmt.Errorf("form: %w", err))
 			return
 		}
 		c, err := r.Cookie(csrfCookie)
 		form := r.PostForm.Get("csrf")
 		if err != nil || form == "" || subtle.ConstantTimeCompare([]byte(c.Value), []byte(form)) != 1 {
-			s.fail(w, r, http.StatusForbidden, errors.New("missing or wrong CSRF token: reload the page and submit its form again"))
+			err := errors.New("missing or wrong CSRF token: reload the page and submit its form again")
+			s.logAction(r, name, "refused", failed(err))
+			s.fail(w, r, http.StatusForbidden, err)
 			return
 		}
-		h(w, r)
+		o := h(w, r)
+		result := "done"
+		if o.err != nil {
+			result = "failed"
+		}
+		s.logAction(r, name, result, o)
 	}
 }

@@ -7,15 +7,16 @@
 //
 // It is an http.Handler, for an application to mount behind its own auth:
 //
-//	ops, err := console.New(console.Client(cl), console.Prefix("/console"), console.Actions())
+//	ops, err := console.New(console.Client(cl), console.Prefix("/console"), console.Actions(), console.Authenticate(operator))
 //	if err != nil {
 //		log.Fatal(err)
 //	}
 //	mux := http.NewServeMux()
 //	mux.Handle("/console/", requireOperator(ops))
 //
-// (requireOperator being the application's auth middleware), and
-// "shareq console" serves it standalone. It lives in a module of its
+// (requireOperator being the application's auth middleware, and operator
+// the func that tells the console who the user is), and "shareq console"
+// serves it standalone. It lives in a module of its
 // own, so a worker that does not import it does not build it. The pages
 // are server-rendered with html/template, which escapes every payload,
 // header and error; the stylesheet is embedded; there is no script, and
@@ -30,5 +31,10 @@
 // Every action is a POST with a CSRF token (a cookie, matched by a hidden
 // field of the form) and is refused without it, or from another origin
 // (http.CrossOriginProtection); a read-only console refuses every POST.
+// With [Authenticate] or [BasicAuth] every request is authenticated;
+// without them the actions are served to loopback clients only, unless
+// given [ActionsWithoutAuthOnNetwork]. Every action is logged at Info, one
+// line "console: action" with who (the user, or "anonymous (loopback)"),
+// the action, what it acted on, and its outcome (done, failed or refused).
 // docs/console.md says what each action does to the broker.
 package console

@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"context"
 	"log"
 	"net/http"
 
@@ -9,19 +10,35 @@ import (
 	"github.com/shareq/shareq/console"
 )
 
-// requireOperator stands for the application's own auth middleware.
+// requireOperator stands for the application's own auth middleware: it
+// signs the user in and puts the user in the request's context.
 func requireOperator(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, _, ok := r.BasicAuth(); !ok {
+		user, _, ok := r.BasicAuth() // stands for the application's sign-in
+		if !ok {
 			http.Error(w, "sign in first", http.StatusUnauthorized)
 			return
 		}
-		h.ServeHTTP(w, r)
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, user)))
 	})
 }
 
+type userKey struct{}
+
+// operator reads the user requireOperator put in the context: everyone
+// signed in reads, only alice acts (an action is a POST).
+func operator(r *http.Request) (who string, ok bool) {
+	user, _ := r.Context().Value(userKey{}).(string)
+	if r.Method == http.MethodPost {
+		return user, user == "alice"
+	}
+	return user, user != ""
+}
+
 // The console mounted under /console of an application's server, behind
-// its auth, with the actions enabled.
+// its auth, with the actions enabled: console.Authenticate tells the
+// console who the user is, so each action's log line names them, and the
+// actions are served beyond the loopback.
 func Example() {
 	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:9092"))
 	if err != nil {
@@ -29,7 +46,7 @@ func Example() {
 	}
 	defer cl.Close()
 
-	ops, err := console.New(console.Client(cl), console.Prefix("/console"), console.Actions())
+	ops, err := console.New(console.Client(cl), console.Prefix("/console"), console.Actions(), console.Authenticate(operator))
 	if err != nil {
 		log.Fatal(err)
 	}

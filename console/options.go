@@ -47,6 +47,7 @@ type config struct {
 	outboxSet     bool
 	logger        *slog.Logger
 	loggerSet     bool
+	auth          authConfig // auth.go
 }
 
 // Client makes the console talk to Kafka through cl, the application's
@@ -77,6 +78,15 @@ func Prefix(p string) Option {
 // Actions enables the actions: replaying parked jobs, enqueueing a job
 // and resetting a group's start offsets. Without it the console is
 // read-only: it shows no forms and refuses every POST.
+//
+// Without [Authenticate] or [BasicAuth], the actions are served to
+// loopback clients only: a request from another address, or one that
+// carries a proxy's forwarding header (Forwarded, X-Forwarded-For,
+// X-Real-IP; the console trusts none of them), sees no forms and is
+// refused with 403. Behind a proxy, give Authenticate (or
+// [ActionsWithoutAuthOnNetwork], which names its risk). Every action is
+// logged at Info, one line: who (the user, or "anonymous (loopback)"),
+// what, and the outcome.
 func Actions() Option {
 	return optionFunc(func(c *config) { c.actions = true })
 }
@@ -178,5 +188,5 @@ func (c *config) validate() []error {
 	if c.loggerSet && c.logger == nil {
 		errs = append(errs, errors.New("Logger(nil): give a *slog.Logger, or leave Logger out for slog.Default()"))
 	}
-	return errs
+	return append(errs, c.auth.validate(c.actions)...)
 }

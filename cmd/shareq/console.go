@@ -2,14 +2,13 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -41,6 +40,12 @@ $SHAREQ_CONSOLE_PASSWORD_FILE (there is no flag for it). Without it the
 console has no auth: keep -listen on 127.0.0.1, or put a proxy that
 authenticates in front of it. Basic auth sends the password in every
 request: serve the console over TLS (a proxy) beyond localhost.
+
+-actions on an address other than the loopback refuses to start without
+-auth-user, unless given -actions-without-auth-on-network (then anyone
+who reaches the address can replay, enqueue and reset). Without -auth-user
+the actions are served to loopback clients only, never through a proxy.
+Every action is logged on stderr: who, what, and the outcome.
 `
 
 func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -51,37 +56,95 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	actions := fs.Bool("actions", false, "enable the actions: replay, enqueue, reset")
 	prefix := fs.String("prefix", "", "serve under this path, such as /console (for a proxy that forwards it)")
 	user := fs.String("auth-user", "", "require HTTP basic auth as this user (password from $"+consolePasswordEnv+" or the file $"+consolePasswordFile+")")
+	anyClient := fs.Bool("actions-without-auth-on-network", false, "with -actions and no -auth-user, serve the actions to anyone who reaches -listen, not only on the loopback")
 	if _, err := parseInterspersed(fs, args, 0); err != nil {
 		return err
 	}
-	var auth func(http.Handler) http.Handler
+	c := consoleConfig{listen: *listen, database: *database, actions: *actions, prefix: *prefix, anyClient: *anyClient}
 	if *user != "" {
 		pass, err := consolePassword()
 		if err != nil {
 			return err
 		}
-		auth = basicAuth(*user, pass)
+		c.auth = console.BasicAuth(*user, pass)
+	}
+	if err := c.check(); err != nil {
+		return err
 	}
 	cl, err := connect(ctx, cluster)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	return serveConsole(ctx, cl, consoleConfig{listen: *listen, database: *database, actions: *actions, prefix: *prefix, auth: auth}, stdout, stderr)
+	return serveConsole(ctx, cl, c, stdout, stderr)
 }
 
 type consoleConfig struct {
 	listen, database, prefix string
 	actions                  bool
-	auth                     func(http.Handler) http.Handler
+	auth                     console.Option // BasicAuth, or nil
+	anyClient                bool           // -actions-without-auth-on-network
+}
+
+// check refuses -actions without auth on an address other than the
+// loopback unless the operator opted out, and the opt-out where it
+// means nothing.
+func (c consoleConfig) check() error {
+	switch {
+	case c.anyClient && (!c.actions || c.auth != nil):
+		return errors.New("-actions-without-auth-on-network is for -actions without -auth-user: remove it")
+	case !c.actions || c.auth != nil || c.anyClient:
+		return nil
+	}
+	loopback, err := loopbackAddr(c.listen)
+	if err != nil {
+		return fmt.Errorf("-listen %q: %w", c.listen, err)
+	}
+	if !loopback {
+		return fmt.Errorf("-actions on -listen %s, an address other hosts can reach, needs authentication: give -auth-user NAME with its password in $%s or $%s, "+
+			"or listen on 127.0.0.1; -actions-without-auth-on-network serves the actions to anyone who reaches the address", c.listen, consolePasswordEnv, consolePasswordFile)
+	}
+	return nil
+}
+
+// loopbackAddr reports whether the host of the listen address addr is on
+// the loopback only: an IP that is, or a name all of whose addresses
+// are; an empty host (every interface) is not.
+func loopbackAddr(addr string) (bool, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, err
+	}
+	if host == "" {
+		return false, nil
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return ip.Unmap().IsLoopback(), nil
+	}
+	ips, err := net.LookupIP(host)
+	if err != nil {
+		return false, err
+	}
+	for _, ip := range ips {
+		if !ip.IsLoopback() {
+			return false, nil
+		}
+	}
+	return len(ips) > 0, nil
 }
 
 // serveConsole serves the console for cl at c.listen until ctx ends,
 // after printing its address.
 func serveConsole(ctx context.Context, cl *kgo.Client, c consoleConfig, stdout, stderr io.Writer) error {
-	opts := []console.Option{console.Client(cl), console.Logger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))}
+	opts := []console.Option{console.Client(cl), console.Logger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))}
 	if c.actions {
 		opts = append(opts, console.Actions())
+	}
+	if c.auth != nil {
+		opts = append(opts, c.auth)
+	}
+	if c.anyClient {
+		opts = append(opts, console.ActionsWithoutAuthOnNetwork())
 	}
 	if c.prefix != "" {
 		opts = append(opts, console.Prefix(c.prefix))
@@ -98,17 +161,19 @@ func serveConsole(ctx context.Context, cl *kgo.Client, c consoleConfig, stdout, 
 	if err != nil {
 		return err
 	}
-	if c.auth != nil {
-		h = c.auth(h)
-	}
 	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {
 		return fmt.Errorf("console: %w", err)
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	mode := "read-only; -actions enables replay, enqueue and reset"
-	if c.actions {
-		mode = "actions enabled"
+	switch {
+	case c.actions && c.auth != nil:
+		mode = "actions enabled, with basic auth"
+	case c.anyClient:
+		mode = "actions enabled without auth, for anyone who reaches it"
+	case c.actions:
+		mode = "actions enabled" // for loopback clients (console.Actions)
 	}
 	fmt.Fprintf(stdout, "shareq console on http://%s%s/ (%s)\n", ln.Addr(), strings.TrimRight(c.prefix, "/"), mode)
 	done := make(chan error, 1)
@@ -143,22 +208,4 @@ func consolePassword() (string, error) {
 		return "", errors.New("-auth-user needs a password: set $" + consolePasswordEnv + " or $" + consolePasswordFile + " (there is no flag for it)")
 	}
 	return pass, nil
-}
-
-// basicAuth requires HTTP basic auth as user with pass; the comparison
-// takes the same time whatever the guess.
-func basicAuth(user, pass string) func(http.Handler) http.Handler {
-	wantU, wantP := sha256.Sum256([]byte(user)), sha256.Sum256([]byte(pass))
-	return func(h http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			u, p, ok := r.BasicAuth()
-			gotU, gotP := sha256.Sum256([]byte(u)), sha256.Sum256([]byte(p))
-			if !ok || subtle.ConstantTimeCompare(gotU[:], wantU[:])&subtle.ConstantTimeCompare(gotP[:], wantP[:]) != 1 {
-				w.Header().Set("WWW-Authenticate", `Basic realm="shareq console", charset="UTF-8"`)
-				http.Error(w, "authentication required", http.StatusUnauthorized)
-				return
-			}
-			h.ServeHTTP(w, r)
-		})
-	}
 }

@@ -5,12 +5,17 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/shareq/shareq/console"
 	"github.com/shareq/shareq/internal/kafkatest"
 )
 
@@ -90,5 +95,211 @@ func TestConsoleCommandNeedsPassword(t *testing.T) {
 	_, _, err := cli(t, "console", "-brokers", "127.0.0.1:1", "-auth-user", "admin")
 	if err == nil || !strings.Contains(err.Error(), "no flag for it") {
 		t.Errorf("console -auth-user without a password: %v", err)
+	}
+}
+
+// -actions without -auth-user is refused on an address other hosts can
+// reach, before connecting to Kafka, unless the operator opts out; on
+// the loopback it starts as before.
+func TestConsoleActionsOffLoopbackNeedAuth(t *testing.T) {
+	t.Setenv(consolePasswordEnv, "")
+	t.Setenv(consolePasswordFile, "")
+	for _, addr := range []string{"0.0.0.0:8080", ":8080", "[::]:8080", "192.0.2.1:8080"} {
+		_, _, err := cli(t, "console", "-brokers", "127.0.0.1:1", "-actions", "-listen", addr)
+		if err == nil || !strings.Contains(err.Error(), "needs authentication: give -auth-user NAME") || !strings.Contains(err.Error(), "-actions-without-auth-on-network serves") {
+			t.Errorf("-actions -listen %s without auth: %v", addr, err)
+		}
+	}
+	_, _, err := cli(t, "console", "-brokers", "127.0.0.1:1", "-actions-without-auth-on-network")
+	if err == nil || !strings.Contains(err.Error(), "is for -actions without -auth-user") {
+		t.Errorf("opt-out without -actions: %v", err)
+	}
+	for _, tc := range []struct {
+		c    consoleConfig
+		want bool // allowed
+	}{
+		{consoleConfig{listen: "127.0.0.1:8080", actions: true}, true},
+		{consoleConfig{listen: "127.0.0.2:8080", actions: true}, true},
+		{consoleConfig{listen: "[::1]:8080", actions: true}, true},
+		{consoleConfig{listen: "localhost:8080", actions: true}, true},
+		{consoleConfig{listen: "0.0.0.0:8080"}, true}, // read-only
+		{consoleConfig{listen: "0.0.0.0:8080", actions: true, anyClient: true}, true},
+		{consoleConfig{listen: "0.0.0.0:8080", actions: true, auth: console.BasicAuth("a", "b")}, true},
+		{consoleConfig{listen: "0.0.0.0:8080", actions: true}, false},
+		{consoleConfig{listen: "[::ffff:10.0.0.1]:8080", actions: true}, false},
+	} {
+		if err := tc.c.check(); (err == nil) != tc.want {
+			t.Errorf("check %+v: %v, want allowed %v", tc.c, err, tc.want)
+		}
+	}
+}
+
+// lockedBuffer is a strings.Builder safe for concurrent use.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// hostIP returns an IPv4 address of this host that is not a loopback
+// one: a request to it comes from the network, as the console sees it.
+func hostIP(t *testing.T) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+			return n.IP.String()
+		}
+	}
+	t.Fatalf("no IPv4 address but the loopback on this host (%v): the test needs one to send a request from the network", addrs)
+	return ""
+}
+
+// startConsole runs "shareq console" with args on every interface at a
+// free port and returns its address on a network interface of this host
+// (not the loopback), its stderr, and a func that stops it and returns
+// its error.
+func startConsole(t *testing.T, args ...string) (string, *lockedBuffer, func() error) {
+	t.Helper()
+	_, port, _ := net.SplitHostPort(freeAddr(t))
+	addr := net.JoinHostPort(hostIP(t), port)
+	ctx, cancel := context.WithCancel(context.Background())
+	var out strings.Builder
+	errOut := new(lockedBuffer)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, append([]string{"console", "-listen", "0.0.0.0:" + port}, args...), &out, errOut)
+	}()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		conn, err := net.Dial("tcp", addr)
+		if err == nil {
+			conn.Close()
+			break
+		}
+		select {
+		case err := <-done:
+			cancel()
+			t.Fatalf("console stopped: %v\n%s", err, errOut)
+		default:
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("console not serving: %v", err)
+		}
+	}
+	return addr, errOut, func() error {
+		cancel()
+		return <-done
+	}
+}
+
+// With -auth-user, -actions serves on the network: a request without the
+// password, or with a wrong one, gets a 401 that says nothing more; with
+// it, an enqueue is done and logged with the user's name.
+func TestConsoleActionsWithAuthOnNetwork(t *testing.T) {
+	c := kafkatest.New(t)
+	topic := c.Topic(t, 1)
+	t.Setenv(consolePasswordFile, "")
+	t.Setenv(consolePasswordEnv, "s3cret-token")
+	addr, errOut, stop := startConsole(t, "-brokers", strings.Join(c.Seeds, ","), "-actions", "-auth-user", "admin")
+	jar, _ := cookiejar.New(nil)
+	hc := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+	do := func(method, path, user, pass string, form url.Values) (int, string) {
+		req, _ := http.NewRequest(method, "http://"+addr+path, strings.NewReader(form.Encode()))
+		if form != nil {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		if user != "" {
+			req.SetBasicAuth(user, pass)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	form := url.Values{"topic": {topic}, "id": {"cli-1"}, "payload": {"{}"}}
+	for _, pass := range []string{"", "wrong", "s3cret-toke", "s3cret-token "} {
+		user := "admin"
+		if pass == "" {
+			user = ""
+		}
+		if code, body := do(http.MethodPost, "/enqueue", user, pass, form); code != http.StatusUnauthorized || body != "authentication required\n" {
+			t.Errorf("POST with password %q: %d %q, want 401 with no detail", pass, code, body)
+		}
+	}
+	code, page := do(http.MethodGet, "/enqueue", "admin", "s3cret-token", nil)
+	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(page)
+	if code != http.StatusOK || m == nil {
+		t.Fatalf("enqueue form with auth: %d\n%s", code, page)
+	}
+	form.Set("csrf", m[1])
+	if code, body := do(http.MethodPost, "/enqueue", "admin", "s3cret-token", form); code != http.StatusOK || !strings.Contains(body, "cli-1") {
+		t.Errorf("enqueue with auth: %d\n%s", code, body)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	logs := errOut.String()
+	want := `level=INFO msg="console: action" who=admin action=enqueue outcome=done topic=` + topic + ` job_id=cli-1`
+	if n := strings.Count(logs, `msg="console: action"`); n != 1 || !strings.Contains(logs, want) {
+		t.Errorf("%d action lines on stderr, want one with %q:\n%s", n, want, logs)
+	}
+	if strings.Contains(logs, "s3cret") {
+		t.Errorf("the password is in the log:\n%s", logs)
+	}
+}
+
+// -actions-without-auth-on-network starts on the network and serves the
+// actions to a client on the network, logged as anonymous with its
+// address.
+func TestConsoleActionsWithoutAuthOnNetwork(t *testing.T) {
+	c := kafkatest.New(t)
+	topic := c.Topic(t, 1)
+	t.Setenv(consolePasswordFile, "")
+	t.Setenv(consolePasswordEnv, "")
+	addr, errOut, stop := startConsole(t, "-brokers", strings.Join(c.Seeds, ","), "-actions", "-actions-without-auth-on-network")
+	jar, _ := cookiejar.New(nil)
+	hc := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+	resp, err := hc.Get("http://" + addr + "/enqueue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(page)
+	if resp.StatusCode != http.StatusOK || m == nil {
+		t.Fatalf("enqueue form from the network with the opt-out: %d\n%s", resp.StatusCode, page)
+	}
+	resp, err = hc.PostForm("http://"+addr+"/enqueue", url.Values{"csrf": {string(m[1])}, "topic": {topic}, "id": {"anon-1"}, "payload": {"{}"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("enqueue from the network with the opt-out: %d", resp.StatusCode)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	host := addr[:strings.LastIndex(addr, ":")]
+	if want := `who="anonymous (` + host + `:`; !strings.Contains(errOut.String(), want) || !strings.Contains(errOut.String(), "action=enqueue outcome=done") {
+		t.Errorf("stderr lacks %q and a done enqueue:\n%s", want, errOut)
 	}
 }

@@ -9,15 +9,12 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -147,26 +144,7 @@ func TestReplayInBrowser(t *testing.T) {
 	ctx, cancel := context.WithTimeout(bctx, 3*time.Minute)
 	defer cancel()
 
-	shot := func(name string) chromedp.Action[chromedp.Void] {
-		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			if shots == "" {
-				return nil
-			}
-			// The page's content, up to the viewport's height: no blank
-			// space under a short page.
-			size, err := chromedp.Evaluate[[2]float64](`[window.innerWidth, Math.min(Math.ceil(document.querySelector("main").getBoundingClientRect().bottom) + 8, window.innerHeight)]`)(ctx, tg)
-			if err != nil {
-				return err
-			}
-			res, err := cdp.Call(ctx, tg, page.CaptureScreenshot, page.CaptureScreenshotParams{
-				Clip: &page.Viewport{Width: size[0], Height: size[1], Scale: 1},
-			})
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(filepath.Join(shots, name+".png"), res.Data, 0o644)
-		})
-	}
+	shot := func(name string) chromedp.Action[chromedp.Void] { return screenshot(shots, name) }
 	count := func(css string) int {
 		t.Helper()
 		n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll(`+strconv.Quote(css)+`).length`))

@@ -1,6 +1,7 @@
 // Package consolebrowser holds the console's end-to-end test in a real
 // browser: headless Chromium, driven with chromedp, against a worker that
-// parks jobs and a console that replays them. It is a module of its own
+// parks jobs and a console that replays them, and a console with basic
+// auth whose enqueue form logs the user. It is a module of its own
 // so that the console's users do not get chromedp in their module graph.
 //
 // The test runs when SHAREQ_TEST_BROWSER is set (make test sets it, and
