@@ -166,7 +166,24 @@ func (w *Worker) check(ctx context.Context, admin *kgo.Client) error {
 	// for Concurrency jobs at once; an error is logged at Warn level.
 	// Never fails.
 	w.checkConcurrency()
+	// 11. The Snoozer (SnoozeVia), when it can check itself (a
+	// pgoutbox.Snoozer: its outbox tables readable): an error is logged
+	// at Warn level; snoozed jobs' copies then go to their topics until
+	// it works. Never fails.
+	w.checkSnoozer(ctx)
 	return nil
+}
+
+// checkSnoozer is step 11 of check.
+func (w *Worker) checkSnoozer(ctx context.Context) {
+	c, ok := w.cfg.snoozer.(interface{ Check(context.Context) error })
+	if !ok {
+		return
+	}
+	if err := c.Check(ctx); err != nil {
+		w.cfg.logger.Warn("the Snoozer cannot keep snoozed jobs' copies; they are produced to their topics until it can",
+			"group", w.cfg.group, "error", err)
+	}
 }
 
 // checkReachable is step 1 of check.

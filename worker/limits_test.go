@@ -643,6 +643,10 @@ func TestKeyObserverAmongOtherObservers(t *testing.T) {
 // failingSnoozer is a Snoozer whose database is down.
 type failingSnoozer struct{ calls atomic.Int32 }
 
+func (s *failingSnoozer) Check(context.Context) error {
+	return errors.New("the outbox table is not readable")
+}
+
 func (s *failingSnoozer) Snooze(context.Context, *kgo.Record, time.Time, string) error {
 	s.calls.Add(1)
 	return errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
@@ -651,7 +655,7 @@ func (s *failingSnoozer) Snooze(context.Context, *kgo.Record, time.Time, string)
 // A Snoozer that cannot keep a copy (its Postgres down) does not cost the
 // job a delivery: the copy is produced to the topic instead, with one
 // Warn line, and the job runs from it when it is due, on its first
-// delivery.
+// delivery. Its failing check at start is one Warn line too.
 func TestFailingSnoozerFallsBackToTheTopic(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 1)
@@ -684,6 +688,9 @@ func TestFailingSnoozerFallsBackToTheTopic(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "the Snoozer could not keep"); n != 1 {
 		t.Errorf("%d lines about the Snoozer; want 1:\n%s", n, logs.String())
+	}
+	if n := strings.Count(logs.String(), "the Snoozer cannot keep snoozed jobs' copies"); n != 1 {
+		t.Errorf("%d start-up lines about the Snoozer's check; want 1:\n%s", n, logs.String())
 	}
 }
 

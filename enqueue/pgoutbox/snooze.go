@@ -53,6 +53,24 @@ func Snoozer(db DB) *SnoozeStore {
 	return &SnoozeStore{db: db}
 }
 
+// Check returns an error, saying to run the migrations, when the outbox
+// tables cannot be read through the store's db (missing, or Postgres
+// unreachable). The worker calls it at start and warns with its error:
+// the copies then go to their topics until the outbox works.
+func (s *SnoozeStore) Check(ctx context.Context) error {
+	tx, err := s.db.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("pgoutbox: Snoozer: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	for _, t := range []string{Table, UniqueTable} {
+		if _, err := tx.Exec(ctx, "SELECT 1 FROM "+t+" LIMIT 0"); err != nil {
+			return fmt.Errorf("pgoutbox: Snoozer: the outbox table %s is not readable (run migrations.Up): %w", t, err)
+		}
+	}
+	return nil
+}
+
 // Snooze stores rec, the copy of a snoozed job, in the outbox in a
 // transaction of its own, due at due (a due time already past makes it
 // due at once). The relay produces it as it is: its topic, key, value

@@ -69,6 +69,9 @@ func TestSnoozeStoresEachCopyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := Snoozer(pool)
+	if err := s.Check(t.Context()); err != nil {
+		t.Fatalf("Check with the tables: %v", err)
+	}
 	due := time.UnixMilli(time.Now().Add(time.Hour).UnixMilli())
 	if err := s.Snooze(t.Context(), snoozeRecord("jobs", "job-1", "first"), due, "job-1@jobs/0/5"); err != nil {
 		t.Fatal(err)
@@ -183,6 +186,9 @@ func TestSnoozeErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v; want an error with %q", c.name, err, c.want)
 		}
+	}
+	if err := s.Check(t.Context()); err == nil || !strings.Contains(err.Error(), "run migrations.Up") {
+		t.Errorf("Check without the tables: %v; want an error that says to run the migrations", err)
 	}
 	if err := s.Snooze(t.Context(), big, time.Now(), "k"); !errors.Is(err, enqueue.ErrTooLarge) {
 		t.Errorf("too large: %v; want enqueue.ErrTooLarge", err)

@@ -24,7 +24,7 @@ import (
 )
 
 // The rate scenario: worker.TopicRate on one topic with a backlog, run by
-// 1 and 3 worker processes (this executable, re-executed): the fleet's
+// 1, 3 and 10 worker processes (this executable, re-executed): the fleet's
 // rate against the limit, the most jobs started in any 1 s, and the
 // deliveries spent (jobs started on a delivery other than their first).
 
@@ -43,7 +43,7 @@ const (
 // process counts the scenario runs.
 var (
 	rateLimits = []int{10, 100}
-	rateFleets = []int{1, 3}
+	rateFleets = []int{1, 3, 10}
 )
 
 // rateRun is one measurement.
