@@ -113,6 +113,7 @@ type config struct {
 	topicTimeouts   []topicTimeout
 	keyLimits       []topicKeys
 	snoozer         Snoozer
+	status          statusConfig // StatusTopic, StatusEvery (status.go)
 	// The stall check's (stall.go): how long a partition gives nothing
 	// before it looks, and how often it looks. Tests shorten them
 	// (export_test.go).
@@ -587,6 +588,7 @@ func newConfig(opts []Option) (*config, error) {
 		timed[tt.topic] = true
 	}
 	c.checkKeyLimits(seen, bad)
+	c.checkStatus(bad)
 	if c.fetchMaxWait < 10*time.Millisecond || c.fetchMaxWait > time.Minute {
 		bad("FetchMaxWait(%v): must be between 10ms (the client's minimum) and 1m", c.fetchMaxWait)
 	}
