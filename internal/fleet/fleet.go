@@ -51,6 +51,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"time"
 )
 
@@ -158,7 +159,7 @@ const modulePath = "github.com/shareq/shareq"
 
 // Version is the version of the shareq module this binary was built with,
 // from its build info: "(devel)" when it is built from a checkout,
-// "unknown" without build info.
+// "unknown" without build info or when shareq is not in it.
 func Version() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
@@ -174,6 +175,11 @@ func Version() string {
 			}
 			return d.Version
 		}
+	}
+	if strings.HasPrefix(bi.Main.Path, modulePath+"/") {
+		// One of shareq's other modules, built without the core as a
+		// dependency it can name (a test binary lists none).
+		return bi.Main.Version
 	}
 	return "unknown"
 }
