@@ -30,7 +30,7 @@ func (b *bundle) startWorker(t *testing.T, topic, name string, h handler.Handler
 	return kafkatest.Run(t, w.Run)
 }
 
-var workerRowRE = regexp.MustCompile(`<tr data-instance="([0-9a-f]+)"><td>([^<]*)</td>`)
+var workerRowRE = regexp.MustCompile(`<tr data-instance="([0-9a-f]+)"><td class="tp">([^<]*)</td>`)
 
 // The Workers page lists what fleet.Read reads (the list shareq workers
 // prints): every worker with its group, topics and dependencies down,

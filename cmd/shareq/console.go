@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shareq/shareq/console"
+	"github.com/shareq/shareq/internal/fleet"
 )
 
 // The environment variables of the console's basic-auth password: never
@@ -50,6 +51,7 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	database := fs.String("database", os.Getenv(databaseEnv), "Postgres URL, for the outbox page; $"+databaseEnv+" sets the default")
 	actions := fs.Bool("actions", false, "enable the actions: replay, enqueue, reset")
 	prefix := fs.String("prefix", "", "serve under this path, such as /console (for a proxy that forwards it)")
+	workersTopic := fs.String("workers-topic", fleet.TopicDefault, "the workers' status topic the Workers page reads")
 	user := fs.String("auth-user", "", "require HTTP basic auth as this user (password from $"+consolePasswordEnv+" or the file $"+consolePasswordFile+")")
 	if _, err := parseInterspersed(fs, args, 0); err != nil {
 		return err
@@ -67,11 +69,12 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer cl.Close()
-	return serveConsole(ctx, cl, consoleConfig{listen: *listen, database: *database, actions: *actions, prefix: *prefix, auth: auth}, stdout, stderr)
+	return serveConsole(ctx, cl, consoleConfig{listen: *listen, database: *database, actions: *actions, prefix: *prefix, auth: auth, workersTopic: *workersTopic}, stdout, stderr)
 }
 
 type consoleConfig struct {
 	listen, database, prefix string
+	workersTopic             string // "": the default
 	actions                  bool
 	auth                     func(http.Handler) http.Handler
 }
@@ -85,6 +88,9 @@ func serveConsole(ctx context.Context, cl *kgo.Client, c consoleConfig, stdout, 
 	}
 	if c.prefix != "" {
 		opts = append(opts, console.Prefix(c.prefix))
+	}
+	if c.workersTopic != "" {
+		opts = append(opts, console.WorkersTopic(c.workersTopic))
 	}
 	if c.database != "" {
 		pool, err := pgxpool.New(ctx, c.database)

@@ -56,7 +56,7 @@ func TestEveryCommandHelpListsItsFlags(t *testing.T) {
 		"jobs show":      append([]string{"-group", "-topic", "-claim-key"}, database...),
 		"jobs schedules": database,
 		"jobs cancel":    append([]string{"-group", "-topic", "-claim-key"}, database...),
-		"console":        append([]string{"-listen", "-actions"}, cluster...),
+		"console":        append([]string{"-listen", "-actions", "-workers-topic"}, cluster...),
 	}
 	checked := map[string]bool{}
 	for _, name := range commandOrder {
