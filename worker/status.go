@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -75,13 +76,18 @@ func (w *Worker) publishStatus(ctx context.Context, cl *kgo.Client, m *member.Me
 		return
 	}
 	host, _ := os.Hostname()
+	seeds := strings.Join(w.seeds(cl), ",")
+	if seeds == "" {
+		seeds = w.bootstrap()
+	}
 	base := fleet.Status{
 		Instance: newInstance(), Name: clientID, Host: host, PID: os.Getpid(), Version: fleet.Version(),
 		Group: w.cfg.group, Topics: w.Topics(), Concurrency: w.cfg.concurrency, StartedAt: time.Now(),
 	}
 	fleet.Publish(ctx, fleet.PublisherConfig{
 		Client: cl, Topic: w.cfg.status.topic, Every: w.cfg.status.every, Recheck: w.cfg.status.recheck, Logger: log,
-		CreateHint: "shareq topics create -workers" + w.statusTopicFlag() + " -brokers " + w.bootstrap(),
+		CreateHint: "shareq topics create -workers" + w.statusTopicFlag() + " -brokers " + seeds,
+		Bootstrap:  strings.Split(seeds, ",")[0],
 		Snapshot: func() fleet.Status {
 			s := base
 			ms := memberStats(m.Stats(), x, clientID)

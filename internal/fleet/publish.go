@@ -33,7 +33,10 @@ type PublisherConfig struct {
 	// CreateHint is the command that creates the topic, for the line
 	// logged when it is missing.
 	CreateHint string
-	Logger     *slog.Logger
+	// Bootstrap is the brokers' address for the kafka-acls.sh line
+	// logged when a right is missing.
+	Bootstrap string
+	Logger    *slog.Logger
 	// Recheck is how often a missing or unwritable topic is looked at
 	// again; 0: RecheckEvery.
 	Recheck time.Duration
@@ -108,7 +111,7 @@ func (p *publisher) findTopic(ctx context.Context) bool {
 	}
 	if err != nil {
 		if ctx.Err() == nil {
-			p.report(err)
+			p.report("Describe", err)
 		}
 		return false
 	}
@@ -128,7 +131,7 @@ func (p *publisher) write(ctx context.Context, s *Status) error {
 		if ctx.Err() == nil {
 			p.ready = false
 			p.checked = time.Now()
-			p.report(err)
+			p.report("Write", err)
 		}
 		return err
 	}
@@ -139,15 +142,16 @@ func (p *publisher) write(ctx context.Context, s *Status) error {
 	return nil
 }
 
-// report logs err once: the same problem again is not logged.
-func (p *publisher) report(err error) {
+// report logs err, met asking for op on the topic, once: the same
+// problem again is not logged.
+func (p *publisher) report(op string, err error) {
 	var msg string
 	switch {
 	case errors.Is(err, kerr.UnknownTopicOrPartition):
 		msg = "status topic " + p.cfg.Topic + " does not exist: this worker runs on but is not listed by shareq workers or the console; create the topic with: " + p.cfg.CreateHint
 	case acl.Denied(err):
 		msg = "status topic " + p.cfg.Topic + ": this worker runs on but is not listed by shareq workers or the console: " +
-			acl.Missing(acl.Right{Op: "Write", Resource: acl.Topic, Name: p.cfg.Topic}, "", err)
+			acl.Missing(acl.Right{Op: op, Resource: acl.Topic, Name: p.cfg.Topic}, p.cfg.Bootstrap, err)
 	default:
 		msg = "status topic " + p.cfg.Topic + ": cannot publish this worker's status (" + err.Error() + "); it runs on, and tries again"
 	}

@@ -66,7 +66,7 @@ func readRange(ctx context.Context, adm *kadm.Client, topic string, since time.T
 		err = ends.Error()
 	}
 	if err != nil {
-		return nil, nil, topicErr(topic, err)
+		return nil, nil, topicErr("Describe", topic, err)
 	}
 	if _, ok := ends[topic]; !ok {
 		return nil, nil, fmt.Errorf("%w: %s", ErrNoTopic, topic)
@@ -76,7 +76,7 @@ func readRange(ctx context.Context, adm *kadm.Client, topic string, since time.T
 		err = starts.Error()
 	}
 	if err != nil {
-		return nil, nil, topicErr(topic, err)
+		return nil, nil, topicErr("Describe", topic, err)
 	}
 	from, to = map[int32]int64{}, map[int32]int64{}
 	ends.Each(func(e kadm.ListedOffset) {
@@ -89,12 +89,13 @@ func readRange(ctx context.Context, adm *kadm.Client, topic string, since time.T
 	return from, to, nil
 }
 
-func topicErr(topic string, err error) error {
+// topicErr is the error of Read for err, met asking for op on topic.
+func topicErr(op, topic string, err error) error {
 	switch {
 	case errors.Is(err, kerr.UnknownTopicOrPartition):
 		return fmt.Errorf("%w: %s", ErrNoTopic, topic)
 	case acl.Denied(err):
-		return fmt.Errorf("fleet: read %s: %s", topic, acl.Missing(acl.Right{Op: "Describe", Resource: acl.Topic, Name: topic}, "", err))
+		return fmt.Errorf("fleet: read %s: %s", topic, acl.Missing(acl.Right{Op: op, Resource: acl.Topic, Name: topic}, "", err))
 	}
 	return fmt.Errorf("fleet: read %s: %w", topic, err)
 }
@@ -128,7 +129,7 @@ func readRecords(ctx context.Context, cl *kgo.Client, topic string, from, to map
 		var ferr error
 		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
 		if ferr != nil {
-			return topicErr(topic, ferr)
+			return topicErr("Read", topic, ferr)
 		}
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
 			end, open := to[fp.Partition]
