@@ -94,6 +94,7 @@ func TestWorkersListsRunningWorkers(t *testing.T) {
 	if err != nil {
 		t.Fatalf("workers: %v\n%s", err, errOut)
 	}
+	t.Logf("shareq workers:\n%s", out)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 3 || !strings.HasPrefix(lines[0], "NAME ") || !strings.Contains(lines[0], "DOWN") ||
 		!strings.HasPrefix(lines[1], "worker-a ") || !strings.HasPrefix(lines[2], "worker-b ") ||

@@ -17,7 +17,16 @@ import (
 
 // ErrNoTopic is returned by [Read] when the status topic does not exist:
 // no worker can publish, so none is listed.
-var ErrNoTopic = errors.New("fleet: the workers' status topic does not exist (create it with: shareq topics create -workers)")
+var ErrNoTopic = errors.New("fleet: the workers' status topic does not exist")
+
+// noTopic is ErrNoTopic for topic, with the command that creates it.
+func noTopic(topic string) error {
+	flag := ""
+	if topic != TopicDefault {
+		flag = " -workers-topic " + topic
+	}
+	return fmt.Errorf("%w: %s (no worker can publish its status; create it with: shareq topics create -workers%s)", ErrNoTopic, topic, flag)
+}
 
 // Read returns the workers listed in the status topic at now: the last
 // status of each instance, without those that left (a tombstone) and
@@ -69,7 +78,7 @@ func readRange(ctx context.Context, adm *kadm.Client, topic string, since time.T
 		return nil, nil, topicErr("Describe", topic, err)
 	}
 	if _, ok := ends[topic]; !ok {
-		return nil, nil, fmt.Errorf("%w: %s", ErrNoTopic, topic)
+		return nil, nil, noTopic(topic)
 	}
 	starts, err := adm.ListOffsetsAfterMilli(ctx, since.UnixMilli(), topic)
 	if err == nil {
@@ -93,7 +102,7 @@ func readRange(ctx context.Context, adm *kadm.Client, topic string, since time.T
 func topicErr(op, topic string, err error) error {
 	switch {
 	case errors.Is(err, kerr.UnknownTopicOrPartition):
-		return fmt.Errorf("%w: %s", ErrNoTopic, topic)
+		return noTopic(topic)
 	case acl.Denied(err):
 		return fmt.Errorf("fleet: read %s: %s", topic, acl.Missing(acl.Right{Op: op, Resource: acl.Topic, Name: topic}, "", err))
 	}
