@@ -50,8 +50,8 @@ func Publish(ctx context.Context, cfg PublisherConfig) {
 		cfg.Recheck = RecheckEvery
 	}
 	p := &publisher{cfg: cfg}
-	look := min(time.Second, cfg.Every)
-	tick := time.NewTicker(look)
+	// A change is published within a second: look once a second.
+	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
 		p.step(ctx, time.Now())
@@ -164,12 +164,12 @@ func (p *publisher) report(op string, err error) {
 
 // leave writes the tombstone that takes the worker off the list at once.
 func (p *publisher) leave(ctx context.Context) {
-	if !p.ready {
-		return
+	if !p.ready || p.last.Instance == "" {
+		return // nothing published: nothing to take back
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tombstoneWait)
 	defer cancel()
-	key := []byte(p.cfg.Snapshot().Instance)
+	key := []byte(p.last.Instance)
 	if err := p.cfg.Client.ProduceSync(wctx, &kgo.Record{Topic: p.cfg.Topic, Key: key}).FirstErr(); err != nil {
 		p.cfg.Logger.Info("status topic "+p.cfg.Topic+": cannot write this worker's tombstone: it leaves the list once its last status is stale",
 			"error", err, "stale_after", StaleAfter*p.cfg.Every)
