@@ -39,7 +39,6 @@ is 3 of its intervals old (15 s by default: worker.StatusEvery).
 
 With -json it prints the statuses as published, with last_seen.
 
-Flags may come before or after the arguments.
 `
 
 // runWorkers runs "shareq workers ...": args are what follows "workers".
