@@ -206,3 +206,48 @@ func TestStatusTopicMissingLogsOneLineAndRunsJobs(t *testing.T) {
 		t.Errorf("%d lines about the status topic, want 1 saying to run %q; logs:\n%s", got, want, logs.String())
 	}
 }
+
+// StatusTopic("") turns publishing off: the worker runs its jobs and
+// says nothing about a status topic (on a cluster without one, a worker
+// publishing would log a line).
+func TestStatusTopicOffSaysNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	logs := new(logbuf.Buffer)
+	stop := b.start(t, handler.Func(func(context.Context, *handler.Job) error { return nil }),
+		worker.StatusTopic(""), worker.Logger(slog.New(slog.NewTextHandler(logs, nil))))
+	b.produce(t, "a")
+	waitKeys(t, b, 30*time.Second, "a")
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(logs.String(), "status topic") {
+		t.Errorf("a worker with StatusTopic(\"\") logged about a status topic:\n%s", logs.String())
+	}
+}
+
+// New refuses a status interval out of its bounds and a status topic
+// name Kafka would refuse, naming the option.
+func TestStatusOptionsValidated(t *testing.T) {
+	t.Parallel()
+	nop := handler.Func(func(context.Context, *handler.Job) error { return nil })
+	for i, tc := range []struct {
+		opt  worker.Option
+		want string // "" for valid
+	}{
+		{worker.StatusEvery(time.Second), ""},
+		{worker.StatusEvery(time.Minute), ""},
+		{worker.StatusEvery(999 * time.Millisecond), "StatusEvery(999ms): must be from 1s to 1m0s"},
+		{worker.StatusEvery(2 * time.Minute), "StatusEvery(2m0s): must be from 1s to 1m0s"},
+		{worker.StatusTopic(""), ""},
+		{worker.StatusTopic("bad topic"), `StatusTopic("bad topic")`},
+	} {
+		_, err := worker.New(worker.Brokers("127.0.0.1:9092"), worker.Group("g"), worker.Handle("t", nop), tc.opt)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("case %d: %v, want no error", i, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("case %d: error %v, want one saying %q", i, err, tc.want)
+		}
+	}
+}
