@@ -64,6 +64,7 @@ func New(opts ...Option) (http.Handler, error) {
 	mux.HandleFunc("GET /groups/{group}/reset", s.resetForm)
 	mux.HandleFunc("POST /groups/{group}/reset", s.action("reset", s.reset))
 	mux.HandleFunc("GET /topics", s.topics)
+	mux.HandleFunc("GET /workers", s.workers)
 	mux.HandleFunc("GET /dlq/{topic}", s.dlqList)
 	mux.HandleFunc("POST /dlq/{topic}/replay", s.action("replay", s.replay))
 	mux.HandleFunc("GET /dlq/{topic}/{partition}/{offset}", s.job)

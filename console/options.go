@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shareq/shareq/internal/fleet"
 )
 
 // Defaults of the options.
@@ -47,6 +49,7 @@ type config struct {
 	outboxSet     bool
 	logger        *slog.Logger
 	loggerSet     bool
+	workersTopic  string
 	auth          authConfig // auth.go
 }
 
@@ -122,6 +125,13 @@ func Outbox(db OutboxDB) Option {
 	return optionFunc(func(c *config) { c.outbox, c.outboxSet = db, true })
 }
 
+// WorkersTopic names the status topic the Workers page reads (default
+// worker.StatusTopicDefault, "shareq.workers"): the one the workers
+// publish to (worker.StatusTopic).
+func WorkersTopic(name string) Option {
+	return optionFunc(func(c *config) { c.workersTopic = name })
+}
+
 // Logger receives the errors the pages show, and a line per action.
 // Default slog.Default().
 func Logger(l *slog.Logger) Option {
@@ -131,7 +141,7 @@ func Logger(l *slog.Logger) Option {
 // newConfig applies opts over the defaults and validates the result: the
 // error lists every option that is wrong, each prefixed "console: ".
 func newConfig(opts []Option) (*config, error) {
-	c := &config{rate: ReplayRateDefault, pageSize: PageSizeDefault, payload: PayloadLimitDefault, scan: ScanLimitDefault}
+	c := &config{rate: ReplayRateDefault, pageSize: PageSizeDefault, payload: PayloadLimitDefault, scan: ScanLimitDefault, workersTopic: fleet.TopicDefault}
 	var errs []error
 	for i, o := range opts {
 		if o == nil {
@@ -184,6 +194,9 @@ func (c *config) validate() []error {
 	}
 	if c.outboxSet && c.outbox == nil {
 		errs = append(errs, errors.New("Outbox(nil): give the database of the outbox (a *pgxpool.Pool), or leave Outbox out"))
+	}
+	if c.workersTopic == "" {
+		errs = append(errs, errors.New("WorkersTopic(\"\"): give the workers' status topic, or leave WorkersTopic out for \""+fleet.TopicDefault+"\""))
 	}
 	if c.loggerSet && c.logger == nil {
 		errs = append(errs, errors.New("Logger(nil): give a *slog.Logger, or leave Logger out for slog.Default()"))

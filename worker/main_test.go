@@ -12,5 +12,6 @@ func TestMain(m *testing.M) {
 	kafkatest.RunCrashMember() // returns unless this is a crash member
 	runCrashWorker()           // returns unless this is a crash worker
 	runFrozenWorker()          // returns unless this is a frozen worker
+	runStatusWorker()          // returns unless this is a status worker
 	goleak.VerifyTestMain(m)
 }

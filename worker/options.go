@@ -113,6 +113,7 @@ type config struct {
 	topicTimeouts   []topicTimeout
 	keyLimits       []topicKeys
 	snoozer         Snoozer
+	status          statusConfig  // StatusTopic, StatusEvery (status.go)
 	rates           []topicRate   // TopicRate (rate.go)
 	rateRefresh     time.Duration // how often a rate-limited worker counts the members sharing it (rate.go)
 	// The stall check's (stall.go): how long a partition gives nothing
@@ -590,6 +591,7 @@ func newConfig(opts []Option) (*config, error) {
 		timed[tt.topic] = true
 	}
 	c.checkKeyLimits(seen, bad)
+	c.checkStatus(bad)
 	errs = append(errs, c.checkRates(topicsOf(c.routes))...)
 	if c.fetchMaxWait < 10*time.Millisecond || c.fetchMaxWait > time.Minute {
 		bad("FetchMaxWait(%v): must be between 10ms (the client's minimum) and 1m", c.fetchMaxWait)

@@ -93,6 +93,9 @@ func (w *Worker) runMember(ctx context.Context, log *slog.Logger) error {
 		defer acl.Close()
 		helpers.Go(func() { w.watchTopics(wctx, acl, log) })
 		helpers.Go(func() { w.watchStalls(wctx, acl, m, log) })
+		// The status goes on until the member has left, then its
+		// tombstone takes the worker off the list.
+		helpers.Go(func() { w.publishStatus(rctx, acl, m, x, clientID, log) })
 		if xc.Rate != nil {
 			helpers.Go(func() { w.watchRate(wctx, acl, xc.Rate, m.Stats().MemberID, log) })
 		}

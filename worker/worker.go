@@ -40,6 +40,13 @@
 // ([SessionTimeout]), which brokers with lowered minimums allow; a default
 // broker allows no less than 45 s, and the worker logs that at start.
 //
+// While it runs, a worker publishes its status (what it runs, its jobs,
+// open breakers, dependencies down) to a compacted topic ([StatusTopic],
+// default [StatusTopicDefault]) every [StatusEvery] and on a change, and
+// a tombstone when it stops: "shareq workers" and the console list the
+// workers from it. A missing or unwritable status topic is logged once
+// and never stops the worker.
+//
 // Delivery is at least once: see the handler package for what that means
 // for a handler.
 package worker

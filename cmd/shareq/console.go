@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shareq/shareq/console"
+	"github.com/shareq/shareq/internal/fleet"
 )
 
 // The environment variables of the console's basic-auth password: never
@@ -55,12 +56,13 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	database := fs.String("database", os.Getenv(databaseEnv), "Postgres URL, for the outbox page; $"+databaseEnv+" sets the default")
 	actions := fs.Bool("actions", false, "enable the actions: replay, enqueue, reset")
 	prefix := fs.String("prefix", "", "serve under this path, such as /console (for a proxy that forwards it)")
+	workersTopic := fs.String("workers-topic", fleet.TopicDefault, "the workers' status topic the Workers page reads")
 	user := fs.String("auth-user", "", "require HTTP basic auth as this user (password from $"+consolePasswordEnv+" or the file $"+consolePasswordFile+")")
 	anyClient := fs.Bool("actions-without-auth-on-network", false, "with -actions and no -auth-user, serve the actions to anyone who reaches -listen, not only on the loopback")
 	if _, err := parseInterspersed(fs, args, 0); err != nil {
 		return err
 	}
-	c := consoleConfig{listen: *listen, database: *database, actions: *actions, prefix: *prefix, anyClient: *anyClient}
+	c := consoleConfig{listen: *listen, database: *database, actions: *actions, prefix: *prefix, anyClient: *anyClient, workersTopic: *workersTopic}
 	if *user != "" {
 		pass, err := consolePassword()
 		if err != nil {
@@ -81,6 +83,7 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 
 type consoleConfig struct {
 	listen, database, prefix string
+	workersTopic             string // "": the default
 	actions                  bool
 	auth                     console.Option // BasicAuth, or nil
 	anyClient                bool           // -actions-without-auth-on-network
@@ -148,6 +151,9 @@ func serveConsole(ctx context.Context, cl *kgo.Client, c consoleConfig, stdout, 
 	}
 	if c.prefix != "" {
 		opts = append(opts, console.Prefix(c.prefix))
+	}
+	if c.workersTopic != "" {
+		opts = append(opts, console.WorkersTopic(c.workersTopic))
 	}
 	if c.database != "" {
 		pool, err := pgxpool.New(ctx, c.database)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/shareq/shareq/dlq"
 	"github.com/shareq/shareq/internal/devbroker"
+	"github.com/shareq/shareq/internal/fleet"
 )
 
 func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -53,14 +54,16 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			dlqs = append(dlqs, n+dlq.TopicSuffix)
 		}
 	}
+	// The workers' status topic, so shareq workers and the console list
+	// the workers of the dev broker.
 	c, err := devbroker.StartTopics(*port,
 		devbroker.Topics{Partitions: int32(*partitions), Names: names},
-		devbroker.Topics{Partitions: 1, Names: dlqs})
+		devbroker.Topics{Partitions: 1, Names: append(dlqs, fleet.TopicDefault)})
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	names = append(names, dlqs...)
+	names = append(append(names, dlqs...), fleet.TopicDefault)
 	fmt.Fprintf(stdout, "shareq dev broker listening on %s (topics: %v); Ctrl-C to stop\n", strings.Join(c.ListenAddrs(), ","), names)
 	if *consoleAddr == "" {
 		<-ctx.Done()

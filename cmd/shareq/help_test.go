@@ -43,11 +43,12 @@ func TestEveryCommandHelpListsItsFlags(t *testing.T) {
 	cluster, database := []string{"-brokers", "-tls", "-sasl-user"}, []string{"-database"}
 	want := map[string][]string{
 		"dev":            {"-port", "-topics", "-partitions", "-console"},
-		"topics":         append([]string{"-partitions", "-replication-factor", "-dlq", "-dlq-partitions", "-group-dlq"}, cluster...),
+		"topics":         append([]string{"-partitions", "-replication-factor", "-dlq", "-dlq-partitions", "-group-dlq", "-workers", "-workers-topic"}, cluster...),
 		"dlq list":       cluster,
 		"dlq show":       cluster,
 		"dlq replay":     cluster,
 		"status":         append([]string{"-json"}, cluster...),
+		"workers":        append([]string{"-json", "-group", "-topic"}, cluster...),
 		"reset":          append([]string{"-to", "-topic", "-yes"}, cluster...),
 		"enqueue":        append([]string{"-id", "-key"}, cluster...),
 		"relay":          append(database, cluster...),
@@ -55,7 +56,7 @@ func TestEveryCommandHelpListsItsFlags(t *testing.T) {
 		"jobs show":      append([]string{"-group", "-topic", "-claim-key"}, database...),
 		"jobs schedules": database,
 		"jobs cancel":    append([]string{"-group", "-topic", "-claim-key"}, database...),
-		"console":        append([]string{"-listen", "-actions"}, cluster...),
+		"console":        append([]string{"-listen", "-actions", "-workers-topic"}, cluster...),
 	}
 	checked := map[string]bool{}
 	for _, name := range commandOrder {

@@ -7,6 +7,9 @@
 //	    inspect parked jobs and move them back to their topic
 //	shareq status GROUP [-json]
 //	    show a share group's state, members, start offsets and lag
+//	shareq workers [-group GROUP] [-json]
+//	    list the workers running now: host, version, topics, jobs,
+//	    breakers and dependencies down
 //	shareq reset GROUP -to earliest|latest|OFFSET [-topic T] [-yes]
 //	    move an empty share group's start offsets
 //	shareq enqueue TOPIC [JSON] [-id ID] [-key KEY]
@@ -64,11 +67,12 @@ var commands = map[string]command{
 	"relay":   {"move jobs from the Postgres outbox to Kafka", runRelay},
 	"jobs":    {"list jobs for later and periodic schedules, cancel a job", runJobs},
 	"topics":  {"create job topics and their dead-letter topics", runTopics},
+	"workers": {"list the workers running now, with what each runs", runWorkers},
 	"console": {"serve the operator's web console", runConsole},
 }
 
 // commandOrder lists commands in the order usage shows them.
-var commandOrder = []string{"dev", "topics", "dlq", "status", "reset", "enqueue", "relay", "jobs", "console"}
+var commandOrder = []string{"dev", "topics", "dlq", "status", "workers", "reset", "enqueue", "relay", "jobs", "console"}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

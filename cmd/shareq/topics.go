@@ -16,6 +16,7 @@ import (
 
 	"github.com/shareq/shareq/dlq"
 	"github.com/shareq/shareq/internal/acl"
+	"github.com/shareq/shareq/internal/fleet"
 	"github.com/shareq/shareq/internal/groupcfg"
 	"github.com/shareq/shareq/worker"
 )
@@ -28,7 +29,10 @@ parks jobs of NAME in by default), with -dlq-partitions partitions. With
 -group-dlq GROUP it also creates the share group's dead-letter topic on the
 broker, dlq.GROUP, with errors.deadletterqueue.group.enable=true (Kafka
 4.4+: the broker writes every record the group archives there, and the
-workers of GROUP take it up at start). A topic
+workers of GROUP take it up at start). With -workers it also creates the
+workers' status topic (` + fleet.TopicDefault + `, or -workers-topic): one partition,
+cleanup.policy=compact,delete, where each worker publishes its status for
+"shareq workers" and the console. A topic
 that exists already is left as it is and listed as "exists", so the command
 can run at every deploy. It returns once every topic is in the brokers'
 metadata, so a worker started next finds it.
@@ -57,6 +61,8 @@ func runTopics(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	withDLQ := fs.Bool("dlq", false, "also create each topic's dead-letter topic, NAME"+dlq.TopicSuffix)
 	dlqPartitions := fs.Int("dlq-partitions", 1, "partitions of each dead-letter topic (with -dlq and -group-dlq)")
 	groupDLQ := fs.String("group-dlq", "", "also create this share group's dead-letter topic on the broker, dlq.GROUP (Kafka 4.4+)")
+	withWorkers := fs.Bool("workers", false, "also create the workers' status topic (see shareq workers)")
+	workersTopic := fs.String("workers-topic", fleet.TopicDefault, "the workers' status topic's name (with -workers)")
 	// "create" is the only subcommand: "shareq topics -h" is its help,
 	// with its flags.
 	switch {
@@ -75,7 +81,7 @@ func runTopics(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	if len(names) == 0 && *groupDLQ == "" {
+	if len(names) == 0 && *groupDLQ == "" && !*withWorkers {
 		fmt.Fprintf(stderr, "shareq topics create: name at least one topic\n\n")
 		fs.Usage()
 		return errUsage
@@ -117,6 +123,11 @@ func runTopics(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 
+	if *withWorkers {
+		if err := add(*workersTopic, 1, fleet.TopicConfigs()); err != nil {
+			return fmt.Errorf("-workers-topic %q: %w", *workersTopic, err)
+		}
+	}
 	cl, err := connect(ctx, cluster)
 	if err != nil {
 		return err

@@ -115,6 +115,7 @@ func runScaleWorker(ctx context.Context, args []string, stdin io.Reader, stdout,
 	topics := fs.String("topics", "", "job topics, comma-separated")
 	conc := fs.Int("concurrency", scaleConcurrency, "handler slots")
 	raw := fs.Bool("raw", false, "run the raw franz-go share loop instead of a worker")
+	status := fs.String("status-topic", "-", "the worker's StatusTopic (\"\": none); \"-\": the worker's default")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the process to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -168,6 +169,9 @@ func runScaleWorker(ctx context.Context, args []string, stdin io.Reader, stdout,
 		opts := []worker.Option{worker.Brokers(strings.Split(*brokers, ",")...), worker.Group(*group),
 			worker.Concurrency(*conc), worker.ShutdownTimeout(5 * time.Second), worker.Logger(log),
 			worker.ClientOpts(kgo.WithHooks(reqs))}
+		if *status != "-" {
+			opts = append(opts, worker.StatusTopic(*status))
+		}
 		for _, t := range strings.Split(*topics, ",") {
 			opts = append(opts, worker.Handle(t, nop))
 		}
@@ -263,8 +267,8 @@ const scaleProfileEnv = "SHAREQ_BENCH_WORKER_CPUPROFILE"
 
 // startScaleWorkers starts n processes of this executable as scale
 // workers of group on topics, each of concurrency slots (with raw, raw
-// share loops).
-func startScaleWorkers(n int, seeds []string, group string, topics []string, concurrency int, raw bool) (*scaleProcs, error) {
+// share loops), with extra arguments of the scale-worker command.
+func startScaleWorkers(n int, seeds []string, group string, topics []string, concurrency int, raw bool, extra ...string) (*scaleProcs, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -274,6 +278,7 @@ func startScaleWorkers(n int, seeds []string, group string, topics []string, con
 		p := &scaleProc{stderr: new(bytes.Buffer), reqs: map[string]int64{}}
 		args := []string{scaleWorkerCmd, "-brokers", strings.Join(seeds, ","), "-group", group,
 			"-topics", strings.Join(topics, ","), "-concurrency", strconv.Itoa(concurrency), "-raw=" + strconv.FormatBool(raw)}
+		args = append(args, extra...)
 		if dir := os.Getenv(scaleProfileEnv); dir != "" {
 			args = append(args, "-cpuprofile", filepath.Join(dir, fmt.Sprintf("%s-%d.prof", group, len(ps.procs))))
 		}
