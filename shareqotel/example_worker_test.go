@@ -32,7 +32,7 @@ func readmeWorker(producer *kgo.Client, resize handler.Handler) error {
 		worker.Group("thumbnails"),
 		worker.Handle("images", resize),
 		worker.Use(tel.Middleware()), // outermost: a "process" span per run
-		worker.Observers(tel),     // ended with the outcome and the ack
+		worker.Observers(tel),        // ended with the outcome and the ack
 	)
 	_, _ = q, w
 	return err
