@@ -1,7 +1,6 @@
 package console_test
 
 import (
-	"bytes"
 	"io"
 	"log/slog"
 	"net/http"
@@ -9,33 +8,19 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shareq/shareq/console"
+	"github.com/shareq/shareq/internal/logbuf"
 )
 
-// logBuffer is an io.Writer for a test's logger, safe for concurrent use.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// actions returns the log's "console: action" lines.
-func (l *logBuffer) actions() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+// actions returns the "console: action" lines of logs.
+func actions(logs *logbuf.Buffer) []string {
 	var lines []string
-	for _, line := range strings.Split(l.buf.String(), "\n") {
+	for _, line := range strings.Split(logs.String(), "\n") {
 		if strings.Contains(line, `msg="console: action"`) {
 			lines = append(lines, line)
 		}
@@ -45,9 +30,9 @@ func (l *logBuffer) actions() []string {
 
 // serveLogged serves b's console made with opts through wrap (nil for
 // none), logging at Info into the returned buffer.
-func (b *bundle) serveLogged(t *testing.T, wrap func(http.Handler) http.Handler, opts ...console.Option) *logBuffer {
+func (b *bundle) serveLogged(t *testing.T, wrap func(http.Handler) http.Handler, opts ...console.Option) *logbuf.Buffer {
 	t.Helper()
-	logs := new(logBuffer)
+	logs := new(logbuf.Buffer)
 	h, err := console.New(append([]console.Option{console.Client(b.cl), console.Logger(slog.New(slog.NewTextHandler(logs, nil)))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -157,7 +142,7 @@ func TestActionsWithoutAuthLoopbackOnly(t *testing.T) {
 		if code != http.StatusForbidden || !strings.Contains(body, "loopback clients only") {
 			t.Errorf("%s: replay: %d\n%s", tc.name, code, body)
 		}
-		lines := logs.actions()
+		lines := actions(logs)
 		if len(lines) != 1 || !strings.Contains(lines[0], "action=replay outcome=refused") || !strings.Contains(lines[0], "loopback clients only") {
 			t.Errorf("%s: action log %q, want one refused replay", tc.name, lines)
 		}
@@ -172,7 +157,7 @@ func TestActionsWithoutAuthLoopbackOnly(t *testing.T) {
 		t.Fatalf("enqueue from the loopback: %d\n%s", code, body)
 	}
 	want := `msg="console: action" who="anonymous (loopback)" action=enqueue outcome=done topic=` + b.topic + ` job_id=loop-1`
-	if lines := logs.actions(); len(lines) != 1 || !strings.Contains(lines[0], want) {
+	if lines := actions(logs); len(lines) != 1 || !strings.Contains(lines[0], want) {
 		t.Errorf("action log %q, want one line with %q", lines, want)
 	}
 
@@ -183,7 +168,7 @@ func TestActionsWithoutAuthLoopbackOnly(t *testing.T) {
 		t.Fatalf("enqueue from the network with the opt-out: %d\n%s", code, body)
 	}
 	want = `who="anonymous (192.0.2.7:41000)" action=enqueue outcome=done`
-	if lines := logs.actions(); len(lines) != 1 || !strings.Contains(lines[0], want) {
+	if lines := actions(logs); len(lines) != 1 || !strings.Contains(lines[0], want) {
 		t.Errorf("action log %q, want one line with %q", lines, want)
 	}
 }
@@ -236,7 +221,7 @@ func TestBasicAuth(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("POST without auth: %d", resp.StatusCode)
 	}
-	if lines := logs.actions(); len(lines) != 0 {
+	if lines := actions(logs); len(lines) != 0 {
 		t.Errorf("action log %q after a POST without auth, want none", lines)
 	}
 
@@ -253,17 +238,17 @@ func TestBasicAuth(t *testing.T) {
 	if got := b.jobIDs(t, b.topic, 0, 1); got[0] != "auth-1" {
 		t.Errorf("enqueued %v", got)
 	}
-	lines := logs.actions()
+	lines := actions(logs)
 	want := `level=INFO msg="console: action" who=ops action=enqueue outcome=done topic=` + b.topic + ` job_id=auth-1`
 	if len(lines) != 1 || !strings.Contains(lines[0], want) {
 		t.Errorf("action log %q, want one line with %q", lines, want)
 	}
 	// A failed action is logged with its error.
 	b.post(t, "/enqueue", "/enqueue", url.Values{"topic": {b.topic}, "payload": {"{not json"}})
-	if lines := logs.actions(); len(lines) != 2 || !strings.Contains(lines[1], `who=ops action=enqueue outcome=failed`) || !strings.Contains(lines[1], `error="the payload is not valid JSON"`) {
+	if lines := actions(logs); len(lines) != 2 || !strings.Contains(lines[1], `who=ops action=enqueue outcome=failed`) || !strings.Contains(lines[1], `error="the payload is not valid JSON"`) {
 		t.Errorf("action log %q, want a second line, the failed enqueue", lines)
 	}
-	for _, line := range logs.actions() {
+	for _, line := range actions(logs) {
 		if strings.Contains(line, pass) {
 			t.Errorf("the password is in the log: %s", line)
 		}
@@ -306,7 +291,7 @@ func TestAuthenticate(t *testing.T) {
 	if code, body := b.post(t, "/enqueue", "/enqueue", url.Values{"topic": {b.topic}, "id": {"alice-1"}, "payload": {"{}"}}); code != http.StatusOK || !strings.Contains(body, "alice-1") {
 		t.Errorf("alice enqueues: %d\n%s", code, body)
 	}
-	lines := logs.actions()
+	lines := actions(logs)
 	if len(lines) != 1 || !strings.Contains(lines[0], `who=alice action=enqueue outcome=done`) {
 		t.Errorf("action log %q, want alice's enqueue", lines)
 	}

@@ -11,12 +11,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/shareq/shareq/console"
 	"github.com/shareq/shareq/internal/kafkatest"
+	"github.com/shareq/shareq/internal/logbuf"
 )
 
 // freeAddr returns a 127.0.0.1 address with a port free a moment ago.
@@ -134,36 +134,18 @@ func TestConsoleActionsOffLoopbackNeedAuth(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a strings.Builder safe for concurrent use.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // startConsole runs "shareq console" with args on every interface at a
 // free port and returns its address on the loopback (tests talk to
 // 127.0.0.0/8 only: a client on the network is the console package's
 // tests', which set the request's peer), its stderr, and a func that
 // stops it and returns its error.
-func startConsole(t *testing.T, args ...string) (string, *lockedBuffer, func() error) {
+func startConsole(t *testing.T, args ...string) (string, *logbuf.Buffer, func() error) {
 	t.Helper()
 	_, port, _ := net.SplitHostPort(freeAddr(t))
 	addr := net.JoinHostPort("127.0.0.1", port)
 	ctx, cancel := context.WithCancel(context.Background())
 	var out strings.Builder
-	errOut := new(lockedBuffer)
+	errOut := new(logbuf.Buffer)
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, append([]string{"console", "-listen", "0.0.0.0:" + port}, args...), &out, errOut)

@@ -1,7 +1,6 @@
 package consolebrowser_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"log/slog"
@@ -11,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +20,7 @@ import (
 
 	"github.com/shareq/shareq/console"
 	"github.com/shareq/shareq/internal/kafkatest"
+	"github.com/shareq/shareq/internal/logbuf"
 )
 
 // screenshot saves the page's content, up to the viewport's height (no
@@ -46,24 +45,6 @@ func screenshot(dir, name string) chromedp.Action[chromedp.Void] {
 	})
 }
 
-// syncBuffer is a log's io.Writer, safe for concurrent use.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestActionsWithAuthInBrowser: an operator whose browser holds the
 // credentials of a console that needs basic auth enqueues a job through
 // its form in Chromium, and the action's log line names the user. A
@@ -82,7 +63,7 @@ func TestActionsWithAuthInBrowser(t *testing.T) {
 	}
 	cl := c.Client(t)
 	const user, pass = "ops", "a long random password"
-	logs := new(syncBuffer)
+	logs := new(logbuf.Buffer)
 	h, err := console.New(console.Client(cl), console.Actions(), console.BasicAuth(user, pass),
 		console.Logger(slog.New(slog.NewTextHandler(logs, nil))))
 	if err != nil {
