@@ -662,13 +662,14 @@ func TestFailingSnoozerFallsBackToTheTopic(t *testing.T) {
 		runs.begin(job)
 		defer runs.end(job)
 		if job.Snoozes() == 0 {
-			return handler.Snooze(2 * time.Second)
+			return handler.Snooze(4 * time.Second)
 		}
 		return nil
 	})
 	sn := &failingSnoozer{}
-	// At MaxHold the held snooze is copied, through the Snoozer.
-	b.start(t, h, worker.Logger(logger), worker.MaxHold(time.Second), worker.SnoozeVia(sn))
+	// At MaxHold the held snooze is copied, through the Snoozer; the copy
+	// is due long enough after MaxHold that no run starts near a MaxHold.
+	b.start(t, h, worker.Logger(logger), worker.MaxHold(2*time.Second), worker.SnoozeVia(sn))
 	fs := b.obs.WaitFor(t, 60*time.Second, "the job copied and done from its copy", func(fs []finished) bool {
 		return countPrefix(fs, "job", worker.OutcomeSucceeded) == 1 && countPrefix(fs, "job", worker.OutcomeSnoozed) >= 1
 	})
