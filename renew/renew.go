@@ -191,6 +191,17 @@ func (t *Tracker[K]) Relock(k K, deadline time.Time, lockDur time.Duration) {
 	}
 }
 
+// Rehold starts k's hold time again at now, over MaxHold or not: its lock
+// is renewed again until the new hold time ends. It is for a job past
+// MaxHold that must keep its record a little longer for a good reason
+// (a copy of it being written, after which it is acknowledged); the
+// caller bounds how often.
+func (t *Tracker[K]) Rehold(k K, now time.Time) {
+	if e := t.jobs[k]; e != nil {
+		e.start, e.over = now, false
+	}
+}
+
 // RenewFailed records that the renewal of k was not confirmed. The
 // deadline stays as it was (the lock may already be lost) and the next
 // attempt is not due before retryAt.

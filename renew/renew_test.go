@@ -212,3 +212,33 @@ func TestTrackerWhenAgreesWithNext(t *testing.T) {
 		t.Error("When of a removed key reports a time")
 	}
 }
+
+// A job given one more hold past MaxHold (its copy being written) is
+// renewed again and reported over once more, a MaxHold after the rehold.
+func TestTrackerReholdRenewsAgainUntilTheNewHoldEnds(t *testing.T) {
+	t.Parallel()
+	start := time.Unix(1_000, 0)
+	tr := renew.NewTracker[string](renew.Policy{MaxHold: 3 * time.Second})
+	tr.Add("a", start, start.Add(2*time.Second), 2*time.Second)
+	at := start.Add(3 * time.Second)
+	if _, over := tr.Due(at); !slices.Equal(over, []string{"a"}) {
+		t.Fatalf("over = %v at MaxHold, want [a]", over)
+	}
+	if _, ok := tr.When("a"); ok {
+		t.Fatal("a job over MaxHold still has a next time")
+	}
+	tr.Rehold("a", at)
+	if next, ok := tr.When("a"); !ok || !next.Equal(start.Add(time.Second)) {
+		t.Fatalf("after the rehold the next time is %v (%v); want the overdue renewal at 1s", next.Sub(start), ok)
+	}
+	if due, over := tr.Due(at); !slices.Equal(due, []string{"a"}) || len(over) != 0 {
+		t.Fatalf("after the rehold: due %v, over %v; want a renewal and nothing over", due, over)
+	}
+	tr.Renewed("a", at)
+	if _, over := tr.Due(at.Add(3*time.Second - time.Millisecond)); len(over) != 0 {
+		t.Fatalf("over %v before the new hold ends", over)
+	}
+	if _, over := tr.Due(at.Add(3 * time.Second)); !slices.Equal(over, []string{"a"}) {
+		t.Fatalf("over = %v a MaxHold after the rehold, want [a]", over)
+	}
+}

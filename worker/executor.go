@@ -99,10 +99,11 @@ type xjob struct {
 	lock     time.Duration // the lock duration of the newest delivery
 	start    time.Time     // when its handler first started on this delivery (MaxHold counts from it)
 	ran      bool
-	// tracked: queued, its lock renewed by the tracker (keepQueuedLocks,
-	// or a pause)
-	// (MaxHold counting from then); start keeps that entry.
+	// tracked: taken by the tracker before it ran (queued through a
+	// pause, waiting or snoozed), MaxHold counting from heldSince; a
+	// start keeps that entry.
 	tracked bool
+	reheld  bool // given one more MaxHold for its copy (wakeUp)
 
 	ks         *keyState // its key under the topic's KeyLimit; nil: none
 	keyRunning bool      // counted in ks.running
@@ -825,6 +826,15 @@ func (x *executor) wakeUp() {
 				x.copyOut(j, j.releaseAt)
 				continue
 			case jobCopying:
+				// Its copy is being written (a slow Snoozer or produce):
+				// the lock is kept one more MaxHold for it, so that the
+				// job is acknowledged as snoozed, not released at a
+				// delivery's cost. A copy slower than that gives up.
+				if !j.reheld {
+					j.reheld = true
+					x.tracker.Rehold(k, now)
+					continue
+				}
 				x.finish(j, AckRelease, OutcomeInterrupted, ErrMaxHold, j.took)
 				continue
 			}

@@ -647,6 +647,44 @@ func (s *failingSnoozer) Snooze(context.Context, *kgo.Record, time.Time, string)
 	return errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
 }
 
+// slowSnoozer keeps copies, each after a delay (its database slow).
+type slowSnoozer struct {
+	delay time.Duration
+	calls atomic.Int32
+}
+
+func (s *slowSnoozer) Snooze(ctx context.Context, _ *kgo.Record, _ time.Time, _ string) error {
+	s.calls.Add(1)
+	select {
+	case <-time.After(s.delay):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// A copy written slower than the job's MaxHold still ends the job as
+// snoozed: the lock is kept for the copy, and no delivery is spent. (A
+// copy begun close to MaxHold, by a snooze held until then, is the same
+// case with a fast Snoozer under load.)
+func TestSlowSnoozerCopyOutlastsMaxHold(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	b.produce(t, "job-1")
+	sn := &slowSnoozer{delay: 3 * time.Second}
+	h := handler.Func(func(context.Context, *handler.Job) error {
+		return handler.Snooze(time.Hour) // past a minute: the Snoozer's at once
+	})
+	b.start(t, h, worker.MaxHold(2*time.Second), worker.SnoozeVia(sn))
+	fs := b.obs.WaitFor(t, 60*time.Second, "the job's end", func(fs []finished) bool { return len(fs) >= 1 })
+	if f := fs[0]; f.Result.Outcome != worker.OutcomeSnoozed || f.Result.Ack != worker.AckAccept {
+		t.Errorf("outcome %v, ack %v (%v); want snoozed and accepted once its copy is kept", f.Result.Outcome, f.Result.Ack, f.Result.Err)
+	}
+	if n := sn.calls.Load(); n != 1 {
+		t.Errorf("the Snoozer was asked %d times; want 1", n)
+	}
+}
+
 // A Snoozer that cannot keep a copy (its Postgres down) does not cost the
 // job a delivery: the copy is produced to the topic instead, with one
 // Warn line, and the job runs from it when it is due, on its first
