@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -127,6 +128,7 @@ type mailbox struct {
 	renews   []Key
 	phase    stopPhase   // the furthest stop step asked for: draining or leaving
 	idle     []idleQuery // Idle calls waiting for an answer (idle.go)
+	paused   *[]string   // the topics to fetch nothing of, from the last PauseTopics; nil: unchanged
 	anything bool
 }
 
@@ -240,6 +242,17 @@ func (m *Member) Renew(keys ...Key) {
 // StopFetching makes the member send no more ShareFetch that can acquire
 // records; acknowledgements and renewals go on. See [Member.Quiet].
 func (m *Member) StopFetching() { m.post(func(b *mailbox) { b.phase = max(b.phase, draining) }) }
+
+// PauseTopics makes the member fetch nothing of these topics (of its
+// subscription) until a later call leaves them out: their partitions stay
+// assigned and in the subscription, no session fetches them (as if they
+// were assigned elsewhere), and the records of them already held stay
+// held, renewable and ackable. Each call replaces the set of the one
+// before; PauseTopics(nil) fetches every topic again.
+func (m *Member) PauseTopics(topics []string) {
+	ts := slices.Clone(topics)
+	m.post(func(b *mailbox) { b.paused = &ts })
+}
 
 // Leave is the graceful end: the member stops fetching, waits for its
 // requests in flight, then sends per share session one ShareAcknowledge

@@ -49,6 +49,10 @@ type routing struct {
 	// plan counts the replans (0: none yet), so that a session's fetch
 	// walks want and its partitions only when they may differ (sendFetch).
 	plan uint64
+	// paused are the topics the executor paused (PauseTopics): assigned,
+	// but left out of want, and forgotten by the sessions even while
+	// records of them are held, so that no fetch acquires more of them.
+	paused map[string]bool
 }
 
 // ---- membership ----
@@ -175,6 +179,9 @@ func (m *Member) replan() {
 			missing = true
 			continue
 		}
+		if m.meta.paused[name] {
+			continue
+		}
 		for _, p := range ps {
 			k := tp{name, p}
 			b, ok := m.meta.leaders[k]
@@ -194,6 +201,28 @@ func (m *Member) replan() {
 	if missing && (m.meta.due.IsZero() || time.Until(m.meta.due) > metadataRetry) {
 		m.meta.due = time.Now()
 	}
+}
+
+// pauseTopics makes topics the paused set and replans if it changed.
+func (m *Member) pauseTopics(topics []string) {
+	set := make(map[string]bool, len(topics))
+	for _, t := range topics {
+		set[t] = true
+	}
+	if maps.Equal(set, m.meta.paused) {
+		return
+	}
+	m.meta.paused = set
+	m.log.Debug("member: topics paused", "topics", topics)
+	m.replan()
+}
+
+// forgettable reports whether session s, whose partitions include p, may
+// forget p: p is not wanted there, and either nothing of it is held there
+// or its topic is paused (a paused topic's records may wait long in hand,
+// and a partition left in the session is fetched).
+func (m *Member) forgettable(s *session, p tp) bool {
+	return m.meta.wantSet[p] != s.broker+1 && (s.held[p] == 0 || m.meta.paused[p.topic])
 }
 
 // metadataRetry is how soon Metadata is asked again while an assigned

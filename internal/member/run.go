@@ -76,6 +76,9 @@ func (m *Member) mailbox() {
 	}
 	m.credit += b.grant
 	m.advance(b.phase)
+	if b.paused != nil {
+		m.pauseTopics(*b.paused)
+	}
 	for _, q := range b.idle {
 		m.answerIdle(q)
 	}

@@ -21,7 +21,8 @@ type session struct {
 	// parts are the partitions in the broker's view of the session: the
 	// ones answered fetches named. A fetch names the wanted ones not in
 	// it yet, and forgets those no longer wanted once the member holds
-	// none of their records here.
+	// none of their records here, or at once if their topic is paused
+	// (forgettable).
 	parts map[tp]bool
 	// syncedPlan is the plan (routing.plan) that parts was last brought
 	// in line with: every wanted partition in it, every other one
@@ -446,7 +447,7 @@ func (m *Member) sendFetch(s *session, share int) {
 			if !walk {
 				break
 			}
-			if m.meta.wantSet[p] != s.broker+1 && s.held[p] == 0 {
+			if m.forgettable(s, p) {
 				rq.forgot = append(rq.forgot, p)
 				req.ForgottenTopicsData = appendForgotten(req.ForgottenTopicsData, m.meta.ids[p.topic], p.part)
 			}
