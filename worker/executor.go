@@ -30,6 +30,7 @@ type groupMember interface {
 	Ack(k member.Key, t member.AckType) // terminal ack; never blocks; result in a later Event.Acked
 	Renew(keys ...member.Key)           // never blocks; one Renewal per key in a later Event
 	StopFetching()                      // no more fetches
+	PauseTopics(topics []string)        // fetch nothing of these topics until a later call leaves them out
 	Quiet() <-chan struct{}             // closed once, after StopFetching, when no fetch is in flight and all fetched records were sent on Events
 	Leave()                             // final acks + release of everything still held, leave the group; Events closes after
 	Stats() member.Stats                // FetchRTT etc.
@@ -79,6 +80,7 @@ const (
 	jobWaiting                     // waits for its key's limits or breaker (keys.go), or on the ready line
 	jobSnoozed                     // held until its snooze is due (snooze.go)
 	jobCopying                     // its copy for later is being written; then ACCEPTed (snooze.go)
+	jobHalted                      // its topic is paused by an operator; waits without a slot (topicpause.go)
 	jobGone                        // acknowledged or dropped; not in the executor's map
 )
 
@@ -160,6 +162,11 @@ type executor struct {
 	pause  *pause
 	reruns []*xjob // paused jobs to run again now that the pause is over, oldest first
 
+	// Operator pauses (topicpause.go).
+	topicPauses map[string]TopicPause // by topic: the pauses in effect
+	haltLine    []*xjob               // jobs waiting for their topic's pause, oldest first; entries no longer halted are skipped
+	halted      int                   // jobs in state jobHalted
+
 	// Key limits (keys.go) and snoozes (snooze.go).
 	limits       map[string]*keyLimit // by topic
 	keys         map[keyID]*keyState
@@ -222,6 +229,7 @@ type executor struct {
 	// only fields other goroutines read.
 	pubRunning, pubQueued               atomic.Int64
 	pubWaiting, pubSnoozed, pubBreakers atomic.Int64
+	pubHalted                           atomic.Int64
 }
 
 // executorConfig is everything the executor takes from outside: the
@@ -255,6 +263,12 @@ type executorConfig struct {
 	// Rate is the topic's rate limit (rate.go): credits are granted and
 	// queued jobs started only as its tokens allow. nil: none.
 	Rate *rateLimiter
+	// Pauses brings the operator's pauses in effect, by topic, each time
+	// they change (topicpause.go); nil: none ever.
+	Pauses <-chan map[string]TopicPause
+	// TopicsPaused is called with the topics paused whenever they
+	// change, nil when none is; nil: not called.
+	TopicsPaused func([]TopicPause)
 }
 
 // executorConfig is the executor's config for this worker.
@@ -267,6 +281,14 @@ func (w *Worker) executorConfig() executorConfig {
 			return
 		}
 		w.down.Store(&deps)
+	}
+	c.Pauses = w.pauses
+	c.TopicsPaused = func(ps []TopicPause) {
+		if ps == nil {
+			w.paused.Store(nil)
+			return
+		}
+		w.paused.Store(&ps)
 	}
 	return c
 }
@@ -297,6 +319,8 @@ func newExecutor(cfg executorConfig, m groupMember) *executor {
 		done:     make(chan xresult, conc),
 		limits:   cfg.Limits,
 		keys:     make(map[keyID]*keyState),
+
+		topicPauses: make(map[string]TopicPause),
 		// copySignal wakes the run loop for written copies (copied).
 		copySignal: make(chan struct{}, 1),
 	}
@@ -326,6 +350,7 @@ func (x *executor) run(ctx context.Context) {
 	defer x.pubWaiting.Store(0)
 	defer x.pubSnoozed.Store(0)
 	defer x.pubBreakers.Store(0)
+	defer x.pubHalted.Store(0)
 	reading := time.NewTicker(prefetchEvery)
 	defer reading.Stop()
 	x.lastReading = time.Now()
@@ -374,6 +399,8 @@ func (x *executor) run(ctx context.Context) {
 			x.reading()
 		case <-x.copySignal:
 			x.takeCopies()
+		case ps := <-x.cfg.Pauses:
+			x.applyPauses(ps)
 		case <-x.cfg.Rate.wake(): // a token for a job waiting on the rate limit
 		case <-stopping:
 			stopping = nil
@@ -438,6 +465,7 @@ func (x *executor) logStopping() {
 	if x.pause != nil {
 		args = append(args, "held_for_pause", paused, "dependencies_down", strings.Join(x.pause.deps, ","))
 	}
+	args = x.logTopicPauses(args)
 	x.log.Info("worker stopping: fetching no more; running jobs may finish until the shutdown timeout, held ones are released", args...)
 }
 
@@ -521,7 +549,7 @@ func (x *executor) deliver(d member.Delivery) {
 				x.armFor(k)
 			}
 		case j.state == jobRunning, j.state == jobHeld, j.state == jobPaused,
-			j.state == jobWaiting, j.state == jobSnoozed, j.state == jobCopying:
+			j.state == jobWaiting, j.state == jobSnoozed, j.state == jobCopying, j.state == jobHalted:
 			x.tracker.Relock(k, d.Deadline, d.Lock)
 			x.armFor(k)
 		}
@@ -543,6 +571,11 @@ func (x *executor) deliver(d member.Delivery) {
 		// A snoozed job's copy, early: held until it is due.
 		x.track(j, time.Now())
 		x.holdSnoozed(j, nb)
+		return
+	}
+	if x.topicPaused(k.Topic) {
+		x.queued++ // as queued, and at once waiting for the pause
+		x.halt(j, time.Now())
 		return
 	}
 	x.queue = append(x.queue, j)
@@ -589,9 +622,14 @@ func (x *executor) popQueued() *xjob {
 	}
 }
 
-// start runs j's handler, unless its lock is about to run out.
+// start runs j's handler, unless its lock is about to run out or its
+// topic is paused (then it waits for the pause).
 func (x *executor) start(j *xjob) {
 	now := time.Now()
+	if x.topicPaused(j.key.Topic) {
+		x.halt(j, now)
+		return
+	}
 	// The member's deadline is its fetch's send time plus the lock, so it
 	// is never late; still, do not start a job whose lock is about to run
 	// out. On its last delivery it runs all the same: a release would
@@ -819,7 +857,7 @@ func (x *executor) wakeUp() {
 			case jobQueued: // waited for a slot or a pause that long
 				x.finish(j, AckRelease, OutcomeInterrupted, ErrMaxHold, 0)
 				continue
-			case jobWaiting: // waited for its key that long: for later
+			case jobWaiting, jobHalted: // waited for its key or its topic's pause that long: for later
 				x.copyOut(j, now)
 				continue
 			case jobSnoozed: // not due yet: for later
@@ -928,9 +966,12 @@ func (x *executor) releaseHeld() {
 			x.copyOut(j, j.releaseAt)
 		case j.state == jobWaiting && j.ks != nil && j.ks.open:
 			x.copyOut(j, now) // its key is down: for later too
+		case j.state == jobHalted:
+			x.copyOut(j, now) // its topic is paused: for later too
 		}
 	}
 	x.holds = x.holds[:0]
+	x.haltLine = nil
 }
 
 // expire ends the shutdown: running handlers are cancelled and every
@@ -943,10 +984,11 @@ func (x *executor) expire() {
 			x.abandon(j, ErrShutdown)
 		case jobHeld, jobPaused:
 			x.finish(j, AckRelease, OutcomeRetried, ErrShutdown, j.took)
-		case jobQueued, jobWaiting, jobSnoozed, jobCopying:
+		case jobQueued, jobWaiting, jobSnoozed, jobCopying, jobHalted:
 			x.finish(j, AckRelease, OutcomeInterrupted, ErrShutdown, j.took)
 		}
 	}
+	x.haltLine = nil
 	x.queue, x.qhead, x.queued = x.queue[:0], 0, 0
 	x.holds = x.holds[:0]
 }
@@ -983,7 +1025,7 @@ func (x *executor) drop(j *xjob, cause error) {
 		took = time.Since(j.start)
 	case jobHeld, jobPaused:
 		took, outcome = j.took, OutcomeRetried
-	case jobWaiting, jobSnoozed, jobCopying:
+	case jobWaiting, jobSnoozed, jobCopying, jobHalted:
 		took = j.took
 	}
 	x.end(j, cause)
@@ -1026,6 +1068,8 @@ func (x *executor) leaveState(j *xjob) {
 		x.waiting--
 	case jobSnoozed:
 		x.snoozed--
+	case jobHalted:
+		x.halted--
 	}
 }
 
@@ -1164,6 +1208,7 @@ func (x *executor) reading() {
 	x.pubWaiting.Store(int64(x.waiting))
 	x.pubSnoozed.Store(int64(x.snoozed))
 	x.pubBreakers.Store(int64(x.breakersOpen))
+	x.pubHalted.Store(int64(x.halted))
 }
 
 // keepQueuedLocks has the tracker renew the lock of every queued record

@@ -218,6 +218,13 @@ func (b *xbundle) dependenciesDown() []string {
 // before the bubble ends.
 func startExecutor(t *testing.T, h handler.Handler, f *fakeMember, opts ...Option) *xbundle {
 	t.Helper()
+	return startExecutorWith(t, h, f, nil, opts...)
+}
+
+// startExecutorWith is startExecutor with set applied to the executor's
+// config (nil: nothing) before it starts.
+func startExecutorWith(t *testing.T, h handler.Handler, f *fakeMember, set func(*executorConfig), opts ...Option) *xbundle {
+	t.Helper()
 	obs := newRecorder()
 	if f == nil {
 		f = newFakeMember()
@@ -226,7 +233,11 @@ func startExecutor(t *testing.T, h handler.Handler, f *fakeMember, opts ...Optio
 	base := []Option{Brokers("fake:9092"), Group("g"), Handle("t", h), Observers(obs),
 		Logger(slog.New(slog.DiscardHandler)), RetryBackoff(nil)}
 	b := &xbundle{f: f, h: c, obs: obs, ran: make(chan struct{})}
-	b.x = newExecutor(testExecutorConfig(t, b, append(base, opts...)...), f)
+	xc := testExecutorConfig(t, b, append(base, opts...)...)
+	if set != nil {
+		set(&xc)
+	}
+	b.x = newExecutor(xc, f)
 	ctx, cancel := context.WithCancel(context.Background())
 	b.cancel = cancel
 	go func() {

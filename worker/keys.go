@@ -333,6 +333,14 @@ func (x *executor) startReady() {
 			x.keyFreed(j.ks, now)
 			continue
 		}
+		if x.topicPaused(j.key.Topic) {
+			if j.ks != nil {
+				j.ks.pending--
+				x.keyFreed(j.ks, now)
+			}
+			x.halt(j, now) // waits for its topic's pause, then for its key again
+			continue
+		}
 		x.waiting--
 		if !x.admit(j, now, true) {
 			continue

@@ -38,6 +38,7 @@ type fakeMember struct {
 	left        bool
 	closed      bool
 	stats       member.Stats
+	paused      []string // the topics of the last PauseTopics
 }
 
 func newFakeMember() *fakeMember {
@@ -84,6 +85,13 @@ func (f *fakeMember) StopFetching() {
 	if !f.manualQuiet {
 		f.closeQuietLocked()
 	}
+}
+
+func (f *fakeMember) PauseTopics(topics []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.paused = append([]string(nil), topics...)
+	f.calls = append(f.calls, fmt.Sprintf("pause %v", topics))
 }
 
 func (f *fakeMember) Leave() {
@@ -303,6 +311,8 @@ func (b *benchMember) StopFetching() {
 	b.mu.Unlock()
 	b.signal()
 }
+
+func (b *benchMember) PauseTopics([]string) {}
 
 func (b *benchMember) Leave() {
 	b.mu.Lock()

@@ -265,6 +265,9 @@ type MemberStats struct {
 	Waiting int
 	// Snoozed is the number of snoozed jobs held until they are due.
 	Snoozed int
+	// Paused is the number of jobs in hand waiting for their topic's
+	// pause to end ([Worker.PausedTopics]), without a handler slot.
+	Paused int
 	// BreakersOpen is the number of keys whose breaker is open.
 	BreakersOpen int
 	// FetchRTT is a moving average of the round trip of share fetches
@@ -305,6 +308,8 @@ var (
 	_ KeyObserver    = multiObserver(nil)
 	_ GrowthObserver = multiObserver(nil)
 	_ StallObserver  = multiObserver(nil)
+
+	_ PausedTopicObserver = multiObserver(nil)
 )
 
 // multiObserver passes every event to each observer in turn.
@@ -402,6 +407,22 @@ func (m multiObserver) WorkerResumed(dependency string, down time.Duration, back
 	for _, o := range m {
 		if po, ok := o.(PauseObserver); ok {
 			po.WorkerResumed(dependency, down, back)
+		}
+	}
+}
+
+func (m multiObserver) TopicPaused(topic, reason, by string) {
+	for _, o := range m {
+		if po, ok := o.(PausedTopicObserver); ok {
+			po.TopicPaused(topic, reason, by)
+		}
+	}
+}
+
+func (m multiObserver) TopicResumed(topic string, paused time.Duration) {
+	for _, o := range m {
+		if po, ok := o.(PausedTopicObserver); ok {
+			po.TopicResumed(topic, paused)
 		}
 	}
 }

@@ -124,6 +124,10 @@ func (x *executor) maybeProbe() {
 		p.held[0] = nil
 		p.held = p.held[1:]
 		if j.state == jobPaused && x.jobs[j.key] == j {
+			if x.topicPaused(j.key.Topic) {
+				x.halt(j, time.Now()) // its topic's pause first
+				continue
+			}
 			p.probe = j
 			x.rerun(j)
 			return
@@ -177,7 +181,11 @@ func (x *executor) startReruns() {
 		j := x.reruns[0]
 		x.reruns[0] = nil
 		x.reruns = x.reruns[1:]
-		if j.state == jobPaused && x.jobs[j.key] == j && x.admit(j, time.Now(), false) {
+		switch {
+		case j.state != jobPaused || x.jobs[j.key] != j:
+		case x.topicPaused(j.key.Topic):
+			x.halt(j, time.Now())
+		case x.admit(j, time.Now(), false):
 			x.rerun(j)
 		}
 	}

@@ -136,6 +136,10 @@ type Worker struct {
 	brokerDLQ     atomic.Pointer[string] // set by Check
 
 	down atomic.Pointer[[]string] // the dependencies down while the executor is paused; written by it
+	// pauses brings the operator's pauses to the executor's loop, by
+	// topic (topicpause.go); paused is what the executor applied.
+	pauses chan map[string]TopicPause
+	paused atomic.Pointer[[]TopicPause]
 
 	stopped chan struct{}         // closed when Run returns
 	runErr  atomic.Pointer[error] // what Run returned, set before stopped closes
@@ -148,7 +152,7 @@ func New(opts ...Option) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Worker{cfg: cfg, stopped: make(chan struct{})}
+	w := &Worker{cfg: cfg, stopped: make(chan struct{}), pauses: make(chan map[string]TopicPause)}
 	w.handlers, w.timeouts, w.topics, w.checkers = cfg.handlers()
 	return w, nil
 }
@@ -214,6 +218,17 @@ func (w *Worker) Err() error {
 func (w *Worker) DependenciesDown() []string {
 	if p := w.down.Load(); p != nil {
 		return append([]string(nil), (*p)...)
+	}
+	return nil
+}
+
+// PausedTopics returns the worker's topics an operator paused, as the
+// worker applied them, by topic name; nil when none is. While a topic is
+// paused the worker fetches none of its records and starts none of its
+// jobs (docs/operations.md, "Pause and resume"). Safe for concurrent use.
+func (w *Worker) PausedTopics() []TopicPause {
+	if p := w.paused.Load(); p != nil {
+		return append([]TopicPause(nil), (*p)...)
 	}
 	return nil
 }
