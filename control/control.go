@@ -13,7 +13,7 @@
 // round trip.
 //
 // A worker that cannot read the topic keeps the state it last read and
-// says so once in its log; docs/operations.md has the whole story.
+// says so once in its log; docs/operating.md has the whole story.
 package control
 
 import (
