@@ -2,7 +2,6 @@ package consolebrowser_test
 
 import (
 	"context"
-	"encoding/base64"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
@@ -119,12 +117,7 @@ func TestActionsWithAuthInBrowser(t *testing.T) {
 	// Signed in (every request the page makes carries the credentials,
 	// as once a browser has them for the console's realm), enqueue a job
 	// through the form.
-	do(chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-		_, err := cdp.Call(ctx, tg, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{
-			Headers: network.Headers{"Authorization": "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pass))},
-		})
-		return err
-	}))
+	signIn(t, ctx, user, pass)
 	do(chromedp.Navigate(srv.URL+"/enqueue?topic="+topic), chromedp.WaitVisible(chromedp.CSS(`textarea[name=payload]`)),
 		chromedp.SetValue(chromedp.CSS(`input[name=id]`), "welcome-42"),
 		chromedp.SetValue(chromedp.CSS(`textarea[name=payload]`), `{"to":"ada@example.com","template":"welcome"}`),
@@ -141,10 +134,7 @@ func TestActionsWithAuthInBrowser(t *testing.T) {
 	if strings.Contains(logs.String(), pass) {
 		t.Errorf("the password is in the log:\n%s", logs)
 	}
-	do(chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-		_, err := cdp.Call(ctx, tg, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: network.Headers{}})
-		return err
-	}))
+	signIn(t, ctx, "", "")
 
 	// Without auth, from the network: read-only, and the form refused.
 	do(chromedp.Navigate(remote.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`header .badge`)))
