@@ -82,7 +82,7 @@ func TopicConfigs() map[string]*string {
 // default replication, [TopicConfigs]) unless it exists. It needs Create
 // on the topic (or the cluster) only when the topic is missing.
 func (c *Client) EnsureTopic(ctx context.Context) error {
-	if _, _, err := c.ends(ctx); !errors.Is(err, ErrNoTopic) {
+	if _, _, err := c.ends(ctx, c.adm); !errors.Is(err, ErrNoTopic) {
 		return err
 	}
 	resp, err := c.adm.CreateTopic(ctx, 1, -1, TopicConfigs(), c.topic)
@@ -161,9 +161,9 @@ func (c *Client) readErr(op string, err error) error {
 	return fmt.Errorf("control: read %s: %w", c.topic, err)
 }
 
-// ends returns each partition's start and end offset.
-func (c *Client) ends(ctx context.Context) (start, end map[int32]int64, err error) {
-	ends, err := c.adm.ListEndOffsets(ctx, c.topic)
+// ends returns each partition's start and end offset, asked through adm.
+func (c *Client) ends(ctx context.Context, adm *kadm.Client) (start, end map[int32]int64, err error) {
+	ends, err := adm.ListEndOffsets(ctx, c.topic)
 	if err == nil {
 		err = ends.Error()
 	}
@@ -173,7 +173,7 @@ func (c *Client) ends(ctx context.Context) (start, end map[int32]int64, err erro
 	if _, ok := ends[c.topic]; !ok {
 		return nil, nil, c.noTopic()
 	}
-	starts, err := c.adm.ListStartOffsets(ctx, c.topic)
+	starts, err := adm.ListStartOffsets(ctx, c.topic)
 	if err == nil {
 		err = starts.Error()
 	}
@@ -246,10 +246,18 @@ type reader struct {
 	e   entries
 }
 
-// open starts a reader at the start of every partition of the topic.
+// open starts a reader at the start of every partition of the topic. Its
+// offsets are asked through the reader's own client: c's client may
+// hold metadata of minutes ago (kadm asks through kgo's metadata cache),
+// from before the topic was created.
 func (c *Client) open(ctx context.Context) (*reader, error) {
-	start, end, err := c.ends(ctx)
+	rd, err := kgo.NewClient(append(c.cl.Opts(), kgo.FetchMaxWait(c.pollWait))...)
 	if err != nil {
+		return nil, fmt.Errorf("control: read %s: %w", c.topic, err)
+	}
+	start, end, err := c.ends(ctx, kadm.NewClient(rd))
+	if err != nil {
+		rd.Close()
 		return nil, err
 	}
 	assign := map[int32]kgo.Offset{}
@@ -260,12 +268,7 @@ func (c *Client) open(ctx context.Context) (*reader, error) {
 			left[p] = end[p]
 		}
 	}
-	rd, err := kgo.NewClient(append(c.cl.Opts(),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{c.topic: assign}),
-		kgo.FetchMaxWait(c.pollWait))...)
-	if err != nil {
-		return nil, fmt.Errorf("control: read %s: %w", c.topic, err)
-	}
+	rd.AddConsumePartitions(map[string]map[int32]kgo.Offset{c.topic: assign})
 	return &reader{c: c, rd: rd, end: left, e: entries{}}, nil
 }
 
