@@ -91,20 +91,8 @@ func TestActionsWithAuthInBrowser(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(bctx, 2*time.Minute)
 	defer cancel()
-	do := func(steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	text := func(css string) string {
-		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(css)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
+	do := tab{t, ctx}.do
+	text := tab{t, ctx}.text
 	withUser := func(base, user, pass string) string {
 		u, err := url.Parse(base)
 		if err != nil {

@@ -2,15 +2,12 @@ package consolebrowser_test
 
 import (
 	"context"
-	"encoding/base64"
 	"log/slog"
 	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
 
-	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
 	"github.com/shareq/shareq/console"
@@ -45,20 +42,8 @@ func TestPauseInBrowser(t *testing.T) {
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	ctx := startBrowser(t, chromium, 1000, 760)
-	do := func(steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	text := func(css string) string {
-		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(css)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
+	do := tab{t, ctx}.do
+	text := tab{t, ctx}.text
 	signIn(t, ctx, "ops", "a long random password")
 
 	do(chromedp.Navigate(srv.URL+"/groups/"+group), chromedp.WaitVisible(chromedp.ID("pause-form")))
@@ -96,23 +81,5 @@ func TestPauseInBrowser(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), `msg="console: action"`); n != 2 {
 		t.Errorf("%d action lines; want 2:\n%s", n, logs)
-	}
-}
-
-// signIn makes every request of the browser carry basic auth as user
-// with pass, as once a browser has them for the console's realm; with
-// user "" it stops.
-func signIn(t *testing.T, ctx context.Context, user, pass string) {
-	t.Helper()
-	headers := network.Headers{}
-	if user != "" {
-		headers["Authorization"] = "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pass))
-	}
-	err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-		_, err := cdp.Call(ctx, tg, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: headers})
-		return err
-	}))
-	if err != nil {
-		t.Fatal(err)
 	}
 }
