@@ -243,7 +243,7 @@ type reader struct {
 	c   *Client
 	rd  *kgo.Client
 	end map[int32]int64 // partitions not read to the end offset seen at the start
-	e   entries
+	e   *entries
 }
 
 // open starts a reader at the start of every partition of the topic. Its
@@ -269,7 +269,7 @@ func (c *Client) open(ctx context.Context) (*reader, error) {
 		}
 	}
 	rd.AddConsumePartitions(map[string]map[int32]kgo.Offset{c.topic: assign})
-	return &reader{c: c, rd: rd, end: left, e: entries{}}, nil
+	return &reader{c: c, rd: rd, end: left, e: newEntries()}, nil
 }
 
 func (r *reader) close() { r.rd.Close() }

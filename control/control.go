@@ -1,12 +1,14 @@
 // Package control is the fleet-wide state an operator sets for shareq
-// workers: which topics of which groups are paused, why and by whom.
+// workers at run time: which topics of which groups are paused, and the
+// rate and key limits that replace the ones their code declares; each
+// with why and by whom.
 //
 // The state lives in one compacted Kafka topic ([DefaultTopic]), so it
 // needs nothing but Kafka, survives the loss of any process (the broker
 // keeps it, replicated as the topic is), and is read the same way by
-// workers, `shareq pause|resume|pauses` and the console. Each pause is
-// one record keyed by its group and topic; a resume is that key's
-// tombstone. A worker reads the topic to its end before it fetches (a
+// workers, `shareq pause|resume|pauses` and the console. Each pause and
+// each limit is one record keyed by its kind, group and topic; a resume
+// (or a limit cleared) is that key's tombstone. A worker reads the topic to its end before it fetches (a
 // worker started while a pause is on starts paused) and then follows it
 // with one long-polling fetch, which answers as soon as a record is
 // written: a pause reaches every worker of the group within a fetch
@@ -81,9 +83,11 @@ func (p Pause) validate() error {
 }
 
 // State is the control topic's content at one point: every pause in
-// force, sorted by group and topic (a whole-group pause first).
+// force, sorted by group and topic (a whole-group pause first), and every
+// limit set, sorted the same way.
 type State struct {
 	Pauses []Pause
+	Limits []Limit
 }
 
 // Paused returns the pause that stops topic of group, if any: the whole
@@ -116,15 +120,18 @@ func (s State) Of(group string) []Pause {
 	return out
 }
 
-// Equal reports whether s and o hold the same pauses.
+// Equal reports whether s and o hold the same pauses and limits.
 func (s State) Equal(o State) bool {
 	return slices.EqualFunc(s.Pauses, o.Pauses, func(a, b Pause) bool {
 		return a.Group == b.Group && a.Topic == b.Topic && a.Reason == b.Reason && a.By == b.By && a.At.Equal(b.At)
-	})
+	}) && slices.EqualFunc(s.Limits, o.Limits, Limit.equal)
 }
 
 // record kinds, the first element of a record's key.
-const kindPause = "pause"
+const (
+	kindPause = "pause"
+	kindLimit = "limit"
+)
 
 // key is the record key of a control entry: a JSON array of its kind,
 // group and topic, so that no group or topic name can make two entries
@@ -144,38 +151,63 @@ func parseKey(b []byte) (kind, group, topic string, ok bool) {
 }
 
 // entries is the state being read: the last value of each key.
-type entries map[string]Pause
+type entries struct {
+	pauses map[string]Pause
+	limits map[string]Limit
+}
+
+func newEntries() *entries {
+	return &entries{pauses: map[string]Pause{}, limits: map[string]Limit{}}
+}
 
 // apply takes one record into e; it reports whether e changed. Records
 // of kinds this version does not know are skipped, as are values it
 // cannot read (a newer writer's).
-func (e entries) apply(r *kgo.Record) bool {
+func (e *entries) apply(r *kgo.Record) bool {
 	kind, group, topic, ok := parseKey(r.Key)
-	if !ok || kind != kindPause {
+	if !ok {
 		return false
 	}
+	switch kind {
+	case kindPause:
+		return put(e.pauses, r, func(p *Pause) { p.Group, p.Topic = group, topic })
+	case kindLimit:
+		return put(e.limits, r, func(l *Limit) { l.Group, l.Topic = group, topic })
+	}
+	return false
+}
+
+// put applies r to m: its value decoded, named by the key (set), or a
+// tombstone's removal. It reports whether m changed.
+func put[V any](m map[string]V, r *kgo.Record, set func(*V)) bool {
 	k := string(r.Key)
 	if r.Value == nil {
-		_, had := e[k]
-		delete(e, k)
+		_, had := m[k]
+		delete(m, k)
 		return had
 	}
-	var p Pause
-	if json.Unmarshal(r.Value, &p) != nil {
+	var v V
+	if json.Unmarshal(r.Value, &v) != nil {
 		return false
 	}
-	p.Group, p.Topic = group, topic // the key decides what is paused
-	e[k] = p
+	set(&v) // the key decides what the entry is about
+	m[k] = v
 	return true
 }
 
 // state is e as a State.
-func (e entries) state() State {
-	s := State{Pauses: make([]Pause, 0, len(e))}
-	for _, p := range e {
+func (e *entries) state() State {
+	s := State{Pauses: make([]Pause, 0, len(e.pauses)), Limits: make([]Limit, 0, len(e.limits))}
+	for _, p := range e.pauses {
 		s.Pauses = append(s.Pauses, p)
 	}
+	for _, l := range e.limits {
+		s.Limits = append(s.Limits, l)
+	}
 	slices.SortFunc(s.Pauses, func(a, b Pause) int {
+		return cmp.Or(cmp.Compare(a.Group, b.Group), cmp.Compare(a.Topic, b.Topic))
+	})
+	slices.SortFunc(s.Limits, func(a, b Limit) int {
 		return cmp.Or(cmp.Compare(a.Group, b.Group), cmp.Compare(a.Topic, b.Topic))
 	})
 	return s
