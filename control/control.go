@@ -6,13 +6,16 @@
 // The state lives in one compacted Kafka topic ([DefaultTopic]), so it
 // needs nothing but Kafka, survives the loss of any process (the broker
 // keeps it, replicated as the topic is), and is read the same way by
-// workers, `shareq pause|resume|pauses` and the console. Each pause and
-// each limit is one record keyed by its kind, group and topic; a resume
-// (or a limit cleared) is that key's tombstone. A worker reads the topic to its end before it fetches (a
+// workers, the CLI (`shareq pause|resume|pauses|limit|limits`) and the
+// console. Each pause and each limit is one record keyed by its kind,
+// group and topic; a resume (or a limit cleared) is that key's
+// tombstone. A worker reads the topic to its end before it fetches (a
 // worker started while a pause is on starts paused) and then follows it
 // with one long-polling fetch, which answers as soon as a record is
-// written: a pause reaches every worker of the group within a fetch
-// round trip.
+// written: a change reaches every worker of the group within a fetch
+// round trip. A new topic rate takes effect on every worker at once, a
+// moment after it is written ([RateSwitch]), so that no two workers run
+// different rates.
 //
 // A worker that cannot read the topic keeps the state it last read and
 // says so once in its log; docs/operating.md has the whole story.
