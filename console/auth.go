@@ -43,7 +43,7 @@ func BasicAuth(user, password string) Option {
 
 // ActionsWithoutAuthOnNetwork serves the actions without authentication
 // to any client that reaches the console, not only to loopback ones:
-// anyone who can send it a request can replay, enqueue and reset. Without
+// anyone who can send it a request can replay, enqueue, reset and pause. Without
 // it, a console given [Actions] and neither [Authenticate] nor
 // [BasicAuth] shows its actions only to loopback clients (see [Actions]).
 // It is for an application whose own middleware in front of the console

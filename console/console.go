@@ -63,6 +63,8 @@ func New(opts ...Option) (http.Handler, error) {
 	mux.HandleFunc("GET /groups/{group}", s.group)
 	mux.HandleFunc("GET /groups/{group}/reset", s.resetForm)
 	mux.HandleFunc("POST /groups/{group}/reset", s.action("reset", s.reset))
+	mux.HandleFunc("POST /groups/{group}/pause", s.action("pause", s.pause))
+	mux.HandleFunc("POST /groups/{group}/resume", s.action("resume", s.resume))
 	mux.HandleFunc("GET /topics", s.topics)
 	mux.HandleFunc("GET /workers", s.workers)
 	mux.HandleFunc("GET /dlq/{topic}", s.dlqList)

@@ -104,6 +104,7 @@ type groupPage struct {
 	ConfigsErr string
 	BrokerDLQ  string   // the group's broker dead-letter topic, "" when none is set
 	DLQs       []string // the DLQ topics (<topic>.dlq) of the group's topics that exist
+	Paused     pauseView
 }
 
 type kv struct{ Key, Value string }
@@ -132,7 +133,7 @@ func (s *server) group(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, statusOf(err), err)
 		return
 	}
-	p := groupPage{Status: st}
+	p := groupPage{Status: st, Paused: s.pausesOf(ctx, cl, st)}
 	var dlqs []string
 	for _, ps := range st.Partitions {
 		if d := ps.Topic + dlq.TopicSuffix; !slices.Contains(dlqs, d) {

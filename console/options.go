@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/shareq/shareq/control"
 	"github.com/shareq/shareq/internal/fleet"
 )
 
@@ -50,6 +51,7 @@ type config struct {
 	logger        *slog.Logger
 	loggerSet     bool
 	workersTopic  string
+	controlTopic  string
 	auth          authConfig // auth.go
 }
 
@@ -132,6 +134,13 @@ func WorkersTopic(name string) Option {
 	return optionFunc(func(c *config) { c.workersTopic = name })
 }
 
+// ControlTopic names the control topic the group pages read pauses from
+// and write them to (default control.DefaultTopic, "shareq.controls"):
+// the one the workers follow (worker.ControlTopic).
+func ControlTopic(name string) Option {
+	return optionFunc(func(c *config) { c.controlTopic = name })
+}
+
 // Logger receives the errors the pages show, and a line per action.
 // Default slog.Default().
 func Logger(l *slog.Logger) Option {
@@ -141,7 +150,7 @@ func Logger(l *slog.Logger) Option {
 // newConfig applies opts over the defaults and validates the result: the
 // error lists every option that is wrong, each prefixed "console: ".
 func newConfig(opts []Option) (*config, error) {
-	c := &config{rate: ReplayRateDefault, pageSize: PageSizeDefault, payload: PayloadLimitDefault, scan: ScanLimitDefault, workersTopic: fleet.TopicDefault}
+	c := &config{rate: ReplayRateDefault, pageSize: PageSizeDefault, payload: PayloadLimitDefault, scan: ScanLimitDefault, workersTopic: fleet.TopicDefault, controlTopic: control.DefaultTopic}
 	var errs []error
 	for i, o := range opts {
 		if o == nil {
@@ -197,6 +206,9 @@ func (c *config) validate() []error {
 	}
 	if c.workersTopic == "" {
 		errs = append(errs, errors.New("WorkersTopic(\"\"): give the workers' status topic, or leave WorkersTopic out for \""+fleet.TopicDefault+"\""))
+	}
+	if c.controlTopic == "" {
+		errs = append(errs, errors.New("ControlTopic(\"\"): give the control topic, or leave ControlTopic out for \""+control.DefaultTopic+"\""))
 	}
 	if c.loggerSet && c.logger == nil {
 		errs = append(errs, errors.New("Logger(nil): give a *slog.Logger, or leave Logger out for slog.Default()"))

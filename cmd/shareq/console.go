@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shareq/shareq/console"
+	"github.com/shareq/shareq/control"
 	"github.com/shareq/shareq/internal/fleet"
 )
 
@@ -44,7 +45,7 @@ request: serve the console over TLS (a proxy) beyond localhost.
 
 -actions on an address other than the loopback refuses to start without
 -auth-user, unless given -actions-without-auth-on-network (then anyone
-who reaches the address can replay, enqueue and reset). Without -auth-user
+who reaches the address can replay, enqueue, reset and pause). Without -auth-user
 the actions are served to loopback clients only, never through a proxy.
 Every action is logged on stderr: who, what, and the outcome.
 `
@@ -54,15 +55,16 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	cluster := addClusterFlags(fs)
 	listen := fs.String("listen", "127.0.0.1:8080", "address to serve the console at")
 	database := fs.String("database", os.Getenv(databaseEnv), "Postgres URL, for the outbox page; $"+databaseEnv+" sets the default")
-	actions := fs.Bool("actions", false, "enable the actions: replay, enqueue, reset")
+	actions := fs.Bool("actions", false, "enable the actions: replay, enqueue, reset, pause and resume")
 	prefix := fs.String("prefix", "", "serve under this path, such as /console (for a proxy that forwards it)")
 	workersTopic := fs.String("workers-topic", fleet.TopicDefault, "the workers' status topic the Workers page reads")
+	controlsTopic := fs.String("controls-topic", control.DefaultTopic, "the control topic the group pages read pauses from and write them to")
 	user := fs.String("auth-user", "", "require HTTP basic auth as this user (password from $"+consolePasswordEnv+" or the file $"+consolePasswordFile+")")
 	anyClient := fs.Bool("actions-without-auth-on-network", false, "with -actions and no -auth-user, serve the actions to anyone who reaches -listen, not only on the loopback")
 	if _, err := parseInterspersed(fs, args, 0); err != nil {
 		return err
 	}
-	c := consoleConfig{listen: *listen, database: *database, actions: *actions, prefix: *prefix, anyClient: *anyClient, workersTopic: *workersTopic}
+	c := consoleConfig{listen: *listen, database: *database, actions: *actions, prefix: *prefix, anyClient: *anyClient, workersTopic: *workersTopic, controlsTopic: *controlsTopic}
 	if *user != "" {
 		pass, err := consolePassword()
 		if err != nil {
@@ -84,6 +86,7 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 type consoleConfig struct {
 	listen, database, prefix string
 	workersTopic             string // "": the default
+	controlsTopic            string // "": the default
 	actions                  bool
 	auth                     console.Option // BasicAuth, or nil
 	anyClient                bool           // -actions-without-auth-on-network
@@ -155,6 +158,9 @@ func serveConsole(ctx context.Context, cl *kgo.Client, c consoleConfig, stdout, 
 	if c.workersTopic != "" {
 		opts = append(opts, console.WorkersTopic(c.workersTopic))
 	}
+	if c.controlsTopic != "" {
+		opts = append(opts, console.ControlTopic(c.controlsTopic))
+	}
 	if c.database != "" {
 		pool, err := pgxpool.New(ctx, c.database)
 		if err != nil {
@@ -172,7 +178,7 @@ func serveConsole(ctx context.Context, cl *kgo.Client, c consoleConfig, stdout, 
 		return fmt.Errorf("console: %w", err)
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	mode := "read-only; -actions enables replay, enqueue and reset"
+	mode := "read-only; -actions enables replay, enqueue, reset and pause"
 	switch {
 	case c.actions && c.auth != nil:
 		mode = "actions enabled, with basic auth"

@@ -10,6 +10,11 @@
 //	shareq workers [-group GROUP] [-json]
 //	    list the workers running now: host, version, topics, jobs,
 //	    breakers and dependencies down
+//	shareq pause GROUP [-topic TOPIC] -reason TEXT
+//	shareq resume GROUP [-topic TOPIC]
+//	shareq pauses [-group GROUP]
+//	    pause a topic (or a whole group) on every worker of the group,
+//	    resume it, list the pauses in force
 //	shareq reset GROUP -to earliest|latest|OFFSET [-topic T] [-yes]
 //	    move an empty share group's start offsets
 //	shareq enqueue TOPIC [JSON] [-id ID] [-key KEY]
@@ -68,11 +73,14 @@ var commands = map[string]command{
 	"jobs":    {"list jobs for later and periodic schedules, cancel a job", runJobs},
 	"topics":  {"create job topics and their dead-letter topics", runTopics},
 	"workers": {"list the workers running now, with what each runs", runWorkers},
+	"pause":   {"pause a topic or a whole group on every worker of the group", runPause},
+	"resume":  {"resume a paused topic or group", runResume},
+	"pauses":  {"list the pauses in force, with who paused and why", runPauses},
 	"console": {"serve the operator's web console", runConsole},
 }
 
 // commandOrder lists commands in the order usage shows them.
-var commandOrder = []string{"dev", "topics", "dlq", "status", "workers", "reset", "enqueue", "relay", "jobs", "console"}
+var commandOrder = []string{"dev", "topics", "dlq", "status", "workers", "pause", "resume", "pauses", "reset", "enqueue", "relay", "jobs", "console"}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/shareq/shareq/control"
 	"github.com/shareq/shareq/dlq"
 	"github.com/shareq/shareq/internal/acl"
 	"github.com/shareq/shareq/internal/fleet"
@@ -32,12 +33,15 @@ broker, dlq.GROUP, with errors.deadletterqueue.group.enable=true (Kafka
 workers of GROUP take it up at start). With -workers it also creates the
 workers' status topic (` + fleet.TopicDefault + `, or -workers-topic): one partition,
 cleanup.policy=compact,delete, where each worker publishes its status for
-"shareq workers" and the console. A topic
+"shareq workers" and the console. With -controls it also creates the
+control topic (` + control.DefaultTopic + `, or -controls-topic): one partition,
+compacted, where "shareq pause" writes pauses and every worker reads them
+(workers and "shareq pause" create it themselves when they may). A topic
 that exists already is left as it is and listed as "exists", so the command
 can run at every deploy. It returns once every topic is in the brokers'
 metadata, so a worker started next finds it.
 
-shareq workers never create topics: run this (or kafka-topics.sh, or your
+shareq workers create no topic but the control topic: run this (or kafka-topics.sh, or your
 infrastructure's tooling) before starting them.
 
 Flags may come before or after the names.
@@ -63,6 +67,8 @@ func runTopics(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	groupDLQ := fs.String("group-dlq", "", "also create this share group's dead-letter topic on the broker, dlq.GROUP (Kafka 4.4+)")
 	withWorkers := fs.Bool("workers", false, "also create the workers' status topic (see shareq workers)")
 	workersTopic := fs.String("workers-topic", fleet.TopicDefault, "the workers' status topic's name (with -workers)")
+	withControls := fs.Bool("controls", false, "also create the control topic (see shareq pause)")
+	controlsTopic := fs.String("controls-topic", control.DefaultTopic, "the control topic's name (with -controls)")
 	// "create" is the only subcommand: "shareq topics -h" is its help,
 	// with its flags.
 	switch {
@@ -81,7 +87,7 @@ func runTopics(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	if len(names) == 0 && *groupDLQ == "" && !*withWorkers {
+	if len(names) == 0 && *groupDLQ == "" && !*withWorkers && !*withControls {
 		fmt.Fprintf(stderr, "shareq topics create: name at least one topic\n\n")
 		fs.Usage()
 		return errUsage
@@ -126,6 +132,11 @@ func runTopics(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *withWorkers {
 		if err := add(*workersTopic, 1, fleet.TopicConfigs()); err != nil {
 			return fmt.Errorf("-workers-topic %q: %w", *workersTopic, err)
+		}
+	}
+	if *withControls {
+		if err := add(*controlsTopic, 1, control.TopicConfigs()); err != nil {
+			return fmt.Errorf("-controls-topic %q: %w", *controlsTopic, err)
 		}
 	}
 	cl, err := connect(ctx, cluster)

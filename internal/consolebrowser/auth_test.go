@@ -2,7 +2,6 @@ package consolebrowser_test
 
 import (
 	"context"
-	"encoding/base64"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
@@ -93,20 +91,8 @@ func TestActionsWithAuthInBrowser(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(bctx, 2*time.Minute)
 	defer cancel()
-	do := func(steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	text := func(css string) string {
-		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(css)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
+	do := tab{t, ctx}.do
+	text := tab{t, ctx}.text
 	withUser := func(base, user, pass string) string {
 		u, err := url.Parse(base)
 		if err != nil {
@@ -119,12 +105,7 @@ func TestActionsWithAuthInBrowser(t *testing.T) {
 	// Signed in (every request the page makes carries the credentials,
 	// as once a browser has them for the console's realm), enqueue a job
 	// through the form.
-	do(chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-		_, err := cdp.Call(ctx, tg, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{
-			Headers: network.Headers{"Authorization": "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pass))},
-		})
-		return err
-	}))
+	signIn(t, ctx, user, pass)
 	do(chromedp.Navigate(srv.URL+"/enqueue?topic="+topic), chromedp.WaitVisible(chromedp.CSS(`textarea[name=payload]`)),
 		chromedp.SetValue(chromedp.CSS(`input[name=id]`), "welcome-42"),
 		chromedp.SetValue(chromedp.CSS(`textarea[name=payload]`), `{"to":"ada@example.com","template":"welcome"}`),
@@ -141,10 +122,7 @@ func TestActionsWithAuthInBrowser(t *testing.T) {
 	if strings.Contains(logs.String(), pass) {
 		t.Errorf("the password is in the log:\n%s", logs)
 	}
-	do(chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-		_, err := cdp.Call(ctx, tg, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: network.Headers{}})
-		return err
-	}))
+	signIn(t, ctx, "", "")
 
 	// Without auth, from the network: read-only, and the form refused.
 	do(chromedp.Navigate(remote.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`header .badge`)))

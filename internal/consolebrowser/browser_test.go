@@ -2,6 +2,7 @@ package consolebrowser_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -153,20 +156,8 @@ func TestReplayInBrowser(t *testing.T) {
 		}
 		return n
 	}
-	text := func(css string) string {
-		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(css)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	do := func(steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			t.Fatal(err)
-		}
-	}
+	text := tab{t, ctx}.text
+	do := tab{t, ctx}.do
 	const jobRows = "table.jobs tbody input[name=job]"
 
 	do(chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`a[href="/groups/`+group+`"]`)), shot("overview"))
@@ -300,4 +291,47 @@ func TestReplayInBrowser(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// signIn makes every request of the browser carry basic auth as user
+// with pass, as once a browser has them for the console's realm; with
+// user "" it stops.
+func signIn(t *testing.T, ctx context.Context, user, pass string) {
+	t.Helper()
+	headers := network.Headers{}
+	if user != "" {
+		headers["Authorization"] = "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pass))
+	}
+	err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: headers})
+		return err
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tab is a browser tab a test drives: an action that fails fails the
+// test.
+type tab struct {
+	t   *testing.T
+	ctx context.Context
+}
+
+// do runs steps in the tab.
+func (b tab) do(steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx, steps...); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// text returns the text of the first element css selects.
+func (b tab) text(css string) string {
+	b.t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.CSS(css)))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return s
 }

@@ -63,12 +63,7 @@ func TestWorkersInBrowser(t *testing.T) {
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	ctx := startBrowser(t, chromium, 1200, 400)
-	do := func(steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			t.Fatal(err)
-		}
-	}
+	do := tab{t, ctx}.do
 	rows := func() []string {
 		t.Helper()
 		rs, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#workers tbody tr")].map(r => r.innerText)`))
