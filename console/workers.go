@@ -15,6 +15,9 @@ type workerRow struct {
 	fleet.Status
 	Age  time.Duration // since its last status
 	Down string        // its dependencies down, comma-separated
+	// Paused are its topics an operator paused, comma-separated, and
+	// PausedWhy each with its reason and who paused it.
+	Paused, PausedWhy string
 }
 
 type workersPage struct {
@@ -50,7 +53,14 @@ func (s *server) workers(w http.ResponseWriter, r *http.Request) {
 		ws = fleet.OfGroup(ws, page.Group)
 	}
 	for _, st := range ws {
-		page.Workers = append(page.Workers, workerRow{Status: st, Age: fleet.Age(st, now), Down: strings.Join(st.DependenciesDown, ", ")})
+		row := workerRow{Status: st, Age: fleet.Age(st, now), Down: strings.Join(st.DependenciesDown, ", ")}
+		var topics, why []string
+		for _, p := range st.Paused {
+			topics = append(topics, p.Topic)
+			why = append(why, p.Topic+" paused by "+p.By+": "+p.Reason)
+		}
+		row.Paused, row.PausedWhy = strings.Join(topics, ", "), strings.Join(why, "; ")
+		page.Workers = append(page.Workers, row)
 	}
 	s.render(w, r, http.StatusOK, "workers", "Workers", "workers", page)
 }

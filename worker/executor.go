@@ -263,9 +263,11 @@ type executorConfig struct {
 	// Rate is the topic's rate limit (rate.go): credits are granted and
 	// queued jobs started only as its tokens allow. nil: none.
 	Rate *rateLimiter
-	// Pauses brings the operator's pauses in effect, by topic, each time
-	// they change (topicpause.go); nil: none ever.
-	Pauses <-chan map[string]TopicPause
+	// InitialPauses are the operator's pauses in effect at the start,
+	// by topic (topicpause.go); Pauses brings them each time they change
+	// (nil: never).
+	InitialPauses map[string]TopicPause
+	Pauses        <-chan map[string]TopicPause
 	// TopicsPaused is called with the topics paused whenever they
 	// change, nil when none is; nil: not called.
 	TopicsPaused func([]TopicPause)
@@ -354,6 +356,9 @@ func (x *executor) run(ctx context.Context) {
 	reading := time.NewTicker(prefetchEvery)
 	defer reading.Stop()
 	x.lastReading = time.Now()
+	if len(x.cfg.InitialPauses) > 0 {
+		x.applyPauses(x.cfg.InitialPauses)
+	}
 	x.topUp()
 
 	events := x.m.Events()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/sourcegraph/conc"
@@ -69,6 +71,14 @@ func (w *Worker) runMember(ctx context.Context, log *slog.Logger) error {
 	xc := w.executorConfig()
 	xc.Produce = cl.Produce // snoozed jobs' copies
 	xc.Rate = w.newRateLimiter()
+	// The pauses in force are read before the member's first fetch: the
+	// member takes them from its mailbox before it can have joined.
+	cw, closeControl := w.newControlWatch(log)
+	defer closeControl()
+	if cw != nil {
+		xc.InitialPauses = cw.first(ctx)
+		m.PauseTopics(slices.Sorted(maps.Keys(xc.InitialPauses)))
+	}
 	x := newExecutor(xc, m)
 	clientID, _ := cl.OptValue(kgo.ClientID).(string)
 	log.Info("worker started", append([]any{"topics", w.topics, "concurrency", w.cfg.concurrency,
@@ -101,6 +111,9 @@ func (w *Worker) runMember(ctx context.Context, log *slog.Logger) error {
 		}
 	}
 	helpers.Go(func() { w.reportMember(rctx, m, x, clientID) })
+	if cw != nil {
+		helpers.Go(func() { cw.run(wctx) })
+	}
 
 	x.run(ctx)
 	// The executor returns once the member's events have closed, so Run

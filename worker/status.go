@@ -34,8 +34,8 @@ type statusConfig struct {
 // StatusTopic names the compacted topic the worker publishes its status
 // to (default [StatusTopicDefault]); "" turns publishing off. While it
 // runs, the worker writes its name, host, version, group, topics,
-// concurrency, jobs running, held, waiting and snoozed, open breakers and
-// dependencies down there every [StatusEvery] and within a second of a
+// concurrency, jobs running, held, waiting and snoozed, open breakers,
+// dependencies down and topics paused there every [StatusEvery] and within a second of a
 // change, keyed by its instance, and a tombstone when it stops: "shareq
 // workers" and the console list the workers from it. A worker never
 // creates the topic ("shareq topics create -workers" does): when it is
@@ -94,6 +94,9 @@ func (w *Worker) publishStatus(ctx context.Context, cl *kgo.Client, m *member.Me
 			s.MemberID, s.State = ms.MemberID, ms.State
 			s.Running, s.Buffered, s.Held, s.Waiting, s.Snoozed, s.BreakersOpen = ms.Running, ms.Buffered, ms.Held, ms.Waiting, ms.Snoozed, ms.BreakersOpen
 			s.DependenciesDown = w.DependenciesDown()
+			for _, p := range w.PausedTopics() {
+				s.Paused = append(s.Paused, fleet.PausedTopic{Topic: p.Topic, Reason: p.Reason, By: p.By, Since: p.Since})
+			}
 			return s
 		},
 	})

@@ -78,15 +78,27 @@ func runWorkers(ctx context.Context, args []string, stdout, stderr io.Writer) er
 
 func printWorkers(w io.Writer, ws []fleet.Status, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tHOST\tVERSION\tGROUP\tTOPICS\tSTATE\tCONC\tRUNNING\tHELD\tWAITING\tSNOOZED\tBREAKERS\tDOWN\tSEEN")
+	fmt.Fprintln(tw, "NAME\tHOST\tVERSION\tGROUP\tTOPICS\tSTATE\tCONC\tRUNNING\tHELD\tWAITING\tSNOOZED\tBREAKERS\tDOWN\tPAUSED\tSEEN")
 	for _, s := range ws {
 		down := strings.Join(s.DependenciesDown, ",")
 		if down == "" {
 			down = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s ago\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s ago\n",
 			s.Name, s.Host, s.Version, s.Group, strings.Join(s.Topics, ","), s.State, s.Concurrency,
-			s.Running, s.Held, s.Waiting, s.Snoozed, s.BreakersOpen, down, fleet.Age(s, now))
+			s.Running, s.Held, s.Waiting, s.Snoozed, s.BreakersOpen, down, pausedList(s.Paused), fleet.Age(s, now))
 	}
 	return tw.Flush()
+}
+
+// pausedList is a worker's paused topics as "topic (by)", or "-".
+func pausedList(ps []fleet.PausedTopic) string {
+	if len(ps) == 0 {
+		return "-"
+	}
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.Topic + " (" + p.By + ")"
+	}
+	return strings.Join(out, ",")
 }

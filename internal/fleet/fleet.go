@@ -124,6 +124,9 @@ type Status struct {
 	// DependenciesDown are the dependencies the worker is paused for
 	// (handler.Unavailable), none when it runs.
 	DependenciesDown []string `json:"dependencies_down,omitempty"`
+	// Paused are the worker's topics an operator paused (shareq pause),
+	// with why and by whom; none while every topic runs.
+	Paused []PausedTopic `json:"paused,omitempty"`
 
 	StartedAt time.Time `json:"started_at"`
 	// LastSeen is when the status was published: the record's timestamp
@@ -132,6 +135,15 @@ type Status struct {
 	// Every is the interval the worker publishes at; readers drop the
 	// worker StaleAfter intervals after LastSeen.
 	Every time.Duration `json:"every_ns"`
+}
+
+// PausedTopic is one of a worker's topics an operator paused, as the
+// worker applied it.
+type PausedTopic struct {
+	Topic  string    `json:"topic"`
+	Reason string    `json:"reason"`
+	By     string    `json:"by"`
+	Since  time.Time `json:"since"` // when the pause took effect in the worker
 }
 
 // Stale reports whether s is older than its bound at now: its worker

@@ -1,0 +1,240 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/shareq/shareq/control"
+	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/internal/kafkatest"
+	"github.com/shareq/shareq/shareqtest"
+	"github.com/shareq/shareq/worker"
+)
+
+// pauseClock is a PausedTopicObserver that sends each pause and resume
+// it hears, with when.
+type pauseClock struct {
+	worker.NopObserver
+	heard chan pauseHeard
+}
+
+type pauseHeard struct {
+	topic  string
+	paused bool
+	at     time.Time
+}
+
+func newPauseClock() *pauseClock { return &pauseClock{heard: make(chan pauseHeard, 64)} }
+
+func (p *pauseClock) TopicPaused(topic, _, _ string) {
+	p.heard <- pauseHeard{topic, true, time.Now()}
+}
+
+func (p *pauseClock) TopicResumed(topic string, _ time.Duration) {
+	p.heard <- pauseHeard{topic, false, time.Now()}
+}
+
+// next waits for the next pause or resume heard of topic.
+func (p *pauseClock) next(t *testing.T, topic string, paused bool) time.Time {
+	t.Helper()
+	deadline := time.After(45 * time.Second)
+	for {
+		select {
+		case h := <-p.heard:
+			if h.topic == topic && h.paused == paused {
+				return h.at
+			}
+		case <-deadline:
+			t.Fatalf("no %s of %s heard within 45 s (paused %v)", map[bool]string{true: "pause", false: "resume"}[paused], topic, paused)
+		}
+	}
+}
+
+// controlled is a test's control topic and its client.
+type controlled struct {
+	c     *kafkatest.Cluster
+	topic string
+	ctl   *control.Client
+}
+
+func newControlled(t *testing.T, c *kafkatest.Cluster) *controlled {
+	t.Helper()
+	topic := kafkatest.Name(t, "controls")
+	ctl, err := control.New(c.Client(t), control.Topic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &controlled{c: c, topic: topic, ctl: ctl}
+}
+
+func (cd *controlled) pause(t *testing.T, group, topic string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cd.ctl.Pause(ctx, control.Pause{Group: group, Topic: topic, Reason: "test", By: "tester"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (cd *controlled) resume(t *testing.T, group, topic string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cd.ctl.Resume(ctx, group, topic); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// onceEach fails unless every key was accepted exactly once on its first
+// delivery and nothing else was reported.
+func onceEach(t *testing.T, obs *shareqtest.Observer, keys []string) {
+	t.Helper()
+	got := map[string]int{}
+	for _, e := range obs.Events() {
+		if e.Result.Ack != worker.AckAccept || e.Count != 1 {
+			t.Errorf("%s: %v on delivery %d (%v), want accepted on its first", e.Key, e.Result.Ack, e.Count, e.Result.Err)
+		}
+		got[e.Key]++
+	}
+	for _, k := range keys {
+		if got[k] != 1 {
+			t.Errorf("%s finished %d times, want once", k, got[k])
+		}
+	}
+	if len(got) != len(keys) {
+		t.Errorf("%d keys finished, want %d", len(got), len(keys))
+	}
+}
+
+// Pauses written with control.Client reach running workers: 20 pauses
+// and resumes of one topic, three workers of the group in this process,
+// jobs of both topics running all along. How long each took to reach
+// each worker (from Pause returning to the worker's TopicPaused) is
+// logged, not asserted. The other topic runs on; no job is lost or run
+// twice.
+func TestControlPausesReachRunningWorkers(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.New(t)
+	ta, tb, group := c.Topic(t, 3), c.Topic(t, 3), c.Group(t)
+	cd := newControlled(t, c)
+	obs := new(shareqtest.Observer)
+	slow := handler.Func(func(ctx context.Context, _ *handler.Job) error {
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+		}
+		return nil
+	})
+	var clocks []*pauseClock
+	for range 3 {
+		pc := newPauseClock()
+		clocks = append(clocks, pc)
+		w, err := worker.New(worker.Brokers(c.Seeds...), worker.Group(group), worker.ControlTopic(cd.topic),
+			worker.Handle(ta, slow), worker.Handle(tb, slow), worker.Concurrency(4),
+			worker.Observers(obs, pc), worker.Logger(shareqtest.Logger()), worker.ShutdownTimeout(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		kafkatest.Run(t, w.Run)
+	}
+	var keys []string
+	produce := func(topic string, n int) {
+		for range n {
+			k := fmt.Sprintf("%s-%d", topic, len(keys))
+			keys = append(keys, k)
+			produceKeys(t, c, topic, k)
+		}
+	}
+	accepted := func() int { return obs.Count(worker.AckAccept) }
+	produce(ta, 40)
+	produce(tb, 40)
+	obs.WaitFor(t, 45*time.Second, "jobs running", func([]shareqtest.Event) bool { return accepted() >= 10 })
+
+	var lat []time.Duration
+	for range 20 {
+		produce(ta, 4)
+		produce(tb, 4)
+		cd.pause(t, group, ta)
+		written := time.Now()
+		for _, pc := range clocks {
+			lat = append(lat, pc.next(t, ta, true).Sub(written))
+		}
+		// The other topic runs on meanwhile.
+		n := accepted()
+		obs.WaitFor(t, 45*time.Second, "jobs running while paused", func([]shareqtest.Event) bool { return accepted() >= n+2 })
+		cd.resume(t, group, ta)
+		for _, pc := range clocks {
+			pc.next(t, ta, false)
+		}
+	}
+	waitAccepted(t, obs, keys...)
+	slices.Sort(lat)
+	t.Logf("%s %s: a pause reached each of 3 workers in p50 %v, p99 %v, max %v (%d pauses × 3 workers)",
+		c.Kind, c.Version, lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1], len(lat)/3)
+	onceEach(t, obs, keys)
+}
+
+// A worker started while its topic is paused starts paused: it runs the
+// other topic's jobs and none of the paused one's until the resume. A
+// pause of the whole group then pauses both topics.
+func TestControlPauseBeforeTheStartAndOfTheWholeGroup(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.New(t)
+	ta, tb, group := c.Topic(t, 1), c.Topic(t, 1), c.Group(t)
+	cd := newControlled(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cd.ctl.EnsureTopic(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cd.pause(t, group, ta)
+
+	obs, stats, pc := new(shareqtest.Observer), &memberStatsLog{}, newPauseClock()
+	la, lb := newRunLog(""), newRunLog("")
+	w, err := worker.New(worker.Brokers(c.Seeds...), worker.Group(group), worker.ControlTopic(cd.topic),
+		worker.Handle(ta, la), worker.Handle(tb, lb),
+		worker.Observers(obs, stats, pc), worker.Logger(shareqtest.Logger()), worker.ShutdownTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := kafkatest.Run(t, w.Run)
+	pc.next(t, ta, true)
+	produceKeys(t, c, ta, "a1", "a2")
+	produceKeys(t, c, tb, "b1", "b2")
+	waitAccepted(t, obs, "b1", "b2")
+	_, n := stats.snapshotsAfter(t, 0, "joined", func(s worker.MemberStats) bool { return s.State == "joined" })
+	stats.snapshotsAfter(t, n+2, "two seconds later", func(worker.MemberStats) bool { return true })
+	if got := la.list(); len(got) != 0 {
+		t.Fatalf("paused topic ran %v", got)
+	}
+	if got := w.PausedTopics(); len(got) != 1 || got[0].Topic != ta || got[0].Reason != "test" || got[0].By != "tester" {
+		t.Fatalf("PausedTopics = %+v", got)
+	}
+
+	cd.resume(t, group, ta)
+	pc.next(t, ta, false)
+	waitAccepted(t, obs, "a1", "a2")
+
+	cd.pause(t, group, "")
+	pc.next(t, ta, true)
+	pc.next(t, tb, true)
+	if got := w.PausedTopics(); len(got) != 2 {
+		t.Fatalf("PausedTopics = %+v after the whole group's pause, want both topics", got)
+	}
+	produceKeys(t, c, ta, "a3")
+	produceKeys(t, c, tb, "b3")
+	_, n = stats.snapshotsAfter(t, n, "a snapshot", func(worker.MemberStats) bool { return true })
+	stats.snapshotsAfter(t, n+2, "two seconds later", func(worker.MemberStats) bool { return true })
+	if a, b := la.list(), lb.list(); len(a) != 2 || len(b) != 2 {
+		t.Fatalf("runs while the group was paused: %v %v, want only the two of each before", a, b)
+	}
+	cd.resume(t, group, "")
+	waitAccepted(t, obs, "a3", "b3")
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	onceEach(t, obs, []string{"a1", "a2", "a3", "b1", "b2", "b3"})
+}
