@@ -6,12 +6,14 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shareq/shareq/console"
+	"github.com/shareq/shareq/control"
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/fleet"
 	"github.com/shareq/shareq/internal/kafkatest"
@@ -91,6 +93,30 @@ func TestWorkersPage(t *testing.T) {
 		`<a href="/workers" aria-current="page">Workers</a>`,
 		`<a href="/groups/`+b.group+`">`+b.group+`</a></td><td>`+b.topic+`</td>`,
 		`<td class="warn">billing-api</td>`)
+
+	// An operator's pause shows with each worker, with why and by whom.
+	ctl, err := control.New(b.cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ctl.Pause(context.Background(), control.Pause{Group: b.group, Topic: b.topic, Reason: "ESP migration", By: "ops"}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ws, err := fleet.Read(context.Background(), b.cl, status, time.Now())
+		read = fleet.OfGroup(ws, b.group)
+		if err == nil && len(read) == 2 && len(read[0].Paused) == 1 && len(read[1].Paused) == 1 {
+			break
+		}
+		if time.Now().After(deadline.Add(30 * time.Second)) {
+			t.Fatalf("%s %s: workers %+v (%v), want both with the pause", c.Kind, c.Version, read, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_, body = b.get(t, "/workers?group="+b.group)
+	if n := strings.Count(body, `<td class="warn" title="`+b.topic+` paused by ops: ESP migration">`+b.topic+`</td>`); n != 2 {
+		t.Errorf("workers page shows the pause %d times, want 2 (a row each)\n%s", n, body)
+	}
 
 	if err := stopA(); err != nil {
 		t.Fatal(err)

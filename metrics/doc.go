@@ -135,6 +135,12 @@
 //	    Counter. Pauses, by the dependency that went down.
 //	shareq_worker_paused_seconds_total{dependency}
 //	    Counter. Seconds spent paused, added when each pause ends.
+//	shareq_topic_paused{topic}
+//	    Gauge. 1 while an operator paused the topic for the worker's group
+//	    (shareq pause, package control) and the worker applied it, else
+//	    0: the worker fetches none of its records and starts none of its
+//	    jobs (docs/operating.md, "Pause and resume"). [Metrics] implements
+//	    [worker.PausedTopicObserver] for it.
 //
 // # Share-group member metrics
 //

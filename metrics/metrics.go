@@ -95,6 +95,7 @@ type Metrics struct {
 	paused       *prometheus.GaugeVec
 	pauses       *prometheus.CounterVec
 	pausedFor    *prometheus.CounterVec
+	topicPaused  *prometheus.GaugeVec
 	member       *memberMetrics
 	keys         *keyMetrics
 }
@@ -104,9 +105,11 @@ var (
 	_ worker.TopicObserver  = (*Metrics)(nil)
 	_ worker.MemberObserver = (*Metrics)(nil)
 	_ worker.PauseObserver  = (*Metrics)(nil)
-	_ worker.GrowthObserver = (*Metrics)(nil)
-	_ worker.StallObserver  = (*Metrics)(nil)
-	_ worker.KeyObserver    = (*Metrics)(nil)
+
+	_ worker.PausedTopicObserver = (*Metrics)(nil)
+	_ worker.GrowthObserver      = (*Metrics)(nil)
+	_ worker.StallObserver       = (*Metrics)(nil)
+	_ worker.KeyObserver         = (*Metrics)(nil)
 )
 
 // New creates the worker metrics and registers them with reg. It returns
@@ -174,6 +177,8 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 			"Times the worker paused because the dependency went down.", "dependency"),
 		pausedFor: counter("worker_paused_seconds_total",
 			"Seconds the worker spent paused because the dependency was down, counted when each pause ends.", "dependency"),
+		topicPaused: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "topic_paused",
+			Help: "1 while an operator paused the topic (shareq pause, package control) and the worker applied it, else 0.", ConstLabels: c.constLabels}, []string{"topic"}),
 	}
 	m.member = newMemberMetrics(c.constLabels)
 	m.keys = newKeyMetrics(c.constLabels)
@@ -182,6 +187,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 			m.jobs.WithLabelValues(t, s.outcome.String(), s.ack.String())
 		}
 		m.inFlight.WithLabelValues(t)
+		m.topicPaused.WithLabelValues(t)
 		m.renewals.WithLabelValues(t, "ok")
 		m.renewals.WithLabelValues(t, "error")
 		m.ackErrors.WithLabelValues(t)
@@ -212,7 +218,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 func (m *Metrics) collectors() []prometheus.Collector {
 	cs := []prometheus.Collector{m.jobs, m.duration, m.inFlight, m.renewals, m.deliveries,
 		m.ackErrors, m.parked, m.duplicates, m.lockLeft, m.expired, m.topicMissing, m.recreated, m.skipped,
-		m.stalled, m.paused, m.pauses, m.pausedFor}
+		m.stalled, m.paused, m.pauses, m.pausedFor, m.topicPaused}
 	cs = append(cs, m.keys.collectors()...)
 	return append(cs, m.member.collectors()...)
 }
@@ -348,6 +354,14 @@ func (m *Metrics) WorkerPaused(dependency string, _ error) {
 func (m *Metrics) WorkerResumed(dependency string, down time.Duration, _ bool) {
 	m.paused.WithLabelValues(dependency).Set(0)
 	m.pausedFor.WithLabelValues(dependency).Add(down.Seconds())
+}
+
+// TopicPaused sets shareq_topic_paused{topic} to 1.
+func (m *Metrics) TopicPaused(topic, _, _ string) { m.topicPaused.WithLabelValues(topic).Set(1) }
+
+// TopicResumed sets shareq_topic_paused{topic} back to 0.
+func (m *Metrics) TopicResumed(topic string, _ time.Duration) {
+	m.topicPaused.WithLabelValues(topic).Set(0)
 }
 
 // Duplicate counts a job that the idempotency middleware accepted without

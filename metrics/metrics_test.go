@@ -70,6 +70,7 @@ func TestNewRegistersEveryMetricWithTopics(t *testing.T) {
 		"shareq_sessions_opened_total",
 		"shareq_sessions_reset_total",
 		"shareq_topic_missing",
+		"shareq_topic_paused",
 		"shareq_topic_recreations_total",
 	}
 	if !slices.Equal(got, want) {
@@ -188,6 +189,19 @@ func TestPauseEvents(t *testing.T) {
 	}
 	if got := value(t, mfs, "shareq_worker_paused_seconds_total", "dependency", "postgres"); got != 12 {
 		t.Errorf("worker_paused_seconds_total = %v, want 12", got)
+	}
+}
+
+func TestTopicPauseEvents(t *testing.T) {
+	t.Parallel()
+	reg, m := setup(t)
+	m.TopicPaused("emails", "ESP migration", "ops")
+	if got := value(t, scrape(t, reg), "shareq_topic_paused", "topic", "emails"); got != 1 {
+		t.Errorf("topic_paused while paused = %v, want 1", got)
+	}
+	m.TopicResumed("emails", time.Minute)
+	if got := value(t, scrape(t, reg), "shareq_topic_paused", "topic", "emails"); got != 0 {
+		t.Errorf("topic_paused once resumed = %v, want 0", got)
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shareq/shareq/control"
-	"github.com/shareq/shareq/internal/acl"
 )
 
 // The control topic (package control): the operator's pauses, read to its
@@ -151,16 +150,16 @@ func (cw *controlWatch) run(ctx context.Context) {
 	}
 }
 
-// failed logs the one Warn of a failure to read the control topic.
+// failed logs the one Warn of a failure to read the control topic. The
+// control client's error says what failed (a missing topic, a missing
+// right with the kafka-acls.sh line, a broker not answering); the fix
+// covers the first two.
 func (cw *controlWatch) failed(err error) {
 	cw.failing = true
-	fix := "the worker keeps the pauses it last read and looks again"
-	if acl.Denied(err) || errors.Is(err, control.ErrNoTopic) {
-		fix = "create it with: shareq topics create -controls" + cw.topicFlag() + " -brokers " + cw.brokers +
-			", and grant this worker's principal Describe and Read on it (docs/security.md)"
-	}
-	cw.log.Warn("pause control cannot reach this worker: it cannot read the control topic, and runs unpaused until it can (or as last read)",
-		"control_topic", cw.c.Topic(), "error", err, "fix", fix)
+	cw.log.Warn("pause control cannot reach this worker: it cannot read the control topic, and runs unpaused (or as last read) until it can",
+		"control_topic", cw.c.Topic(), "error", err,
+		"fix", "create the topic with: shareq topics create -controls"+cw.topicFlag()+" -brokers "+cw.brokers+
+			"; grant this worker's principal Describe and Read on it (docs/security.md); the worker looks again now and then")
 }
 
 func (cw *controlWatch) topicFlag() string {

@@ -132,7 +132,7 @@ func (c *stallCheck) check(ctx context.Context) {
 	}
 	for _, tp := range c.sortedStalled() {
 		if _, ok := isIdle[tp]; !ok {
-			c.moved(tp, now, "the worker was given records of it again (or the partition went to another worker)")
+			c.moved(tp, now, "the worker was given records of it again (or the partition went to another worker, or an operator paused its topic)")
 		}
 	}
 	for tp, at := range c.looked {

@@ -120,3 +120,22 @@ func TestWorkersWithoutTopicSaysHowToCreateIt(t *testing.T) {
 		t.Fatalf("workers without the topic: %v, want ErrNoTopic saying how to create it", err)
 	}
 }
+
+// The PAUSED column names each topic an operator paused with who did.
+func TestPrintWorkersShowsPausedTopics(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	var out strings.Builder
+	ws := []fleet.Status{
+		{Name: "w1", Group: "g", Topics: []string{"a", "b"}, State: "joined", LastSeen: now,
+			Paused: []fleet.PausedTopic{{Topic: "a", Reason: "migration", By: "ops", Since: now}}},
+		{Name: "w2", Group: "g", Topics: []string{"a", "b"}, State: "joined", LastSeen: now},
+	}
+	if err := printWorkers(&out, ws, now); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], " PAUSED ") || !strings.Contains(lines[1], " a (ops) ") || !strings.Contains(lines[2], " - ") {
+		t.Fatalf("workers table:\n%s", out.String())
+	}
+}

@@ -1,6 +1,7 @@
 package member_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/shareq/shareq/internal/kafkatest"
@@ -36,6 +37,14 @@ func TestPausedTopicIsNotFetchedAndItsRecordsInHandStayHeld(t *testing.T) {
 		if k.Topic != other {
 			t.Errorf("while %s was paused the member got %v: %v", paused, k, got)
 		}
+	}
+	// A paused partition is not idle: the stall check looks at none.
+	idle, err := r.m.Idle(context.Background(), 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(idle) != 1 || idle[0].Topic != other {
+		t.Errorf("idle partitions while %s is paused: %+v, want %s's only", paused, idle, other)
 	}
 	for _, d := range inHand {
 		r.m.Renew(d.Key())
