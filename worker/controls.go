@@ -8,16 +8,18 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sourcegraph/conc"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shareq/shareq/control"
 )
 
-// The control topic (package control): the operator's pauses, read to its
-// end before the member's first fetch and followed by one goroutine that
-// Run owns (controlWatch.run), which hands each change of the worker's
-// pauses to the executor's loop (executorConfig.Pauses) and touches no
-// executor state itself.
+// The control topic (package control): the operator's pauses, followed by
+// one goroutine that Run owns (controlWatch.run). Its first read is
+// taken before the member starts (a worker started while paused starts
+// paused); each later change of the worker's pauses goes to the
+// executor's loop (executorConfig.Pauses). It touches no executor state
+// itself.
 
 // controlConfig is what ControlTopic sets.
 type controlConfig struct {
@@ -58,71 +60,69 @@ const (
 	// doubling up to controlRetryMax while it keeps failing.
 	controlRetry    = time.Second
 	controlRetryMax = time.Minute
-	// controlFirstRead bounds the read before the member's first fetch:
-	// a broker that does not answer delays the start no longer.
+	// controlFirstRead bounds the wait for the first read before the
+	// member starts: a broker that does not answer delays the start no
+	// longer.
 	controlFirstRead = 15 * time.Second
 )
 
-// controlWatch follows the control topic for one run of the worker.
+// controlWatch follows the control topic for one run of the worker. Only
+// its goroutine (run) touches it after followControl started it.
 type controlWatch struct {
-	w   *Worker
-	c   *control.Client
-	log *slog.Logger
-	// last is the pauses last handed to the executor (or read first);
-	// failing says a failure was logged and its recovery is not yet.
+	w       *Worker
+	c       *control.Client
+	log     *slog.Logger
+	brokers string // for the create hint
+	// first takes the first read to the start (followControl), until
+	// gaveUp closes; nil once it was sent.
+	first  chan map[string]TopicPause
+	gaveUp chan struct{}
+	// last is the pauses last handed on (nil: none yet); failing says a
+	// failure was logged and the recovery not yet.
 	last    map[string]TopicPause
 	failing bool
-	brokers string // for the create hint
 }
 
-// newControlWatch returns the worker's control watch, or nil when
-// ControlTopic is "" or its client cannot be made (logged).
-func (w *Worker) newControlWatch(log *slog.Logger) (*controlWatch, func()) {
+// followControl starts the control watch in helpers, until wctx ends,
+// and returns the pauses in force for the member's start: the watch's
+// first read, or none when that failed (logged) or did not come within
+// controlFirstRead; later changes go to the executor's loop. cl is a
+// client that consumes nothing; the watch reads through a client of its
+// own made from cl's options (control.New).
+func (w *Worker) followControl(ctx, wctx context.Context, helpers *conc.WaitGroup, cl *kgo.Client, log *slog.Logger) map[string]TopicPause {
 	if w.cfg.control.topic == "" {
-		return nil, func() {}
-	}
-	cl, err := kgo.NewClient(w.baseOpts()...)
-	if err == nil {
-		var c *control.Client
-		if c, err = control.New(cl, control.Topic(w.cfg.control.topic)); err == nil {
-			brokers := strings.Join(w.seeds(cl), ",")
-			if brokers == "" {
-				brokers = w.bootstrap()
-			}
-			return &controlWatch{w: w, c: c, log: log, brokers: brokers}, cl.Close
-		}
-		cl.Close()
-	}
-	log.Warn("pause control cannot reach this worker: no client for the control topic; the worker runs unpaused", "control_topic", w.cfg.control.topic, "error", err)
-	return nil, func() {}
-}
-
-// first reads the pauses in force before the member fetches, creating
-// the topic when it is missing. Failing, it logs one Warn and returns
-// none: the worker starts unpaused, and run looks again.
-func (cw *controlWatch) first(ctx context.Context) map[string]TopicPause {
-	ctx, cancel := context.WithTimeout(ctx, controlFirstRead)
-	defer cancel()
-	st, err := cw.c.Read(ctx)
-	if errors.Is(err, control.ErrNoTopic) {
-		if err = cw.c.EnsureTopic(ctx); err == nil {
-			cw.log.Info("the control topic was missing and is created now; pauses written to it reach this worker", "control_topic", cw.c.Topic())
-			return nil
-		}
-	}
-	if err != nil {
-		cw.failed(err)
 		return nil
 	}
-	cw.last = cw.pausesOf(st)
-	return cw.last
+	c, err := control.New(cl, control.Topic(w.cfg.control.topic))
+	if err != nil {
+		log.Warn("pause control cannot reach this worker: no client for the control topic; the worker runs unpaused", "control_topic", w.cfg.control.topic, "error", err)
+		return nil
+	}
+	brokers := strings.Join(w.seeds(cl), ",")
+	if brokers == "" {
+		brokers = w.bootstrap()
+	}
+	cw := &controlWatch{w: w, c: c, log: log, brokers: brokers, first: make(chan map[string]TopicPause), gaveUp: make(chan struct{})}
+	helpers.Go(func() { cw.run(wctx) })
+	timer := time.NewTimer(controlFirstRead)
+	defer timer.Stop()
+	select {
+	case ps := <-cw.first:
+		return ps
+	case <-timer.C:
+		log.Warn("the control topic was not read within "+controlFirstRead.String()+": the worker starts unpaused and applies the pauses in force once it reads them", "control_topic", c.Topic())
+	case <-ctx.Done():
+	}
+	close(cw.gaveUp)
+	return nil
 }
 
 // run follows the control topic until ctx ends, handing each change of
-// the worker's pauses to the executor's loop; a failed read is retried
-// with the pauses last read kept meanwhile.
+// the worker's pauses on (deliver); a failed read is retried, with the
+// pauses last read kept meanwhile, and a missing topic created.
 func (cw *controlWatch) run(ctx context.Context) {
 	wait := controlRetry
+	justCreated := false
 	for {
 		err := cw.c.Watch(ctx, func(st control.State) {
 			if cw.failing {
@@ -130,16 +130,32 @@ func (cw *controlWatch) run(ctx context.Context) {
 				cw.log.Info("the control topic is readable again; pauses reach this worker", "control_topic", cw.c.Topic())
 			}
 			wait = controlRetry
-			cw.apply(ctx, cw.pausesOf(st))
+			cw.deliver(ctx, cw.pausesOf(st))
 		})
 		if ctx.Err() != nil {
 			return
 		}
-		if errors.Is(err, control.ErrNoTopic) {
-			err = cw.c.EnsureTopic(ctx) // deleted since, or first created moments ago
+		switch {
+		case errors.Is(err, control.ErrNoTopic) && justCreated:
+			// Created a moment ago, not in the metadata yet: look again
+			// after a wait, quietly.
+			err = nil
+		case errors.Is(err, control.ErrNoTopic):
+			// Missing (or deleted since): a new topic holds no pause,
+			// and is watched at once.
+			if err = cw.c.EnsureTopic(ctx); err == nil {
+				cw.log.Info("the control topic was missing and is created now; pauses written to it reach this worker", "control_topic", cw.c.Topic())
+				wait, justCreated = controlRetry, true
+				cw.deliver(ctx, map[string]TopicPause{})
+				continue
+			}
 		}
-		if err != nil && !cw.failing {
-			cw.failed(err)
+		justCreated = false
+		if err != nil {
+			if !cw.failing {
+				cw.failed(err)
+			}
+			cw.deliver(ctx, cw.last) // the start waits no longer; the executor keeps what it has
 		}
 		select {
 		case <-time.After(wait):
@@ -169,10 +185,22 @@ func (cw *controlWatch) topicFlag() string {
 	return " -controls-topic " + cw.c.Topic()
 }
 
-// apply hands ps to the executor's loop unless the worker's pauses did
-// not change.
-func (cw *controlWatch) apply(ctx context.Context, ps map[string]TopicPause) {
-	if cw.last != nil && maps.EqualFunc(ps, cw.last, func(a, b TopicPause) bool { return a.Reason == b.Reason && a.By == b.By }) {
+// deliver hands ps on: to the start while it waits for the first read,
+// else to the executor's loop unless the worker's pauses did not change
+// (a nil ps, after a failure, changes nothing).
+func (cw *controlWatch) deliver(ctx context.Context, ps map[string]TopicPause) {
+	if cw.first != nil {
+		select {
+		case cw.first <- ps:
+			cw.first, cw.last = nil, ps
+			return
+		case <-cw.gaveUp:
+			cw.first = nil
+		case <-ctx.Done():
+			return
+		}
+	}
+	if ps == nil || cw.last != nil && maps.EqualFunc(ps, cw.last, func(a, b TopicPause) bool { return a.Reason == b.Reason && a.By == b.By }) {
 		return
 	}
 	select {

@@ -3,13 +3,20 @@ package worker_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shareq/shareq/control"
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/kafkatest"
+	"github.com/shareq/shareq/internal/logbuf"
 	"github.com/shareq/shareq/shareqtest"
 	"github.com/shareq/shareq/worker"
 )
@@ -148,23 +155,22 @@ func TestControlPausesReachRunningWorkers(t *testing.T) {
 			produceKeys(t, c, topic, k)
 		}
 	}
-	accepted := func() int { return obs.Count(worker.AckAccept) }
 	produce(ta, 40)
 	produce(tb, 40)
-	obs.WaitFor(t, 45*time.Second, "jobs running", func([]shareqtest.Event) bool { return accepted() >= 10 })
+	obs.WaitFor(t, 45*time.Second, "jobs running", func([]shareqtest.Event) bool { return obs.Count(worker.AckAccept) >= 10 })
 
 	var lat []time.Duration
 	for range 20 {
-		produce(ta, 4)
-		produce(tb, 4)
+		produce(ta, 20) // some run, some wait in hand when the pause comes
 		cd.pause(t, group, ta)
 		written := time.Now()
 		for _, pc := range clocks {
 			lat = append(lat, pc.next(t, ta, true).Sub(written))
 		}
 		// The other topic runs on meanwhile.
-		n := accepted()
-		obs.WaitFor(t, 45*time.Second, "jobs running while paused", func([]shareqtest.Event) bool { return accepted() >= n+2 })
+		before := len(keys)
+		produce(tb, 2)
+		waitAccepted(t, obs, keys[before:]...)
 		cd.resume(t, group, ta)
 		for _, pc := range clocks {
 			pc.next(t, ta, false)
@@ -237,4 +243,81 @@ func TestControlPauseBeforeTheStartAndOfTheWholeGroup(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 	onceEach(t, obs, []string{"a1", "a2", "a3", "b1", "b2", "b3"})
+}
+
+// A worker that cannot read the control topic for a while (kfake answers
+// its fetches with an authorization error) keeps the pauses it last
+// read, says so once, says once when it reads again, and then applies
+// what was written meanwhile. kfake only: it can fail one kind of
+// request.
+func TestControlWatchKeepsTheLastStateWhileItCannotRead(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.New(t)
+	fake := c.Fake()
+	if fake == nil {
+		t.Skip("needs kfake to fail the control topic's fetches")
+	}
+	ta, group := c.Topic(t, 1), c.Group(t)
+	cd := newControlled(t, c)
+	var failing atomic.Bool
+	fake.ControlKey(kmsg.Fetch.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		fake.KeepControl()
+		if !failing.Load() {
+			return nil, nil, false
+		}
+		fr := req.(*kmsg.FetchRequest)
+		resp := fr.ResponseKind().(*kmsg.FetchResponse)
+		resp.Version = fr.GetVersion()
+		for _, rt := range fr.Topics {
+			st := kmsg.NewFetchResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewFetchResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.TopicAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	var logs logbuf.Buffer
+	pc := newPauseClock()
+	w, err := worker.New(worker.Brokers(c.Seeds...), worker.Group(group), worker.ControlTopic(cd.topic),
+		worker.Handle(ta, newRunLog("")), worker.Observers(pc),
+		worker.Logger(slog.New(slog.NewTextHandler(&logs, nil))), worker.ShutdownTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := kafkatest.Run(t, w.Run)
+	cd.pause(t, group, ta)
+	pc.next(t, ta, true)
+
+	failing.Store(true)
+	const warn, back = "pause control cannot reach this worker", "the control topic is readable again"
+	waitLog := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !strings.Contains(logs.String(), what) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %q within 30 s:\n%s", what, logs.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	// The watch's long poll ends within 5 s; the next fetch fails.
+	waitLog(warn)
+	cd.resume(t, group, ta)     // written while the worker cannot read it
+	time.Sleep(3 * time.Second) // the watch retries after 1 s and 2 s: no second Warn
+	if got := w.PausedTopics(); len(got) != 1 {
+		t.Fatalf("PausedTopics = %+v while the control topic cannot be read, want the last read", got)
+	}
+	failing.Store(false)
+	pc.next(t, ta, false)
+	waitLog(back)
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if n, m := strings.Count(logs.String(), warn), strings.Count(logs.String(), back); n != 1 || m != 1 {
+		t.Errorf("%d lines %q and %d %q, want 1 each:\n%s", n, warn, m, back, logs.String())
+	}
 }

@@ -111,7 +111,8 @@ func TestOperatorPauseOfOneTopic(t *testing.T) {
 		worker.Handle(paused, pl), worker.Handle(other, ol), worker.Concurrency(3),
 		// One job of the paused topic at a time, so that some wait in hand.
 		worker.KeyLimit(paused, worker.Keys{Key: func(*handler.Job) string { return "k" }, Concurrency: 1}),
-		worker.Observers(obs, stats), worker.Logger(shareqtest.Logger()), worker.ShutdownTimeout(5*time.Second))
+		worker.Observers(obs, stats), worker.Logger(shareqtest.Logger()), worker.ShutdownTimeout(5*time.Second),
+		worker.ControlTopic("")) // the test sets the pauses itself (SetPauses)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +185,8 @@ func TestOperatorPauseOfTheWholeGroup(t *testing.T) {
 	la, lb := newRunLog(""), newRunLog("")
 	w, err := worker.New(worker.Brokers(c.Seeds...), worker.Group(group),
 		worker.Handle(ta, la), worker.Handle(tb, lb),
-		worker.Observers(obs, stats), worker.Logger(shareqtest.Logger()), worker.ShutdownTimeout(5*time.Second))
+		worker.Observers(obs, stats), worker.Logger(shareqtest.Logger()), worker.ShutdownTimeout(5*time.Second),
+		worker.ControlTopic("")) // the test sets the pauses itself (SetPauses)
 	if err != nil {
 		t.Fatal(err)
 	}

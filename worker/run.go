@@ -71,12 +71,23 @@ func (w *Worker) runMember(ctx context.Context, log *slog.Logger) error {
 	xc := w.executorConfig()
 	xc.Produce = cl.Produce // snoozed jobs' copies
 	xc.Rate = w.newRateLimiter()
-	// The pauses in force are read before the member's first fetch: the
-	// member takes them from its mailbox before it can have joined.
-	cw, closeControl := w.newControlWatch(log)
-	defer closeControl()
-	if cw != nil {
-		xc.InitialPauses = cw.first(ctx)
+
+	// The helpers stop with ctx (the watches) or once the member is gone
+	// (the observers' snapshots and the status, so the last one says it
+	// left). Their client consumes nothing.
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	rctx, stopReports := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopReports()
+	var helpers conc.WaitGroup
+	acl, err := kgo.NewClient(w.baseOpts()...)
+	if err != nil {
+		log.Error("cannot watch the topics (deletion, growth), partitions (stalls) and the control topic (pauses)", "error", err)
+	} else {
+		defer acl.Close()
+		// The pauses in force are read before the member starts: it
+		// takes them from its mailbox before it can have joined.
+		xc.InitialPauses = w.followControl(ctx, wctx, &helpers, acl, log)
 		m.PauseTopics(slices.Sorted(maps.Keys(xc.InitialPauses)))
 	}
 	x := newExecutor(xc, m)
@@ -92,15 +103,7 @@ func (w *Worker) runMember(ctx context.Context, log *slog.Logger) error {
 	var runErr error
 	running.Go(func() { runErr = m.Run(mctx) })
 
-	// The topic watch stops with ctx; the observers' snapshots go on
-	// until the member is gone, so the last one says it left.
-	wctx, stopWatch := context.WithCancel(ctx)
-	rctx, stopReports := context.WithCancel(context.WithoutCancel(ctx))
-	var helpers conc.WaitGroup
-	if acl, err := kgo.NewClient(w.baseOpts()...); err != nil {
-		log.Error("cannot watch the topics (deletion, growth) and partitions (stalls)", "error", err)
-	} else {
-		defer acl.Close()
+	if acl != nil {
 		helpers.Go(func() { w.watchTopics(wctx, acl, log) })
 		helpers.Go(func() { w.watchStalls(wctx, acl, m, log) })
 		// The status goes on until the member has left, then its
@@ -111,9 +114,6 @@ func (w *Worker) runMember(ctx context.Context, log *slog.Logger) error {
 		}
 	}
 	helpers.Go(func() { w.reportMember(rctx, m, x, clientID) })
-	if cw != nil {
-		helpers.Go(func() { cw.run(wctx) })
-	}
 
 	x.run(ctx)
 	// The executor returns once the member's events have closed, so Run
