@@ -261,9 +261,9 @@ func (w *Worker) checkTopics(ctx context.Context, admin *kgo.Client) error {
 		for _, t := range missing {
 			withDLQ = withDLQ && slices.Contains(w.cfg.required, t+dlqSuffix)
 		}
-		return fmt.Errorf("%w: %s (shareq workers never create topics; %s)", ErrTopicMissing, strings.Join(missing, ", "), w.createHint(missing, withDLQ))
+		return fmt.Errorf("%w: %s (shareq workers never create the topics they handle; %s)", ErrTopicMissing, strings.Join(missing, ", "), w.createHint(missing, withDLQ))
 	case len(missingRequired) > 0:
-		return fmt.Errorf("%w: %s, named in RequireTopics (without it, parking a job or producing to it fails; shareq workers never create topics; %s)",
+		return fmt.Errorf("%w: %s, named in RequireTopics (without it, parking a job or producing to it fails; shareq workers never create the topics they handle; %s)",
 			ErrTopicMissing, strings.Join(missingRequired, ", "), w.createHint(missingRequired, false))
 	}
 	return nil

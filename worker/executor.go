@@ -445,6 +445,7 @@ func (x *executor) run(ctx context.Context) {
 	if x.pause != nil {
 		x.endPause(x.pause, time.Since(x.pause.since), false)
 	}
+	x.endTopicPauses()
 	x.warnAcks(true)
 	x.summarizeBreakers(time.Now(), true)
 	x.waitHandlers()

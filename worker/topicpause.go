@@ -47,8 +47,9 @@ type TopicPause struct {
 type PausedTopicObserver interface {
 	// TopicPaused is called when a pause of topic takes effect.
 	TopicPaused(topic, reason, by string)
-	// TopicResumed is called when the pause of topic ends; paused is how
-	// long it lasted in this worker.
+	// TopicResumed is called when the pause of topic ends, or the
+	// worker stops while it lasts; paused is how long it lasted in this
+	// worker.
 	TopicResumed(topic string, paused time.Duration)
 }
 
@@ -98,6 +99,19 @@ func (x *executor) applyPauses(ps map[string]TopicPause) {
 	}
 	if changed {
 		x.m.PauseTopics(slices.Sorted(maps.Keys(x.topicPauses)))
+	}
+	x.publishTopicPauses()
+}
+
+// endTopicPauses tells the observer that the pauses in effect end with
+// the executor: it stopped while they lasted.
+func (x *executor) endTopicPauses() {
+	po, ok := x.obs.(PausedTopicObserver)
+	for t, p := range x.topicPauses {
+		if ok {
+			po.TopicResumed(t, time.Since(p.Since))
+		}
+		delete(x.topicPauses, t)
 	}
 	x.publishTopicPauses()
 }

@@ -77,7 +77,7 @@ func shortenLocks(ctx context.Context, adm *kadm.Client) error {
 // ensureTopic creates the topic name with n partitions and the cluster's
 // default replication factor, unless it exists, and returns once the topic
 // is in the brokers' metadata with a leader for every partition. shareq
-// never creates topics: that is for whoever runs the cluster (see
+// never creates job topics: that is for whoever runs the cluster (see
 // deploy/kafka/init.sh, or shareq topics create), and here for the
 // example.
 //

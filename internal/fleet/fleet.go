@@ -41,7 +41,7 @@
 //
 // # A worker that cannot reach the topic
 //
-// Workers never create topics. A worker whose status topic is missing or
+// Workers never create the status topic. A worker whose status topic is missing or
 // not writable logs one line saying what to run or grant, runs its jobs
 // as ever, and looks again every [RecheckEvery]; it publishes once the
 // topic is there. Nothing the status topic does fails a job or the worker.
