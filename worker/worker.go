@@ -47,6 +47,11 @@
 // workers from it. A missing or unwritable status topic is logged once
 // and never stops the worker.
 //
+// A worker follows the operator's pauses ("shareq pause", package
+// control) in a compacted control topic ([ControlTopic]): a paused topic
+// of its group is fetched no more and its jobs in hand wait, spending no
+// delivery, until the resume ([Worker.PausedTopics]).
+//
 // Delivery is at least once: see the handler package for what that means
 // for a handler.
 package worker
