@@ -82,8 +82,8 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 // demo is one run of the program: its settings, where it writes, and the
 // parts that run sets up, step by step, for the worker's phase (work).
 // run's goroutine sets its fields before work starts any goroutine; those
-// only read them, but for sum.Produced, which the producing goroutine
-// sets.
+// only read them (the producing goroutine reports its count on a
+// channel, and run's goroutine writes it into the summary).
 type demo struct {
 	cfg    config
 	con    *console     // stderr: the progress line, log lines above it
@@ -260,7 +260,7 @@ func (d *demo) work(ctx context.Context) error {
 	}
 	stopProgress := make(chan struct{})
 	wg.Go(func() { showProgress(d.con, d.tr, d.want, stopProgress) })
-	runErr := d.waitForJobs(ctx, produced, workerErr)
+	runErr := d.waitForJobs(ctx, &produced, workerErr)
 
 	// 8. Stop: cancel the worker's context and wait for Run to return. It
 	// lets running handlers finish (up to ShutdownTimeout), acknowledges
@@ -277,6 +277,7 @@ func (d *demo) work(ctx context.Context) error {
 	d.sum.Staying = d.cfg.Stay && d.wc != nil && runErr == nil && ctx.Err() == nil
 	if !d.sum.Staying {
 		stopAndWait()
+		d.countProduced(produced) // stopped with the worker's context, if not before
 	}
 	d.con.clear()
 
@@ -321,20 +322,33 @@ func (d *demo) serve(wg *sync.WaitGroup) (stop func()) {
 	}
 }
 
+// produceResult is how producing ended: the jobs produced, and its error.
+type produceResult struct {
+	n   int
+	err error
+}
+
 // startProducing produces the run's jobs in a goroutine of wg until done
-// or ctx ends, and returns where it reports the end: the error of
-// producing, or nil. With no jobs it starts nothing, and nothing is
-// reported.
-func (d *demo) startProducing(ctx context.Context, wg *sync.WaitGroup) <-chan error {
-	produced := make(chan error, 1)
-	if len(d.jobs) > 0 {
-		wg.Go(func() {
-			n, err := produce(ctx, d.producer, topic, d.jobs)
-			d.sum.Produced = n
-			produced <- err
-		})
+// or ctx ends, and returns where it reports the end; nil, with no jobs
+// to produce.
+func (d *demo) startProducing(ctx context.Context, wg *sync.WaitGroup) <-chan produceResult {
+	if len(d.jobs) == 0 {
+		return nil
 	}
+	produced := make(chan produceResult, 1)
+	wg.Go(func() {
+		n, err := produce(ctx, d.producer, topic, d.jobs)
+		produced <- produceResult{n, err}
+	})
 	return produced
+}
+
+// countProduced waits for the end of producing, unless it was taken
+// already (nil), and notes the count in the summary.
+func (d *demo) countProduced(produced <-chan produceResult) {
+	if produced != nil {
+		d.sum.Produced = (<-produced).n
+	}
 }
 
 // waitForJobs waits until every job has finished, and returns nil. It
@@ -343,7 +357,9 @@ func (d *demo) startProducing(ctx context.Context, wg *sync.WaitGroup) <-chan er
 // it could not start: a wrong broker, a missing topic), -timeout passes,
 // or ctx ends; it returns why, or nil when interrupted. An error of the
 // worker's it puts back in workerErr, for whoever stops the worker.
-func (d *demo) waitForJobs(ctx context.Context, produced <-chan error, workerErr chan error) error {
+// It takes producing's end from *produced when it comes, and sets
+// *produced to nil then.
+func (d *demo) waitForJobs(ctx context.Context, produced *<-chan produceResult, workerErr chan error) error {
 	var timeoutC <-chan time.Time
 	if d.cfg.Timeout > 0 && d.want > 0 {
 		t := time.NewTimer(d.cfg.Timeout)
@@ -354,12 +370,16 @@ func (d *demo) waitForJobs(ctx context.Context, produced <-chan error, workerErr
 	for {
 		select {
 		case <-d.tr.Done():
+			// Every job ran: producing has ended, or ends as soon as
+			// the brokers' last acknowledgements come.
+			d.countProduced(*produced)
+			*produced = nil
 			return nil
-		case err := <-produced:
-			produced = nil
-			if err != nil && ctx.Err() == nil {
+		case r := <-*produced:
+			*produced, sum.Produced = nil, r.n
+			if r.err != nil && ctx.Err() == nil {
 				sum.Incomplete, sum.StopReason = true, "producing failed"
-				return err
+				return r.err
 			}
 		case err := <-workerErr:
 			workerErr <- err
