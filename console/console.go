@@ -65,6 +65,8 @@ func New(opts ...Option) (http.Handler, error) {
 	mux.HandleFunc("POST /groups/{group}/reset", s.action("reset", s.reset))
 	mux.HandleFunc("POST /groups/{group}/pause", s.action("pause", s.pause))
 	mux.HandleFunc("POST /groups/{group}/resume", s.action("resume", s.resume))
+	mux.HandleFunc("POST /groups/{group}/limit", s.action("limit", s.limit))
+	mux.HandleFunc("POST /groups/{group}/limit/clear", s.action("clear-limit", s.clearLimit))
 	mux.HandleFunc("GET /topics", s.topics)
 	mux.HandleFunc("GET /workers", s.workers)
 	mux.HandleFunc("GET /dlq/{topic}", s.dlqList)

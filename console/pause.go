@@ -15,11 +15,13 @@ import (
 	"github.com/shareq/shareq/internal/sharegroup"
 )
 
-// pauseView is what the group page shows of the group's pauses.
+// pauseView is what the group page shows of the control topic: the
+// group's pauses and limits set at run time.
 type pauseView struct {
 	Pauses []control.Pause
+	Limits []control.Limit
 	Err    string   // the control topic could not be read
-	Topics []string // the group's topics, for the pause form
+	Topics []string // the group's topics, for the forms
 }
 
 // pausesOf reads the pauses of group from the control topic; a missing
@@ -37,7 +39,7 @@ func (s *server) pausesOf(ctx context.Context, cl *kgo.Client, st *sharegroup.St
 	case err != nil:
 		v.Err = err.Error()
 	default:
-		v.Pauses = state.Of(st.Group)
+		v.Pauses, v.Limits = state.Of(st.Group), state.LimitsOf(st.Group)
 	}
 	return v
 }

@@ -91,3 +91,51 @@ func TestPauseReadOnly(t *testing.T) {
 		t.Errorf("pause on a read-only console: %d\n%s", code, body)
 	}
 }
+
+// With actions the group page sets a topic's limits at run time, empty
+// fields left to the code, and takes them back to the code's; a form
+// without a limit or a reason, or with a bad rate, is refused, saying
+// what to give.
+func TestLimitAction(t *testing.T) {
+	t.Parallel()
+	topic := kafkatest.Name(t, "controls")
+	b := setup(t, console.Actions(), console.ControlTopic(topic))
+	b.joinGroup(t)
+	page := "/groups/" + b.group
+	_, body := b.get(t, page)
+	mustContain(t, "group page before a limit", body, `id="no-limits"`, `id="limit-form"`)
+	for _, tc := range []struct {
+		form url.Values
+		want string
+	}{
+		{url.Values{"topic": {b.topic}, "reason": {"r"}}, "give a rate, a key concurrency or a key rate"},
+		{url.Values{"topic": {b.topic}, "rate": {"14"}, "reason": {"r"}}, "want N/s"},
+		{url.Values{"topic": {b.topic}, "key_concurrency": {"-1"}, "reason": {"r"}}, "want 0 (no limit)"},
+		{url.Values{"topic": {b.topic}, "rate": {"14/s"}}, "a limit needs a reason"},
+	} {
+		if code, body := b.post(t, page, page+"/limit", tc.form); code != http.StatusBadRequest || !strings.Contains(body, tc.want) {
+			t.Errorf("limit form %v: %d; want 400 saying %q\n%s", tc.form, code, tc.want, body)
+		}
+	}
+	code, body := b.post(t, page, page+"/limit", url.Values{"topic": {b.topic}, "rate": {"14/s"}, "key_concurrency": {"0"}, "reason": {"SES quota"}})
+	if code != http.StatusOK {
+		t.Fatalf("limit: %d\n%s", code, body)
+	}
+	mustContain(t, "group page with a limit", body, `<table id="limits">`, "<td>14/s</td><td>none</td><td>code</td>", "SES quota", `class="clear-limit"`)
+	ctl, err := control.New(b.cl, control.Topic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := ctl.Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, ok := st.Limit(b.group, b.topic); !ok || l.Rate == nil || l.Rate.N != 14 || l.KeyRate != nil || l.By != "anonymous (loopback) via the console" {
+		t.Fatalf("the control topic holds %+v; want the console's limit", st.Limits)
+	}
+	code, body = b.post(t, page, page+"/limit/clear", url.Values{"topic": {b.topic}})
+	if code != http.StatusOK {
+		t.Fatalf("clear: %d\n%s", code, body)
+	}
+	mustContain(t, "group page after the clear", body, `id="no-limits"`)
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/shareq/shareq/control"
 	"github.com/shareq/shareq/dlq"
 	"github.com/shareq/shareq/internal/printable"
 )
@@ -81,6 +82,21 @@ var funcs = template.FuncMap{
 	"time":      fmtTime,
 	"firstLine": func(s string) string { return firstLine(s, 120) },
 	"path":      url.PathEscape,
+	"rate": func(r *control.Rate) string {
+		if r == nil {
+			return "code"
+		}
+		return r.String()
+	},
+	"conc": func(n *int) string {
+		switch {
+		case n == nil:
+			return "code"
+		case *n == 0:
+			return "none"
+		}
+		return strconv.Itoa(*n)
+	},
 	"query":     url.QueryEscape,
 	"opt": func(p *int64) string {
 		if p == nil {

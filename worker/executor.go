@@ -169,6 +169,7 @@ type executor struct {
 
 	// Key limits (keys.go) and snoozes (snooze.go).
 	limits       map[string]*keyLimit // by topic
+	limitNoted   map[string]time.Time // by topic: the At of the limit set at run time noteUnlimited logged
 	keys         map[keyID]*keyState
 	keyTimes     keyHeap
 	ready        []*xjob // waiters let go (jobWaiting), to start before the queue

@@ -121,6 +121,7 @@ func (c *config) keyLimitsByTopic() map[string]*keyLimit {
 		if k.Rate > 0 {
 			l.every = k.Per / time.Duration(k.Rate)
 		}
+		l.baseConc, l.baseEvery = l.conc, l.every
 		m[tk.topic] = l
 	}
 	return m
@@ -133,6 +134,10 @@ type keyLimit struct {
 	conc       int           // 0: no limit
 	every      time.Duration // one start per every; 0: no rate
 	breakAfter int
+	// What the code declares; conc and every may be set at run time
+	// (applyLimits).
+	baseConc  int
+	baseEvery time.Duration
 }
 
 // keyOf returns the key of job under l, recovering from a panic in the

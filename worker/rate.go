@@ -174,13 +174,17 @@ func (s *rateShare) owns(j int64) bool {
 // kept from its past slots. watchRate publishes the worker's share; the
 // executor's goroutine owns the rest.
 type rateLimiter struct {
-	rate  topicRate
-	limit float64 // the fleet's limit, jobs per second
-	slot  float64 // a slot's length in nanoseconds
+	base topicRate // the TopicRate the code declares
 
 	share atomic.Pointer[rateShare] // written by watchRate, read by the executor and MemberStats
+	shown atomic.Pointer[topicRate] // the rate in force, for MemberStats and watchRate's lines
 
 	// Owned by the executor's goroutine.
+	rate  topicRate   // the rate in force: base, or one set at run time (retune)
+	limit float64     // rate in jobs per second
+	slot  float64     // a slot's length in nanoseconds
+	next  *rateSwitch // a rate to switch to; nil: none
+
 	plan     *rateShare // the share the tokens were counted under; nil: none
 	armedAt  time.Time  // when the timer fires, if after now
 	lastSlot int64      // the newest slot counted
@@ -195,8 +199,51 @@ func (w *Worker) newRateLimiter() *rateLimiter {
 	if len(w.cfg.rates) == 0 {
 		return nil
 	}
-	r := w.cfg.rates[0] // checkRates allows one, on the worker's only topic
-	return &rateLimiter{rate: r, limit: r.perSecond(), slot: float64(r.per) / float64(r.n)}
+	r := &rateLimiter{base: w.cfg.rates[0]} // checkRates allows one, on the worker's only topic
+	r.use(r.base)
+	return r
+}
+
+// use puts rate in force.
+func (r *rateLimiter) use(rate topicRate) {
+	r.rate, r.limit, r.slot = rate, rate.perSecond(), float64(rate.per)/float64(rate.n)
+	r.shown.Store(&rate)
+}
+
+// A rateSwitch is a rate set at run time (package control) and the time
+// it takes effect, the same on every worker of the group.
+type rateSwitch struct {
+	rate topicRate
+	at   time.Time
+}
+
+// retune has rate take effect at at (at once if at is past): the grid of
+// slots changes on every worker at that moment. The tokens of the old
+// rate are dropped then, so that no second holds the old rate's burst
+// and the new rate's slots.
+func (r *rateLimiter) retune(rate topicRate, at, now time.Time) {
+	if !r.changes(rate) {
+		return
+	}
+	r.next = &rateSwitch{rate: rate, at: at}
+	r.armAt(now, at)
+}
+
+// changes reports whether rate is not the one in force or coming.
+func (r *rateLimiter) changes(rate topicRate) bool {
+	if r.next != nil {
+		return r.next.rate != rate
+	}
+	return r.rate != rate
+}
+
+// switchDue puts a rate set at run time in force when its time has come.
+func (r *rateLimiter) switchDue(now time.Time) {
+	if r.next == nil || now.Before(r.next.at) {
+		return
+	}
+	r.use(r.next.rate)
+	r.next, r.plan, r.cur, r.held = nil, nil, false, 0
 }
 
 // current is this worker's share at now, or nil while it waits to be
@@ -230,6 +277,7 @@ func (r *rateLimiter) burst(s *rateShare) int {
 // refill counts the slots up to now's and returns the share and now's
 // slot.
 func (r *rateLimiter) refill(now time.Time) (*rateShare, int64) {
+	r.switchDue(now)
 	s, j := r.current(now), r.slotAt(now)
 	switch {
 	case s == nil:
@@ -356,10 +404,12 @@ func (r *rateLimiter) stats() (topic string, limit, share float64) {
 	if r == nil {
 		return "", 0, 0
 	}
+	rate := r.shown.Load()
+	limit = rate.perSecond()
 	if s := r.current(time.Now()); s != nil {
-		share = s.perSecond
+		share = s.perSecond * limit / r.base.perSecond() // the planner counts in the code's rate
 	}
-	return r.rate.topic, r.limit, share
+	return rate.topic, limit, share
 }
 
 // logArgs are the limit's fields of the worker's start line.
@@ -367,15 +417,15 @@ func (r *rateLimiter) logArgs() []any {
 	if r == nil {
 		return nil
 	}
-	return []any{"rate_limit", r.rate.String(), "rate_topic", r.rate.topic}
+	return []any{"rate_limit", r.shown.Load().String(), "rate_topic", r.base.topic}
 }
 
 // watchRate counts, every refresh until ctx is done, the members that
 // share the worker's rate limit, and publishes the worker's share.
 func (w *Worker) watchRate(ctx context.Context, cl *kgo.Client, r *rateLimiter, memberID string, log *slog.Logger) {
 	every := w.cfg.rateRefresh
-	c := rateCount{adm: kadm.NewClient(cl), group: w.cfg.group, topic: r.rate.topic, self: memberID}
-	p := ratePlanner{every: every, limit: r.limit}
+	c := rateCount{adm: kadm.NewClient(cl), group: w.cfg.group, topic: r.base.topic, self: memberID}
+	p := ratePlanner{every: every, limit: r.base.perSecond()}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	var last *rateShare
@@ -386,7 +436,7 @@ func (w *Worker) watchRate(ctx context.Context, cl *kgo.Client, r *rateLimiter, 
 		if err != nil {
 			if !failing && ctx.Err() == nil {
 				log.Warn("cannot count the workers that share the rate limit; this worker starts no jobs of the topic until it can",
-					"topic", r.rate.topic, "error", err)
+					"topic", r.base.topic, "error", err)
 			}
 			failing = true // the share runs out at its until: the others may not see joins
 		} else {
@@ -394,8 +444,8 @@ func (w *Worker) watchRate(ctx context.Context, cl *kgo.Client, r *rateLimiter, 
 			next := p.plan(sent, time.Now(), ids, memberID)
 			r.share.Store(next)
 			if last == nil || next.members != last.members || next.perSecond != last.perSecond {
-				log.Info("rate limit share", "topic", r.rate.topic, "rate_limit", r.rate.String(),
-					"workers", len(ids), "share_per_second", round2(next.perSecond), "counted", slices.Contains(ids, memberID))
+				log.Info("rate limit share", "topic", r.base.topic, "rate_limit", r.shown.Load().String(),
+					"workers", len(ids), "share_per_second", round2(next.perSecond*r.shown.Load().perSecond()/r.base.perSecond()), "counted", slices.Contains(ids, memberID))
 			}
 			last = next
 		}

@@ -13,7 +13,8 @@ import (
 // limiterAt returns a limiter of limit jobs a second on which this
 // worker is index of members, until far in the future.
 func limiterAt(limit, members, index int) *rateLimiter {
-	r := &rateLimiter{rate: topicRate{"t", limit, time.Second}, limit: float64(limit), slot: float64(time.Second) / float64(limit)}
+	r := &rateLimiter{base: topicRate{"t", limit, time.Second}}
+	r.use(r.base)
 	r.share.Store(&rateShare{members: members, index: index, perSecond: float64(limit) / float64(members), until: time.Now().Add(time.Hour)})
 	return r
 }
@@ -279,4 +280,52 @@ func TestRateLimiterKeepsItsSlotAcrossRecounts(t *testing.T) {
 		t.Errorf("a recount with the same members took the slot under way")
 	}
 	r.stop()
+}
+
+// A rate set at run time takes effect on every worker of the fleet at the
+// moment it names, whenever each worker hears of it: the fleet starts the
+// old rate before it and the new one after it, and no second across the
+// switch holds more than the larger rate's bound.
+func TestRateLimiterRetuneSwitchesTheFleetAtOnce(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ from, to int }{{10, 40}, {40, 10}, {14, 100}} {
+		const k = 3
+		rs := make([]*rateLimiter, k)
+		for i := range rs {
+			rs[i] = limiterAt(tc.from, k, i)
+		}
+		t0 := time.Unix(1_000_000, 0)
+		switchAt := t0.Add(2 * time.Second)
+		var at []time.Time
+		for now := t0; now.Before(t0.Add(4 * time.Second)); now = now.Add(time.Millisecond) {
+			for i, r := range rs {
+				// Worker i hears of the new rate 100 ms + i × 30 ms
+				// before it takes effect.
+				if now.Equal(switchAt.Add(-100*time.Millisecond + time.Duration(i)*30*time.Millisecond)) {
+					r.retune(topicRate{"t", tc.to, time.Second}, switchAt, now)
+				}
+				for r.take(now) {
+					at = append(at, now)
+				}
+			}
+		}
+		for _, r := range rs {
+			r.stop()
+		}
+		before := len(slices.DeleteFunc(slices.Clone(at), func(a time.Time) bool { return !a.Before(switchAt) }))
+		after := len(at) - before
+		if want := 2 * tc.from; before < want-1 || before > want+want/10+1 {
+			t.Errorf("%d → %d/s: %d starts in the 2 s before the switch; want about %d", tc.from, tc.to, before, want)
+		}
+		if want := 2 * tc.to; after < want-1 || after > want+want/10+1 {
+			t.Errorf("%d → %d/s: %d starts in the 2 s after the switch; want about %d", tc.from, tc.to, after, want)
+		}
+		bound := max(tc.from, tc.to)
+		if most := maxInWindow(at, time.Second); most > bound+bound/10+1 {
+			t.Errorf("%d → %d/s: %d starts in one second; want at most %d", tc.from, tc.to, most, bound+bound/10+1)
+		}
+		if rs[0].shown.Load().n != tc.to {
+			t.Errorf("%d → %d/s: the rate shown is %v", tc.from, tc.to, rs[0].shown.Load())
+		}
+	}
 }

@@ -15,6 +15,9 @@
 //	shareq pauses [-group GROUP]
 //	    pause a topic (or a whole group) on every worker of the group,
 //	    resume it, list the pauses in force
+//	shareq limit GROUP -topic TOPIC [-rate N/s] [-key-concurrency N] -reason TEXT
+//	shareq limits [-group GROUP]
+//	    change a topic's rate or key limits without a restart, list them
 //	shareq reset GROUP -to earliest|latest|OFFSET [-topic T] [-yes]
 //	    move an empty share group's start offsets
 //	shareq enqueue TOPIC [JSON] [-id ID] [-key KEY]
@@ -76,11 +79,13 @@ var commands = map[string]command{
 	"pause":   {"pause a topic or a whole group on every worker of the group", runPause},
 	"resume":  {"resume a paused topic or group", runResume},
 	"pauses":  {"list the pauses in force, with who paused and why", runPauses},
+	"limit":   {"change a topic's rate or key limits without a restart", runLimit},
+	"limits":  {"list the limits set at run time", runLimits},
 	"console": {"serve the operator's web console", runConsole},
 }
 
 // commandOrder lists commands in the order usage shows them.
-var commandOrder = []string{"dev", "topics", "dlq", "status", "workers", "pause", "resume", "pauses", "reset", "enqueue", "relay", "jobs", "console"}
+var commandOrder = []string{"dev", "topics", "dlq", "status", "workers", "pause", "resume", "pauses", "limit", "limits", "reset", "enqueue", "relay", "jobs", "console"}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

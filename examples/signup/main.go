@@ -44,8 +44,8 @@
 //
 // The files:
 //
-//	signup.go  the part to copy: the signup transaction and the handler
-//	run.go     the wiring: broker, database, relay, worker, and the checks
+//	signup.go  the part to copy: the signup transaction, the handlers and their worker options
+//	run.go     the wiring: broker, database, relay, worker, scheduler, and the checks
 //	main.go    flags
 package main
 

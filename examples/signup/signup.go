@@ -2,7 +2,10 @@ package main
 
 // This file is the part to copy: a signup that enqueues its welcome email
 // in its own transaction and schedules a follow-up email for later, the
-// handlers that send them once, and a periodic cleanup.
+// handlers that send them once, the worker options that put them on
+// their topics inside the claim middleware, and a periodic cleanup. It
+// knows nothing about the demo's broker or its checks; see run.go for the
+// wiring.
 
 import (
 	"context"
@@ -17,8 +20,10 @@ import (
 	"github.com/shareq/shareq/enqueue"
 	"github.com/shareq/shareq/enqueue/pgoutbox"
 	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/idempotency"
 	"github.com/shareq/shareq/idempotency/pgstore"
 	"github.com/shareq/shareq/scheduler"
+	"github.com/shareq/shareq/worker"
 )
 
 // The topics of the welcome emails, of the follow-ups and of the
@@ -100,6 +105,27 @@ func signup(ctx context.Context, pool *pgxpool.Pool, run, email string, followUp
 // it still waits in the outbox, is withdrawn and never sent.
 func unsubscribe(ctx context.Context, pool *pgxpool.Pool, followUpID string) (pgoutbox.CancelResult, error) {
 	return pgoutbox.Cancel(ctx, pool, followUpID)
+}
+
+// workerOptions are the worker options of the app's jobs: each handler on
+// its topic, inside the claim middleware, which runs each job to
+// completion at most once and gives the handler the claim's transaction.
+// The claims are rows in pool (idempotency/pgstore); onDuplicate hears of
+// each delivery the claim found done.
+func workerOptions(pool *pgxpool.Pool, onDuplicate func(job *handler.Job, key string)) ([]worker.Option, error) {
+	store, err := pgstore.New(pool)
+	if err != nil {
+		return nil, err
+	}
+	claims, err := idempotency.Middleware(store, idempotency.OnDuplicate(onDuplicate))
+	if err != nil {
+		return nil, err
+	}
+	return []worker.Option{
+		worker.Handle(emailsTopic, handler.JSON(sendWelcome), claims),
+		worker.Handle(followUpsTopic, handler.JSON(sendFollowUp), claims),
+		worker.Handle(cleanupTopic, handler.JSON(cleanUp), claims),
+	}, nil
 }
 
 // sendWelcome "sends" the email: it records it in sent_emails through the

@@ -19,12 +19,13 @@
 // The files:
 //
 //	thumbnail.go  the handler: decode, resize, encode; the part to copy
+//	worker.go     the worker: the handler on its topic, inside its middleware; the part to copy too
 //	store.go      where thumbnails go: files, or memory
 //	db.go         with -database: the claim store, and a table written in the claim's transaction
 //	produce.go    the producer and the jobs it writes
 //	images.go     the images the producer draws
 //	main.go       flags
-//	run.go        the wiring: broker, topics, middleware, worker, and waiting for every job
+//	run.go        the wiring: broker, topics, producer, worker, and waiting for every job
 //	kafka.go      the embedded broker and the topics
 //	progress.go   a worker.Observer that follows every job to its outcome, and the progress line
 //	console.go    stderr: the progress line on a terminal, with log lines above it

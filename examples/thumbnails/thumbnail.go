@@ -2,7 +2,8 @@ package main
 
 // This file is the part to copy: a shareq handler that turns an image into
 // thumbnails. It knows nothing about Kafka, flags or the demo's broker; it
-// sees a handler.Job and returns an outcome. See main.go for the wiring.
+// sees a handler.Job and returns an outcome. See worker.go for the worker
+// that runs it, and run.go for the wiring.
 
 import (
 	"bytes"

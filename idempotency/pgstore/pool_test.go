@@ -220,7 +220,11 @@ func TestExhaustedPoolIsStarvationNotOutage(t *testing.T) {
 // finish; it used to take the full pool for a silent Postgres.
 func TestProbeOnExhaustedPoolIsNotOutage(t *testing.T) {
 	t.Parallel()
-	const d = 300 * time.Millisecond
+	// d covers the probe's own connection, made while the pool is
+	// exhausted (StatementTimeout's doc: keep d well above the time a
+	// connection takes): a TLS connection with SCRAM on a busy CI host
+	// took more than 300 ms.
+	const d = time.Second
 	pool := poolOf(t, 2)
 	s, err := pgstore.New(pool, pgstore.StatementTimeout(d))
 	if err != nil {
@@ -235,7 +239,7 @@ func TestProbeOnExhaustedPoolIsNotOutage(t *testing.T) {
 		}
 		defer other.Release()
 		var v int
-		return pgstore.Tx(ctx).QueryRow(ctx, "SELECT 1 FROM pg_sleep($1)", (4 * d).Seconds()).Scan(&v)
+		return pgstore.Tx(ctx).QueryRow(ctx, "SELECT 1 FROM pg_sleep($1)", (2 * d).Seconds()).Scan(&v)
 	})
 	if err != nil || !claimed {
 		t.Fatalf("Claim with a slow statement on an exhausted pool = %v, %v (unavailable: %v); want claimed", claimed, err, handler.IsUnavailable(err))

@@ -19,7 +19,8 @@ import (
 // TestPauseInBrowser: an operator signed in to the console pauses one
 // topic of a group from the group page in Chromium, giving a reason; the
 // page then lists the pause with the reason and who paused, the control
-// topic holds it, and the Resume button ends it. Each is one action line
+// topic holds it, and the Resume button ends it. Then a rate set for the
+// topic is listed and cleared the same way. Each is one action line
 // naming the user.
 func TestPauseInBrowser(t *testing.T) {
 	chromium := browser(t)
@@ -74,12 +75,29 @@ func TestPauseInBrowser(t *testing.T) {
 	}
 
 	do(chromedp.Click(chromedp.CSS(`#pauses button.resume`)), chromedp.WaitVisible(chromedp.ID("not-paused")))
-	for _, want := range []string{"who=ops action=pause outcome=done group=" + group + " topic=" + topic, "who=ops action=resume outcome=done"} {
+
+	// A limit set at run time: a rate for the topic, key limits left to
+	// the code; then back to the code's.
+	do(chromedp.SetValue(chromedp.CSS(`#limit-form select[name=topic]`), topic),
+		chromedp.SetValue(chromedp.CSS(`#limit-form input[name=rate]`), "14/s"),
+		chromedp.SetValue(chromedp.CSS(`#limit-form input[name=reason]`), "SES quota, ticket 815"),
+		chromedp.Click(chromedp.CSS(`#limit-form button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.ID("limits")),
+		screenshot(shots, "limits"))
+	row = text("#limits tbody tr")
+	for _, want := range []string{topic, "14/s", "code", "ops via the console", "SES quota, ticket 815"} {
+		if !strings.Contains(row, want) {
+			t.Errorf("the limit's row %q lacks %q", row, want)
+		}
+	}
+	do(chromedp.Click(chromedp.CSS(`#limits button.clear-limit`)), chromedp.WaitVisible(chromedp.ID("no-limits")))
+	for _, want := range []string{"who=ops action=pause outcome=done group=" + group + " topic=" + topic, "who=ops action=resume outcome=done",
+		"who=ops action=limit outcome=done", "who=ops action=clear-limit outcome=done"} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("the log lacks %q:\n%s", want, logs)
 		}
 	}
-	if n := strings.Count(logs.String(), `msg="console: action"`); n != 2 {
-		t.Errorf("%d action lines; want 2:\n%s", n, logs)
+	if n := strings.Count(logs.String(), `msg="console: action"`); n != 4 {
+		t.Errorf("%d action lines; want 4:\n%s", n, logs)
 	}
 }
