@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"maps"
 	"strings"
 	"time"
 
@@ -75,51 +74,49 @@ type controlWatch struct {
 	brokers string // for the create hint
 	// first takes the first read to the start (followControl), until
 	// gaveUp closes; nil once it was sent.
-	first  chan map[string]TopicPause
+	first  chan control.State
 	gaveUp chan struct{}
-	// last is the pauses last handed on (nil: none yet); failing says a
-	// failure was logged and the recovery not yet.
-	last    map[string]TopicPause
+	// failing says a failure was logged and the recovery not yet.
 	failing bool
 }
 
 // followControl starts the control watch in helpers, until wctx ends,
-// and returns the pauses in force for the member's start: the watch's
-// first read, or none when that failed (logged) or did not come within
-// controlFirstRead; later changes go to the executor's loop. cl is a
-// client that consumes nothing; the watch reads through a client of its
-// own made from cl's options (control.New).
-func (w *Worker) followControl(ctx, wctx context.Context, helpers *conc.WaitGroup, cl *kgo.Client, log *slog.Logger) map[string]TopicPause {
+// and returns the control topic's state for the member's start: the
+// watch's first read, or none when that failed (logged) or did not come
+// within controlFirstRead; each later change goes to the executor's
+// loop. cl is a client that consumes nothing; the watch reads through a
+// client of its own made from cl's options (control.New).
+func (w *Worker) followControl(ctx, wctx context.Context, helpers *conc.WaitGroup, cl *kgo.Client, log *slog.Logger) control.State {
 	if w.cfg.control.topic == "" {
-		return nil
+		return control.State{}
 	}
 	c, err := control.New(cl, control.Topic(w.cfg.control.topic))
 	if err != nil {
 		log.Warn("pause control cannot reach this worker: no client for the control topic; the worker runs unpaused", "control_topic", w.cfg.control.topic, "error", err)
-		return nil
+		return control.State{}
 	}
 	brokers := strings.Join(w.seeds(cl), ",")
 	if brokers == "" {
 		brokers = w.bootstrap()
 	}
-	cw := &controlWatch{w: w, c: c, log: log, brokers: brokers, first: make(chan map[string]TopicPause), gaveUp: make(chan struct{})}
+	cw := &controlWatch{w: w, c: c, log: log, brokers: brokers, first: make(chan control.State), gaveUp: make(chan struct{})}
 	helpers.Go(func() { cw.run(wctx) })
 	timer := time.NewTimer(controlFirstRead)
 	defer timer.Stop()
 	select {
-	case ps := <-cw.first:
-		return ps
+	case st := <-cw.first:
+		return st
 	case <-timer.C:
 		log.Warn("the control topic was not read within "+controlFirstRead.String()+": the worker starts unpaused and applies the pauses in force once it reads them", "control_topic", c.Topic())
 	case <-ctx.Done():
 	}
 	close(cw.gaveUp)
-	return nil
+	return control.State{}
 }
 
-// run follows the control topic until ctx ends, handing each change of
-// the worker's pauses on (deliver); a failed read is retried, with the
-// pauses last read kept meanwhile, and a missing topic created.
+// run follows the control topic until ctx ends, handing each state read
+// on (deliver); a failed read is retried, with the state last read kept
+// meanwhile, and a missing topic created.
 func (cw *controlWatch) run(ctx context.Context) {
 	wait := controlRetry
 	justCreated := false
@@ -130,7 +127,7 @@ func (cw *controlWatch) run(ctx context.Context) {
 				cw.log.Info("the control topic is readable again; pauses reach this worker", "control_topic", cw.c.Topic())
 			}
 			wait = controlRetry
-			cw.deliver(ctx, cw.pausesOf(st))
+			cw.deliver(ctx, st, true)
 		})
 		if ctx.Err() != nil {
 			return
@@ -146,7 +143,7 @@ func (cw *controlWatch) run(ctx context.Context) {
 			if err = cw.c.EnsureTopic(ctx); err == nil {
 				cw.log.Info("the control topic was missing and is created now; pauses written to it reach this worker", "control_topic", cw.c.Topic())
 				wait, justCreated = controlRetry, true
-				cw.deliver(ctx, map[string]TopicPause{})
+				cw.deliver(ctx, control.State{}, true)
 				continue
 			}
 		}
@@ -155,7 +152,7 @@ func (cw *controlWatch) run(ctx context.Context) {
 			if !cw.failing {
 				cw.failed(err)
 			}
-			cw.deliver(ctx, cw.last) // the start waits no longer; the executor keeps what it has
+			cw.deliver(ctx, control.State{}, false) // the start waits no longer; the executor keeps what it has
 		}
 		select {
 		case <-time.After(wait):
@@ -185,14 +182,14 @@ func (cw *controlWatch) topicFlag() string {
 	return " -controls-topic " + cw.c.Topic()
 }
 
-// deliver hands ps on: to the start while it waits for the first read,
-// else to the executor's loop unless the worker's pauses did not change
-// (a nil ps, after a failure, changes nothing).
-func (cw *controlWatch) deliver(ctx context.Context, ps map[string]TopicPause) {
+// deliver hands st on: to the start while it waits for the first read,
+// else to the executor's loop. A state that is not fresh (none was read:
+// a failure) only lets the start go unpaused.
+func (cw *controlWatch) deliver(ctx context.Context, st control.State, fresh bool) {
 	if cw.first != nil {
 		select {
-		case cw.first <- ps:
-			cw.first, cw.last = nil, ps
+		case cw.first <- st:
+			cw.first = nil
 			return
 		case <-cw.gaveUp:
 			cw.first = nil
@@ -200,24 +197,11 @@ func (cw *controlWatch) deliver(ctx context.Context, ps map[string]TopicPause) {
 			return
 		}
 	}
-	if ps == nil || cw.last != nil && maps.EqualFunc(ps, cw.last, func(a, b TopicPause) bool { return a.Reason == b.Reason && a.By == b.By }) {
+	if !fresh {
 		return
 	}
 	select {
-	case cw.w.pauses <- ps:
-		cw.last = ps
+	case cw.w.controls <- st:
 	case <-ctx.Done():
 	}
-}
-
-// pausesOf returns the pauses of st that stop the worker's topics: each
-// topic's own, or its group's.
-func (cw *controlWatch) pausesOf(st control.State) map[string]TopicPause {
-	ps := map[string]TopicPause{}
-	for _, t := range cw.w.topics {
-		if p, ok := st.Paused(cw.w.cfg.group, t); ok {
-			ps[t] = TopicPause{Topic: t, Reason: p.Reason, By: p.By}
-		}
-	}
-	return ps
 }

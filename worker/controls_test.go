@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -44,7 +45,8 @@ func (p *pauseClock) TopicResumed(topic string, _ time.Duration) {
 	p.heard <- pauseHeard{topic, false, time.Now()}
 }
 
-// next waits for the next pause or resume heard of topic.
+// next waits for the next pause or resume heard of topic; what else it
+// hears meanwhile is dropped.
 func (p *pauseClock) next(t *testing.T, topic string, paused bool) time.Time {
 	t.Helper()
 	deadline := time.After(45 * time.Second)
@@ -55,7 +57,25 @@ func (p *pauseClock) next(t *testing.T, topic string, paused bool) time.Time {
 				return h.at
 			}
 		case <-deadline:
-			t.Fatalf("no %s of %s heard within 45 s (paused %v)", map[bool]string{true: "pause", false: "resume"}[paused], topic, paused)
+			t.Fatalf("no %s of %s heard within 45 s", map[bool]string{true: "pause", false: "resume"}[paused], topic)
+		}
+	}
+}
+
+// both waits for the pauses (or resumes) of two topics, heard in either
+// order.
+func (p *pauseClock) both(t *testing.T, a, b string, paused bool) {
+	t.Helper()
+	deadline := time.After(45 * time.Second)
+	heard := map[string]bool{}
+	for !heard[a] || !heard[b] {
+		select {
+		case h := <-p.heard:
+			if h.paused == paused {
+				heard[h.topic] = true
+			}
+		case <-deadline:
+			t.Fatalf("heard %v within 45 s, want %s and %s (paused %v)", heard, a, b, paused)
 		}
 	}
 }
@@ -225,8 +245,7 @@ func TestControlPauseBeforeTheStartAndOfTheWholeGroup(t *testing.T) {
 	waitAccepted(t, obs, "a1", "a2")
 
 	cd.pause(t, group, "")
-	pc.next(t, ta, true)
-	pc.next(t, tb, true)
+	pc.both(t, ta, tb, true)
 	if got := w.PausedTopics(); len(got) != 2 {
 		t.Fatalf("PausedTopics = %+v after the whole group's pause, want both topics", got)
 	}
@@ -319,5 +338,77 @@ func TestControlWatchKeepsTheLastStateWhileItCannotRead(t *testing.T) {
 	}
 	if n, m := strings.Count(logs.String(), warn), strings.Count(logs.String(), back); n != 1 || m != 1 {
 		t.Errorf("%d lines %q and %d %q, want 1 each:\n%s", n, warn, m, back, logs.String())
+	}
+}
+
+// A limit written with control.Client reaches a running worker through
+// the same watch: a key concurrency raised from the code's 1 to 3 lets
+// three jobs of the key run at once.
+func TestControlLimitReachesARunningWorker(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.New(t)
+	topic, group := c.Topic(t, 1), c.Group(t)
+	cd := newControlled(t, c)
+	obs := new(shareqtest.Observer)
+	release := make(chan struct{})
+	var mu sync.Mutex
+	running, most := 0, 0
+	h := handler.Func(func(ctx context.Context, _ *handler.Job) error {
+		mu.Lock()
+		running++
+		most = max(most, running)
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			running--
+			mu.Unlock()
+		}()
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	})
+	runningNow := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return running
+	}
+	w, err := worker.New(worker.Brokers(c.Seeds...), worker.Group(group), worker.ControlTopic(cd.topic),
+		worker.Handle(topic, h), worker.Concurrency(5),
+		worker.KeyLimit(topic, worker.Keys{Key: func(*handler.Job) string { return "k" }, Concurrency: 1}),
+		worker.Observers(obs), worker.Logger(shareqtest.Logger()), worker.ShutdownTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := kafkatest.Run(t, w.Run)
+	produceKeys(t, c, topic, "j1", "j2", "j3", "j4")
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(45 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("waited 45 s for %s", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitFor("one job running", func() bool { return runningNow() == 1 })
+	three := 3
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cd.ctl.SetLimit(ctx, control.Limit{Group: group, Topic: topic, KeyConcurrency: &three, Reason: "test", By: "tester"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("three jobs of the key running", func() bool { return runningNow() == 3 })
+	close(release)
+	waitAccepted(t, obs, "j1", "j2", "j3", "j4")
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if most != 3 {
+		t.Errorf("at most %d jobs of the key ran at once, want 3", most)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/sourcegraph/conc"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/shareq/shareq/control"
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/jobctx"
 	"github.com/shareq/shareq/internal/member"
@@ -264,11 +265,11 @@ type executorConfig struct {
 	// Rate is the topic's rate limit (rate.go): credits are granted and
 	// queued jobs started only as its tokens allow. nil: none.
 	Rate *rateLimiter
-	// InitialPauses are the operator's pauses in effect at the start,
-	// by topic (topicpause.go); Pauses brings them each time they change
-	// (nil: never).
-	InitialPauses map[string]TopicPause
-	Pauses        <-chan map[string]TopicPause
+	// InitialControl is the control topic's state at the start: the
+	// operator's pauses (topicpause.go) and limits (livelimits.go) in
+	// force; Controls brings it each time it changes (nil: never).
+	InitialControl control.State
+	Controls       <-chan control.State
 	// TopicsPaused is called with the topics paused whenever they
 	// change, nil when none is; nil: not called.
 	TopicsPaused func([]TopicPause)
@@ -285,7 +286,7 @@ func (w *Worker) executorConfig() executorConfig {
 		}
 		w.down.Store(&deps)
 	}
-	c.Pauses = w.pauses
+	c.Controls = w.controls
 	c.TopicsPaused = func(ps []TopicPause) {
 		if ps == nil {
 			w.paused.Store(nil)
@@ -357,9 +358,7 @@ func (x *executor) run(ctx context.Context) {
 	reading := time.NewTicker(prefetchEvery)
 	defer reading.Stop()
 	x.lastReading = time.Now()
-	if len(x.cfg.InitialPauses) > 0 {
-		x.applyPauses(x.cfg.InitialPauses)
-	}
+	x.applyControl(x.cfg.InitialControl)
 	x.topUp()
 
 	events := x.m.Events()
@@ -405,8 +404,8 @@ func (x *executor) run(ctx context.Context) {
 			x.reading()
 		case <-x.copySignal:
 			x.takeCopies()
-		case ps := <-x.cfg.Pauses:
-			x.applyPauses(ps)
+		case st := <-x.cfg.Controls:
+			x.applyControl(st)
 		case <-x.cfg.Rate.wake(): // a token for a job waiting on the rate limit
 		case <-stopping:
 			stopping = nil

@@ -3,6 +3,8 @@ package worker
 import (
 	"context"
 	"time"
+
+	"github.com/shareq/shareq/control"
 )
 
 // StallCheckTimes shortens the stall check's times (stall.go) for a test:
@@ -18,28 +20,21 @@ func StatusRecheck(d time.Duration) Option {
 }
 
 // SetPauses applies the operator's pauses to a running worker as its
-// control topic's watcher does (a pause with Topic "" pauses every topic
-// of the worker; each call replaces the pauses of the last), and returns
-// once the worker applied them (PausedTopics says so).
+// control topic's watch does (a pause with Topic "" pauses the whole
+// group; each call replaces the pauses of the last), and returns once the
+// worker applied them (PausedTopics says so).
 func (w *Worker) SetPauses(ctx context.Context, ps ...TopicPause) error {
-	byTopic := map[string]TopicPause{}
+	var st control.State
 	for _, p := range ps {
-		if p.Topic != "" {
-			byTopic[p.Topic] = p
-			continue
-		}
-		for _, t := range w.topics {
-			if _, ok := byTopic[t]; !ok {
-				byTopic[t] = p
-			}
-		}
+		st.Pauses = append(st.Pauses, control.Pause{Group: w.cfg.group, Topic: p.Topic, Reason: p.Reason, By: p.By})
 	}
 	select {
-	case w.pauses <- byTopic:
+	case w.controls <- st:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	for len(w.PausedTopics()) != len(byTopic) {
+	want := len(pausesOf(st, w.cfg.group, w.handlers))
+	for len(w.PausedTopics()) != want {
 		select {
 		case <-time.After(time.Millisecond):
 		case <-ctx.Done():

@@ -87,8 +87,8 @@ func (w *Worker) runMember(ctx context.Context, log *slog.Logger) error {
 		defer acl.Close()
 		// The pauses in force are read before the member starts: it
 		// takes them from its mailbox before it can have joined.
-		xc.InitialPauses = w.followControl(ctx, wctx, &helpers, acl, log)
-		m.PauseTopics(slices.Sorted(maps.Keys(xc.InitialPauses)))
+		xc.InitialControl = w.followControl(ctx, wctx, &helpers, acl, log)
+		m.PauseTopics(slices.Sorted(maps.Keys(pausesOf(xc.InitialControl, w.cfg.group, w.handlers))))
 	}
 	x := newExecutor(xc, m)
 	clientID, _ := cl.OptValue(kgo.ClientID).(string)

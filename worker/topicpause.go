@@ -6,9 +6,12 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/shareq/shareq/control"
+	"github.com/shareq/shareq/handler"
 )
 
-// Operator pauses (docs/operations.md, "Pause and resume"): an operator
+// Operator pauses (docs/operating.md, "Pause and resume"): an operator
 // pauses one topic for a group, or the whole group, and the worker stops
 // acquiring and starting that topic's jobs. Unlike the dependency pause
 // (pause.go), which the worker decides for itself, this one is decided
@@ -53,6 +56,25 @@ type PausedTopicObserver interface {
 	TopicResumed(topic string, paused time.Duration)
 }
 
+// applyControl applies st, the control topic's state: the pauses and the
+// limits (livelimits.go) of the worker's group.
+func (x *executor) applyControl(st control.State) {
+	x.applyPauses(pausesOf(st, x.cfg.Group, x.cfg.Handlers))
+	x.applyLimits(st, time.Now())
+}
+
+// pausesOf returns the pauses of st that stop the handled topics of
+// group: each topic's own, or the group's.
+func pausesOf(st control.State, group string, handled map[string]handler.Handler) map[string]TopicPause {
+	ps := map[string]TopicPause{}
+	for t := range handled {
+		if p, ok := st.Paused(group, t); ok {
+			ps[t] = TopicPause{Topic: t, Reason: p.Reason, By: p.By}
+		}
+	}
+	return ps
+}
+
 // topicPaused reports whether an operator paused topic.
 func (x *executor) topicPaused(topic string) bool {
 	_, ok := x.topicPauses[topic]
@@ -66,7 +88,8 @@ func (x *executor) topicPaused(topic string) bool {
 func (x *executor) applyPauses(ps map[string]TopicPause) {
 	now := time.Now()
 	changed := false
-	for t, p := range ps {
+	for _, t := range slices.Sorted(maps.Keys(ps)) {
+		p := ps[t]
 		if x.cfg.Handlers[t] == nil {
 			continue
 		}
@@ -84,7 +107,8 @@ func (x *executor) applyPauses(ps map[string]TopicPause) {
 			po.TopicPaused(t, p.Reason, p.By)
 		}
 	}
-	for t, cur := range x.topicPauses {
+	for _, t := range slices.Sorted(maps.Keys(x.topicPauses)) {
+		cur := x.topicPauses[t]
 		if _, ok := ps[t]; ok {
 			continue
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/shareq/shareq/control"
 	"github.com/shareq/shareq/internal/logbuf"
 	"github.com/shareq/shareq/internal/member"
 )
@@ -45,7 +46,7 @@ func (p *topicPauses) list() []string {
 // it writes kept (a produce that succeeds).
 type pausable struct {
 	*xbundle
-	pauses chan map[string]TopicPause
+	controls chan control.State
 
 	mu     sync.Mutex
 	copies []*kgo.Record
@@ -54,9 +55,9 @@ type pausable struct {
 
 func startPausable(t *testing.T, h *ctl, opts ...Option) *pausable {
 	t.Helper()
-	p := &pausable{pauses: make(chan map[string]TopicPause)}
+	p := &pausable{controls: make(chan control.State)}
 	p.xbundle = startExecutorWith(t, h, nil, func(c *executorConfig) {
-		c.Pauses = p.pauses
+		c.Controls = p.controls
 		c.TopicsPaused = func(ps []TopicPause) {
 			p.mu.Lock()
 			p.paused = ps
@@ -72,13 +73,14 @@ func startPausable(t *testing.T, h *ctl, opts ...Option) *pausable {
 	return p
 }
 
-// set applies ps (topic → reason) and lets the executor settle.
+// set applies the pauses ps (topic → reason) of group "g" and lets the
+// executor settle.
 func (p *pausable) set(ps map[string]string) {
-	m := map[string]TopicPause{}
+	var st control.State
 	for t, reason := range ps {
-		m[t] = TopicPause{Reason: reason, By: "ops"}
+		st.Pauses = append(st.Pauses, control.Pause{Group: "g", Topic: t, Reason: reason, By: "ops"})
 	}
-	p.pauses <- m
+	p.controls <- st
 	synctest.Wait()
 }
 

@@ -66,6 +66,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/shareq/shareq/control"
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/middleware"
 )
@@ -141,10 +142,10 @@ type Worker struct {
 	brokerDLQ     atomic.Pointer[string] // set by Check
 
 	down atomic.Pointer[[]string] // the dependencies down while the executor is paused; written by it
-	// pauses brings the operator's pauses to the executor's loop, by
-	// topic (topicpause.go); paused is what the executor applied.
-	pauses chan map[string]TopicPause
-	paused atomic.Pointer[[]TopicPause]
+	// controls brings the control topic's state to the executor's loop
+	// (controls.go); paused is the pauses the executor applied.
+	controls chan control.State
+	paused   atomic.Pointer[[]TopicPause]
 
 	stopped chan struct{}         // closed when Run returns
 	runErr  atomic.Pointer[error] // what Run returned, set before stopped closes
@@ -157,7 +158,7 @@ func New(opts ...Option) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Worker{cfg: cfg, stopped: make(chan struct{}), pauses: make(chan map[string]TopicPause)}
+	w := &Worker{cfg: cfg, stopped: make(chan struct{}), controls: make(chan control.State)}
 	w.handlers, w.timeouts, w.topics, w.checkers = cfg.handlers()
 	return w, nil
 }
