@@ -27,13 +27,16 @@ type controlConfig struct {
 }
 
 // ControlTopic names the compacted topic the worker follows for the
-// operator's pauses (default control.DefaultTopic, "shareq.controls"; the
-// one "shareq pause" and the console write); "" turns pause control off.
-// The worker reads it to its end before its first fetch (a worker started
-// while its group or one of its topics is paused starts paused), then
-// follows it: a pause stops the fetching and starting of the topic's jobs
-// within a fetch round trip, and jobs in hand wait, spending no delivery
-// ([Worker.PausedTopics]; docs/operating.md, "Pause and resume"). The
+// operator's pauses and limits (default control.DefaultTopic,
+// "shareq.controls"; the one "shareq pause", "shareq limit" and the
+// console write); "" turns both off. The worker reads it to its end
+// before its first fetch (a worker started while its group or one of its
+// topics is paused starts paused, and with the limits set), then follows
+// it: a pause stops the fetching and starting of the topic's jobs within
+// a fetch round trip, and jobs in hand wait, spending no delivery
+// ([Worker.PausedTopics]; docs/operating.md, "Pause and resume"); a
+// limit replaces the code's (docs/operating.md, "Limits changed at run
+// time"). The
 // worker creates the topic when it is missing; when it may not (no
 // Create right) or cannot read it (Describe and Read), it logs one Warn
 // saying what to create or grant and runs unpaused, looking again now and
