@@ -82,11 +82,12 @@ func (w *Worker) runMember(ctx context.Context, log *slog.Logger) error {
 	var helpers conc.WaitGroup
 	acl, err := kgo.NewClient(w.baseOpts()...)
 	if err != nil {
-		log.Error("cannot watch the topics (deletion, growth), partitions (stalls) and the control topic (pauses)", "error", err)
+		log.Error("cannot watch the topics (deletion, growth), partitions (stalls) and the control topic (pauses, limits)", "error", err)
 	} else {
 		defer acl.Close()
-		// The pauses in force are read before the member starts: it
-		// takes them from its mailbox before it can have joined.
+		// The pauses and limits in force are read before the member
+		// starts: it takes the pauses from its mailbox before it can
+		// have joined, and the executor applies both before it grants.
 		xc.InitialControl = w.followControl(ctx, wctx, &helpers, acl, log)
 		m.PauseTopics(slices.Sorted(maps.Keys(pausesOf(xc.InitialControl, w.cfg.group, w.handlers))))
 	}
