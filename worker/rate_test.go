@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shareq/shareq/control"
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/worker"
 )
@@ -187,4 +188,70 @@ func (m *memberStatsLog) waitFor(t *testing.T, ok func(worker.MemberStats) bool)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// A topic rate changed at run time (control.Client.SetLimit) takes
+// effect on every worker of the fleet at the moment the limit names: two
+// workers sharing 5 jobs a second never start more than 6 in a second
+// before it, start more than that after it, and never more than the new
+// rate's bound; every job runs on its first delivery, and MemberStats
+// show the new limit.
+func TestTopicRateChangedAtRunTime(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 4)
+	const jobs, from, to = 300, 5, 40
+	produceJobs(t, b, jobs)
+	cd := newControlled(t, b.c)
+	var starts startLog
+	var stats memberStatsLog
+	opts := []worker.Option{worker.TopicRate(b.topic, from, time.Second), worker.RateRefresh(rateRefresh), worker.Concurrency(20),
+		worker.ControlTopic(cd.topic)}
+	b.start(t, nop, append(opts, worker.Observers(starts.observer(0), &stats))...)
+	b.start(t, nop, append(opts, worker.Observers(starts.observer(1)))...)
+	b.obs.WaitFor(t, 60*time.Second, "the first jobs done", func([]finished) bool { return starts.len() >= 10 })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	set := control.Limit{Group: b.group, Topic: b.topic, Rate: &control.Rate{N: to, Per: time.Second}, Reason: "quota raised", By: "tester", At: time.Now()}
+	if err := cd.ctl.SetLimit(ctx, set); err != nil {
+		t.Fatal(err)
+	}
+	switchAt := set.At.Add(control.RateSwitch)
+	b.obs.WaitFor(t, 90*time.Second, "every job done", func([]finished) bool { return starts.len() >= jobs })
+	starts.check(t, mostPerSecond(to))
+	starts.mu.Lock()
+	at := slices.Clone(starts.at)
+	starts.mu.Unlock()
+	slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
+	before := slices.DeleteFunc(slices.Clone(at), func(a time.Time) bool { return !a.Before(switchAt) })
+	if most := busiest(before); most > mostPerSecond(from) {
+		t.Errorf("%d starts in one second before the switch; want at most %d", most, mostPerSecond(from))
+	}
+	faster := time.Duration(-1)
+	for i, j := 0, 0; i < len(at); i++ {
+		for at[i].Sub(at[j]) >= time.Second {
+			j++
+		}
+		if i-j+1 > mostPerSecond(from) {
+			faster = at[i].Sub(switchAt)
+			break
+		}
+	}
+	if faster < 0 {
+		t.Fatalf("no second after the switch held more than %d starts: the new rate never took effect", mostPerSecond(from))
+	}
+	t.Logf("the first second with more starts than the old rate allows ended %v after the switch (%v after SetLimit)", faster.Round(time.Millisecond), (faster + control.RateSwitch).Round(time.Millisecond))
+	s := stats.waitFor(t, func(s worker.MemberStats) bool { return s.RateLimit == to })
+	t.Logf("MemberStats after the switch: limit %v, share %v", s.RateLimit, s.RateShare)
+}
+
+// busiest is the most of the sorted times at within any 1 s.
+func busiest(at []time.Time) int {
+	most, j := 0, 0
+	for i := range at {
+		for at[i].Sub(at[j]) >= time.Second {
+			j++
+		}
+		most = max(most, i-j+1)
+	}
+	return most
 }
