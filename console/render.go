@@ -97,7 +97,7 @@ var funcs = template.FuncMap{
 		}
 		return strconv.Itoa(*n)
 	},
-	"query":     url.QueryEscape,
+	"query": url.QueryEscape,
 	"opt": func(p *int64) string {
 		if p == nil {
 			return "-"

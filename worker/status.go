@@ -93,6 +93,7 @@ func (w *Worker) publishStatus(ctx context.Context, cl *kgo.Client, m *member.Me
 			ms := memberStats(m.Stats(), x, clientID)
 			s.MemberID, s.State = ms.MemberID, ms.State
 			s.Running, s.Buffered, s.Held, s.Waiting, s.Snoozed, s.BreakersOpen = ms.Running, ms.Buffered, ms.Held, ms.Waiting, ms.Snoozed, ms.BreakersOpen
+			s.RateTopic, s.RateLimit, s.RateShare = ms.RateTopic, ms.RateLimit, ms.RateShare
 			s.DependenciesDown = w.DependenciesDown()
 			for _, p := range w.PausedTopics() {
 				s.Paused = append(s.Paused, fleet.PausedTopic{Topic: p.Topic, Reason: p.Reason, By: p.By, Since: p.Since})

@@ -34,6 +34,8 @@ is 3 of its intervals old (15 s by default: worker.StatusEvery).
   WAITING   jobs waiting for their keys' limits or breakers
   SNOOZED   snoozed jobs held until due
   BREAKERS  keys whose breaker is open
+  RATE      its topic's rate limit in force for the group (worker.TopicRate,
+            or one set with shareq limit) and its share, jobs a second
   DOWN      the dependencies it is paused for (handler.Unavailable)
   SEEN      how long ago it last published
 
@@ -84,9 +86,9 @@ func printWorkers(w io.Writer, ws []fleet.Status, now time.Time) error {
 		if down == "" {
 			down = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s ago\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s ago\n",
 			s.Name, s.Host, s.Version, s.Group, strings.Join(s.Topics, ","), s.State, s.Concurrency,
-			s.Running, s.Held, s.Waiting, s.Snoozed, s.BreakersOpen, down, pausedList(s.Paused), fleet.Age(s, now))
+			s.Running, s.Held, s.Waiting, s.Snoozed, s.BreakersOpen, s.RateText(), down, pausedList(s.Paused), fleet.Age(s, now))
 	}
 	return tw.Flush()
 }

@@ -51,6 +51,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -124,6 +125,13 @@ type Status struct {
 	// DependenciesDown are the dependencies the worker is paused for
 	// (handler.Unavailable), none when it runs.
 	DependenciesDown []string `json:"dependencies_down,omitempty"`
+	// RateTopic is the worker's rate-limited topic (worker.TopicRate),
+	// RateLimit the limit in force for the whole group (the code's, or
+	// one set with shareq limit) and RateShare this worker's part of it,
+	// both in jobs a second; empty and zero without a rate limit.
+	RateTopic string  `json:"rate_topic,omitempty"`
+	RateLimit float64 `json:"rate_limit_per_second,omitempty"`
+	RateShare float64 `json:"rate_share_per_second,omitempty"`
 	// Paused are the worker's topics an operator paused (shareq pause),
 	// with why and by whom; none while every topic runs.
 	Paused []PausedTopic `json:"paused,omitempty"`
@@ -211,4 +219,13 @@ func OfGroup(ws []Status, group string) []Status {
 // a status from a clock ahead of now's).
 func Age(s Status, now time.Time) time.Duration {
 	return max(0, now.Sub(s.LastSeen).Truncate(time.Second))
+}
+
+// RateText is s's rate limit for a table: "14/s (share 7/s)", or "-"
+// without one.
+func (s *Status) RateText() string {
+	if s.RateTopic == "" {
+		return "-"
+	}
+	return fmt.Sprintf("%s/s (share %s/s)", strconv.FormatFloat(s.RateLimit, 'g', 4, 64), strconv.FormatFloat(s.RateShare, 'g', 4, 64))
 }

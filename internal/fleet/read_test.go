@@ -111,3 +111,19 @@ func TestStale(t *testing.T) {
 		}
 	}
 }
+
+func TestRateText(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		s    fleet.Status
+		want string
+	}{
+		{fleet.Status{}, "-"},
+		{fleet.Status{RateTopic: "emails", RateLimit: 14, RateShare: 7}, "14/s (share 7/s)"},
+		{fleet.Status{RateTopic: "emails", RateLimit: 0.5, RateShare: 0}, "0.5/s (share 0/s)"},
+	} {
+		if got := tc.s.RateText(); got != tc.want {
+			t.Errorf("RateText of %+v = %q, want %q", tc.s, got, tc.want)
+		}
+	}
+}
