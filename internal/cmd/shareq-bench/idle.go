@@ -25,8 +25,9 @@ func idleSpan(quick bool) time.Duration {
 // runIdle measures an idle worker process on one topic of
 // idleTopicParts partitions (no records) over idleSpan, its requests
 // per second by name and its CPU: without its status (StatusTopic("")),
-// then publishing to a status topic of its own (BENCHMARKS.md section
-// 9, "The workers' status").
+// then publishing to a status topic of its own, then following a control
+// topic of its own (BENCHMARKS.md section 9, "The workers' status"); the
+// other two without the control topic (ControlTopic("")).
 func runIdle(ctx context.Context, c *cluster, log *slog.Logger, quick bool,
 	add func(variant, metric string, v float64, unit, note string), progress func(string)) error {
 	topic, err := c.topic(ctx, "idle", idleTopicParts)
@@ -37,24 +38,30 @@ func runIdle(ctx context.Context, c *cluster, log *slog.Logger, quick bool,
 	if err != nil {
 		return err
 	}
+	controls, err := c.topic(ctx, "controls", 1)
+	if err != nil {
+		return err
+	}
 	sz := scaleSizes{idle: idleSpan(quick)}
 	var errs []error
-	for _, v := range []struct{ name, topic string }{{"without status", ""}, {"with status", status}} {
+	for _, v := range []struct{ name, status, controls string }{
+		{"without status", "", ""}, {"with status", status, ""}, {"with controls", "", controls},
+	} {
 		progress("idle: " + v.name)
-		errs = append(errs, idleOnce(ctx, c, log, topic, v.topic, sz, v.name, add))
+		errs = append(errs, idleOnce(ctx, c, log, topic, v.status, v.controls, sz, v.name, add))
 	}
 	return errors.Join(errs...)
 }
 
 // idleOnce starts one worker process on topic in a new group, waits
 // until it joined, and measures it idle.
-func idleOnce(ctx context.Context, c *cluster, log *slog.Logger, topic, status string, sz scaleSizes, variant string,
+func idleOnce(ctx context.Context, c *cluster, log *slog.Logger, topic, status, controls string, sz scaleSizes, variant string,
 	add func(variant, metric string, v float64, unit, note string)) (err error) {
 	group, err := c.shareGroup(ctx, "idle")
 	if err != nil {
 		return err
 	}
-	ps, err := startScaleWorkers(1, c.seeds, group, []string{topic}, scaleConcurrency, false, "-status-topic", status)
+	ps, err := startScaleWorkers(1, c.seeds, group, []string{topic}, scaleConcurrency, false, "-status-topic", status, "-control-topic", controls)
 	if err != nil {
 		return err
 	}

@@ -116,6 +116,7 @@ func runScaleWorker(ctx context.Context, args []string, stdin io.Reader, stdout,
 	conc := fs.Int("concurrency", scaleConcurrency, "handler slots")
 	raw := fs.Bool("raw", false, "run the raw franz-go share loop instead of a worker")
 	status := fs.String("status-topic", "-", "the worker's StatusTopic (\"\": none); \"-\": the worker's default")
+	controls := fs.String("control-topic", "-", "the worker's ControlTopic (\"\": none); \"-\": the worker's default")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the process to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -171,6 +172,9 @@ func runScaleWorker(ctx context.Context, args []string, stdin io.Reader, stdout,
 			worker.ClientOpts(kgo.WithHooks(reqs))}
 		if *status != "-" {
 			opts = append(opts, worker.StatusTopic(*status))
+		}
+		if *controls != "-" {
+			opts = append(opts, worker.ControlTopic(*controls))
 		}
 		for _, t := range strings.Split(*topics, ",") {
 			opts = append(opts, worker.Handle(t, nop))
