@@ -1,0 +1,1 @@
+DROP TABLE IF EXISTS shareq_job_runs;
