@@ -1,5 +1,6 @@
 -- The job log of joblog/pgjoblog: one row per delivery of a job that the
--- worker finished (its outcome, acknowledgement, times and error). The
+-- worker finished (its outcome, acknowledgement, times, error, the result
+-- and last progress its handler reported). The
 -- table is partitioned by day on ended_at: the job log creates each day's
 -- partition ahead (shareq_job_runs_YYYYMMDD) and drops whole partitions
 -- past its retention, so keeping or removing rows costs nothing per row.
@@ -19,8 +20,26 @@ CREATE TABLE IF NOT EXISTS shareq_job_runs (
     error          text        NOT NULL DEFAULT '',
     worker         text        NOT NULL DEFAULT '',
     trace_id       text        NOT NULL DEFAULT '',
+    result         jsonb,
+    progress       smallint,
+    progress_msg   text        NOT NULL DEFAULT '',
     PRIMARY KEY (topic, partition, "offset", delivery_count, ended_at)
 ) PARTITION BY RANGE (ended_at);
 
 CREATE INDEX IF NOT EXISTS shareq_job_runs_job_idx
     ON shareq_job_runs (job_id, ended_at DESC);
+
+-- The last progress of running jobs (handler.Job.Progress), written at
+-- most once a second per job; rows older than the job log's retention
+-- are deleted. A job's finished runs keep their last progress in
+-- shareq_job_runs.
+CREATE TABLE IF NOT EXISTS shareq_job_progress (
+    job_id         text        PRIMARY KEY,
+    topic          text        NOT NULL,
+    partition      integer     NOT NULL,
+    "offset"       bigint      NOT NULL,
+    delivery_count integer     NOT NULL,
+    percent        smallint    NOT NULL,
+    message        text        NOT NULL,
+    updated_at     timestamptz NOT NULL
+);

@@ -17,8 +17,8 @@ import (
 )
 
 // BenchmarkJobFinished measures what the job log costs the worker's
-// goroutine per job: JobFinished, appending to the buffer (no writer:
-// the buffer wraps, as when Postgres is down).
+// goroutines per job: JobStarted and JobFinished, appending to the
+// buffer (no writer: the buffer wraps, as when Postgres is down).
 //
 //	go test -run '^$' -bench JobFinished -benchmem ./joblog/pgjoblog
 func BenchmarkJobFinished(b *testing.B) {
@@ -26,11 +26,12 @@ func BenchmarkJobFinished(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	j := job("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", 1, 1)
 	res := worker.Result{Outcome: worker.OutcomeRetried, Ack: worker.AckRelease, Err: errors.New("boom"), Ran: true, Duration: time.Millisecond}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
+		j := job("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", 1, 1)
 		for pb.Next() {
+			l.JobStarted(j)
 			l.JobFinished(j, res)
 		}
 	})

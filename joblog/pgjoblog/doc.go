@@ -38,6 +38,10 @@
 // creates the partitions of the next days ahead and drops those older
 // than [Retention] (default 7 days), at start and every hour.
 //
+// A handler's result (handler.Job.SetResult) and last progress
+// (handler.Job.Progress) are kept with its run; the progress of running
+// jobs is written at most once a second per job, to shareq_job_progress.
+//
 // [Log.Runs] lists the runs of one job, newest first; [Log.Recent] the
-// latest runs, filtered.
+// latest runs, filtered; [Log.Progress] a running job's progress.
 package pgjoblog

@@ -2,6 +2,7 @@ package pgjoblog
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,6 +38,8 @@ const table = "shareq_job_runs"
 type DB interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
@@ -67,6 +70,13 @@ type Run struct {
 	// TraceID is the W3C trace ID of the job's traceparent header, "" when
 	// it has none.
 	TraceID string
+	// Result is the JSON the handler set (handler.Job.SetResult), nil when
+	// none.
+	Result json.RawMessage
+	// Progress is the last progress the handler reported
+	// (handler.Job.Progress), nil when none. Its At is not kept: Runs and
+	// Recent return it zero.
+	Progress *handler.Progress
 }
 
 // Option configures a [Log].
@@ -148,6 +158,9 @@ type Log struct {
 	dropped int64
 	full    chan struct{} // a batch is waiting; buffered, 1
 
+	// jobs are the running jobs, for their progress; guarded by mu.
+	jobs map[*handler.Job]time.Time // the At of the progress written last
+
 	running atomic.Bool
 	now     func() time.Time
 }
@@ -169,7 +182,7 @@ func New(db DB, opts ...Option) (*Log, error) {
 	if err := errors.Join(cfg.errs...); err != nil {
 		return nil, fmt.Errorf("pgjoblog: %w", err)
 	}
-	l := &Log{db: db, cfg: cfg, buf: newRing(cfg.buffer), full: make(chan struct{}, 1), now: time.Now}
+	l := &Log{db: db, cfg: cfg, buf: newRing(cfg.buffer), jobs: map[*handler.Job]time.Time{}, full: make(chan struct{}, 1), now: time.Now}
 	return l, nil
 }
 
@@ -188,6 +201,7 @@ func (l *Log) JobFinished(job *handler.Job, res worker.Result) {
 		r.Worker = *w
 	}
 	l.mu.Lock()
+	delete(l.jobs, job)
 	if l.buf.push(r) {
 		l.dropped++
 	}
@@ -214,6 +228,10 @@ func runOf(job *handler.Job, res worker.Result, ended time.Time) Run {
 	if tp, ok := job.Header("traceparent"); ok {
 		r.TraceID = traceID(tp)
 	}
+	r.Result = job.Result()
+	if p, ok := job.LastProgress(); ok {
+		r.Progress = &p
+	}
 	return r
 }
 
@@ -237,8 +255,13 @@ func truncate(s string, n int) string {
 	return s[:n]
 }
 
-// JobStarted does nothing: a run is written when it ends.
-func (l *Log) JobStarted(*handler.Job) {}
+// JobStarted notes the running job, whose progress Run writes (at most
+// once a second) until the job finishes.
+func (l *Log) JobStarted(job *handler.Job) {
+	l.mu.Lock()
+	l.jobs[job] = time.Time{}
+	l.mu.Unlock()
+}
 
 // LockRenewed does nothing.
 func (l *Log) LockRenewed(*handler.Job, error) {}

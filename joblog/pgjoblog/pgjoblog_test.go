@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -71,7 +72,7 @@ func TestRunOf(t *testing.T) {
 		t.Errorf("error of %d bytes, want the first %d of the error's text", len(r.Error), MaxErrorBytes)
 	}
 	r.Error = ""
-	if r != want {
+	if !reflect.DeepEqual(r, want) {
 		t.Errorf("run\n%+v, want\n%+v", r, want)
 	}
 	if got := traceID([]byte("garbage")); got != "" {
@@ -222,5 +223,35 @@ func TestClosedPort(t *testing.T) {
 	time.Sleep(2500 * time.Millisecond) // two retries more: still no new line
 	if n := logs.count(slog.LevelWarn); n != 2 {
 		t.Errorf("%d warnings, want 2 (upkeep, writes)", n)
+	}
+}
+
+// A running job's progress is written when it changed since the last
+// write, once per write however many times the handler reported it, and
+// no longer once the job finished.
+func TestChangedProgress(t *testing.T) {
+	l, err := New(&pgxpool.Pool{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := job("p", 1, 1)
+	l.JobStarted(j)
+	if rows := l.changedProgress(); len(rows) != 0 {
+		t.Fatalf("%d rows before any progress", len(rows))
+	}
+	for i := range 100 {
+		j.Progress(i, "step")
+	}
+	rows := l.changedProgress()
+	if len(rows) != 1 || rows[0].p.Percent != 99 || rows[0].jobID != "p" {
+		t.Fatalf("rows %+v, want one at 99%%", rows)
+	}
+	if rows := l.changedProgress(); len(rows) != 0 {
+		t.Fatalf("%d rows with no new progress", len(rows))
+	}
+	j.Progress(100, "done")
+	l.JobFinished(j, worker.Result{Outcome: worker.OutcomeSucceeded, Ack: worker.AckAccept})
+	if rows := l.changedProgress(); len(rows) != 0 {
+		t.Fatalf("%d rows after the job finished", len(rows))
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/shareq/shareq/handler"
 )
 
 // MaxRecent bounds the runs one call of [Log.Recent] or [Log.Runs]
@@ -27,7 +29,7 @@ type Filter struct {
 }
 
 const selectRuns = `SELECT job_id, topic, partition, "offset", delivery_count, outcome, ack,
-    started_at, ended_at, duration_us, error, worker, trace_id FROM ` + table
+    started_at, ended_at, duration_us, error, worker, trace_id, result, progress, progress_msg FROM ` + table
 
 // Runs returns the runs of the job with ID jobID (handler.Job.ID), newest
 // first, at most MaxRecent; none when the job log has none (never
@@ -75,9 +77,18 @@ func (l *Log) query(ctx context.Context, sql string, args ...any) ([]Run, error)
 	runs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Run, error) {
 		var r Run
 		var us int64
+		var result []byte
+		var pct *int
+		var msg string
 		err := row.Scan(&r.JobID, &r.Topic, &r.Partition, &r.Offset, &r.DeliveryCount, &r.Outcome, &r.Ack,
-			&r.Started, &r.Ended, &us, &r.Error, &r.Worker, &r.TraceID)
+			&r.Started, &r.Ended, &us, &r.Error, &r.Worker, &r.TraceID, &result, &pct, &msg)
 		r.Duration = time.Duration(us) * time.Microsecond
+		if result != nil {
+			r.Result = result
+		}
+		if pct != nil {
+			r.Progress = &handler.Progress{Percent: *pct, Message: msg}
+		}
 		return r, err
 	})
 	if err != nil {

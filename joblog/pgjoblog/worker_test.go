@@ -90,6 +90,52 @@ func TestWorkerRuns(t *testing.T) {
 	}
 }
 
+// A handler's result and progress: the progress of the running job is
+// readable within a second or so (Log.Progress), and its run keeps the
+// result and the last progress.
+func TestWorkerResultAndProgress(t *testing.T) {
+	pool := migrated(t)
+	l, err := New(pool, FlushEvery(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, l)
+	c := kafkatest.New(t)
+	topic := c.Topic(t, 1)
+	release := make(chan struct{})
+	h := handler.Func(func(ctx context.Context, job *handler.Job) error {
+		for i := range 1000 { // many calls: at most one write a second
+			job.Progress(i/20, "resizing")
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		job.Progress(100, "done")
+		return job.SetResult(map[string]string{"url": "s3://thumbs/1.png"})
+	})
+	testWorker(t, c, l, topic, h)
+	c.Produce(t, jobRecord(topic, "thumb"))
+	waitFor(t, "the running job's progress", func() bool {
+		p, ok, err := l.Progress(t.Context(), "thumb")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok && p.Percent == 49 && p.Message == "resizing"
+	})
+	close(release)
+	waitFor(t, "the run", func() bool { return rowCount(t, pool) == 1 })
+	runs, err := l.Runs(t.Context(), "thumb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := runs[0]
+	if string(r.Result) != `{"url": "s3://thumbs/1.png"}` || r.Progress == nil || r.Progress.Percent != 100 || r.Progress.Message != "done" {
+		t.Fatalf("run: result %s, progress %+v", r.Result, r.Progress)
+	}
+}
+
 // With Postgres down the worker runs every job; the log warns once about
 // the writes, and the runs it kept are written once Postgres is back.
 func TestWorkerWithPostgresDown(t *testing.T) {

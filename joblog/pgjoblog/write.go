@@ -22,6 +22,9 @@ const daysAhead = 2
 // failingRetry is the time between two writes while Postgres fails.
 const failingRetry = time.Second
 
+// progressEvery is the time between two writes of running jobs' progress.
+const progressEvery = time.Second
+
 // dropReportEvery is the least time between two lines about dropped rows.
 const dropReportEvery = time.Minute
 
@@ -39,11 +42,15 @@ func (l *Log) Run(ctx context.Context) error {
 	w.upkeep(ctx)
 	flush := time.NewTicker(l.cfg.flushEvery)
 	defer flush.Stop()
+	progress := time.NewTicker(progressEvery)
+	defer progress.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			w.drain(context.WithoutCancel(ctx))
 			return nil
+		case <-progress.C:
+			w.writeProgress(ctx)
 		case <-flush.C:
 		case <-l.full:
 		}
@@ -83,7 +90,9 @@ func (w *writer) flushAll(ctx context.Context) {
 			w.mu.Lock()
 			w.dropped += int64(w.buf.putBack(batch))
 			w.mu.Unlock()
-			w.failed(err)
+			if ctx.Err() == nil { // else Run is stopping: drain writes the batch
+				w.failed(err)
+			}
 			return
 		}
 		w.back()
@@ -141,9 +150,10 @@ func (w *writer) reportDrops() {
 // insertSQL writes a batch in one statement, each column an array;
 // a row already written (same key) is left as it is.
 const insertSQL = `INSERT INTO ` + table + ` (job_id, topic, partition, "offset", delivery_count, outcome, ack,
-    started_at, ended_at, duration_us, error, worker, trace_id)
+    started_at, ended_at, duration_us, error, worker, trace_id, result, progress, progress_msg)
 SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::bigint[], $5::int[], $6::text[], $7::text[],
-    $8::timestamptz[], $9::timestamptz[], $10::bigint[], $11::text[], $12::text[], $13::text[])
+    $8::timestamptz[], $9::timestamptz[], $10::bigint[], $11::text[], $12::text[], $13::text[],
+    $14::jsonb[], $15::smallint[], $16::text[])
 ON CONFLICT DO NOTHING`
 
 // write inserts batch.
@@ -156,13 +166,24 @@ func (w *writer) write(ctx context.Context, batch []Run) error {
 		parts, deliveries                                  = make([]int32, n), make([]int32, n)
 		offsets, durs                                      = make([]int64, n), make([]int64, n)
 		starts, ends                                       = make([]time.Time, n), make([]time.Time, n)
+		results                                            = make([]*string, n)
+		pcts                                               = make([]*int16, n)
+		msgs                                               = make([]string, n)
 	)
 	for i, r := range batch {
 		ids[i], topics[i], outcomes[i], acks[i], errs[i], workers[i], traces[i] = r.JobID, r.Topic, r.Outcome, r.Ack, r.Error, r.Worker, r.TraceID
 		parts[i], deliveries[i], offsets[i], durs[i] = r.Partition, r.DeliveryCount, r.Offset, r.Duration.Microseconds()
 		starts[i], ends[i] = r.Started, r.Ended
+		if r.Result != nil {
+			s := string(r.Result)
+			results[i] = &s
+		}
+		if r.Progress != nil {
+			p := int16(r.Progress.Percent)
+			pcts[i], msgs[i] = &p, r.Progress.Message
+		}
 	}
-	_, err := w.db.Exec(ctx, insertSQL, ids, topics, parts, offsets, deliveries, outcomes, acks, starts, ends, durs, errs, workers, traces)
+	_, err := w.db.Exec(ctx, insertSQL, ids, topics, parts, offsets, deliveries, outcomes, acks, starts, ends, durs, errs, workers, traces, results, pcts, msgs)
 	if err != nil {
 		return fmt.Errorf("insert %d runs into %s: %w", n, table, err)
 	}
@@ -223,6 +244,9 @@ func (l *Log) keepPartitions(ctx context.Context, now time.Time) error {
 		if _, err := tx.Exec(ctx, "DROP TABLE IF EXISTS "+pgx.Identifier{p}.Sanitize()); err != nil {
 			return err
 		}
+	}
+	if _, err := tx.Exec(ctx, "DELETE FROM "+progressTable+" WHERE updated_at < $1", now.Add(-l.cfg.retention)); err != nil {
+		return err
 	}
 	return tx.Commit(ctx)
 }
