@@ -1,6 +1,7 @@
 package pgjoblog
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -253,5 +254,24 @@ func TestChangedProgress(t *testing.T) {
 	l.JobFinished(j, worker.Result{Outcome: worker.OutcomeSucceeded, Ack: worker.AckAccept})
 	if rows := l.changedProgress(); len(rows) != 0 {
 		t.Fatalf("%d rows after the job finished", len(rows))
+	}
+}
+
+// Runs finished before Run got to make the day's partitions are written
+// when Run stops at once: its last flush makes them first.
+func TestStopBeforeUpkeep(t *testing.T) {
+	pool := migrated(t)
+	l, err := New(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.JobFinished(job("early", 1, 1), worker.Result{Outcome: worker.OutcomeSucceeded, Ack: worker.AckAccept})
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := l.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := rowCount(t, pool); n != 1 || l.Dropped() != 0 {
+		t.Fatalf("%d rows, %d dropped; want the run written", n, l.Dropped())
 	}
 }

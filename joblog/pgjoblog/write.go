@@ -104,6 +104,9 @@ func (w *writer) flushAll(ctx context.Context) {
 func (w *writer) drain(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
+	if w.upkeepDue.IsZero() || w.upkeepFails { // Run stopped before its partitions were made
+		w.upkeep(ctx)
+	}
 	w.nextTry = time.Time{}
 	w.flushAll(ctx)
 	w.mu.Lock()
