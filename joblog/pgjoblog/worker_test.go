@@ -159,6 +159,7 @@ func TestWorkerWithPostgresDown(t *testing.T) {
 	}
 	c.Produce(t, recs...)
 	waitFor(t, "every job run", func() bool { return done.Load() == n })
+	waitFor(t, "the warnings", func() bool { return logs.count(slog.LevelWarn) >= 2 })
 	if got := logs.count(slog.LevelWarn); got != 2 {
 		t.Errorf("%d warnings, want 2 (the partition upkeep, the writes): %v", got, logs.recs)
 	}
