@@ -1,7 +1,9 @@
 // Package handler holds the types a shareq job handler is written against:
 // the [Job] a handler receives, the [Handler] interface with its [Func] and
 // typed [JSON] adapters, the outcome errors that tell the worker how to
-// acknowledge a job, and [Middleware] with [Chain].
+// acknowledge a job, and [Middleware] with [Chain]. A handler may also
+// report its job's result ([Job.SetResult]) and progress ([Job.Progress])
+// for observers such as the job log (joblog/pgjoblog) to keep.
 //
 // The package imports only the standard library, so code that defines
 // handlers does not depend on Kafka or on the worker.

@@ -18,8 +18,9 @@ type Header struct {
 }
 
 // Job is one record delivered to a handler. The worker fills it from the
-// Kafka record; handlers must treat it as read-only. A Job is not safe for
-// concurrent mutation, but concurrent reads are fine.
+// Kafka record; handlers must treat its fields as read-only. A Job is not
+// safe for concurrent mutation of its fields, but concurrent reads are
+// fine; [Job.SetResult] and [Job.Progress] are safe beside them.
 type Job struct {
 	// Topic, Partition and Offset locate the record.
 	Topic     string
@@ -52,6 +53,9 @@ type Job struct {
 	// it is renewed. The worker renews the lock of a job that runs long;
 	// LockDeadline is the deadline at delivery and is not updated.
 	LockDeadline time.Time
+
+	// out is the result and progress the handler reported.
+	out output
 }
 
 // ID returns the job's stable identity: the value of the [JobIDHeader]

@@ -30,6 +30,9 @@
 //	      schedules); last_firing NULL for a schedule not fired yet
 //	0007  shareq_outbox_retry_idx: the outbox rows whose produce failed,
 //	      by key, for the relay to pass over the rows they hold back
+//	0008  shareq_job_runs: the job log of joblog/pgjoblog, one row per
+//	      finished delivery, partitioned by day on ended_at; and
+//	      shareq_job_progress, the last progress of running jobs
 package migrations
 
 import (

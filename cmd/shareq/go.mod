@@ -8,6 +8,7 @@ require (
 	github.com/shareq/shareq/console v0.1.0
 	github.com/shareq/shareq/enqueue/pgoutbox v0.1.0
 	github.com/shareq/shareq/idempotency/pgstore v0.1.0
+	github.com/shareq/shareq/joblog/pgjoblog v0.1.0
 	github.com/shareq/shareq/migrations v0.1.0
 	github.com/shareq/shareq/scheduler v0.1.0
 	github.com/twmb/franz-go v1.22.3

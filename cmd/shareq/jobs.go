@@ -494,9 +494,11 @@ enqueue.ID can have several), with their value, its unique key, whether
 the relay produced it within its ProducedRetention, and what 'shareq jobs
 cancel ID' would do now. Once produced, only the job's idempotency claim
 says whether a worker ran it: give -group and -topic (or -claim-key), as to
-jobs cancel, and show reads it. A job that is in neither the outbox nor
-the produced jobs, and whose claim (when given) holds nothing, is an
-error that says what it can have been.
+jobs cancel, and show reads it. It also lists the job's runs from the job
+log (joblog/pgjoblog, docs/job-log.md): each delivery a worker finished,
+its outcome, error, result and progress. A job that is in neither the
+outbox, the produced jobs nor the job log, and whose claim (when given)
+holds nothing, is an error that says what it can have been.
 `
 
 // unknownJob says what a job ID that Postgres holds nothing of can have
@@ -560,7 +562,11 @@ func jobsShow(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if len(rows) == 0 && producedAt == nil && (cl.State == claimUnknown || cl.State == claimNone) {
+	runs, err := jobLogRuns(ctx, pool, id)
+	if err != nil {
+		return err
+	}
+	if len(rows) == 0 && producedAt == nil && len(runs) == 0 && (cl.State == claimUnknown || cl.State == claimNone) {
 		return unknownJobError(id, cl)
 	}
 	cancel := cancelWould(len(rows) > 0, producedAt != nil, cl.State)
@@ -573,7 +579,8 @@ func jobsShow(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			Claim      string          `json:"claim"` // unknown (no claim key given), none, ran, cancelled
 			ClaimAt    *time.Time      `json:"claim_at,omitempty"`
 			Cancel     string          `json:"cancel"` // what jobs cancel would do now: withdraw, stop, too-late, done, unknown
-		}{JobID: id, Outbox: []jsonOutboxRow{}, ProducedAt: producedAt, ClaimKey: claimKey, Claim: cl.State, Cancel: cancel}
+			Runs       []jsonRun       `json:"runs"`   // the job log's, newest first
+		}{JobID: id, Outbox: []jsonOutboxRow{}, ProducedAt: producedAt, ClaimKey: claimKey, Claim: cl.State, Cancel: cancel, Runs: toJSONRuns(runs)}
 		if cl.State == claimRan || cl.State == claimCancelled {
 			at := cl.At.UTC()
 			out.ClaimAt = &at
@@ -608,6 +615,7 @@ func jobsShow(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	for i := range rows {
 		printOutboxRow(w, &rows[i], i, len(rows), *preview)
 	}
+	printRuns(w, runs)
 	w.printf("cancel       %s\n", cancelText(cancel, id, keyFlags))
 	return w.err
 }
