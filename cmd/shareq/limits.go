@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"text/tabwriter"
 	"time"
 
 	"github.com/shareq/shareq/control"
@@ -133,49 +131,21 @@ func limitOf(fs *flag.FlagSet, group, topic, rate string, keyConc int, keyRate, 
 
 // runLimits runs "shareq limits ...": args are what follows "limits".
 func runLimits(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("limits", limitsUsage, stderr)
-	ctlFlags := addControlFlags(fs, addClusterFlags(fs))
-	group := fs.String("group", "", "list only this share group's limits")
-	asJSON := fs.Bool("json", false, "print JSON instead of a table")
-	if _, err := parseInterspersed(fs, args, 0); err != nil {
-		return err
-	}
-	cl, ctl, err := ctlFlags.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	st, err := ctl.Read(ctx)
-	if errors.Is(err, control.ErrNoTopic) {
-		st, err = control.State{}, nil // nothing was ever set
-	}
-	if err != nil {
-		return err
-	}
-	ls := st.Limits
-	if *group != "" {
-		ls = st.LimitsOf(*group)
-	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if ls == nil {
-			ls = []control.Limit{}
-		}
-		return enc.Encode(ls)
-	}
-	if len(ls) == 0 {
-		fmt.Fprintln(stdout, "no limits set at run time: every worker runs the limits its code declares")
-		return nil
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "GROUP\tTOPIC\tRATE\tKEY CONC\tKEY RATE\tBY\tSINCE\tREASON")
-	now := time.Now()
-	for _, l := range ls {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s ago\t%s\n", l.Group, l.Topic, rateText(l.Rate), concText(l.KeyConcurrency), rateText(l.KeyRate),
-			l.By, now.Sub(l.At).Round(time.Second), l.Reason)
-	}
-	return tw.Flush()
+	return listControl(ctx, "limits", limitsUsage, args, stdout, stderr,
+		"no limits set at run time: every worker runs the limits its code declares",
+		func(st control.State, group string) []control.Limit {
+			if group == "" {
+				return st.Limits
+			}
+			return st.LimitsOf(group)
+		},
+		func(tw io.Writer, ls []control.Limit, now time.Time) {
+			fmt.Fprintln(tw, "GROUP\tTOPIC\tRATE\tKEY CONC\tKEY RATE\tBY\tSINCE\tREASON")
+			for _, l := range ls {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s ago\t%s\n", l.Group, l.Topic, rateText(l.Rate), concText(l.KeyConcurrency),
+					rateText(l.KeyRate), l.By, now.Sub(l.At).Round(time.Second), l.Reason)
+			}
+		})
 }
 
 // rateText is r for the table: "code" when the limit leaves it to the

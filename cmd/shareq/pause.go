@@ -155,9 +155,34 @@ func pausedExactly(st control.State, group, topic string) (control.Pause, bool) 
 
 // runPauses runs "shareq pauses ...": args are what follows "pauses".
 func runPauses(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("pauses", pausesUsage, stderr)
+	return listControl(ctx, "pauses", pausesUsage, args, stdout, stderr, "nothing is paused",
+		func(st control.State, group string) []control.Pause {
+			if group == "" {
+				return st.Pauses
+			}
+			return st.Of(group)
+		},
+		func(tw io.Writer, ps []control.Pause, now time.Time) {
+			fmt.Fprintln(tw, "GROUP\tTOPIC\tBY\tSINCE\tREASON")
+			for _, p := range ps {
+				topic := p.Topic
+				if p.Whole() {
+					topic = "*"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s ago\t%s\n", p.Group, topic, p.By, now.Sub(p.At).Round(time.Second), p.Reason)
+			}
+		})
+}
+
+// listControl runs a command that lists what the control topic holds
+// ("shareq pauses", "shareq limits"): pick takes the entries, of -group
+// when given; they print as JSON with -json, else as the table or the
+// empty line. A missing control topic holds nothing.
+func listControl[T any](ctx context.Context, name, usage string, args []string, stdout, stderr io.Writer, empty string,
+	pick func(st control.State, group string) []T, table func(tw io.Writer, items []T, now time.Time)) error {
+	fs := newFlagSet(name, usage, stderr)
 	ctlFlags := addControlFlags(fs, addClusterFlags(fs))
-	group := fs.String("group", "", "list only this share group's pauses")
+	group := fs.String("group", "", "list only this share group's")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	if _, err := parseInterspersed(fs, args, 0); err != nil {
 		return err
@@ -169,37 +194,26 @@ func runPauses(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer cl.Close()
 	st, err := ctl.Read(ctx)
 	if errors.Is(err, control.ErrNoTopic) {
-		st, err = control.State{}, nil // nothing was ever paused
+		st, err = control.State{}, nil // nothing was ever written
 	}
 	if err != nil {
 		return err
 	}
-	ps := st.Pauses
-	if *group != "" {
-		ps = st.Of(*group)
-	}
+	items := pick(st, *group)
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		if ps == nil {
-			ps = []control.Pause{}
+		if items == nil {
+			items = []T{}
 		}
-		return enc.Encode(ps)
+		return enc.Encode(items)
 	}
-	if len(ps) == 0 {
-		fmt.Fprintln(stdout, "nothing is paused")
+	if len(items) == 0 {
+		fmt.Fprintln(stdout, empty)
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "GROUP\tTOPIC\tBY\tSINCE\tREASON")
-	now := time.Now()
-	for _, p := range ps {
-		topic := p.Topic
-		if p.Whole() {
-			topic = "*"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s ago\t%s\n", p.Group, topic, p.By, now.Sub(p.At).Round(time.Second), p.Reason)
-	}
+	table(tw, items, time.Now())
 	return tw.Flush()
 }
 
