@@ -16,16 +16,7 @@ import (
 func TestLimitAndLimits(t *testing.T) {
 	t.Parallel()
 	c := kafkatest.New(t)
-	brokers := strings.Join(c.Seeds, ",")
-	topic := kafkatest.Name(t, "controls")
-	run := func(args ...string) string {
-		t.Helper()
-		out, errOut, err := cli(t, append(args, "-brokers", brokers, "-controls-topic", topic)...)
-		if err != nil {
-			t.Fatalf("shareq %s: %v\n%s", strings.Join(args, " "), err, errOut)
-		}
-		return out
-	}
+	run := controlCLI(t, c, kafkatest.Name(t, "controls"))
 	if out := run("limits"); !strings.Contains(out, "no limits set at run time") {
 		t.Errorf("limits before any: %q", out)
 	}

@@ -182,7 +182,7 @@ func listControl[T any](ctx context.Context, name, usage string, args []string, 
 	pick func(st control.State, group string) []T, table func(tw io.Writer, items []T, now time.Time)) error {
 	fs := newFlagSet(name, usage, stderr)
 	ctlFlags := addControlFlags(fs, addClusterFlags(fs))
-	group := fs.String("group", "", "list only this share group's")
+	group := fs.String("group", "", "list only this share group's entries")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	if _, err := parseInterspersed(fs, args, 0); err != nil {
 		return err

@@ -19,16 +19,8 @@ import (
 func TestPauseResumePauses(t *testing.T) {
 	t.Parallel()
 	c := kafkatest.New(t)
-	brokers := strings.Join(c.Seeds, ",")
 	topic := kafkatest.Name(t, "controls")
-	run := func(args ...string) string {
-		t.Helper()
-		out, errOut, err := cli(t, append(args, "-brokers", brokers, "-controls-topic", topic)...)
-		if err != nil {
-			t.Fatalf("shareq %s: %v\n%s", strings.Join(args, " "), err, errOut)
-		}
-		return out
-	}
+	run := controlCLI(t, c, topic)
 	if out := run("pauses"); !strings.Contains(out, "nothing is paused") {
 		t.Errorf("pauses before the control topic exists: %q", out)
 	}
@@ -101,5 +93,19 @@ func TestTopicsCreateControls(t *testing.T) {
 		if !strings.Contains(out, topic) || !strings.Contains(out, want) {
 			t.Errorf("topics create -controls printed %q; want %s %s", out, topic, want)
 		}
+	}
+}
+
+// controlCLI returns a function that runs shareq with args on c and the
+// control topic topic, failing t on an error, and returns its output.
+func controlCLI(t *testing.T, c *kafkatest.Cluster, topic string) func(args ...string) string {
+	brokers := strings.Join(c.Seeds, ",")
+	return func(args ...string) string {
+		t.Helper()
+		out, errOut, err := cli(t, append(args, "-brokers", brokers, "-controls-topic", topic)...)
+		if err != nil {
+			t.Fatalf("shareq %s: %v\n%s", strings.Join(args, " "), err, errOut)
+		}
+		return out
 	}
 }
