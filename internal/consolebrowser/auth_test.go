@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/page"
@@ -81,16 +80,7 @@ func TestActionsWithAuthInBrowser(t *testing.T) {
 	}))
 	defer remote.Close()
 
-	actx, acancel := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.Headless, chromedp.DisableGPU, chromedp.WindowSize(1000, 680))...)
-	defer acancel()
-	bctx, bcancel := chromedp.NewContext(actx)
-	defer bcancel()
-	if err := chromedp.Do(bctx, chromedp.EmulateViewport(1000, 680)); err != nil {
-		t.Fatalf("start %s: %v", chromium, err)
-	}
-	ctx, cancel := context.WithTimeout(bctx, 2*time.Minute)
-	defer cancel()
+	ctx := startBrowser(t, chromium, 1000, 680)
 	do := tab{t, ctx}.do
 	text := tab{t, ctx}.text
 	withUser := func(base, user, pass string) string {

@@ -134,18 +134,7 @@ func TestReplayInBrowser(t *testing.T) {
 	srv := httptest.NewServer(h2)
 	defer srv.Close()
 
-	actx, acancel := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.Headless, chromedp.DisableGPU, chromedp.WindowSize(1000, 680))...)
-	defer acancel()
-	bctx, bcancel := chromedp.NewContext(actx)
-	defer bcancel()
-	// The first action starts the browser, on a context without a
-	// timeout (a timeout there would stop the browser with it).
-	if err := chromedp.Do(bctx, chromedp.EmulateViewport(1000, 680)); err != nil {
-		t.Fatalf("start %s: %v", chromium, err)
-	}
-	ctx, cancel := context.WithTimeout(bctx, 3*time.Minute)
-	defer cancel()
+	ctx := startBrowser(t, chromium, 1000, 680)
 
 	shot := func(name string) chromedp.Action[chromedp.Void] { return screenshot(shots, name) }
 	count := func(css string) int {
