@@ -164,14 +164,7 @@ func TestOperatorPauseOfOneTopic(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	for _, e := range obs.Events() {
-		if e.Result.Ack != worker.AckAccept || e.Count != 1 {
-			t.Errorf("%s: %v on delivery %d, want every job accepted on its first delivery", e.Key, e.Result.Ack, e.Count)
-		}
-	}
-	if got := len(obs.Events()); got != 11 {
-		t.Errorf("%d jobs finished, want 11", got)
-	}
+	wantAcceptedFirst(t, obs, 11)
 }
 
 // A pause of the whole group pauses each of the worker's topics: the
@@ -217,12 +210,19 @@ func TestOperatorPauseOfTheWholeGroup(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
+	wantAcceptedFirst(t, obs, 5)
+}
+
+// wantAcceptedFirst fails t unless n jobs finished, each accepted on its
+// first delivery.
+func wantAcceptedFirst(t *testing.T, obs *shareqtest.Observer, n int) {
+	t.Helper()
 	for _, e := range obs.Events() {
 		if e.Result.Ack != worker.AckAccept || e.Count != 1 {
 			t.Errorf("%s: %v on delivery %d, want every job accepted on its first delivery", e.Key, e.Result.Ack, e.Count)
 		}
 	}
-	if got := len(obs.Events()); got != 5 {
-		t.Errorf("%d jobs finished, want 5", got)
+	if got := len(obs.Events()); got != n {
+		t.Errorf("%d jobs finished, want %d", got, n)
 	}
 }
