@@ -79,8 +79,12 @@ type Run struct {
 	Progress *handler.Progress
 }
 
-// Option configures a [Log].
-type Option func(*config)
+// An Option configures [New], which validates them all at once.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
 	retention  time.Duration
@@ -94,55 +98,55 @@ type config struct {
 // Retention is how long runs are kept: Run drops a day's partition once
 // its last run is older. Default [RetentionDefault]; at least a day.
 func Retention(d time.Duration) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) {
 		if d < 24*time.Hour {
 			c.errs = append(c.errs, fmt.Errorf("Retention: %v is under a day (the table keeps whole days); give 24h or more", d))
 		}
 		c.retention = d
-	}
+	})
 }
 
 // Buffer is the number of runs held in memory before they are written;
 // past it the oldest are dropped. Default [BufferDefault].
 func Buffer(n int) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) {
 		if n < 1 {
 			c.errs = append(c.errs, fmt.Errorf("Buffer: %d; give 1 or more", n))
 		}
 		c.buffer = n
-	}
+	})
 }
 
 // FlushEvery is the time between two writes. Default [FlushEveryDefault].
 func FlushEvery(d time.Duration) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) {
 		if d <= 0 {
 			c.errs = append(c.errs, fmt.Errorf("FlushEvery: %v; give a positive duration", d))
 		}
 		c.flushEvery = d
-	}
+	})
 }
 
 // BatchRows is the most rows of one write; a buffer that reaches it is
 // written at once. Default [BatchRowsDefault].
 func BatchRows(n int) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) {
 		if n < 1 {
 			c.errs = append(c.errs, fmt.Errorf("BatchRows: %d; give 1 or more", n))
 		}
 		c.batchRows = n
-	}
+	})
 }
 
 // Logger is where the job log says that writing fails, is back, or drops
 // rows. Default slog.Default().
 func Logger(l *slog.Logger) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) {
 		if l == nil {
 			c.errs = append(c.errs, errors.New("Logger: logger is nil"))
 		}
 		c.logger = l
-	}
+	})
 }
 
 // Log is the job log: a worker.Observer (and worker.MemberObserver, for
@@ -176,8 +180,12 @@ func New(db DB, opts ...Option) (*Log, error) {
 		return nil, errors.New("pgjoblog: db is nil; give a *pgxpool.Pool")
 	}
 	cfg := config{retention: RetentionDefault, buffer: BufferDefault, flushEvery: FlushEveryDefault, batchRows: BatchRowsDefault, logger: slog.Default()}
-	for _, o := range opts {
-		o(&cfg)
+	for i, o := range opts {
+		if o == nil {
+			cfg.errs = append(cfg.errs, fmt.Errorf("nil Option (option %d): remove it or give an option", i))
+			continue
+		}
+		o.apply(&cfg)
 	}
 	if err := errors.Join(cfg.errs...); err != nil {
 		return nil, fmt.Errorf("pgjoblog: %w", err)
