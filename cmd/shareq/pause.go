@@ -118,16 +118,22 @@ func runResume(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer cl.Close()
+	what := "group " + pos[0]
+	if *topic != "" {
+		what += " topic " + *topic
+	}
 	st, err := ctl.Read(ctx)
+	if errors.Is(err, control.ErrNoTopic) {
+		// Nothing was ever paused on this cluster: no control topic to
+		// write the resume to, and none needed.
+		fmt.Fprintf(stdout, "%s was not paused (no control topic %s: nothing was ever paused)\n", what, ctl.Topic())
+		return nil
+	}
 	if err != nil {
 		return err
 	}
 	if err := ctl.Resume(ctx, pos[0], *topic); err != nil {
 		return err
-	}
-	what := "group " + pos[0]
-	if *topic != "" {
-		what += " topic " + *topic
 	}
 	if _, was := pausedExactly(st, pos[0], *topic); !was {
 		fmt.Fprintf(stdout, "%s was not paused\n", what)

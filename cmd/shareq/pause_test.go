@@ -24,6 +24,9 @@ func TestPauseResumePauses(t *testing.T) {
 	if out := run("pauses"); !strings.Contains(out, "nothing is paused") {
 		t.Errorf("pauses before the control topic exists: %q", out)
 	}
+	if out := run("resume", "mailers"); !strings.Contains(out, "group mailers was not paused") {
+		t.Errorf("resume before the control topic exists: %q", out)
+	}
 	out := run("pause", "mailers", "-topic", "newsletter", "-reason", "ESP migration", "-by", "ana")
 	if !strings.Contains(out, "group mailers topic newsletter paused by ana") || !strings.Contains(out, "ESP migration") {
 		t.Errorf("pause printed %q", out)
