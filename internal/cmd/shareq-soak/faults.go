@@ -31,6 +31,9 @@ const (
 	faultPGOutageLong  = "postgres-outage-long"
 	faultRelaySigkill  = "relay-sigkill"
 	faultRelaySigstop  = "relay-sigstop"
+	// faultPausedBrokerRestart: the job topic paused, the broker SIGKILLed
+	// and restarted, then resumed (fault_pause.go).
+	faultPausedBrokerRestart = "paused-broker-restart"
 )
 
 // faultRecord is one injected fault, for the report.
@@ -54,9 +57,9 @@ func (p *phase) schedule(window time.Duration) []faultRecord {
 	case p.name == phaseCluster3:
 		kinds = []string{faultSigkill, faultSigterm, faultLeaderStop, faultLeaderKill}
 	case p.o.short:
-		kinds = []string{faultSigkill, faultSigterm, faultBrokerRestart, faultPGRestart}
+		kinds = []string{faultSigkill, faultSigterm, faultBrokerRestart, faultPGRestart, faultPausedBrokerRestart}
 	default:
-		kinds = []string{faultSigkill, faultSigkill, faultSigkill, faultSigterm, faultSigterm, faultSigterm, faultBrokerRestart, faultPGRestart}
+		kinds = []string{faultSigkill, faultSigkill, faultSigkill, faultSigterm, faultSigterm, faultSigterm, faultBrokerRestart, faultPGRestart, faultPausedBrokerRestart}
 	}
 	if p.o.killParking {
 		kinds = append(kinds, faultKillParking)
@@ -75,8 +78,11 @@ func (p *phase) schedule(window time.Duration) []faultRecord {
 		// Between 10% and 80% of the window: the last faults still find
 		// jobs arriving.
 		at := time.Duration((0.1 + 0.7*p.rng.Float64()) * float64(window))
-		if k == faultRelaySigkill || k == faultRelaySigstop {
+		switch k {
+		case faultRelaySigkill, faultRelaySigstop:
 			at /= 2 // early: the faults that run before it may take long, and it needs rows arriving
+		case faultPausedBrokerRestart:
+			at /= 4 // earlier still: it checks the jobs produced during its half minute
 		}
 		out[i] = faultRecord{kind: k, at: at}
 	}
@@ -117,7 +123,7 @@ func (p *phase) inject(ctx context.Context, runStart time.Time, schedule []fault
 		if f.err != nil {
 			p.ev.note("FAULT %s failed after %v: %v", f.kind, f.took.Round(time.Millisecond), f.err)
 			switch f.kind {
-			case faultBrokerRestart, faultPGRestart, faultLeaderStop, faultLeaderKill, faultRolling, faultPGOutageLong:
+			case faultBrokerRestart, faultPausedBrokerRestart, faultPGRestart, faultLeaderStop, faultLeaderKill, faultRolling, faultPGOutageLong:
 				// A service left in an unknown state: the rest of the
 				// phase would measure that, not the workers.
 				p.abort(fmt.Errorf("fault %s failed: %w", f.kind, f.err))
@@ -194,27 +200,14 @@ func (p *phase) fault(ctx context.Context, kind string) (string, error) {
 
 	case faultBrokerRestart:
 		busy := p.waitBusy(ctx)
-		var down time.Duration
-		if p.kc == nil {
-			p.hit()
-		}
-		if p.kc != nil {
-			start := time.Now()
-			p.hit()
-			err := p.svc.stopNode(ctx, p.kc, 1, true)
-			if err == nil {
-				err = p.svc.startNode(ctx, p.kc, 1)
-			}
-			down = time.Since(start)
-			if err != nil {
-				return "", err
-			}
-		} else if d, err := p.svc.restartTestBroker(ctx, p.seeds[0], syscall.SIGKILL); err != nil {
+		p.hit()
+		down, err := p.restartBroker(ctx)
+		if err != nil {
 			return "", err
-		} else {
-			down = d
 		}
 		return fmt.Sprintf("broker %s SIGKILLed with %d jobs in hand, restarted on its data; unavailable %v", p.seeds[0], busy, down.Round(100*time.Millisecond)), nil
+	case faultPausedBrokerRestart:
+		return p.pausedBrokerRestart(ctx)
 
 	case faultPGRestart:
 		busy := p.waitBusy(ctx)

@@ -87,7 +87,10 @@ type phase struct {
 	faults     []faultRecord
 	faultMu    sync.Mutex
 
-	produced    atomic.Int64
+	produced atomic.Int64
+	// handed is the index in jobs of the job the producer last handed on
+	// (to the client or the outbox), for fault_pause.go.
+	handed      atomic.Int64
 	produceErrs atomic.Int64
 	producedIDs sync.Map // job ID → struct{}, acknowledged by the broker
 	locID       sync.Map // "topic/partition/offset" of a produced job → job ID
@@ -514,6 +517,7 @@ func (p *phase) produce(ctx context.Context, runStart time.Time) {
 			case <-time.After(d):
 			}
 		}
+		p.handed.Store(int64(i))
 		if p.outbox != nil && p.outbox.jobs[j.id] {
 			wg.Go(func() { p.enqueueOutbox(ctx, j, payload{Kind: j.kind, SleepMS: j.ms}) })
 			continue
