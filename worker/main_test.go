@@ -13,5 +13,6 @@ func TestMain(m *testing.M) {
 	runCrashWorker()           // returns unless this is a crash worker
 	runFrozenWorker()          // returns unless this is a frozen worker
 	runStatusWorker()          // returns unless this is a status worker
+	runPauseWorker()           // returns unless this is a pause worker
 	goleak.VerifyTestMain(m)
 }
