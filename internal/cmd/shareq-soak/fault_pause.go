@@ -42,18 +42,34 @@ const (
 )
 
 // restartBroker SIGKILLs the phase's broker (node 1 of its cluster, or the
-// single test broker) and starts it again on its data; it returns how long
-// the broker was unavailable.
+// single test broker; SIGTERM with -broker-sigterm) and starts it again on
+// its data; it returns how long the broker was unavailable.
 func (p *phase) restartBroker(ctx context.Context) (time.Duration, error) {
 	if p.kc == nil {
-		return p.svc.restartTestBroker(ctx, p.seeds[0], syscall.SIGKILL)
+		return p.svc.restartTestBroker(ctx, p.seeds[0], p.brokerSignal())
 	}
 	start := time.Now()
-	err := p.svc.stopNode(ctx, p.kc, 1, true)
+	err := p.svc.stopNode(ctx, p.kc, 1, p.brokerSignal() == syscall.SIGKILL)
 	if err == nil {
 		err = p.svc.startNode(ctx, p.kc, 1)
 	}
 	return time.Since(start), err
+}
+
+// brokerSignal is how the broker-restart faults stop the broker.
+func (p *phase) brokerSignal() syscall.Signal {
+	if p.o.brokerTerm {
+		return syscall.SIGTERM
+	}
+	return syscall.SIGKILL
+}
+
+// brokerStopped says how the broker was stopped, for the fault lines.
+func (p *phase) brokerStopped() string {
+	if p.o.brokerTerm {
+		return "stopped (SIGTERM)"
+	}
+	return "SIGKILLed"
 }
 
 func (p *phase) pausedBrokerRestart(ctx context.Context) (string, error) {
@@ -108,8 +124,8 @@ func (p *phase) pausedBrokerRestart(ctx context.Context) (string, error) {
 	if ran > 0 {
 		return "", fmt.Errorf("%d of the %d jobs produced while %s was paused ran before the resume (e.g. %s)", ran, len(ids), p.topic, example)
 	}
-	return fmt.Sprintf("topic paused with %d jobs in hand, broker %s SIGKILLed %v later and restarted on its data (unavailable %v); %d jobs produced while paused, none ran before the resume %v after the broker was back",
-		busy, p.seeds[0], pauseWithin, down.Round(100*time.Millisecond), len(ids), resumed.Sub(back).Round(100*time.Millisecond)), nil
+	return fmt.Sprintf("topic paused with %d jobs in hand, broker %s %s %v later and restarted on its data (unavailable %v); %d jobs produced while paused, none ran before the resume %v after the broker was back",
+		busy, p.seeds[0], p.brokerStopped(), pauseWithin, down.Round(100*time.Millisecond), len(ids), resumed.Sub(back).Round(100*time.Millisecond)), nil
 }
 
 // resume ends the pause, retrying while the broker that was just restarted

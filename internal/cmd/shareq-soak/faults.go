@@ -43,6 +43,9 @@ type faultRecord struct {
 	took   time.Duration
 	detail string
 	err    error
+	// dupsBefore is the duplicates absorbed so far when a broker restart
+	// began (the report's deliveries of done jobs per broker restart).
+	dupsBefore int
 }
 
 // schedule draws the phase's faults and their moments within the
@@ -115,6 +118,11 @@ func (p *phase) inject(ctx context.Context, runStart time.Time, schedule []fault
 		p.hitAt = 0
 		start := time.Now()
 		p.ev.note("FAULT %s", f.kind)
+		if f.kind == faultBrokerRestart || f.kind == faultPausedBrokerRestart {
+			p.ev.mu.Lock()
+			f.dupsBefore = sumMap(p.ev.dups)
+			p.ev.mu.Unlock()
+		}
 		f.detail, f.err = p.fault(ctx, f.kind)
 		f.took = time.Since(start)
 		if p.hitAt > 0 {
@@ -205,7 +213,7 @@ func (p *phase) fault(ctx context.Context, kind string) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		return fmt.Sprintf("broker %s SIGKILLed with %d jobs in hand, restarted on its data; unavailable %v", p.seeds[0], busy, down.Round(100*time.Millisecond)), nil
+		return fmt.Sprintf("broker %s %s with %d jobs in hand, restarted on its data; unavailable %v", p.seeds[0], p.brokerStopped(), busy, down.Round(100*time.Millisecond)), nil
 	case faultPausedBrokerRestart:
 		return p.pausedBrokerRestart(ctx)
 

@@ -95,6 +95,7 @@ type options struct {
 	ownBrokerPortBase int
 	strictParking     bool
 	pgDownFor         time.Duration
+	brokerTerm        bool // the broker-restart faults stop the broker with SIGTERM, not SIGKILL
 	webhookDownFor    time.Duration
 	commit            string // git describe of the code under test, for the report
 	killParking       bool
@@ -141,6 +142,7 @@ func driverMain(args []string) int {
 	fs.BoolVar(&o.ownBroker, "own-broker", false, "run the single-broker phase on a private one-node broker (scripts/kafka-cluster.sh, port 29192) instead of the shared test broker, so that its restart does not disturb other test runs")
 	fs.IntVar(&o.ownBrokerPortBase, "own-broker-port-base", 29092, "KAFKA_CLUSTER_PORT_BASE of the -own-broker broker: it listens on the base + 100 and the port after it (default 127.0.0.1:29192); give each soak on a shared machine its own")
 	fs.BoolVar(&o.strictParking, "strict-parking", false, "fail when healthy jobs were parked in the DLQ by an outage, even though a replay ran them once")
+	fs.BoolVar(&o.brokerTerm, "broker-sigterm", false, "the broker-restart faults stop the broker with SIGTERM (a controlled shutdown) instead of SIGKILL, to compare what each brings back (the report's deliveries of done jobs per broker restart)")
 	fs.DurationVar(&o.pgDownFor, "pg-down-for", 0, "keep Postgres down this long on its restart (default: down and straight up again)")
 	fs.DurationVar(&o.webhookDownFor, "webhook-down-for", 0, "add a fault (single-broker phase): the webhook every job calls is down this long, and handlers return handler.Unavailable(\"webhook\"), which pauses the workers")
 	fs.BoolVar(&o.killParking, "kill-parking", false, "add a fault: SIGKILL a worker while it runs a poison job's parking delivery (poison jobs then take 300ms each); reproduces the loss described in RELIABILITY.md")

@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -306,6 +307,9 @@ func (r *report) print(w io.Writer) {
 		pf("  by the broker          none: no share-group dead-letter topic before Kafka 4.4")
 	}
 	pf("duplicates absorbed      %d deliveries of %d jobs found their claim and were ACCEPTed without running", r.dupsAbsorbed, r.dupJobs)
+	if per := r.dupsPerBrokerRestart(); len(per) > 0 {
+		pf("  per broker restart     %s (from each restart to the next, or the end; the worker faults between add a few)", strings.Join(per, ", "))
+	}
 	pf("deliveries ended         quick %d, slow %d, poison %d", r.deliveries[kindQuick], r.deliveries[kindSlow], r.deliveries[kindPoison])
 	pf("acks                     %s", fmtCounts(r.finishes))
 	pf("lock renewals            %d ok, %d failed; ack failures reported %d", r.renewOK, r.renewFail, r.ackFails)
@@ -449,3 +453,25 @@ func (p *phase) waitingPartitions(ctx context.Context) []string {
 // soakRecordLocks is Kafka's share.partition.max.record.locks default,
 // which the soak's groups keep.
 const soakRecordLocks = 2000
+
+// dupsPerBrokerRestart is, for each broker restart, the duplicates
+// absorbed from its start to the next one's (or the end of the phase):
+// mostly deliveries of done jobs the broker's share state brought back
+// (docs/upstream/share-state-rollback.md).
+func (r *report) dupsPerBrokerRestart() []string {
+	var at []int
+	for _, f := range r.faults {
+		if f.kind == faultBrokerRestart || f.kind == faultPausedBrokerRestart {
+			at = append(at, f.dupsBefore)
+		}
+	}
+	out := make([]string, len(at))
+	for i, before := range at {
+		next := r.dupsAbsorbed
+		if i+1 < len(at) {
+			next = at[i+1]
+		}
+		out[i] = strconv.Itoa(next - before)
+	}
+	return out
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -58,5 +59,22 @@ func TestWaitingPartitions(t *testing.T) {
 	}
 	if len(got) != 1 || !strings.HasPrefix(got[0], "partition 0: ") || !strings.Contains(got[0], "lag 2, log end 3") || strings.Contains(got[0], "stalled") {
 		t.Fatalf("waiting partitions %q, want partition 0 with lag 2 and log end 3, not called stalled", got)
+	}
+}
+
+// Each broker restart is charged the duplicates absorbed from its start
+// to the next one's, the last one those to the end.
+func TestDupsPerBrokerRestart(t *testing.T) {
+	r := &report{dupsAbsorbed: 130, faults: []faultRecord{
+		{kind: faultSigkill},
+		{kind: faultBrokerRestart, dupsBefore: 10},
+		{kind: faultPGRestart},
+		{kind: faultPausedBrokerRestart, dupsBefore: 100},
+	}}
+	if got := r.dupsPerBrokerRestart(); !slices.Equal(got, []string{"90", "30"}) {
+		t.Errorf("per broker restart %v, want [90 30]", got)
+	}
+	if got := (&report{dupsAbsorbed: 5, faults: []faultRecord{{kind: faultSigkill}}}).dupsPerBrokerRestart(); len(got) != 0 {
+		t.Errorf("no broker restart: %v", got)
 	}
 }
