@@ -14,6 +14,7 @@ import (
 	"github.com/shareq/shareq/console/jobinfo"
 	"github.com/shareq/shareq/dlq"
 	"github.com/shareq/shareq/idempotency"
+	"github.com/shareq/shareq/joblog/pgjoblog"
 )
 
 // jobIDMax caps the length of a job ID the search takes.
@@ -175,8 +176,11 @@ func viewEvent(e jobinfo.Event, base string) eventView {
 			v.Facts = append(v.Facts, fact{name, value})
 		}
 	}
-	switch e.Kind {
-	case jobinfo.EventEnqueued:
+	switch {
+	case e.Kind == jobinfo.EventEnqueued && e.Row == nil:
+		v.Title = "Enqueued for " + e.Parked.SourceTopic
+		add("when", "its record's timestamp, read from its DLQ record")
+	case e.Kind == jobinfo.EventEnqueued:
 		v.Title = "Enqueued in the outbox for " + e.Row.Topic
 		add("row", strconv.FormatInt(e.Row.ID, 10))
 		if e.Row.UniqueKey != nil {
@@ -188,20 +192,20 @@ func viewEvent(e jobinfo.Event, base string) eventView {
 		if e.Row.LastError != nil {
 			v.Error = *e.Row.LastError
 		}
-	case jobinfo.EventDue:
+	case e.Kind == jobinfo.EventDue:
 		v.Title = "Due: a relay produces it"
 		if e.Future {
 			v.Title = "Due (to come): a relay produces it then"
 		}
-	case jobinfo.EventProduced:
+	case e.Kind == jobinfo.EventProduced:
 		v.Title = "Produced to Kafka by a relay"
-	case jobinfo.EventCancelled:
+	case e.Kind == jobinfo.EventCancelled:
 		v.Title = "Cancelled: its claim is marked cancelled, a worker accepts it without running it"
-	case jobinfo.EventClaimed:
+	case e.Kind == jobinfo.EventClaimed:
 		v.Title = "A run committed its idempotency claim"
-	case jobinfo.EventRun:
-		v = viewRun(v, e, add)
-	case jobinfo.EventParked:
+	case e.Kind == jobinfo.EventRun:
+		viewRun(&v, e.Run, add)
+	case e.Kind == jobinfo.EventParked:
 		p := e.Parked
 		v.Title = "Parked in " + p.Topic
 		v.Link = base + "/dlq/" + url.PathEscape(p.Topic) + "/" + strconv.Itoa(int(p.Partition)) + "/" + strconv.FormatInt(p.Offset, 10)
@@ -213,16 +217,16 @@ func viewEvent(e jobinfo.Event, base string) eventView {
 		add("group", p.Group)
 		add("worker host", p.WorkerHost)
 		v.Error = p.Error
-	case jobinfo.EventReplayed:
+	case e.Kind == jobinfo.EventReplayed:
 		v.Title = fmt.Sprintf("Replayed to %s/%d/%d", e.Replay.Topic, e.Replay.Partition, e.Replay.Offset)
 		add("from", fmt.Sprintf("%s/%d/%d", e.Parked.Topic, e.Parked.Partition, e.Parked.Offset))
 	}
 	return v
 }
 
-// viewRun is the view of a run of the job log.
-func viewRun(v eventView, e jobinfo.Event, add func(name, value string)) eventView {
-	r := e.Run
+// viewRun sets v to the view of run r of the job log, its facts through
+// add.
+func viewRun(v *eventView, r *pgjoblog.Run, add func(name, value string)) {
 	v.Title = fmt.Sprintf("Run, delivery %d: %s", r.DeliveryCount, r.Outcome)
 	v.Outcome = r.Outcome
 	add("ack", r.Ack)
@@ -238,5 +242,4 @@ func viewRun(v eventView, e jobinfo.Event, add func(name, value string)) eventVi
 	if r.Result != nil {
 		v.Result = string(r.Result)
 	}
-	return v
 }

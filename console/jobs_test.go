@@ -87,7 +87,7 @@ func TestJobPage(t *testing.T) {
 	}
 	mustContain(t, "job-1", body, "<h1>Job job-1</h1>", "Enqueued in the outbox for "+b.topic, "Run, delivery 1: parked",
 		"&lt;b&gt;bad&lt;/b&gt; input", "Parked in "+b.dlq, `href="/dlq/`+b.dlq+`/0/1"`, "<small>reason</small> decode",
-		"not read: the share group that runs the job is not known")
+		"not read: the share group that runs the job is not known", "<small>ack</small> reject", "<small>duration</small> 3ms", "<small>record</small> "+b.topic+"/0/1000")
 	mustNotContain(t, "job-1", body, "<b>bad", "not configured", "failed")
 	order := []string{"Enqueued in the outbox", "Run, delivery 1", "Parked in"}
 	for i := 1; i < len(order); i++ {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/shareq/shareq/console/jobinfo"
 	"github.com/shareq/shareq/enqueue/pgoutbox"
@@ -38,6 +39,31 @@ type outboxPage struct {
 	CanCancel bool   // actions on, and the database can begin a transaction
 	Cancelled string // the job the last cancel was of, and its result
 	Result    string
+}
+
+func init() { funcs["approx"] = approx }
+
+// approx is d at the precision a person plans by: 45s, 12m, 3h, 5h20m,
+// 26d, 2d3h.
+func approx(d time.Duration) string {
+	switch {
+	case d >= 48*time.Hour:
+		d = d.Round(time.Hour)
+		days, hours := d/(24*time.Hour), (d%(24*time.Hour))/time.Hour
+		if hours == 0 {
+			return fmt.Sprintf("%dd", days)
+		}
+		return fmt.Sprintf("%dd%dh", days, hours)
+	case d >= time.Hour:
+		s := strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
+		if strings.HasSuffix(s, "h0m") {
+			s = strings.TrimSuffix(s, "0m")
+		}
+		return s
+	case d >= time.Minute:
+		return strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
+	}
+	return d.Round(time.Second).String()
 }
 
 func (s *server) outboxPage(w http.ResponseWriter, r *http.Request) {

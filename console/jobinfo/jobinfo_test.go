@@ -43,8 +43,8 @@ func enqueueLater(t *testing.T, pool *pgxpool.Pool, topic, id string, d time.Dur
 	}
 }
 
-// logRuns writes two runs of job id through pgjoblog: delivery 1 failed,
-// delivery 2 succeeded with a result.
+// logRuns writes two runs of job id through pgjoblog: its record at
+// offset 7 parked, its replay at offset 9 succeeded with a result.
 func logRuns(t *testing.T, pool *pgxpool.Pool, topic, id string) {
 	t.Helper()
 	l, err := pgjoblog.New(pool, pgjoblog.FlushEvery(10*time.Millisecond))
@@ -54,16 +54,16 @@ func logRuns(t *testing.T, pool *pgxpool.Pool, topic, id string) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- l.Run(ctx) }()
-	job := func(delivery int32) *handler.Job {
-		return &handler.Job{Topic: topic, Partition: 0, Offset: 7, DeliveryCount: delivery,
+	job := func(offset int64) *handler.Job {
+		return &handler.Job{Topic: topic, Partition: 0, Offset: offset, DeliveryCount: 1,
 			Headers: []handler.Header{{Key: handler.JobIDHeader, Value: []byte(id)}}}
 	}
-	l.JobFinished(job(1), worker.Result{Outcome: worker.OutcomeParked, Ack: worker.AckReject, Err: errors.New("bad input"), Duration: time.Millisecond})
-	ok := job(2)
+	l.JobFinished(job(7), worker.Result{Outcome: worker.OutcomeParked, Ack: worker.AckReject, Err: errors.New("bad input"), Duration: time.Millisecond})
+	ok := job(9)
 	if err := ok.SetResult(map[string]string{"sent": "yes"}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * time.Millisecond) // a later start than delivery 1's
+	time.Sleep(2 * time.Millisecond) // a later start than the first run's
 	l.JobFinished(ok, worker.Result{Outcome: worker.OutcomeSucceeded, Ack: worker.AckAccept, Duration: time.Millisecond})
 	cancel()
 	if err := <-done; err != nil || l.Dropped() != 0 {
@@ -73,8 +73,9 @@ func logRuns(t *testing.T, pool *pgxpool.Pool, topic, id string) {
 
 // Find reads every table that knows of a job, and Timeline puts what they
 // say in order with the job's DLQ records: a job for later is enqueued and
-// then due; a produced job that ran twice, was parked and replayed
-// between its runs, reads enqueued-produced-run-parked-replayed-run-claimed.
+// then due; a produced job that ran, was parked, replayed and ran again
+// reads enqueued (its DLQ record says when), produced, run, parked,
+// replayed, run, claimed.
 func TestFindAndTimeline(t *testing.T) {
 	t.Parallel()
 	pool := testDB(t)
@@ -109,18 +110,23 @@ func TestFindAndTimeline(t *testing.T) {
 	if err != nil || !job.Found() || job.ProducedAt == nil || len(job.Runs) != 2 || job.Claim.State != jobinfo.ClaimRan || job.Claim.Key != key {
 		t.Fatalf("a run job: %+v, %v", job, err)
 	}
-	// The DLQ record: parked during delivery 1, replayed before delivery 2.
+	// The DLQ record of offset 7, parked before the run's start as the
+	// job log has it (its end less the handler's duration), and its replay
+	// to offset 9, acknowledged after the start of the run of offset 9:
+	// each follows what it came from all the same.
 	first, second := job.Runs[1], job.Runs[0]
-	parkedAt := first.Started.Add(first.Duration / 2)
-	replayAt := parkedAt.Add((second.Started.Sub(parkedAt)) / 2)
-	parked := []dlq.Parked{{Envelope: dlq.Envelope{ParkedAt: parkedAt, Reason: "permanent"}, Topic: "emails.dlq", Offset: 3,
-		Replays: []dlq.ReplayMark{{At: replayAt, Topic: "emails", Offset: 9}}}}
+	parked := []dlq.Parked{{Envelope: dlq.Envelope{ParkedAt: first.Started.Add(-time.Millisecond), Reason: "permanent", DeliveryCount: 1,
+		SourceTopic: "emails", SourceOffset: 7, EnqueuedAt: job.ProducedAt.Add(-time.Second)}, Topic: "emails.dlq", Offset: 3,
+		Replays: []dlq.ReplayMark{{At: second.Started.Add(time.Millisecond), Topic: "emails", Offset: 9}}}}
 	ev = jobinfo.Timeline(&job, parked, time.Now().Add(time.Hour))
-	if got, want := kinds(ev), "produced run parked replayed run claimed"; got != want {
+	if got, want := kinds(ev), "enqueued produced run parked replayed run claimed"; got != want {
 		t.Fatalf("timeline %q, want %q", got, want)
 	}
-	if ev[1].Run.DeliveryCount != 1 || ev[4].Run.DeliveryCount != 2 || ev[4].Run.Outcome != "succeeded" || ev[3].Replay.Offset != 9 || ev[2].Parked.Topic != "emails.dlq" {
+	if ev[0].Row != nil || ev[0].Parked == nil || ev[2].Run.Offset != 7 || ev[5].Run.Offset != 9 || ev[5].Run.Outcome != "succeeded" || ev[4].Replay.Offset != 9 || ev[3].Parked.Topic != "emails.dlq" {
 		t.Errorf("events: %+v", ev)
+	}
+	if !ev[3].At.Equal(parked[0].ParkedAt) {
+		t.Errorf("the parking shown at %v, want its own time %v", ev[3].At, parked[0].ParkedAt)
 	}
 
 	cancelled, err := jobinfo.ReadClaim(ctx, pool, "no-such-key")
