@@ -221,6 +221,7 @@ func holdSchedulerLock(t *testing.T, pool *pgxpool.Pool, app string) {
 	if _, err := conn.Exec(t.Context(), `SELECT pg_advisory_lock($1)`, scheduler.LockKey(app)); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, scheduler.LockKey(app)) })
+	t.Cleanup(func() {
+		_, _ = conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, scheduler.LockKey(app))
+	})
 }
-
