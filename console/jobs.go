@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-
 	"github.com/shareq/shareq/console/jobinfo"
 	"github.com/shareq/shareq/dlq"
 	"github.com/shareq/shareq/idempotency"
@@ -87,18 +85,14 @@ func (s *server) findParked(ctx context.Context, id string) ([]dlq.Parked, sourc
 		return nil, source{Name: src.Name, State: "failed", Note: err.Error()}
 	}
 	defer cl.Close()
-	topics, err := jobinfo.DLQTopics(ctx, kadm.NewClient(cl))
+	parked, topics, err := jobinfo.FindParkedAll(ctx, cl, id)
 	if err != nil {
-		return nil, source{Name: src.Name, State: "failed", Note: err.Error()}
+		return parked, source{Name: src.Name, State: "failed", Note: err.Error()}
 	}
 	if len(topics) == 0 {
 		return nil, source{Name: src.Name, State: "not configured", Note: "the cluster has no DLQ topic (named *" + dlq.TopicSuffix + " or dlq.*)"}
 	}
 	src.Note = strings.Join(topics, ", ")
-	parked, err := jobinfo.FindParked(ctx, cl, topics, id)
-	if err != nil {
-		return parked, source{Name: src.Name, State: "failed", Note: err.Error()}
-	}
 	return parked, src
 }
 

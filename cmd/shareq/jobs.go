@@ -14,7 +14,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/shareq/shareq/console/jobinfo"
 	"github.com/shareq/shareq/dlq"
@@ -506,16 +505,17 @@ func findParked(ctx context.Context, c *clusterFlags, topics, id string) ([]dlq.
 		return nil, nil, fmt.Errorf("-dlq: %w", err)
 	}
 	defer cl.Close()
-	var names []string
 	if topics == "all" {
-		if names, err = jobinfo.DLQTopics(ctx, kadm.NewClient(cl)); err != nil {
-			return nil, nil, err
+		ps, names, err := jobinfo.FindParkedAll(ctx, cl, id)
+		if names == nil {
+			names = []string{}
 		}
-	} else {
-		for t := range strings.SplitSeq(topics, ",") {
-			if t = strings.TrimSpace(t); t != "" {
-				names = append(names, t)
-			}
+		return ps, names, topicHint(err)
+	}
+	var names []string
+	for t := range strings.SplitSeq(topics, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			names = append(names, t)
 		}
 	}
 	if names == nil {

@@ -44,6 +44,9 @@ func TestJobsShowDLQ(t *testing.T) {
 		t.Fatalf("show job-2 -dlq -json: %v\n%s", err, stdout)
 	}
 
+	if _, _, err = jobsRun(t, url, "show", "job-1", "-dlq", "jobs.dlq,nope.dlq", "-brokers", brokers); err == nil || !strings.Contains(err.Error(), "nope.dlq") {
+		t.Errorf("show -dlq with a topic that does not exist: %v", err)
+	}
 	_, _, err = jobsRun(t, url, "show", "job-70", "-dlq", "all", "-brokers", brokers)
 	if err == nil || !strings.Contains(err.Error(), "not in the DLQ topics jobs.dlq") {
 		t.Errorf("show of a job known nowhere: %v", err)

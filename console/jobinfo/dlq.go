@@ -2,6 +2,7 @@ package jobinfo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -45,9 +46,28 @@ func DLQTopics(ctx context.Context, adm *kadm.Client) ([]string, error) {
 // replays; it reads each topic whole. cl must consume nothing, as for
 // dlq.List, and no other List, Get or Replay may use it meanwhile.
 func FindParked(ctx context.Context, cl *kgo.Client, topics []string, id string) ([]dlq.Parked, error) {
+	return findParked(ctx, cl, topics, id, false)
+}
+
+// FindParkedAll is [FindParked] in every DLQ topic of the cluster
+// ([DLQTopics]); it returns the topics it searched, and passes over one
+// deleted since it was listed.
+func FindParkedAll(ctx context.Context, cl *kgo.Client, id string) ([]dlq.Parked, []string, error) {
+	topics, err := DLQTopics(ctx, kadm.NewClient(cl))
+	if err != nil {
+		return nil, nil, err
+	}
+	ps, err := findParked(ctx, cl, topics, id, true)
+	return ps, topics, err
+}
+
+func findParked(ctx context.Context, cl *kgo.Client, topics []string, id string, skipGone bool) ([]dlq.Parked, error) {
 	var out []dlq.Parked
 	for _, t := range topics {
 		ps, err := dlq.List(ctx, cl, t, dlq.Filter{JobID: id}, ParkedLimit)
+		if skipGone && errors.Is(err, dlq.ErrNoTopic) {
+			continue
+		}
 		if err != nil {
 			return out, fmt.Errorf("search the DLQ topic %s: %w", t, err)
 		}
