@@ -103,9 +103,10 @@ func (s *server) findParked(ctx context.Context, id string) ([]dlq.Parked, sourc
 // DLQ record of the job; the topic from its outbox row, its runs or a DLQ
 // record.
 func (p *timelinePage) readDB(ctx context.Context, db OutboxDB, parked []dlq.Parked) {
-	const name = "Postgres: outbox, produced jobs, claims, job log"
+	const name = "Postgres: outbox, produced jobs, claims"
 	if db == nil {
-		p.Sources = append(p.Sources, source{Name: name, State: "not configured", Note: "the console was started without a database (console.Outbox, shareq console -database)"})
+		const why = "the console was started without a database (console.Outbox, shareq console -database)"
+		p.Sources = append(p.Sources, source{Name: name, State: "not configured", Note: why}, source{Name: jobLogSource, State: "not configured", Note: why})
 		p.ClaimNote = "not read: no database"
 		return
 	}
@@ -140,12 +141,17 @@ func (p *timelinePage) readDB(ctx context.Context, db OutboxDB, parked []dlq.Par
 		}
 	}
 	p.Job = job
-	note := ""
+	p.Sources = append(p.Sources, source{Name: name, State: "read"})
 	if !job.JobLog {
-		note = "no job log in this database (migration 0008, joblog/pgjoblog)"
+		p.Sources = append(p.Sources, source{Name: jobLogSource, State: "not configured",
+			Note: "no job log in this database (migration 0008), or the database given to console.Outbox is no pool"})
+	} else {
+		p.Sources = append(p.Sources, source{Name: jobLogSource, State: "read"})
 	}
-	p.Sources = append(p.Sources, source{Name: name, State: "read", Note: note})
 }
+
+// jobLogSource names the job log among the job page's sources.
+const jobLogSource = "Job log (joblog/pgjoblog)"
 
 // eventView is an event of the timeline as the page shows it.
 type eventView struct {

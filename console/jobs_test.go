@@ -103,7 +103,7 @@ func TestJobPage(t *testing.T) {
 	if code != http.StatusNotFound {
 		t.Errorf("an unknown job: %d", code)
 	}
-	mustContain(t, "unknown job", body, "not found anywhere", `id="not-found"`, "Postgres: outbox, produced jobs, claims, job log", "DLQ topics", b.dlq)
+	mustContain(t, "unknown job", body, "not found anywhere", `id="not-found"`, "Postgres: outbox, produced jobs, claims", "Job log (joblog/pgjoblog)", "DLQ topics", b.dlq)
 	if code, _ := b.get(t, "/jobs?q="); code != http.StatusBadRequest {
 		t.Errorf("an empty search: %d", code)
 	}
@@ -119,8 +119,11 @@ func TestJobPageWithoutDatabase(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("job-0: %d\n%s", code, body)
 	}
-	mustContain(t, "job-0 without a database", body, "Postgres: outbox, produced jobs, claims, job log", "not configured",
+	mustContain(t, "job-0 without a database", body, "Postgres: outbox, produced jobs, claims", "Job log (joblog/pgjoblog)", "not configured",
 		"the console was started without a database", "Parked in "+b.dlq)
+	if n := strings.Count(body, ">not configured</span>"); n != 2 {
+		t.Errorf("%d sources not configured, want 2 (Postgres, the job log)", n)
+	}
 }
 
 // The outbox page lists the scheduled jobs in due order, by topic and a
