@@ -75,6 +75,9 @@ func New(opts ...Option) (http.Handler, error) {
 	mux.HandleFunc("GET /enqueue", s.enqueueForm)
 	mux.HandleFunc("POST /enqueue", s.action("enqueue", s.enqueue))
 	mux.HandleFunc("GET /outbox", s.outboxPage)
+	mux.HandleFunc("POST /outbox/cancel", s.action("cancel", s.cancelJob))
+	mux.HandleFunc("GET /jobs", s.jobSearch)
+	mux.HandleFunc("GET /jobs/{id...}", s.jobTimeline)
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	var h http.Handler = mux
 	if c.prefix != "" {

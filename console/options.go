@@ -122,7 +122,9 @@ func ScanLimit(n int) Option {
 	return optionFunc(func(c *config) { c.scan = n })
 }
 
-// Outbox adds the outbox page, read from db (a *pgxpool.Pool fits).
+// Outbox adds the outbox page, read from db (a *pgxpool.Pool fits), and
+// gives the job page (/jobs/ID) the outbox, the produced jobs, the claims
+// and the job log to read.
 func Outbox(db OutboxDB) Option {
 	return optionFunc(func(c *config) { c.outbox, c.outboxSet = db, true })
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/shareq/shareq/console/jobinfo"
 	"github.com/shareq/shareq/dlq"
 )
 
@@ -54,7 +55,7 @@ func (s *server) topics(w http.ResponseWriter, r *http.Request) {
 		}
 		return n
 	}
-	isDLQ := func(t string) bool { return strings.HasSuffix(t, dlq.TopicSuffix) || strings.HasPrefix(t, "dlq.") }
+	isDLQ := jobinfo.IsDLQTopic
 	var page topicsPage
 	used := map[string]bool{}
 	for _, t := range names {

@@ -31,10 +31,12 @@ const (
 const consoleUsage = `usage: shareq console [flags]
 
 Serves the operator's web console (docs/console.md): share groups, their
-members, offsets and lag, topics and their DLQ topics, parked jobs, and
-the outbox with -database. Read-only unless started with -actions, which
-enables replaying parked jobs, enqueueing a job and resetting a group's
-start offsets from the pages.
+members, offsets and lag, topics and their DLQ topics, parked jobs, a
+job's whole life by its ID (the search box), and with -database the
+outbox (jobs for later, schedules) and the job's outbox rows, runs and
+claim. Read-only unless started with -actions, which enables replaying
+parked jobs, enqueueing a job, cancelling a job for later and resetting
+a group's start offsets from the pages.
 
 With -auth-user, every request needs HTTP basic auth as that user, with
 the password from $SHAREQ_CONSOLE_PASSWORD or the first line of the file

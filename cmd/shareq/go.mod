@@ -7,7 +7,6 @@ require (
 	github.com/shareq/shareq v0.1.0
 	github.com/shareq/shareq/console v0.1.0
 	github.com/shareq/shareq/enqueue/pgoutbox v0.1.0
-	github.com/shareq/shareq/idempotency/pgstore v0.1.0
 	github.com/shareq/shareq/joblog/pgjoblog v0.1.0
 	github.com/shareq/shareq/migrations v0.1.0
 	github.com/shareq/shareq/scheduler v0.1.0
@@ -23,6 +22,7 @@ require (
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
+	github.com/shareq/shareq/idempotency/pgstore v0.1.0 // indirect
 	github.com/sourcegraph/conc v0.3.0 // indirect
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
 	golang.org/x/sync v0.25.0 // indirect

@@ -1,32 +1,11 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/shareq/shareq/joblog/pgjoblog"
 )
-
-// jobLogRuns reads the runs of job id from the job log (joblog/pgjoblog),
-// newest first; none, and no error, when the database has no job log
-// (migration 0008 not applied).
-func jobLogRuns(ctx context.Context, pool *pgxpool.Pool, id string) ([]pgjoblog.Run, error) {
-	l, err := pgjoblog.New(pool)
-	if err != nil {
-		return nil, err
-	}
-	runs, err := l.Runs(ctx, id)
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
-		return nil, nil
-	}
-	return runs, err
-}
 
 // jsonRun is a run of the job log as "show -json" prints it.
 type jsonRun struct {

@@ -8,17 +8,15 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/shareq/shareq/enqueue/pgoutbox"
+	"github.com/shareq/shareq/console/jobinfo"
+	"github.com/shareq/shareq/dlq"
 )
 
 // Limits of "jobs list".
@@ -36,7 +34,7 @@ URL (default $SHAREQ_DATABASE_URL) and needs the migrations applied.
 
 commands:
   list                 jobs waiting in the outbox, in due order
-  show ID              one job: its outbox rows, its unique key, whether the relay produced it
+  show ID              one job: its outbox rows, whether the relay produced it, its runs, its DLQ records
   schedules            periodic schedules: spec, last and next firing, active scheduler
   cancel ID            withdraw a job from the outbox, or stop it once produced (-claim-key)
 
@@ -122,36 +120,13 @@ func (f *jobsFlags) connect(ctx context.Context) (*pgxpool.Pool, error) {
 }
 
 // tableHint adds advice to an error about a missing table or column.
-func tableHint(err error) error {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "42703") {
-		return fmt.Errorf("%w (is this shareq's database, and are its migrations applied? migrations.Up creates the tables)", err)
-	}
-	return err
-}
+func tableHint(err error) error { return jobinfo.TableHint(err) }
 
 // outboxRow is a row of the outbox as list and show read it.
-type outboxRow struct {
-	ID            int64
-	JobID         string
-	Topic         string
-	Key           []byte
-	Value         []byte // show only
-	HeaderKeys    []string
-	Due           pgtype.Timestamptz
-	Created       time.Time
-	Attempts      int
-	NextAttempt   time.Time
-	LastError     *string
-	UniqueKey     *string
-	ValueSize     int
-	UniqueFor     *time.Duration // show only: the key's period after the produce
-	DueIn         time.Duration  // due_at - now() on Postgres's clock; 0 for -infinity
-	NextAttemptIn time.Duration
-}
+type outboxRow = jobinfo.OutboxRow
 
 // dueText says when r is due, relative to the database's now.
-func (r *outboxRow) dueText() string {
+func dueText(r *outboxRow) string {
 	if r.Due.InfinityModifier == pgtype.NegativeInfinity {
 		return "due (enqueued before migration 0003)"
 	}
@@ -183,7 +158,7 @@ func roundText(d time.Duration) string {
 }
 
 // attemptsText is the attempts of r, with its next try when it failed.
-func (r *outboxRow) attemptsText() string {
+func attemptsText(r *outboxRow) string {
 	if r.Attempts == 0 {
 		return "0"
 	}
@@ -236,13 +211,13 @@ func jobsList(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *limit < 1 || *limit > jobsListLimitMax {
 		return fmt.Errorf("-limit %d: want 1 to %d", *limit, jobsListLimitMax)
 	}
-	lf := listFilter{topic: *topic, scheduled: *scheduled, failing: *failing, limit: *limit}
+	lf := jobinfo.ListFilter{Topic: *topic, Scheduled: *scheduled, Failing: *failing, Limit: *limit}
 	now := time.Now()
 	for _, b := range []struct {
 		flag string
 		v    *string
 		t    **time.Time
-	}{{"-due-after", after, &lf.dueAfter}, {"-due-before", before, &lf.dueBefore}} {
+	}{{"-due-after", after, &lf.DueAfter}, {"-due-before", before, &lf.DueBefore}} {
 		if *b.v == "" {
 			continue
 		}
@@ -253,30 +228,23 @@ func jobsList(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		*b.t = &t
 	}
 	if *cursor != "" {
-		var err error
-		if lf.cursorDue, lf.cursorRow, err = parseCursor(*cursor); err != nil {
-			return err
+		if _, _, err := jobinfo.ParseCursor(*cursor); err != nil {
+			return fmt.Errorf("-after: %w", err)
 		}
+		lf.After = *cursor
 	}
-	q, qargs := lf.query()
 
 	pool, err := f.connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	rows, err := queryOutbox(ctx, pool, q, false, qargs...)
+	page, err := jobinfo.List(ctx, pool, lf)
 	if err != nil {
-		return tableHint(fmt.Errorf("list the outbox: %w", err))
+		return err
 	}
-	more := len(rows) > *limit
-	if more {
-		rows = rows[:*limit]
-	}
-	next := ""
-	if more {
-		next = cursorOf(&rows[len(rows)-1])
-	}
+	rows, next := page.Rows, page.Next
+	more := next != ""
 	if *asJSON {
 		out := make([]jsonOutboxRow, len(rows))
 		for i := range rows {
@@ -307,7 +275,7 @@ func jobsList(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		case len(r.Key) == 0:
 			key = `""`
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(r.JobID, 50), r.Topic, cell(key, 40), r.dueText(), r.attemptsText(),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(r.JobID, 50), r.Topic, cell(key, 40), dueText(r), attemptsText(r),
 			cell(strOr(r.UniqueKey, "-"), 50), cell(strOr(r.LastError, "-"), 80))
 	}
 	if err := tw.Flush(); err != nil {
@@ -326,80 +294,6 @@ func jobsList(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
-// listFilter is what "jobs list" selects.
-type listFilter struct {
-	topic               string
-	dueAfter, dueBefore *time.Time
-	scheduled, failing  bool
-	cursorDue           string // the -after cursor's due time ("-infinity" or RFC 3339); "" for the first page
-	cursorRow           int64
-	limit               int
-}
-
-// query returns the statement of one page and its arguments: one more row
-// than the limit, to tell whether another page follows. Every page is a
-// range scan of the index (due_at, id) in its order (TestJobsListPlan).
-func (f listFilter) query() (string, []any) {
-	var where []string
-	var args []any
-	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
-	if f.topic != "" {
-		where = append(where, "topic = "+arg(f.topic))
-	}
-	if f.dueAfter != nil {
-		where = append(where, "due_at >= "+arg(*f.dueAfter))
-	}
-	if f.dueBefore != nil {
-		where = append(where, "due_at < "+arg(*f.dueBefore))
-	}
-	if f.scheduled {
-		where = append(where, "due_at > now()")
-	}
-	if f.failing {
-		where = append(where, "attempts > 0")
-	}
-	if f.cursorDue != "" {
-		where = append(where, "(due_at, id) > ("+arg(f.cursorDue)+"::text::timestamptz, "+arg(f.cursorRow)+")")
-	}
-	q := `SELECT id, job_id, topic, key, header_keys, due_at, created_at, attempts, next_attempt_at, last_error, unique_key, octet_length(value),
-		CASE WHEN isfinite(due_at) THEN extract(epoch FROM due_at - now()) ELSE 0 END::float8,
-		extract(epoch FROM next_attempt_at - now())::float8
-		FROM ` + pgoutbox.Table
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	return q + " ORDER BY due_at, id LIMIT " + arg(f.limit+1), args
-}
-
-// queryOutbox runs q, which selects the columns of jobsList (and value and
-// the unique key's period when withValue).
-func queryOutbox(ctx context.Context, pool *pgxpool.Pool, q string, withValue bool, args ...any) ([]outboxRow, error) {
-	rs, err := pool.Query(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	var out []outboxRow
-	var r outboxRow
-	var dueIn, nextIn float64
-	dest := []any{&r.ID, &r.JobID, &r.Topic, &r.Key, &r.HeaderKeys, &r.Due, &r.Created, &r.Attempts, &r.NextAttempt, &r.LastError, &r.UniqueKey, &r.ValueSize, &dueIn, &nextIn}
-	if withValue {
-		dest = append(dest, &r.Value, &r.UniqueFor)
-	}
-	_, err = pgx.ForEachRow(rs, dest, func() error {
-		r.DueIn = seconds(dueIn)
-		r.NextAttemptIn = seconds(nextIn)
-		out = append(out, r)
-		r = outboxRow{}
-		return nil
-	})
-	return out, err
-}
-
-func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
-
 // parseWhen parses an RFC 3339 time, or a duration from now.
 func parseWhen(s string, now time.Time) (time.Time, error) {
 	if d, err := time.ParseDuration(s); err == nil {
@@ -410,31 +304,6 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("%q: want a time (2026-12-01T18:00:00Z) or a duration from now (30m, -1h)", s)
 	}
 	return t, nil
-}
-
-// cursorOf is the -after of the page after r: its due time and row id.
-func cursorOf(r *outboxRow) string {
-	due := "-infinity"
-	if r.Due.InfinityModifier == pgtype.Finite {
-		due = r.Due.Time.UTC().Format(time.RFC3339Nano)
-	}
-	return due + "/" + strconv.FormatInt(r.ID, 10)
-}
-
-func parseCursor(s string) (due string, id int64, err error) {
-	due, idText, ok := strings.Cut(s, "/")
-	if ok {
-		id, err = strconv.ParseInt(idText, 10, 64)
-	}
-	if due != "-infinity" {
-		if _, perr := time.Parse(time.RFC3339Nano, due); perr != nil {
-			ok = false
-		}
-	}
-	if !ok || err != nil {
-		return "", 0, fmt.Errorf("-after %q: not a cursor a page printed (DUE/ROW)", s)
-	}
-	return due, id, nil
 }
 
 // jsonOutboxRow is a job as "list -json" and "show -json" print it.
@@ -496,9 +365,13 @@ cancel ID' would do now. Once produced, only the job's idempotency claim
 says whether a worker ran it: give -group and -topic (or -claim-key), as to
 jobs cancel, and show reads it. It also lists the job's runs from the job
 log (joblog/pgjoblog, docs/job-log.md): each delivery a worker finished,
-its outcome, error, result and progress. A job that is in neither the
-outbox, the produced jobs nor the job log, and whose claim (when given)
-holds nothing, is an error that says what it can have been.
+its outcome, error, result and progress. With -dlq (and the connection
+flags of the dlq commands, -brokers...) it searches DLQ topics for the
+job, as 'shareq dlq list -job ID' does, and lists its records there with
+their replays: -dlq all searches every topic named *.dlq or dlq.*. A job
+that is in neither the outbox, the produced jobs, the job log nor the DLQ
+topics searched, and whose claim (when given) holds nothing, is an error
+that says what it can have been.
 `
 
 // unknownJob says what a job ID that Postgres holds nothing of can have
@@ -525,6 +398,8 @@ func jobsShow(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f := newJobsFlags("show", jobsShowUsage, stderr)
 	preview := f.fs.Int("preview", showPreviewDefault, "show at most this many bytes of the value (0 for all)")
 	keyFlags := addClaimKeyFlags(f.fs, "to read whether a worker ran it")
+	dlqTopics := f.fs.String("dlq", "", "search these DLQ topics for the job (comma-separated), or \"all\" for every DLQ topic of the cluster; with the connection flags")
+	cluster := addClusterFlags(f.fs)
 	asJSON := f.fs.Bool("json", false, "print JSON instead of text")
 	pos, err := f.parse(args, 1)
 	if err != nil {
@@ -543,91 +418,150 @@ func jobsShow(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer pool.Close()
-	rows, err := queryOutbox(ctx, pool, `SELECT o.id, o.job_id, o.topic, o.key, o.header_keys, o.due_at, o.created_at, o.attempts, o.next_attempt_at,
-		o.last_error, o.unique_key, octet_length(o.value),
-		CASE WHEN isfinite(o.due_at) THEN extract(epoch FROM o.due_at - now()) ELSE 0 END::float8,
-		extract(epoch FROM o.next_attempt_at - now())::float8, o.value, u.unique_for
-		FROM `+pgoutbox.Table+` o LEFT JOIN `+pgoutbox.UniqueTable+` u ON u.key = o.unique_key AND u.job_id = o.job_id
-		WHERE o.job_id = $1 ORDER BY o.due_at, o.id`, true, id)
-	if err != nil {
-		return tableHint(fmt.Errorf("read the outbox: %w", err))
-	}
-	var producedAt *time.Time
-	var producedAgo float64
-	err = pool.QueryRow(ctx, `SELECT produced_at, extract(epoch FROM now() - produced_at)::float8 FROM `+pgoutbox.ProducedTable+` WHERE job_id = $1`, id).Scan(&producedAt, &producedAgo)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return tableHint(fmt.Errorf("read the produced jobs: %w", err))
-	}
-	cl, err := readClaim(ctx, pool, claimKey)
+	job, err := jobinfo.Find(ctx, pool, id, claimKey)
 	if err != nil {
 		return err
 	}
-	runs, err := jobLogRuns(ctx, pool, id)
+	parked, searched, err := findParked(ctx, cluster, *dlqTopics, id)
 	if err != nil {
 		return err
 	}
-	if len(rows) == 0 && producedAt == nil && len(runs) == 0 && (cl.State == claimUnknown || cl.State == claimNone) {
-		return unknownJobError(id, cl)
+	if !job.Found() && len(parked) == 0 {
+		return unknownJobError(id, job.Claim, searched)
 	}
-	cancel := cancelWould(len(rows) > 0, producedAt != nil, cl.State)
+	cancel := cancelWould(len(job.Outbox) > 0, job.ProducedAt != nil, job.Claim.State)
 	if *asJSON {
-		out := struct {
-			JobID      string          `json:"job_id"`
-			Outbox     []jsonOutboxRow `json:"outbox"`
-			ProducedAt *time.Time      `json:"produced_at"`
-			ClaimKey   string          `json:"claim_key,omitempty"`
-			Claim      string          `json:"claim"` // unknown (no claim key given), none, ran, cancelled
-			ClaimAt    *time.Time      `json:"claim_at,omitempty"`
-			Cancel     string          `json:"cancel"` // what jobs cancel would do now: withdraw, stop, too-late, done, unknown
-			Runs       []jsonRun       `json:"runs"`   // the job log's, newest first
-		}{JobID: id, Outbox: []jsonOutboxRow{}, ProducedAt: producedAt, ClaimKey: claimKey, Claim: cl.State, Cancel: cancel, Runs: toJSONRuns(runs)}
-		if cl.State == claimRan || cl.State == claimCancelled {
-			at := cl.At.UTC()
-			out.ClaimAt = &at
-		}
-		for i := range rows {
-			j := toJSONRow(&rows[i])
-			if j.Value != nil && *preview > 0 && len(rows[i].Value) > *preview {
-				v, enc, _ := payload(rows[i].Value, *preview)
-				j.Value, j.ValueEncoding = &v, enc
-			}
-			out.Outbox = append(out.Outbox, j)
-		}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return printShowJSON(stdout, &job, parked, searched, cancel, *preview)
 	}
 	w := &errWriter{w: stdout}
 	w.printf("job id       %s\n", id)
-	if producedAt != nil {
-		w.printf("produced     %s (%s ago) by a relay: in Kafka\n", fmtTime(*producedAt), roundText(seconds(producedAgo)))
-	} else if len(rows) > 0 {
+	if job.ProducedAt != nil {
+		w.printf("produced     %s (%s ago) by a relay: in Kafka\n", fmtTime(*job.ProducedAt), roundText(job.ProducedAgo))
+	} else if len(job.Outbox) > 0 {
 		w.printf("produced     no\n")
 	} else {
 		w.printf("produced     not within the relay's ProducedRetention\n")
 	}
-	if producedAt != nil || cl.State == claimRan || cl.State == claimCancelled {
-		w.printf("run          %s\n", cl.runText())
+	if job.ProducedAt != nil || job.Claim.State == jobinfo.ClaimRan || job.Claim.State == jobinfo.ClaimCancelled {
+		w.printf("run          %s\n", runText(job.Claim))
 	}
-	if len(rows) == 0 {
+	if len(job.Outbox) == 0 {
 		w.printf("outbox       not in it\n")
 	}
-	for i := range rows {
-		printOutboxRow(w, &rows[i], i, len(rows), *preview)
+	for i := range job.Outbox {
+		printOutboxRow(w, &job.Outbox[i], i, len(job.Outbox), *preview)
 	}
-	printRuns(w, runs)
+	printRuns(w, job.Runs)
+	printParked(w, parked, searched)
 	w.printf("cancel       %s\n", cancelText(cancel, id, keyFlags))
 	return w.err
 }
 
+// printShowJSON prints what jobs show -json prints.
+func printShowJSON(stdout io.Writer, job *jobinfo.Job, parked []dlq.Parked, searched []string, cancel string, preview int) error {
+	out := struct {
+		JobID      string          `json:"job_id"`
+		Outbox     []jsonOutboxRow `json:"outbox"`
+		ProducedAt *time.Time      `json:"produced_at"`
+		ClaimKey   string          `json:"claim_key,omitempty"`
+		Claim      string          `json:"claim"` // unknown (no claim key given), none, ran, cancelled
+		ClaimAt    *time.Time      `json:"claim_at,omitempty"`
+		Cancel     string          `json:"cancel"`     // what jobs cancel would do now: withdraw, stop, too-late, done, unknown
+		Runs       []jsonRun       `json:"runs"`       // the job log's, newest first
+		DLQTopics  []string        `json:"dlq_topics"` // the DLQ topics searched (-dlq); null when not searched
+		DLQ        []jsonParked    `json:"dlq"`        // its records in them, by topic
+	}{JobID: job.ID, Outbox: []jsonOutboxRow{}, ProducedAt: job.ProducedAt, ClaimKey: job.Claim.Key, Claim: string(job.Claim.State), Cancel: cancel,
+		Runs: toJSONRuns(job.Runs), DLQTopics: searched, DLQ: []jsonParked{}}
+	if job.Claim.State == jobinfo.ClaimRan || job.Claim.State == jobinfo.ClaimCancelled {
+		at := job.Claim.At.UTC()
+		out.ClaimAt = &at
+	}
+	for i := range job.Outbox {
+		r := &job.Outbox[i]
+		j := toJSONRow(r)
+		if j.Value != nil && preview > 0 && len(r.Value) > preview {
+			v, enc, _ := payload(r.Value, preview)
+			j.Value, j.ValueEncoding = &v, enc
+		}
+		out.Outbox = append(out.Outbox, j)
+	}
+	for i := range parked {
+		out.DLQ = append(out.DLQ, toJSON(&parked[i], dlq.PreviewBytes))
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+// findParked searches the DLQ topics of -dlq for job id: none when -dlq
+// is "", every DLQ topic of the cluster for "all". It returns the topics
+// it searched.
+func findParked(ctx context.Context, c *clusterFlags, topics, id string) ([]dlq.Parked, []string, error) {
+	if topics == "" {
+		return nil, nil, nil
+	}
+	cl, err := connect(ctx, c)
+	if err != nil {
+		return nil, nil, fmt.Errorf("-dlq: %w", err)
+	}
+	defer cl.Close()
+	if topics == "all" {
+		ps, names, err := jobinfo.FindParkedAll(ctx, cl, id)
+		if names == nil {
+			names = []string{}
+		}
+		return ps, names, topicHint(err)
+	}
+	var names []string
+	for t := range strings.SplitSeq(topics, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			names = append(names, t)
+		}
+	}
+	if names == nil {
+		names = []string{}
+	}
+	ps, err := jobinfo.FindParked(ctx, cl, names, id)
+	if err != nil {
+		return nil, nil, topicHint(err)
+	}
+	return ps, names, nil
+}
+
+// printParked prints the job's records in the DLQ topics searched.
+func printParked(w *errWriter, ps []dlq.Parked, searched []string) {
+	switch {
+	case searched == nil:
+		w.printf("dlq          not searched: give -dlq all (or -dlq TOPIC,...) and the connection flags\n")
+		return
+	case len(searched) == 0:
+		w.printf("dlq          the cluster has no DLQ topic\n")
+		return
+	case len(ps) == 0:
+		w.printf("dlq          not in %s\n", strings.Join(searched, ", "))
+		return
+	}
+	w.printf("dlq          %d record(s) in %s\n", len(ps), strings.Join(searched, ", "))
+	for i := range ps {
+		p := &ps[i]
+		w.printf("  %s  parked in %s/%d@%d  reason %s  delivery %d\n", fmtTime(p.ParkedAt), p.Topic, p.Partition, p.Offset, oneLine(p.Reason, 40), p.DeliveryCount)
+		if p.Error != "" {
+			w.printf("    error    %s\n", cell(p.Error, 200))
+		}
+		for _, m := range p.Replays {
+			w.printf("    replayed %s -> %s/%d@%d\n", fmtTime(m.At), m.Topic, m.Partition, m.Offset)
+		}
+	}
+}
+
 // runText says whether a worker ran the job, from its claim.
-func (c claim) runText() string {
+func runText(c jobinfo.Claim) string {
 	switch c.State {
-	case claimNone:
+	case jobinfo.ClaimNone:
 		return fmt.Sprintf("not yet: no claim under %q", c.Key)
-	case claimRan:
+	case jobinfo.ClaimRan:
 		return fmt.Sprintf("yes: a run committed its claim %q at %s (%s ago)", c.Key, fmtTime(c.At), roundText(c.Ago))
-	case claimCancelled:
+	case jobinfo.ClaimCancelled:
 		return fmt.Sprintf("no: cancelled at %s (%s ago), claim %q; a worker claiming with idempotency.Middleware on pgstore accepts it without running it", fmtTime(c.At), roundText(c.Ago), c.Key)
 	}
 	return "unknown: only its idempotency claim says; give -group and -topic (or -claim-key) to read it"
@@ -642,15 +576,15 @@ const (
 	cancelUnknown  = "unknown"  // produced, claim not read: stop, or too late if it ran
 )
 
-func cancelWould(inOutbox, produced bool, claimState string) string {
+func cancelWould(inOutbox, produced bool, claimState jobinfo.ClaimState) string {
 	switch {
 	case inOutbox:
 		return cancelWithdraw
-	case claimState == claimRan:
+	case claimState == jobinfo.ClaimRan:
 		return cancelTooLate
-	case claimState == claimCancelled:
+	case claimState == jobinfo.ClaimCancelled:
 		return cancelDone
-	case produced && claimState == claimNone:
+	case produced && claimState == jobinfo.ClaimNone:
 		return cancelStop
 	}
 	return cancelUnknown
@@ -674,11 +608,14 @@ func cancelText(cancel, id string, f claimKeyFlags) string {
 
 // unknownJobError is the error of jobs show for a job Postgres holds
 // nothing of: each case it can have been, and what it means.
-func unknownJobError(id string, c claim) error {
+func unknownJobError(id string, c jobinfo.Claim, searched []string) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "job %s: not in the outbox, and not produced by a relay within its ProducedRetention", id)
-	if c.State == claimNone {
+	if c.State == jobinfo.ClaimNone {
 		fmt.Fprintf(&b, "; its claim %q holds no run", c.Key)
+	}
+	if len(searched) > 0 {
+		fmt.Fprintf(&b, "; not in the DLQ topics %s", strings.Join(searched, ", "))
 	}
 	b.WriteString(". Postgres holds nothing else of it, so it was one of:")
 	for _, u := range unknownJob {
@@ -699,8 +636,8 @@ func printOutboxRow(w *errWriter, r *outboxRow, i, n, preview int) {
 		w.printf("  key        (%d bytes%s) %s\n", len(r.Key), encNote(keyEnc), keyText)
 	}
 	w.printf("  enqueued   %s\n", fmtTime(r.Created))
-	w.printf("  due        %s\n", r.dueText())
-	w.printf("  attempts   %s\n", r.attemptsText())
+	w.printf("  due        %s\n", dueText(r))
+	w.printf("  attempts   %s\n", attemptsText(r))
 	if r.LastError != nil {
 		w.printf("  last error %s\n", indent(*r.LastError, "             "))
 	}

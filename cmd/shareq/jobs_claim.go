@@ -1,17 +1,11 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/shareq/shareq/idempotency"
-	"github.com/shareq/shareq/idempotency/pgstore"
 )
 
 // claimKeyFlags are the flags that name a job's idempotency claim key:
@@ -50,48 +44,4 @@ func (f claimKeyFlags) args() string {
 		return fmt.Sprintf("-group %s -topic %s", *f.group, *f.topic)
 	}
 	return "-group GROUP -topic TOPIC"
-}
-
-// What the claim table holds for a job's claim key.
-const (
-	claimUnknown   = "unknown"   // no claim key given: not read
-	claimNone      = "none"      // no row: no run committed, no cancel
-	claimRan       = "ran"       // a run committed its claim
-	claimCancelled = "cancelled" // a cancel (jobs cancel, pgoutbox.Cancel) holds the key
-)
-
-// claim is a job's claim row, as jobs show reads it.
-type claim struct {
-	Key   string
-	State string
-	At    time.Time     // when the run claimed it, or when it was cancelled
-	Ago   time.Duration // now - At on Postgres's clock
-}
-
-var claimTable = pgx.Identifier{pgstore.TableDefault}.Sanitize()
-
-// readClaim reads the claim row of key from idempotency/pgstore's claim
-// table (the one jobs cancel writes to); State claimUnknown when key is "".
-func readClaim(ctx context.Context, pool *pgxpool.Pool, key string) (claim, error) {
-	c := claim{Key: key, State: claimUnknown}
-	if key == "" {
-		return c, nil
-	}
-	var cancelled *time.Time
-	var ago float64
-	err := pool.QueryRow(ctx, `SELECT claimed_at, cancelled_at, extract(epoch FROM now() - coalesce(cancelled_at, claimed_at))::float8
-		FROM `+claimTable+` WHERE key = $1`, key).Scan(&c.At, &cancelled, &ago)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		c.State = claimNone
-		return c, nil
-	case err != nil:
-		return c, tableHint(fmt.Errorf("read the claim %q: %w", key, err))
-	case cancelled != nil:
-		c.State, c.At = claimCancelled, *cancelled
-	default:
-		c.State = claimRan
-	}
-	c.Ago = seconds(ago)
-	return c, nil
 }

@@ -6,11 +6,8 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
-	"time"
 
-	"github.com/jackc/pgx/v5"
-
-	"github.com/shareq/shareq/scheduler"
+	"github.com/shareq/shareq/console/jobinfo"
 )
 
 const jobsSchedulesUsage = `usage: shareq jobs schedules [flags]
@@ -32,19 +29,7 @@ until deleted by hand.
 `
 
 // scheduleRow is one row of the scheduler's state table.
-type scheduleRow struct {
-	App        string     `json:"app"`
-	Schedule   string     `json:"schedule"`
-	Spec       *string    `json:"spec"`
-	LastFiring *time.Time `json:"last_firing"`
-	NextFiring *time.Time `json:"next_firing"`
-	Leader     *string    `json:"leader"`
-	UpdatedAt  time.Time  `json:"updated_at"`
-	Active     bool       `json:"active"`  // the app has an active scheduler
-	NotRun     bool       `json:"not_run"` // which does not run this schedule (removed, renamed)
-
-	lastAgo, nextIn time.Duration
-}
+type scheduleRow = jobinfo.Schedule
 
 func jobsSchedules(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := newJobsFlags("schedules", jobsSchedulesUsage, stderr)
@@ -58,49 +43,9 @@ func jobsSchedules(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	defer pool.Close()
-	q := `SELECT app, schedule, spec, last_firing, next_firing, leader, updated_at,
-		coalesce(extract(epoch FROM now() - last_firing), 0)::float8, coalesce(extract(epoch FROM next_firing - now()), 0)::float8
-		FROM ` + scheduler.StateTable + ` WHERE $1 = '' OR app = $1 ORDER BY app, schedule`
-	rs, err := pool.Query(ctx, q, *app)
+	out, err := jobinfo.Schedules(ctx, pool, *app)
 	if err != nil {
-		return tableHint(fmt.Errorf("read the schedules: %w", err))
-	}
-	var out []scheduleRow
-	var r scheduleRow
-	var lastAgo, nextIn float64
-	_, err = pgx.ForEachRow(rs, []any{&r.App, &r.Schedule, &r.Spec, &r.LastFiring, &r.NextFiring, &r.Leader, &r.UpdatedAt, &lastAgo, &nextIn}, func() error {
-		r.lastAgo, r.nextIn = seconds(lastAgo), seconds(nextIn)
-		out = append(out, r)
-		r = scheduleRow{}
-		return nil
-	})
-	if err != nil {
-		return tableHint(fmt.Errorf("read the schedules: %w", err))
-	}
-	// The app's current leader is the one that wrote its latest row: the
-	// active scheduler writes all of its schedules' rows when it takes
-	// over. A row another leader wrote last is of a schedule the active
-	// one does not run.
-	active := map[string]bool{}
-	current := map[string]*scheduleRow{}
-	for i := range out {
-		r := &out[i]
-		if c := current[r.App]; c == nil || r.UpdatedAt.After(c.UpdatedAt) {
-			current[r.App] = r
-		}
-	}
-	for i := range out {
-		r := &out[i]
-		if _, ok := active[r.App]; !ok {
-			if active[r.App], err = schedulerActive(ctx, pool, r.App); err != nil {
-				return err
-			}
-		}
-		r.Active = active[r.App]
-		r.NotRun = r.Active && strOr(r.Leader, "") != strOr(current[r.App].Leader, "")
-		if !r.Active || r.NotRun {
-			r.NextFiring = nil
-		}
+		return err
 	}
 	if *asJSON {
 		if out == nil {
@@ -116,13 +61,13 @@ func jobsSchedules(ctx context.Context, args []string, stdout, stderr io.Writer)
 		r := &out[i]
 		last, next, act := "never", "-", "no"
 		if r.LastFiring != nil {
-			last = fmtShortTime(*r.LastFiring) + " (" + relText(-r.lastAgo) + ")"
+			last = fmtShortTime(*r.LastFiring) + " (" + relText(-r.LastAgo) + ")"
 		}
 		switch {
 		case r.NotRun:
 			next, act = "- (the active scheduler does not run it)", "not run"
 		case r.Active && r.NextFiring != nil:
-			next, act = fmtShortTime(*r.NextFiring)+" ("+relText(r.nextIn)+")", "yes"
+			next, act = fmtShortTime(*r.NextFiring)+" ("+relText(r.NextIn)+")", "yes"
 		case r.Active:
 			next, act = "none (the spec has no more firings)", "yes"
 		default:
@@ -137,20 +82,4 @@ func jobsSchedules(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintln(stderr, "no schedules recorded (a scheduler records its schedules when it becomes its app's active one)")
 	}
 	return nil
-}
-
-// schedulerActive reports whether a session holds the advisory lock of
-// app's active scheduler in this database.
-func schedulerActive(ctx context.Context, db interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, app string) (bool, error) {
-	k := uint64(scheduler.LockKey(app))
-	var held bool
-	err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
-		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-		AND classid::int8 = $1 AND objid::int8 = $2 AND objsubid = 1)`, int64(k>>32), int64(k&0xffffffff)).Scan(&held)
-	if err != nil {
-		return false, fmt.Errorf("read the scheduler's lock from pg_locks: %w", err)
-	}
-	return held, nil
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -504,73 +503,4 @@ func TestJobsListCells(t *testing.T) {
 	if !regexp.MustCompile(`\na b +jobs +"" +\S+Z \(in`).MatchString(stdout) {
 		t.Fatalf("list:\n%s", stdout)
 	}
-}
-
-// Every page of the list, filtered or not, first or later, is a range
-// scan of the index on (due_at, id) in its order, without a sort and
-// without reading the table through: a page of 50 from 20,000 rows reads
-// a few blocks. A page of failing jobs may instead read the failing rows
-// through their own index (migration 0007's, on attempts > 0) and sort
-// them: its cost is the failing rows', not the table's.
-func TestJobsListPlan(t *testing.T) {
-	t.Parallel()
-	pool, _ := jobsDB(t)
-	ctx := t.Context()
-	if _, err := pool.Exec(ctx, `INSERT INTO `+pgoutbox.Table+` (topic, value, job_id, due_at, attempts)
-		SELECT CASE WHEN i % 10 = 0 THEN 'emails' ELSE 'reports' END, '\x00', 'job-' || i, now() + i * interval '1 second', (i % 100 = 0)::int
-		FROM generate_series(1, 20000) AS i`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, "ANALYZE "+pgoutbox.Table); err != nil {
-		t.Fatal(err)
-	}
-	soon, later := time.Now().Add(time.Hour), time.Now().Add(2*time.Hour)
-	for _, c := range []struct {
-		name      string
-		f         listFilter
-		maxBlocks int64 // 0: not checked
-		failing   bool  // the index of the failing rows and a sort will do
-	}{
-		{"first page", listFilter{limit: 50}, 10, false},
-		{"a later page", listFilter{limit: 50, cursorDue: later.UTC().Format(time.RFC3339Nano), cursorRow: 7000}, 10, false},
-		{"due between", listFilter{limit: 50, dueAfter: &soon, dueBefore: &later}, 10, false},
-		{"scheduled", listFilter{limit: 50, scheduled: true}, 10, false},
-		{"a topic", listFilter{limit: 50, topic: "emails"}, 0, false},
-		{"failing", listFilter{limit: 50, failing: true}, 0, true},
-	} {
-		q, args := c.f.query()
-		var plan []map[string]any
-		if err := pool.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+q, args...).Scan(&plan); err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		top := plan[0]["Plan"].(map[string]any)
-		var nodes []string
-		var walk func(n map[string]any)
-		walk = func(n map[string]any) {
-			nodes = append(nodes, fmt.Sprintf("%v %v", n["Node Type"], n["Index Name"]))
-			for _, ch := range asSlice(n["Plans"]) {
-				walk(ch.(map[string]any))
-			}
-		}
-		walk(top)
-		if c.failing && slices.Contains(nodes, "Bitmap Index Scan shareq_outbox_retry_idx") && !slices.ContainsFunc(nodes, func(n string) bool {
-			return strings.HasPrefix(n, "Seq Scan")
-		}) {
-			t.Logf("%s: %v, through the failing rows' index", c.name, nodes)
-		} else if !slices.Contains(nodes, "Index Scan shareq_outbox_due_idx") || slices.ContainsFunc(nodes, func(n string) bool {
-			return strings.HasPrefix(n, "Seq Scan") || strings.HasPrefix(n, "Sort") || strings.HasPrefix(n, "Bitmap")
-		}) {
-			t.Errorf("%s: plan %v, want a scan of shareq_outbox_due_idx only", c.name, nodes)
-		}
-		blocks := int64(top["Shared Hit Blocks"].(float64) + top["Shared Read Blocks"].(float64))
-		if c.maxBlocks > 0 && blocks > c.maxBlocks {
-			t.Errorf("%s: read %d blocks, want at most %d", c.name, blocks, c.maxBlocks)
-		}
-		t.Logf("%s: %v, %d blocks", c.name, nodes, blocks)
-	}
-}
-
-func asSlice(v any) []any {
-	s, _ := v.([]any)
-	return s
 }
