@@ -116,8 +116,11 @@ func cluster3() *cluster {
 	return &cluster{name: "3-node cluster", nodes: 3, portBase: base}
 }
 
+// ownBroker is the private broker of -own-broker on portBase. Its
+// directory is its port base's, so that soaks on other port bases (the
+// flag's advice on a shared machine) never share, and wipe, its data.
 func ownBroker(cache string, portBase int) *cluster {
-	return &cluster{name: "private broker", nodes: 1, portBase: portBase, dir: filepath.Join(cache, "kafka-own")}
+	return &cluster{name: "private broker", nodes: 1, portBase: portBase, dir: filepath.Join(cache, "kafka-own-"+strconv.Itoa(portBase))}
 }
 
 func (c *cluster) env() []string {

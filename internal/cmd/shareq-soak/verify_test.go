@@ -78,3 +78,12 @@ func TestDupsPerBrokerRestart(t *testing.T) {
 		t.Errorf("no broker restart: %v", got)
 	}
 }
+
+// Two private brokers on different port bases keep their data apart: a
+// second soak's "up" wiped a running soak's broker when they shared it.
+func TestOwnBrokersOnOtherPortsHaveOtherDirs(t *testing.T) {
+	a, b := ownBroker("/c", 29092), ownBroker("/c", 34092)
+	if a.dir == b.dir {
+		t.Errorf("both private brokers in %s", a.dir)
+	}
+}
