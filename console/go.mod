@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/shareq/shareq v0.1.0
 	github.com/shareq/shareq/enqueue/pgoutbox v0.1.0
+	github.com/shareq/shareq/joblog/pgjoblog v0.1.0
 	github.com/shareq/shareq/migrations v0.1.0
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.20.0

@@ -42,6 +42,7 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
+	github.com/shareq/shareq/joblog/pgjoblog v0.1.0 // indirect
 	github.com/sourcegraph/conc v0.3.0 // indirect
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
@@ -66,6 +67,7 @@ replace (
 	github.com/shareq/shareq/console => ../console
 	github.com/shareq/shareq/enqueue/pgoutbox => ../enqueue/pgoutbox
 	github.com/shareq/shareq/idempotency/pgstore => ../idempotency/pgstore
+	github.com/shareq/shareq/joblog/pgjoblog => ../joblog/pgjoblog
 	github.com/shareq/shareq/metrics => ../metrics
 	github.com/shareq/shareq/migrations => ../migrations
 	github.com/shareq/shareq/scheduler => ../scheduler

@@ -21,6 +21,7 @@ require (
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
 	github.com/shareq/shareq/enqueue/pgoutbox v0.1.0 // indirect
 	github.com/shareq/shareq/idempotency/pgstore v0.1.0 // indirect
+	github.com/shareq/shareq/joblog/pgjoblog v0.1.0 // indirect
 	github.com/sourcegraph/conc v0.3.0 // indirect
 	github.com/twmb/franz-go/pkg/kadm v1.20.0 // indirect
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c // indirect
@@ -37,5 +38,6 @@ replace (
 	github.com/shareq/shareq/console => ../../console
 	github.com/shareq/shareq/enqueue/pgoutbox => ../../enqueue/pgoutbox
 	github.com/shareq/shareq/idempotency/pgstore => ../../idempotency/pgstore
+	github.com/shareq/shareq/joblog/pgjoblog => ../../joblog/pgjoblog
 	github.com/shareq/shareq/migrations => ../../migrations
 )
