@@ -47,7 +47,7 @@ const (
 	chartW      = 720
 	chartH      = 220
 	plotLeft    = 58
-	plotRight   = chartW - 12
+	plotRight   = chartW - 20
 	plotTop     = 30
 	plotBottom  = chartH - 26
 	chartLegend = 14 // the legend's baseline
@@ -244,19 +244,27 @@ func (c *chart) axes(b *bytes.Buffer, ymax float64) {
 		b.Write(appendCoord(scratch[:0], xx))
 		b.WriteString(`" x2="`)
 		b.Write(appendCoord(scratch[:0], xx))
-		b.WriteString(`" stroke="#9aa3b0"/><text y="` + strconv.Itoa(chartH-8) + `" text-anchor="middle" x="`)
+		b.WriteString(`" stroke="#9aa3b0"/>`)
+		label := t.Format("15:04")
+		if every < time.Minute {
+			label = t.Format("15:04:05")
+		}
+		if xx+3.4*float64(len(label)) > chartW { // it would be cut at the edge
+			continue
+		}
+		b.WriteString(`<text y="` + strconv.Itoa(chartH-8) + `" text-anchor="middle" x="`)
 		b.Write(appendCoord(scratch[:0], xx))
 		b.WriteString(`">`)
-		b.WriteString(t.Format("15:04"))
+		b.WriteString(label)
 		b.WriteString("</text>")
 	}
 	b.WriteString(`<text x="` + strconv.Itoa(plotRight) + `" y="` + strconv.Itoa(chartLegend) + `" text-anchor="end">UTC</text></g>`)
 }
 
-// timeTick is the step of the time labels for a span: 10 minutes for
-// an hour, 3 hours for a day.
+// timeTick is the step of the time labels for a span: at most 8
+// labels; 10 minutes for an hour, 3 hours for a day.
 func timeTick(span time.Duration) time.Duration {
-	for _, d := range []time.Duration{time.Minute, 5 * time.Minute, 10 * time.Minute, 30 * time.Minute, time.Hour, 3 * time.Hour, 6 * time.Hour} {
+	for _, d := range []time.Duration{10 * time.Second, 30 * time.Second, time.Minute, 5 * time.Minute, 10 * time.Minute, 30 * time.Minute, time.Hour, 3 * time.Hour, 6 * time.Hour} {
 		if span/d <= 8 {
 			return d
 		}
@@ -275,7 +283,7 @@ func (c *chart) legend(b *bytes.Buffer) {
 		b.WriteString(`"/><text x="` + strconv.Itoa(x+14) + `" y="` + strconv.Itoa(chartLegend) + `">`)
 		b.WriteString(html.EscapeString(s.Name))
 		b.WriteString("</text>")
-		x += 14 + 7*len([]rune(s.Name)) + 18
+		x += 14 + 13*len([]rune(s.Name))/2 + 16
 	}
 	b.WriteString("</g>")
 }

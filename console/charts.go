@@ -119,9 +119,15 @@ func (s *server) groupChartsHTML(group string, cr chartRange) []template.HTML {
 		return []template.HTML{lag.html(), oldest.html()}
 	}
 	h := s.cfg.sampler.history(group, cr.span > fineSpan)
+	if h.since {
+		what := "since " + fmtClock(h.from) + " UTC (the sampler's start)"
+		lag.Title = "Lag (jobs not done) of " + group + ", " + what
+		oldest.Title = "Oldest job not done of " + group + ", " + what
+	}
 	lag.From, lag.To, lag.Step, lag.Series[0].Points = h.from, h.to, h.step, h.lag
 	oldest.From, oldest.To, oldest.Step, oldest.Series[0].Points = h.from, h.to, h.step, h.oldest
 	empty := "No samples of this group yet: the console samples every " + s.cfg.sampler.every.String() + " from its start."
+	lag.Note = "A partition the group has no start offset for yet counts the records waiting for it, when known: the group page's “≥ N”."
 	if h.lastErr != nil {
 		lag.Note = "The latest sample (" + fmtTime(h.lastAt) + ") failed: " + h.lastErr.Error()
 	}

@@ -49,6 +49,7 @@ type Sampler struct {
 	groups  map[string]*groupSamples
 	lastErr error     // of the latest round, nil when it went through
 	lastAt  time.Time // the latest round's time, zero before the first
+	started time.Time // the first round's time, zero before it
 }
 
 // groupSamples are one group's rings. A slot holds the bucket it was
@@ -144,7 +145,9 @@ func (s *Sampler) sampleOnce(ctx context.Context) {
 }
 
 // sampleGroup returns the group's total lag (-1 unknown) and the age
-// of its oldest job not done, in seconds (-1 unknown).
+// of its oldest job not done, in seconds (-1 unknown). Partitions
+// without a start offset yet count as the group page counts them: the
+// records waiting for the group when that is known, else nothing.
 func (s *Sampler) sampleGroup(ctx context.Context, adm *kadm.Client, group string) (lag int64, oldest float64, err error) {
 	g, err := sharegroup.Describe(ctx, adm, group)
 	if err != nil {
@@ -155,8 +158,8 @@ func (s *Sampler) sampleGroup(ctx context.Context, adm *kadm.Client, group strin
 		return -1, -1, err
 	}
 	lag = -1
-	if st.TotalLag != nil {
-		lag = *st.TotalLag
+	if len(st.Partitions) > 0 {
+		lag = st.LagAtLeast // TotalLag when known; the group page's "≥ N" otherwise
 	}
 	at, known, err := s.oldestWaiting(ctx, st)
 	switch {
@@ -176,16 +179,18 @@ func (s *Sampler) sampleGroup(ctx context.Context, adm *kadm.Client, group strin
 // came, and the newest such a job can be otherwise. The start offset
 // would name the oldest exactly, but Apache Kafka reports it late, for
 // seconds to a minute after the jobs before it are done
-// (docs/architecture.md, fact 16), while the lag is exact. at is zero
-// when no partition has lag; known is false when a partition's lag is
-// unknown.
+// (docs/architecture.md, fact 16), while the lag is exact. Partitions
+// whose lag is unknown (no start offset yet) are left out: known is
+// false when every partition's is. at is zero when no partition has
+// lag.
 func (s *Sampler) oldestWaiting(ctx context.Context, st *sharegroup.Status) (at time.Time, known bool, err error) {
 	starts := map[string]map[int32]kgo.Offset{}
 	want := 0
 	for _, p := range st.Partitions {
 		if p.Lag == nil || p.HighWatermark == nil {
-			return time.Time{}, false, nil
+			continue // not started yet
 		}
+		known = true
 		if *p.Lag == 0 {
 			continue
 		}
@@ -196,7 +201,7 @@ func (s *Sampler) oldestWaiting(ctx context.Context, st *sharegroup.Status) (at 
 		want++
 	}
 	if want == 0 {
-		return time.Time{}, true, nil
+		return time.Time{}, known, nil
 	}
 	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, s.cl.Opts()...),
 		kgo.ConsumePartitions(starts), kgo.FetchMaxWait(200*time.Millisecond), kgo.FetchMaxPartitionBytes(64<<10))...)
@@ -265,6 +270,9 @@ func (s *Sampler) endRound(t time.Time, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lastAt, s.lastErr = t, err
+	if s.started.IsZero() {
+		s.started = t
+	}
 	for name, g := range s.groups {
 		if t.Sub(g.seen) > 24*time.Hour {
 			delete(s.groups, name)
@@ -291,7 +299,14 @@ type groupHistory struct {
 	from, to    time.Time
 	lastAt      time.Time // the latest round, zero before the first
 	lastErr     error
+	// since is set when the sampler started within the range: from is
+	// then its start, not the range's, so that the samples it has fill
+	// the chart (but from is never less than minSpanSteps steps back).
+	since bool
 }
+
+// minSpanSteps is the fewest steps a chart of the samples spans.
+const minSpanSteps = 60
 
 // history returns the group's samples of the last hour (day false, at
 // the sampler's step) or the last day (at a minute), oldest first.
@@ -305,6 +320,13 @@ func (s *Sampler) history(group string, day bool) groupHistory {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h.lastAt, h.lastErr = s.lastAt, s.lastErr
+	start := s.started
+	if floor := now.Add(-minSpanSteps * s.every); start.After(floor) {
+		start = floor
+	}
+	if !s.started.IsZero() && start.After(h.from) {
+		h.from, h.since = start, true
+	}
 	g := s.groups[group]
 	if g == nil {
 		return h

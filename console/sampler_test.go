@@ -118,3 +118,32 @@ func TestNewSamplerRefusesBadSettings(t *testing.T) {
 		}
 	}
 }
+
+// A sampler that started within the range charts from its start (so
+// its samples fill the chart), but over at least 60 steps.
+func TestSamplerHistoryStartsAtTheSamplersStart(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	clk := &fakeClock{at: t0}
+	s := newSampler(nil, 10*time.Second, clk.now)
+	s.endRound(t0, nil)
+	for _, tc := range []struct {
+		after     time.Duration
+		day       bool
+		wantFrom  time.Time
+		wantSince bool
+	}{
+		{5 * time.Minute, false, t0.Add(-5 * time.Minute), true}, // 60 steps of 10 s
+		{30 * time.Minute, false, t0, true},
+		{30 * time.Minute, true, t0, true},
+		{2 * time.Hour, false, t0.Add(time.Hour), false}, // the last hour
+		{2 * time.Hour, true, t0, true},
+		{25 * time.Hour, true, t0.Add(time.Hour), false},
+	} {
+		clk.at = t0.Add(tc.after)
+		s.endRound(clk.at, nil)
+		if h := s.history("g", tc.day); !h.from.Equal(tc.wantFrom) || h.since != tc.wantSince || !h.to.Equal(clk.at) {
+			t.Errorf("%v after the start (day %v): from %v since %v, want from %v since %v", tc.after, tc.day, h.from, h.since, tc.wantFrom, tc.wantSince)
+		}
+	}
+}
