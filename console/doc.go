@@ -1,7 +1,9 @@
 // Package console is shareq's operator console: web pages that show the
 // share groups, their members, offsets and lag, the topics with their
 // dead-letter topics, the jobs parked there (filtered, paged, newest
-// first) and, given a database, the Postgres outbox; and, with [Actions],
+// first), charts over time (a group's lag and oldest job from a
+// [Sampler], a topic's runs per outcome from the job log) and, given a
+// database, the Postgres outbox; and, with [Actions],
 // that replay parked jobs, enqueue a job and reset a group's start
 // offsets.
 //
