@@ -29,9 +29,9 @@ const (
 // group at a fixed step, for the charts of the console it is given to
 // ([Charts]). It keeps its samples in memory, in two rings per group of
 // fixed size: the last hour at its step and the last day at one minute
-// (the largest sample of each minute), so it never grows past about
-// 50 KB a group; a group not seen for a day is forgotten. A restart
-// starts the charts empty.
+// (the largest sample of each minute), 24 bytes a sample: 43 KB a group
+// at the default step, 121 KB at 1 s; a group not seen for a day is
+// forgotten. A restart starts the charts empty.
 //
 // Each sample describes the groups as the overview page does, and reads
 // the first record of each partition's lag (one short fetch per group
