@@ -1,11 +1,13 @@
 // Package console is shareq's operator console: web pages that show the
 // share groups, their members, offsets and lag, the topics with their
 // dead-letter topics, the jobs parked there (filtered, paged, newest
-// first), given a database the Postgres outbox (its jobs for later and
-// the periodic schedules), and one job's whole life by its ID (/jobs/ID,
-// from every source the console has: package jobinfo); and, with
-// [Actions], that replay parked jobs, enqueue a job, cancel a job for
-// later and reset a group's start offsets.
+// first), charts over time (a group's lag and oldest job from a
+// [Sampler], a topic's runs per outcome from the job log), given a
+// database the Postgres outbox (its jobs for later and the periodic
+// schedules), and one job's whole life by its ID (/jobs/ID, from every
+// source the console has: package jobinfo); and, with [Actions], that
+// replay parked jobs, enqueue a job, cancel a job for later and reset a
+// group's start offsets.
 //
 // It is an http.Handler, for an application to mount behind its own auth:
 //

@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"errors"
+	"html/template"
 	"net/http"
 	"slices"
 	"strings"
@@ -105,6 +106,8 @@ type groupPage struct {
 	BrokerDLQ  string   // the group's broker dead-letter topic, "" when none is set
 	DLQs       []string // the DLQ topics (<topic>.dlq) of the group's topics that exist
 	Paused     pauseView
+	Charts     []template.HTML // the last hour's lag and oldest job (charts.go)
+	Refresh    string          // how often the group's chart page reloads
 }
 
 type kv struct{ Key, Value string }
@@ -133,7 +136,7 @@ func (s *server) group(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, statusOf(err), err)
 		return
 	}
-	p := groupPage{Status: st, Paused: s.pausesOf(ctx, cl, st)}
+	p := groupPage{Status: st, Paused: s.pausesOf(ctx, cl, st), Charts: s.groupChartsHTML(name, chartRanges[0]), Refresh: s.refreshEvery().String()}
 	var dlqs []string
 	for _, ps := range st.Partitions {
 		if d := ps.Topic + dlq.TopicSuffix; !slices.Contains(dlqs, d) {

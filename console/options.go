@@ -53,6 +53,8 @@ type config struct {
 	workersTopic  string
 	controlTopic  string
 	auth          authConfig // auth.go
+	sampler       *Sampler   // charts.go
+	samplerSet    bool
 }
 
 // Client makes the console talk to Kafka through cl, the application's
@@ -215,5 +217,6 @@ func (c *config) validate() []error {
 	if c.loggerSet && c.logger == nil {
 		errs = append(errs, errors.New("Logger(nil): give a *slog.Logger, or leave Logger out for slog.Default()"))
 	}
+	errs = append(errs, c.validateCharts()...)
 	return append(errs, c.auth.validate(c.actions)...)
 }

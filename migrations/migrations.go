@@ -33,6 +33,9 @@
 //	0008  shareq_job_runs: the job log of joblog/pgjoblog, one row per
 //	      finished delivery, partitioned by day on ended_at; and
 //	      shareq_job_progress, the last progress of running jobs
+//	0009  shareq_job_runs_topic_ended_idx: the job log's runs by topic
+//	      and end time, with the outcome, for counts per outcome over
+//	      time (pgjoblog.CountOutcomes, the console's charts)
 package migrations
 
 import (

@@ -78,7 +78,7 @@ func TestUp(t *testing.T) {
 		}
 	}
 	got := versions(t, pool)
-	want := []version{{1, "0001_create_processed_jobs"}, {2, "0002_create_outbox"}, {3, "0003_jobs_for_later"}, {4, "0004_cancelled_claims"}, {5, "0005_scheduler"}, {6, "0006_scheduler_schedules"}, {7, "0007_outbox_retry_index"}, {8, "0008_job_log"}}
+	want := []version{{1, "0001_create_processed_jobs"}, {2, "0002_create_outbox"}, {3, "0003_jobs_for_later"}, {4, "0004_cancelled_claims"}, {5, "0005_scheduler"}, {6, "0006_scheduler_schedules"}, {7, "0007_outbox_retry_index"}, {8, "0008_job_log"}, {9, "0009_job_runs_topic_index"}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("recorded versions = %v, want %v", got, want)
 	}

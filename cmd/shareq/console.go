@@ -171,10 +171,20 @@ func serveConsole(ctx context.Context, cl *kgo.Client, c consoleConfig, stdout, 
 		defer pool.Close()
 		opts = append(opts, console.Outbox(pool))
 	}
+	// The charts' sampler runs as long as the server, and stops with it.
+	sm, err := console.NewSampler(cl, 0)
+	if err != nil {
+		return err
+	}
+	opts = append(opts, console.Charts(sm))
 	h, err := console.New(opts...)
 	if err != nil {
 		return err
 	}
+	sctx, stopSampling := context.WithCancel(ctx)
+	sampled := make(chan error, 1)
+	go func() { sampled <- sm.Run(sctx) }()
+	defer func() { stopSampling(); <-sampled }()
 	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {
 		return fmt.Errorf("console: %w", err)

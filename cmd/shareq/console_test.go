@@ -49,8 +49,8 @@ func TestConsoleCommand(t *testing.T) {
 	go func() {
 		done <- run(ctx, []string{"console", "-brokers", strings.Join(c.Seeds, ","), "-listen", addr, "-prefix", "/ops", "-auth-user", "admin"}, &out, &errOut)
 	}()
-	get := func(user, pass string) (int, string) {
-		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/ops/topics", nil)
+	getPath := func(path, user, pass string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/ops"+path, nil)
 		if user != "" {
 			req.SetBasicAuth(user, pass)
 		}
@@ -67,6 +67,7 @@ func TestConsoleCommand(t *testing.T) {
 			return resp.StatusCode, string(b)
 		}
 	}
+	get := func(user, pass string) (int, string) { return getPath("/topics", user, pass) }
 	if code, _ := get("", ""); code != http.StatusUnauthorized {
 		t.Errorf("no auth: %d", code)
 	}
@@ -79,6 +80,10 @@ func TestConsoleCommand(t *testing.T) {
 	}
 	if strings.Contains(body, "s3cret") {
 		t.Errorf("the password is in the page")
+	}
+	// The command runs the charts' sampler.
+	if code, body := getPath("/groups/none/charts", "admin", "s3cret"); code != http.StatusOK || !strings.Contains(body, "the console samples every 10s") {
+		t.Errorf("group charts: %d\n%s", code, body)
 	}
 	cancel()
 	if err := <-done; err != nil {

@@ -43,5 +43,7 @@
 // jobs is written at most once a second per job, to shareq_job_progress.
 //
 // [Log.Runs] lists the runs of one job, newest first; [Log.Recent] the
-// latest runs, filtered; [Log.Progress] a running job's progress.
+// latest runs, filtered; [Log.Progress] a running job's progress;
+// [CountOutcomes] a topic's runs per outcome over time (the console's
+// charts).
 package pgjoblog

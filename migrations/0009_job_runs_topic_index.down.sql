@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS shareq_job_runs_topic_ended_idx;
