@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,7 +137,15 @@ func TestChartsWithoutSamplerOrDatabase(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("group: %d\n%s", code, body)
 	}
-	mustContain(t, "group", body, "No samples: the console runs without a sampler")
+	mustContain(t, "group", body, "No charts of lag over time: this console samples nothing")
+	if strings.Contains(body, "chart-lag") {
+		t.Errorf("the group page without a sampler draws the empty lag chart:\n%s", body)
+	}
+	code, _, body = b.getPage(t, "/groups/"+b.group+"/charts")
+	if code != http.StatusOK {
+		t.Fatalf("group charts: %d\n%s", code, body)
+	}
+	mustContain(t, "group charts", body, "No samples: the console runs without a sampler")
 	code, refresh, body := b.getPage(t, "/topics/"+b.topic+"/charts")
 	if code != http.StatusOK || refresh != "10" {
 		t.Fatalf("topic charts: %d, Refresh %q (want 10)\n%s", code, refresh, body)

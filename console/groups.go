@@ -136,7 +136,10 @@ func (s *server) group(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, statusOf(err), err)
 		return
 	}
-	p := groupPage{Status: st, Paused: s.pausesOf(ctx, cl, st), Charts: s.groupChartsHTML(name, chartRanges[0]), Refresh: s.refreshEvery().String()}
+	p := groupPage{Status: st, Paused: s.pausesOf(ctx, cl, st), Refresh: s.refreshEvery().String()}
+	if s.cfg.sampler != nil { // without one, a line says so instead of two empty charts
+		p.Charts = s.groupChartsHTML(name, chartRanges[0])
+	}
 	var dlqs []string
 	for _, ps := range st.Partitions {
 		if d := ps.Topic + dlq.TopicSuffix; !slices.Contains(dlqs, d) {
