@@ -30,11 +30,12 @@ import (
 )
 
 // TestJobLifeInBrowser follows one job through its whole life: enqueued
-// in the Postgres outbox, produced by a relay, run by a worker whose bug
-// fails it and parks it, replayed from the console once the bug is fixed,
-// and run to success. An operator then pastes its ID into the search box
-// of the overview page and sees, in order, the enqueue, the produce, the
-// two runs, the parking and the replay, the last run succeeded. The
+// in the Postgres outbox, produced by a relay, run by a worker whose
+// dependency times out (retried) and whose bug then fails it and parks it,
+// replayed from the console once the bug is fixed, and run to success. An
+// operator then pastes its ID into the search box of the overview page and
+// sees, in order, the enqueue, the produce, the two failed runs, the
+// parking and the replay, the last run succeeded. The
 // outbox page lists jobs for later, the periodic schedules with the
 // active scheduler, and a cancel button per job.
 func TestJobLifeInBrowser(t *testing.T) {
@@ -80,13 +81,16 @@ func TestJobLifeInBrowser(t *testing.T) {
 	stopLog := kafkatest.Run(t, jl.Run)
 	defer stopLog()
 	fixed := make(chan struct{})
-	h := handler.JSON(func(_ context.Context, _ *handler.Job, inv map[string]int) error {
+	h := handler.JSON(func(_ context.Context, job *handler.Job, inv map[string]int) error {
 		select {
 		case <-fixed:
 			return nil
 		default:
-			return handler.Permanent(errors.New("render invoice 42: template: missing field \"vat_id\""))
 		}
+		if job.DeliveryCount == 1 {
+			return errors.New("vat service: timeout") // retried
+		}
+		return handler.Permanent(errors.New("render invoice 42: template: missing field \"vat_id\""))
 	})
 	park, err := dlq.Middleware(cl, dlq.Logger(slog.New(slog.DiscardHandler)))
 	if err != nil {
@@ -94,6 +98,7 @@ func TestJobLifeInBrowser(t *testing.T) {
 	}
 	obs := new(shareqtest.Observer)
 	w, err := worker.New(worker.Brokers(c.Seeds...), worker.Group(group), worker.Handle(topic, h), worker.Use(park),
+		worker.RetryBackoff(func(int32) time.Duration { return 10 * time.Millisecond }),
 		worker.Observers(obs, jl), worker.Logger(slog.New(slog.DiscardHandler)), worker.ShutdownTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +126,7 @@ func TestJobLifeInBrowser(t *testing.T) {
 	do(chromedp.Navigate(srv.URL+"/dlq/"+dlqTopic+"/0/0"), chromedp.WaitVisible(chromedp.ID("replay-one")),
 		chromedp.Click(chromedp.ID("replay-one")), chromedp.WaitVisible(chromedp.ID("replay-done")))
 	obs.WaitFor(t, 60*time.Second, "the replayed job succeeded", outcomeOf(worker.OutcomeSucceeded))
-	waitRuns(t, pool, id, 2)
+	waitRuns(t, pool, id, 3)
 
 	// Found from the overview's search box.
 	do(chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`input[name=q]`)),
@@ -136,10 +141,10 @@ func TestJobLifeInBrowser(t *testing.T) {
 	timeline := text("#timeline")
 	t.Logf("timeline %v:\n%s", kinds, timeline)
 	slices.Sort(kinds)
-	if want := []string{"enqueued", "parked", "produced", "replayed", "run", "run"}; !slices.Equal(kinds, want) {
+	if want := []string{"enqueued", "parked", "produced", "replayed", "run", "run", "run"}; !slices.Equal(kinds, want) {
 		t.Errorf("timeline events %v, want %v", kinds, want)
 	}
-	order := []string{"Enqueued for " + topic, "Produced to Kafka by a relay", "Run, delivery 1: parked", "Parked in " + dlqTopic, "Replayed to " + topic}
+	order := []string{"Enqueued for " + topic, "Produced to Kafka by a relay", "Run, delivery 1: retried", "Run, delivery 2: parked", "Parked in " + dlqTopic, "Replayed to " + topic}
 	at := -1
 	for _, o := range order {
 		i := strings.Index(timeline, o)
