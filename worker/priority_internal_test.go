@@ -1,7 +1,9 @@
 package worker
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/member"
 )
 
@@ -194,5 +197,29 @@ func TestTopicQueuesPickIsFair(t *testing.T) {
 	}
 	if counts["a"] != 500 || counts["b"] != 200 || counts["c"] != 100 {
 		t.Errorf("800 picks: %v, want a 500, b 200, c 100 (weights 5:2:1)", counts)
+	}
+}
+
+// BenchmarkExecutorNoopPriorities is BenchmarkExecutorNoop (conc=100)
+// with priorities configured: the cost of the topics' lanes and the pick.
+func BenchmarkExecutorNoopPriorities(b *testing.B) {
+	noop := handler.Func(func(context.Context, *handler.Job) error { return nil })
+	for _, tc := range []struct {
+		name string
+		opt  Option
+	}{
+		{"strict", StrictPriority("u", "t")},
+		{"weights", Priority("u", 3)},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			cfg := testExecutorConfig(b, nil, Brokers("fake:9092"), Group("g"), Handle("t", noop), Handle("u", noop),
+				Concurrency(100), Logger(slog.New(slog.DiscardHandler)), tc.opt)
+			e := newBenchMember(b.N, 500)
+			x := newExecutor(cfg, e)
+			b.ReportAllocs()
+			b.ResetTimer()
+			runBench(b, x, e)
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+		})
 	}
 }
