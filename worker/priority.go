@@ -26,6 +26,8 @@ package worker
 import (
 	"fmt"
 	"slices"
+
+	"github.com/shareq/shareq/internal/member"
 )
 
 // priorityWeightMax bounds a weight: more than this is strict order by
@@ -132,6 +134,22 @@ func (c *config) topicQueues() *topicQueues {
 			w[tw.topic] = tw.weight
 		}
 		return newWeightedQueues(topicsOf(c.routes), w)
+	}
+	return nil
+}
+
+// fetchPriority returns the priorities for the member's fetches
+// (internal/member/priority.go), or nil when the worker has none.
+func (c *config) fetchPriority() *member.Priority {
+	switch {
+	case c.strictCalls > 0:
+		return &member.Priority{Strict: slices.Clone(c.strict)}
+	case len(c.weights) > 0:
+		w := make(map[string]int, len(c.weights))
+		for _, tw := range c.weights {
+			w[tw.topic] = tw.weight
+		}
+		return &member.Priority{Weights: w}
 	}
 	return nil
 }

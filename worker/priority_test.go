@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -114,4 +115,105 @@ func recordsOf(topic string, keys []string) []*kgo.Record {
 		recs[i] = &kgo.Record{Topic: topic, Key: []byte(k), Value: []byte(k)}
 	}
 	return recs
+}
+
+// topicStarts records the topics of the jobs started, in start order.
+type topicStarts struct {
+	mu     sync.Mutex
+	topics []string
+}
+
+// handler records each start, then takes d.
+func (s *topicStarts) handler(d time.Duration) handler.Func {
+	return func(ctx context.Context, job *handler.Job) error {
+		s.mu.Lock()
+		s.topics = append(s.topics, job.Topic)
+		s.mu.Unlock()
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+		}
+		return nil
+	}
+}
+
+// count returns how many jobs of topic started.
+func (s *topicStarts) count(topic string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, t := range s.topics {
+		if t == topic {
+			n++
+		}
+	}
+	return n
+}
+
+// snapshot returns the topics started so far, in start order.
+func (s *topicStarts) snapshot() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.topics)
+}
+
+// With StrictPriority, the member asks only for the urgent topic while it
+// has records: a burst of urgent jobs produced under a bulk backlog runs
+// with no more bulk jobs started meanwhile than the worker held when it
+// came (Concurrency plus a prefetch of a few), on kfake and Kafka. Ordered
+// only in hand, the broker's even mix of the two topics would start about
+// as many bulk jobs as urgent ones.
+func TestStrictPriorityFetchesNoLowerTopicWhileAnUrgentOneHasRecords(t *testing.T) {
+	t.Parallel()
+	const conc, nUrgent, maxBulk = 4, 100, 12
+	b := setup(t, 3)
+	urgent := b.c.Topic(t, 3)
+	b.produce(t, jobKeys("bulk", 3000)...)
+	var log topicStarts
+	b.start(t, log.handler(20*time.Millisecond), worker.Concurrency(conc),
+		worker.Handle(urgent, log.handler(0)), worker.StrictPriority(urgent, b.topic))
+	waitUntil(t, 60*time.Second, "40 bulk jobs started", func() bool { return log.count(b.topic) >= 40 })
+	b.c.Produce(t, recordsOf(urgent, jobKeys("urgent", nUrgent))...)
+	waitUntil(t, 60*time.Second, "every urgent job started", func() bool { return log.count(urgent) == nUrgent })
+	starts := log.snapshot()
+	first, last := slices.Index(starts, urgent), 0
+	for i, topic := range starts {
+		if topic == urgent {
+			last = i
+		}
+	}
+	bulkDuring := last - first + 1 - nUrgent
+	t.Logf("bulk jobs started between the first and the last urgent start: %d", bulkDuring)
+	if bulkDuring > maxBulk {
+		t.Errorf("%d bulk jobs started between the first and the last of %d urgent ones, want at most %d: the fetches asked for the bulk topic while the urgent one had records",
+			bulkDuring, nUrgent, maxBulk)
+	}
+}
+
+// With Priority(heavy, 3), the member's fetches follow the weights: under
+// a backlog of both topics, 3 of every 4 jobs started are heavy ones, on
+// kfake and Kafka. Ordered only in hand, the broker's even mix of the two
+// topics would start about as many of each.
+func TestPriorityWeightsShareTheFetches(t *testing.T) {
+	t.Parallel()
+	const conc, backlog, warm, counted = 4, 900, 40, 600
+	b := setup(t, 3)
+	light := b.c.Topic(t, 3)
+	b.produce(t, jobKeys("heavy", backlog)...)
+	b.c.Produce(t, recordsOf(light, jobKeys("light", backlog))...)
+	var log topicStarts
+	b.start(t, log.handler(2*time.Millisecond), worker.Concurrency(conc),
+		worker.Handle(light, log.handler(2*time.Millisecond)), worker.Priority(b.topic, 3))
+	waitUntil(t, 60*time.Second, "the counted jobs started", func() bool { return len(log.snapshot()) >= warm+counted })
+	heavy := 0
+	for _, topic := range log.snapshot()[warm : warm+counted] {
+		if topic == b.topic {
+			heavy++
+		}
+	}
+	share := float64(heavy) / counted
+	t.Logf("heavy share of %d starts: %.3f (3:1 is 0.750)", counted, share)
+	if share < 0.70 || share > 0.80 {
+		t.Errorf("heavy jobs were %.3f of %d starts under a backlog of both, want 0.75 ± 0.05 (weights 3:1)", share, counted)
+	}
 }

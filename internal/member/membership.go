@@ -179,7 +179,7 @@ func (m *Member) replan() {
 			missing = true
 			continue
 		}
-		if m.meta.paused[name] {
+		if m.meta.paused[name] || m.prio.gates(name) {
 			continue
 		}
 		for _, p := range ps {
@@ -219,10 +219,10 @@ func (m *Member) pauseTopics(topics []string) {
 
 // forgettable reports whether session s, whose partitions include p, may
 // forget p: p is not wanted there, and either nothing of it is held there
-// or its topic is paused (a paused topic's records may wait long in hand,
-// and a partition left in the session is fetched).
+// or its topic is paused or gated by the priorities (its records may wait
+// long in hand, and a partition left in the session is fetched).
 func (m *Member) forgettable(s *session, p tp) bool {
-	return m.meta.wantSet[p] != s.broker+1 && (s.held[p] == 0 || m.meta.paused[p.topic])
+	return m.meta.wantSet[p] != s.broker+1 && (s.held[p] == 0 || m.meta.paused[p.topic] || m.prio.gates(p.topic))
 }
 
 // metadataRetry is how soon Metadata is asked again while an assigned

@@ -165,6 +165,7 @@ type request struct {
 	forgot   []tp           // a fetch: the partitions it forgets
 	walked   bool           // a fetch: it brought the session's partitions in line with plan
 	plan     uint64         // a fetch that walked: the plan it followed
+	prioGen  uint64         // a fetch: the priorities' topics it asked for (fetchPriority.gen)
 	req      kmsg.Request
 
 	reservedBytes int64 // a fetch: the room it may use (MaxBytes; bytes.go)
@@ -390,6 +391,9 @@ func (m *Member) strp(s string) *string { return &s }
 
 func (m *Member) sendFetch(s *session, share int) {
 	rq := &request{s: s, kind: kindFetch, epoch: s.epoch, reserved: share}
+	if m.prio != nil {
+		rq.prioGen = m.prio.gen
+	}
 	req := kmsg.NewPtrShareFetchRequest()
 	req.GroupID = m.strp(m.cfg.Group)
 	req.MemberID = m.strp(m.cfg.MemberID)

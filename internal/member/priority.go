@@ -1,0 +1,210 @@
+package member
+
+// Priorities between topics at the fetch (Config.Priority).
+//
+// A share session fetches every partition it holds, and the broker fills
+// a fetch from them in its own order (Kafka starts each fetch one
+// partition further on), so the mix a fetch brings is even whatever the
+// topics' priorities. The member orders the fetch by which topics it
+// asks for: a topic left out of the sessions (gated) is forgotten by
+// them, like a paused one, and its records in hand stay held, renewable
+// and ackable (their acks go in ShareAcknowledge requests, not on the
+// fetches). Each answered fetch may change the topics asked for; a
+// change costs the next fetch the partitions it adds and forgets.
+//
+// Strict: the fetches ask for the classes of topics from the most urgent
+// down to the first that delivered records. A fetch that acquires records
+// of a class above that one drops the classes below it at once; a fetch
+// that acquires nothing adds the next class. So while an urgent topic has
+// records, nothing of a lower one is acquired, and at the end of its
+// burst the lower topics wait one empty fetch (up to Config.MaxWait).
+//
+// Weighted: each fetch asks for one topic with records (the one whose
+// records acquired, divided by its weight, are fewest), plus the topics
+// whose last fetch came back empty, so that their new records are seen.
+// A topic that delivered nothing when asked alone leaves the rotation
+// until it delivers again.
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+)
+
+// Priority orders the topics a member's fetches ask for.
+type Priority struct {
+	// Strict names topics, the most urgent first; the topics not named
+	// come after them, as one class. Empty: Weights.
+	Strict []string
+	// Weights weighs topics (1 when absent): under a backlog of several,
+	// the records fetched of each follow their weights.
+	Weights map[string]int
+}
+
+// check validates p against the subscribed topics.
+func (p *Priority) check(topics []string) error {
+	if len(p.Strict) > 0 && len(p.Weights) > 0 {
+		return fmt.Errorf("member: Config.Priority has both Strict and Weights; give one")
+	}
+	for _, t := range p.Strict {
+		if !slices.Contains(topics, t) {
+			return fmt.Errorf("member: Config.Priority.Strict names %q, not in Config.Topics", t)
+		}
+	}
+	for t, w := range p.Weights {
+		if !slices.Contains(topics, t) {
+			return fmt.Errorf("member: Config.Priority.Weights names %q, not in Config.Topics", t)
+		}
+		if w < 1 {
+			return fmt.Errorf("member: Config.Priority.Weights[%q] is %d; weights are 1 or more", t, w)
+		}
+	}
+	return nil
+}
+
+// fetchPriority is the state of Config.Priority. Owned by Run's
+// goroutine; nil: no priorities, every fetch asks for every topic.
+type fetchPriority struct {
+	strict bool
+	gated  map[string]bool // the topics left out of the fetches now
+	gen    uint64          // counts the changes of gated
+
+	// Strict.
+	classes [][]string     // most urgent first; none empty
+	classOf map[string]int // topic → its class
+	level   int            // the least urgent class fetched
+
+	// Weighted.
+	topics []string           // sorted
+	weight map[string]int     // 1 when absent
+	served map[string]float64 // records acquired / weight
+	live   map[string]bool    // the topic's last fetch acquired records of it
+	chosen string             // the topic the fetches ask for now; "": all
+}
+
+// newFetchPriority returns the state for p over topics; nil for nil.
+func newFetchPriority(p *Priority, topics []string) *fetchPriority {
+	if p == nil {
+		return nil
+	}
+	f := &fetchPriority{gated: map[string]bool{}}
+	if len(p.Strict) > 0 {
+		f.strict = true
+		f.classOf = map[string]int{}
+		for _, t := range p.Strict {
+			f.classOf[t] = len(f.classes)
+			f.classes = append(f.classes, []string{t})
+		}
+		var rest []string
+		for _, t := range topics {
+			if _, ok := f.classOf[t]; !ok {
+				f.classOf[t] = len(f.classes)
+				rest = append(rest, t)
+			}
+		}
+		if len(rest) > 0 {
+			f.classes = append(f.classes, rest)
+		}
+		f.setLevel(0)
+		return f
+	}
+	f.topics = slices.Sorted(slices.Values(topics))
+	f.weight, f.served, f.live = map[string]int{}, map[string]float64{}, map[string]bool{}
+	for _, t := range f.topics {
+		f.weight[t] = max(1, p.Weights[t])
+		f.live[t] = true
+	}
+	f.choose()
+	return f
+}
+
+// gates reports whether topic is left out of the fetches now.
+func (f *fetchPriority) gates(topic string) bool { return f != nil && f.gated[topic] }
+
+// fetched takes the answer of a fetch sent at gen that asked for records
+// and acquired got (records by topic), and reports whether the topics to
+// fetch changed.
+func (f *fetchPriority) fetched(gen uint64, got map[string]int) bool {
+	if f.strict {
+		return f.fetchedStrict(gen, got)
+	}
+	return f.fetchedWeighted(gen, got)
+}
+
+func (f *fetchPriority) fetchedStrict(gen uint64, got map[string]int) bool {
+	top := len(f.classes) // the most urgent class that acquired records
+	for t, n := range got {
+		if n > 0 {
+			top = min(top, f.classOf[t])
+		}
+	}
+	switch {
+	case top < f.level: // a more urgent class has records: the lower ones wait
+		f.setLevel(top)
+	case top == len(f.classes) && gen == f.gen && f.level < len(f.classes)-1: // nothing: one class more
+		f.setLevel(f.level + 1)
+	default:
+		return false
+	}
+	return true
+}
+
+// setLevel fetches the classes down to level.
+func (f *fetchPriority) setLevel(level int) {
+	f.level = level
+	clear(f.gated)
+	for _, c := range f.classes[level+1:] {
+		for _, t := range c {
+			f.gated[t] = true
+		}
+	}
+	f.gen++
+}
+
+func (f *fetchPriority) fetchedWeighted(gen uint64, got map[string]int) bool {
+	floor, any := 0.0, false // the least served of the topics live before
+	for _, t := range f.topics {
+		if f.live[t] && (!any || f.served[t] < floor) {
+			floor, any = f.served[t], true
+		}
+	}
+	for t, n := range got {
+		if n == 0 {
+			continue
+		}
+		if !f.live[t] {
+			// Back with records: it starts level with the others, not
+			// owed the share it did not use.
+			f.live[t] = true
+			f.served[t] = max(f.served[t], floor)
+		}
+		f.served[t] += float64(n) / float64(f.weight[t])
+	}
+	if gen == f.gen && f.chosen != "" && got[f.chosen] == 0 {
+		f.live[f.chosen] = false // asked alone, it had nothing
+	}
+	before := maps.Clone(f.gated)
+	f.choose()
+	if maps.Equal(before, f.gated) {
+		return false
+	}
+	f.gen++
+	return true
+}
+
+// choose picks the live topic least served for its weight and gates the
+// other live ones; with none live, it gates none.
+func (f *fetchPriority) choose() {
+	f.chosen = ""
+	for _, t := range f.topics {
+		if f.live[t] && (f.chosen == "" || f.served[t] < f.served[f.chosen]) {
+			f.chosen = t
+		}
+	}
+	clear(f.gated)
+	for _, t := range f.topics {
+		if f.live[t] && t != f.chosen {
+			f.gated[t] = true
+		}
+	}
+}
