@@ -18,6 +18,12 @@ package member
 // that acquires nothing adds the next class. So while an urgent topic has
 // records, nothing of a lower one is acquired, and at the end of its
 // burst the lower topics wait one empty fetch (up to Config.MaxWait).
+// While a lower class delivers, the broker's rotation over the session's
+// partitions would find an urgent record only once a fetch starts at its
+// partition (several fetches later), so at most every probeEvery the
+// next fetch is a probe: it asks only for the more urgent classes, with
+// no wait, and the fetch after it asks for the lower class again unless
+// the probe acquired records.
 //
 // Weighted: each fetch asks for one topic with records (the one whose
 // records acquired, divided by its weight, are fewest), plus the topics
@@ -29,7 +35,13 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 )
+
+// probeEvery is how often, at most, strict order probes the more urgent
+// classes while a lower one delivers: about the time an urgent record
+// waits to be found, for a ShareFetch without wait each time.
+const probeEvery = 20 * time.Millisecond
 
 // Priority orders the topics a member's fetches ask for.
 type Priority struct {
@@ -73,6 +85,10 @@ type fetchPriority struct {
 	classes [][]string     // most urgent first; none empty
 	classOf map[string]int // topic → its class
 	level   int            // the least urgent class fetched
+	// probing: the next fetch asks only for the classes above level
+	// (probeEvery); lastProbe is when the last probe was answered.
+	probing   bool
+	lastProbe time.Time
 
 	// Weighted.
 	topics []string           // sorted
@@ -121,28 +137,34 @@ func newFetchPriority(p *Priority, topics []string) *fetchPriority {
 // gates reports whether topic is left out of the fetches now.
 func (f *fetchPriority) gates(topic string) bool { return f != nil && f.gated[topic] }
 
-// fetched takes the answer of a fetch sent at gen that asked for records
-// and acquired got (records by topic), and reports whether the topics to
-// fetch changed.
-func (f *fetchPriority) fetched(gen uint64, got map[string]int) bool {
+// fetched takes the answer, at now, of a fetch sent at gen that asked
+// for records and acquired got (records by topic), and reports whether
+// the topics to fetch changed.
+func (f *fetchPriority) fetched(gen uint64, got map[string]int, now time.Time) bool {
 	if f.strict {
-		return f.fetchedStrict(gen, got)
+		return f.fetchedStrict(gen, got, now)
 	}
 	return f.fetchedWeighted(gen, got)
 }
 
-func (f *fetchPriority) fetchedStrict(gen uint64, got map[string]int) bool {
+func (f *fetchPriority) fetchedStrict(gen uint64, got map[string]int, now time.Time) bool {
 	top := len(f.classes) // the most urgent class that acquired records
 	for t, n := range got {
 		if n > 0 {
 			top = min(top, f.classOf[t])
 		}
 	}
+	current := gen == f.gen // sent with the topics asked for now
 	switch {
 	case top < f.level: // a more urgent class has records: the lower ones wait
 		f.setLevel(top)
-	case top == len(f.classes) && gen == f.gen && f.level < len(f.classes)-1: // nothing: one class more
+	case f.probing && current: // the probe found nothing: the lower class again
+		f.lastProbe = now
+		f.setLevel(f.level)
+	case top == len(f.classes) && current && f.level < len(f.classes)-1: // nothing: one class more
 		f.setLevel(f.level + 1)
+	case top == f.level && current && f.level > 0 && now.Sub(f.lastProbe) >= probeEvery:
+		f.probe()
 	default:
 		return false
 	}
@@ -151,9 +173,27 @@ func (f *fetchPriority) fetchedStrict(gen uint64, got map[string]int) bool {
 
 // setLevel fetches the classes down to level.
 func (f *fetchPriority) setLevel(level int) {
-	f.level = level
+	f.level, f.probing = level, false
+	f.gate(level + 1)
+}
+
+// probe has the next fetch ask only for the classes above level.
+func (f *fetchPriority) probe() {
+	f.probing = true
+	f.gate(f.level)
+}
+
+// endProbe gives up a probe no session can send (no partition of the
+// classes it asks for is assigned).
+func (f *fetchPriority) endProbe(now time.Time) {
+	f.lastProbe = now
+	f.setLevel(f.level)
+}
+
+// gate leaves the classes from class on out of the fetches.
+func (f *fetchPriority) gate(class int) {
 	clear(f.gated)
-	for _, c := range f.classes[level+1:] {
+	for _, c := range f.classes[class:] {
 		for _, t := range c {
 			f.gated[t] = true
 		}
@@ -206,5 +246,19 @@ func (f *fetchPriority) choose() {
 		if f.live[t] && t != f.chosen {
 			f.gated[t] = true
 		}
+	}
+}
+
+// prioritize takes the answer of a fetch sent at gen that acquired got
+// (records by topic) and replans if the topics to fetch changed.
+func (m *Member) prioritize(gen uint64, got map[string]int) {
+	now := time.Now()
+	if !m.prio.fetched(gen, got, now) {
+		return
+	}
+	m.replan()
+	if m.prio.probing && len(m.meta.wantSet) == 0 {
+		m.prio.endProbe(now) // no urgent partition here to probe
+		m.replan()
 	}
 }

@@ -178,8 +178,8 @@ func (m *Member) handleFetch(rq *request, resp *kmsg.ShareFetchResponse, lock ti
 			}
 		}
 	}
-	if got != nil && rq.reserved > 0 && failed == 0 && m.prio.fetched(rq.prioGen, got) {
-		m.replan()
+	if got != nil && rq.reserved > 0 && failed == 0 {
+		m.prioritize(rq.prioGen, got)
 	}
 	rq.s.drained = total == 0
 	if total == 0 && failed == 0 && rq.reserved > 0 {

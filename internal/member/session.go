@@ -391,14 +391,17 @@ func (m *Member) strp(s string) *string { return &s }
 
 func (m *Member) sendFetch(s *session, share int) {
 	rq := &request{s: s, kind: kindFetch, epoch: s.epoch, reserved: share}
-	if m.prio != nil {
-		rq.prioGen = m.prio.gen
-	}
 	req := kmsg.NewPtrShareFetchRequest()
 	req.GroupID = m.strp(m.cfg.Group)
 	req.MemberID = m.strp(m.cfg.MemberID)
 	req.ShareSessionEpoch = s.epoch
 	req.MaxWaitMillis = int32(m.cfg.MaxWait / time.Millisecond)
+	if m.prio != nil {
+		rq.prioGen = m.prio.gen
+		if m.prio.probing {
+			req.MaxWaitMillis = 0 // a probe: what the urgent topics have now
+		}
+	}
 	req.MinBytes = 1
 	req.MaxBytes = 50 << 20
 	req.MaxRecords = int32(share)
