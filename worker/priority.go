@@ -3,25 +3,19 @@ package worker
 // Priorities between the topics one worker handles ([Priority],
 // [StrictPriority]).
 //
-// Where they act. A share group has no record priority and the broker
-// fills a fetch from the session's partitions in its own order, so the
-// order is made at the worker's start: with priorities configured the
-// executor's queue of records in hand is one FIFO per topic (a lane), and
-// startQueued takes the next job from the lane strict order or the
-// weights choose. What the worker holds is bounded by Concurrency and the
-// prefetch, so a backlog of one topic in hand delays a record of another,
-// once fetched, by about one job's duration.
+// Where they act. At the fetch and at the start. A share group has no
+// record priority and the broker fills a fetch from the session's
+// partitions in its own order, so the member chooses which topics each
+// fetch asks for (internal/member/priority.go: strict order asks only for
+// the most urgent topics with records; weights ask for one topic a fetch,
+// so that the records fetched follow the weights). In hand, the
+// executor's queue is one FIFO per topic (a lane), and startQueued takes
+// the next job from the lane strict order or the weights choose.
 //
-// Where they do not. The fetch: a worker fetches about as many records
-// as its jobs finish, from its session's partitions in the broker's order,
-// so under a backlog in the broker its starts follow the mix the broker
-// hands it (BENCHMARKS.md §14 measured it on Kafka 4.4). Fetching a
-// topic's partitions apart takes a share session of their own, that is a
-// member of their own: a Worker of its own. Jobs let go by their key's
-// limits (startReady) and jobs held through a pause (reruns, and the
-// probes, which take a held job before a queued one) start ahead of the
-// queue in their own order; records of one topic keep the order they
-// were delivered in; and nothing orders jobs across workers.
+// Where they do not. Jobs let go by their key's limits (startReady), jobs
+// held through a pause (reruns) and the pause's probe keep their own
+// order; records of one topic keep the order they were delivered in; and
+// nothing orders jobs across workers.
 
 import (
 	"fmt"
@@ -34,43 +28,44 @@ import (
 // another name, and the weights' sum must not overflow the counters.
 const priorityWeightMax = 1000
 
-// Priority gives topic weight among the topics this worker holds jobs of:
-// when several topics have jobs in hand, their jobs start in proportion
-// to their weights (Priority("emails", 3) beside an unweighted "reports"
-// starts three emails for each report), evenly mixed. Topics without a
-// Priority weigh 1. A topic with nothing in hand takes no share and saves
-// none for later: the others use its slots.
+// Priority gives topic weight among the topics this worker handles:
+// under a backlog of several topics, their jobs are fetched and started in
+// proportion to their weights (Priority("emails", 3) beside an unweighted
+// "reports" runs three emails for each report). Topics without a Priority
+// weigh 1. A topic with no records takes no share and saves none for
+// later: the others use its slots.
 //
-// Weights order the jobs the worker holds (Concurrency plus a prefetch
-// that follows the job rate), not what it fetches: under a backlog of
-// several topics in the broker, a worker's fetches bring the topics in
-// the broker's mix, and its starts follow that mix (measured 1.02:1 for
-// weights 3:1 on Kafka). A share group has no record priority; nothing
-// orders jobs across workers, and the jobs of one topic keep the broker's
-// order. docs/limits.md has the details. topic must be registered with
-// [Handle]; weight is from 1 to 1000; not with [StrictPriority].
+// Each fetch asks the broker for one topic with records, the one with
+// the fewest records fetched for its weight (measured 3.00:1 for weights
+// 3:1 on Kafka), and among the jobs in hand the topics start by smooth
+// weighted round robin. Changing the topics a fetch asks for costs the
+// fetches their partitions' adds and forgets, and the acks of a topic not
+// asked for go in requests of their own. A share group has no record
+// priority: nothing orders jobs across workers, and the jobs of one topic
+// keep the broker's order. docs/limits.md has the details. topic must be
+// registered with [Handle]; weight is from 1 to 1000; not with
+// [StrictPriority].
 func Priority(topic string, weight int) Option {
 	return optionFunc(func(c *config) { c.weights = append(c.weights, topicWeight{topic, weight}) })
 }
 
-// StrictPriority orders the topics this worker handles: a job of an
-// earlier topic in hand always starts before a job of a later one, and
-// topics not named come after those named, in the order their records
-// arrived. With StrictPriority("password-resets", "newsletters"), a
-// password reset in hand starts at the next free slot however many
-// newsletters are in hand. A later topic runs only while the earlier ones
-// have nothing in hand, so a steady stream of them starves it.
+// StrictPriority orders the topics this worker handles: the worker
+// fetches a later topic only while the earlier ones have no records for
+// it, and a job of an earlier topic in hand always starts before a job of
+// a later one; topics not named come after those named. With
+// StrictPriority("password-resets", "newsletters"), a burst of password
+// resets behind a backlog of newsletters is fetched alone and starts at
+// the next free slots (measured p99 about one newsletter's duration, 200
+// ms, at Concurrency 16 on Kafka). A later topic runs only while the
+// earlier ones have none, so a steady stream of them starves it.
 //
-// Like [Priority] it orders the jobs the worker holds, not what it
-// fetches: behind a backlog of newsletters in the broker, a burst of
-// password resets is fetched in the broker's mix with newsletters, a few
-// records a fetch, and waits for that (measured p99 1.8–2.5 s behind
-// 10,000 jobs of 200 ms at Concurrency 16 on Kafka). A topic that must
-// never wait behind another's backlog belongs on a [Worker] of its own
-// (one more worker.New in the same process: its own fetches and slots;
-// measured p99 85–168 ms). docs/limits.md has the details. Every topic named
-// must be registered with [Handle], once; not with Priority; at most one
-// StrictPriority per worker.
+// The costs: while a later topic delivers, the worker probes the earlier
+// ones (a fetch of them alone, without wait) at most every 20 ms; at the
+// end of a burst of an earlier topic the later ones wait one empty fetch
+// ([FetchMaxWait]). Like [Priority] it orders one worker's fetches and
+// jobs, among its own topics; docs/limits.md has the details. Every topic
+// named must be registered with [Handle], once; not with Priority; at
+// most one StrictPriority per worker.
 func StrictPriority(topics ...string) Option {
 	return optionFunc(func(c *config) {
 		c.strictCalls++

@@ -167,8 +167,19 @@ func (m *Member) handleHeartbeat(resp *kmsg.ShareGroupHeartbeatResponse, err err
 // with more members than partitions) heartbeats at the interval.
 const assignmentPoll = 200 * time.Millisecond
 
-// replan recomputes which partitions each broker's session fetches.
+// replan recomputes which partitions each broker's session fetches. When
+// the priorities leave nothing to fetch (none of the topics they ask for
+// has a partition here), they ask for more (fetchPriority.unstick).
 func (m *Member) replan() {
+	m.plan()
+	for len(m.meta.wantSet) == 0 && m.prio.unstick() {
+		m.plan()
+	}
+}
+
+// plan recomputes which partitions each broker's session fetches, for
+// the topics neither paused nor gated by the priorities.
+func (m *Member) plan() {
 	m.meta.plan++
 	m.meta.want = map[int32][]tp{}
 	m.meta.wantSet = map[tp]int32{}

@@ -86,7 +86,7 @@ type fetchPriority struct {
 	classOf map[string]int // topic → its class
 	level   int            // the least urgent class fetched
 	// probing: the next fetch asks only for the classes above level
-	// (probeEvery); lastProbe is when the last probe was answered.
+	// (probeEvery); lastProbe is when the last probe began.
 	probing   bool
 	lastProbe time.Time
 
@@ -159,12 +159,11 @@ func (f *fetchPriority) fetchedStrict(gen uint64, got map[string]int, now time.T
 	case top < f.level: // a more urgent class has records: the lower ones wait
 		f.setLevel(top)
 	case f.probing && current: // the probe found nothing: the lower class again
-		f.lastProbe = now
 		f.setLevel(f.level)
 	case top == len(f.classes) && current && f.level < len(f.classes)-1: // nothing: one class more
 		f.setLevel(f.level + 1)
 	case top == f.level && current && f.level > 0 && now.Sub(f.lastProbe) >= probeEvery:
-		f.probe()
+		f.probe(now)
 	default:
 		return false
 	}
@@ -178,16 +177,29 @@ func (f *fetchPriority) setLevel(level int) {
 }
 
 // probe has the next fetch ask only for the classes above level.
-func (f *fetchPriority) probe() {
-	f.probing = true
+func (f *fetchPriority) probe(now time.Time) {
+	f.probing, f.lastProbe = true, now
 	f.gate(f.level)
 }
 
-// endProbe gives up a probe no session can send (no partition of the
-// classes it asks for is assigned).
-func (f *fetchPriority) endProbe(now time.Time) {
-	f.lastProbe = now
-	f.setLevel(f.level)
+// unstick asks for more topics when those asked for have no partition
+// here, so that no fetch can be sent: a probe ends, strict order adds the
+// next class, weights take the chosen topic out of the rotation. It
+// reports whether anything changed; false once every topic is asked for.
+func (f *fetchPriority) unstick() bool {
+	switch {
+	case f == nil || len(f.gated) == 0:
+		return false
+	case f.strict && f.probing:
+		f.setLevel(f.level)
+	case f.strict:
+		f.setLevel(f.level + 1)
+	default:
+		f.live[f.chosen] = false
+		f.choose()
+		f.gen++
+	}
+	return true
 }
 
 // gate leaves the classes from class on out of the fetches.
@@ -257,8 +269,4 @@ func (m *Member) prioritize(gen uint64, got map[string]int) {
 		return
 	}
 	m.replan()
-	if m.prio.probing && len(m.meta.wantSet) == 0 {
-		m.prio.endProbe(now) // no urgent partition here to probe
-		m.replan()
-	}
 }

@@ -83,6 +83,34 @@ func TestStrictFetchPriorityProbesTheUrgentTopics(t *testing.T) {
 	}
 }
 
+// Priorities whose topics asked for have no partition here ask for more
+// (unstick), so that the member never stops fetching: strict order adds
+// the next class, weights take the chosen topic out of the rotation, and
+// with every topic asked for there is nothing more to ask.
+func TestFetchPriorityUnsticks(t *testing.T) {
+	t.Parallel()
+	s := newFetchPriority(&Priority{Strict: []string{"a", "b"}}, []string{"a", "b", "c"})
+	for _, want := range []string{"c", ""} {
+		if !s.unstick() || gatedOf(s) != want {
+			t.Fatalf("strict unstick: gated %q, want %q", gatedOf(s), want)
+		}
+	}
+	if s.unstick() {
+		t.Fatal("strict unstick with every topic asked for changed something")
+	}
+	w := newFetchPriority(&Priority{Weights: map[string]int{"a": 2}}, []string{"a", "b"})
+	if w.chosen != "a" || !w.unstick() || w.chosen != "b" || gatedOf(w) != "" {
+		t.Fatalf("weighted unstick: chosen %q, gated %q; want b, none", w.chosen, gatedOf(w))
+	}
+	if w.unstick() {
+		t.Fatal("weighted unstick with every topic asked for changed something")
+	}
+	var none *fetchPriority
+	if none.unstick() || none.gates("a") {
+		t.Fatal("no priorities gate or unstick something")
+	}
+}
+
 // Weights choose one topic a fetch, the one with the fewest records
 // acquired for its weight, so that the records follow the weights
 // whatever each fetch brings; a topic whose fetch came back empty leaves
