@@ -171,15 +171,14 @@ const assignmentPoll = 200 * time.Millisecond
 // the priorities leave nothing to fetch (none of the topics they ask for
 // has a partition here), they ask for more (fetchPriority.unstick).
 func (m *Member) replan() {
-	m.plan()
-	for len(m.meta.wantSet) == 0 && m.prio.unstick() {
-		m.plan()
+	for m.plan() && len(m.meta.wantSet) == 0 && m.prio.unstick() {
 	}
 }
 
 // plan recomputes which partitions each broker's session fetches, for
-// the topics neither paused nor gated by the priorities.
-func (m *Member) plan() {
+// the topics neither paused nor gated by the priorities; it reports
+// whether the priorities left out an assigned partition.
+func (m *Member) plan() (gated bool) {
 	m.meta.plan++
 	m.meta.want = map[int32][]tp{}
 	m.meta.wantSet = map[tp]int32{}
@@ -190,7 +189,11 @@ func (m *Member) plan() {
 			missing = true
 			continue
 		}
-		if m.meta.paused[name] || m.prio.gates(name) {
+		if m.meta.paused[name] {
+			continue
+		}
+		if m.prio.gates(name) {
+			gated = gated || len(ps) > 0
 			continue
 		}
 		for _, p := range ps {
@@ -212,6 +215,7 @@ func (m *Member) plan() {
 	if missing && (m.meta.due.IsZero() || time.Until(m.meta.due) > metadataRetry) {
 		m.meta.due = time.Now()
 	}
+	return gated
 }
 
 // pauseTopics makes topics the paused set and replans if it changed.

@@ -20,16 +20,19 @@ package member
 // burst the lower topics wait one empty fetch (up to Config.MaxWait).
 // While a lower class delivers, the broker's rotation over the session's
 // partitions would find an urgent record only once a fetch starts at its
-// partition (several fetches later), so at most every probeEvery the
-// next fetch is a probe: it asks only for the more urgent classes, with
-// no wait, and the fetch after it asks for the lower class again unless
-// the probe acquired records.
+// partition (several fetches later), and a worker whose slots are all
+// busy fetches nothing until one frees; so every probeEvery, when no
+// fetch is in flight, the member probes: a fetch of the more urgent
+// classes alone, with no wait, for at least one record even past the
+// credit (a debt the executor repays, as for whole batches), so that an
+// urgent record is in hand when the next slot frees. The fetch after it
+// asks for the lower class again unless the probe acquired records.
 //
 // Weighted: each fetch asks for one topic with records (the one whose
 // records acquired, divided by its weight, are fewest), plus the topics
 // whose last fetch came back empty, so that their new records are seen.
-// A topic that delivered nothing when asked alone leaves the rotation
-// until it delivers again.
+// A topic whose fetch came back empty leaves the rotation until it
+// delivers again.
 
 import (
 	"fmt"
@@ -42,6 +45,11 @@ import (
 // classes while a lower one delivers: about the time an urgent record
 // waits to be found, for a ShareFetch without wait each time.
 const probeEvery = 20 * time.Millisecond
+
+// probeWhile is how long after the lower class last delivered strict
+// order goes on probing: past it the fetches of every class long-poll,
+// and find an urgent record as soon as it comes.
+const probeWhile = time.Second
 
 // Priority orders the topics a member's fetches ask for.
 type Priority struct {
@@ -89,6 +97,7 @@ type fetchPriority struct {
 	// (probeEvery); lastProbe is when the last probe began.
 	probing   bool
 	lastProbe time.Time
+	lastLower time.Time // when a fetch last brought records of class level (and none above)
 
 	// Weighted.
 	topics []string           // sorted
@@ -155,6 +164,9 @@ func (f *fetchPriority) fetchedStrict(gen uint64, got map[string]int, now time.T
 		}
 	}
 	current := gen == f.gen // sent with the topics asked for now
+	if top == f.level {
+		f.lastLower = now
+	}
 	switch {
 	case top < f.level: // a more urgent class has records: the lower ones wait
 		f.setLevel(top)
@@ -162,8 +174,6 @@ func (f *fetchPriority) fetchedStrict(gen uint64, got map[string]int, now time.T
 		f.setLevel(f.level)
 	case top == len(f.classes) && current && f.level < len(f.classes)-1: // nothing: one class more
 		f.setLevel(f.level + 1)
-	case top == f.level && current && f.level > 0 && now.Sub(f.lastProbe) >= probeEvery:
-		f.probe(now)
 	default:
 		return false
 	}
@@ -180,6 +190,16 @@ func (f *fetchPriority) setLevel(level int) {
 func (f *fetchPriority) probe(now time.Time) {
 	f.probing, f.lastProbe = true, now
 	f.gate(f.level)
+}
+
+// probeDue returns when the next probe is due; zero: none (not strict,
+// probing already, the most urgent class fetched alone, or the lower
+// class has not delivered for probeWhile).
+func (f *fetchPriority) probeDue(now time.Time) time.Time {
+	if f == nil || !f.strict || f.probing || f.level == 0 || now.Sub(f.lastLower) > probeWhile {
+		return time.Time{}
+	}
+	return f.lastProbe.Add(probeEvery)
 }
 
 // unstick asks for more topics when those asked for have no partition
@@ -232,8 +252,8 @@ func (f *fetchPriority) fetchedWeighted(gen uint64, got map[string]int) bool {
 		}
 		f.served[t] += float64(n) / float64(f.weight[t])
 	}
-	if gen == f.gen && f.chosen != "" && got[f.chosen] == 0 {
-		f.live[f.chosen] = false // asked alone, it had nothing
+	if gen == f.gen && f.chosen != "" && total(got) == 0 {
+		f.live[f.chosen] = false // asked for, it had nothing (nor had the others asked)
 	}
 	before := maps.Clone(f.gated)
 	f.choose()
@@ -242,6 +262,15 @@ func (f *fetchPriority) fetchedWeighted(gen uint64, got map[string]int) bool {
 	}
 	f.gen++
 	return true
+}
+
+// total returns the records acquired of every topic.
+func total(got map[string]int) int {
+	n := 0
+	for _, c := range got {
+		n += c
+	}
+	return n
 }
 
 // choose picks the live topic least served for its weight and gates the
@@ -259,6 +288,17 @@ func (f *fetchPriority) choose() {
 			f.gated[t] = true
 		}
 	}
+}
+
+// probeUrgent starts a probe (fetchPriority.probeDue) if one is due and
+// no fetch is in flight.
+func (m *Member) probeUrgent(now time.Time) {
+	due := m.prio.probeDue(now)
+	if due.IsZero() || now.Before(due) || !m.canFetch() || m.fetching() {
+		return
+	}
+	m.prio.probe(now)
+	m.replan()
 }
 
 // prioritize takes the answer of a fetch sent at gen that acquired got

@@ -56,30 +56,41 @@ func TestStrictFetchPriorityFollowsTheUrgentTopics(t *testing.T) {
 }
 
 // While a lower class delivers, strict order probes the more urgent
-// classes at most every probeEvery: the probe asks for them alone, and
-// the fetch after it asks for the lower class again unless the probe
-// found records, which makes their class the one fetched.
+// classes every probeEvery: the probe asks for them alone, and the fetch
+// after it asks for the lower class again unless the probe found
+// records, which makes their class the one fetched. Once the lower class
+// has delivered nothing for probeWhile, no probe is due.
 func TestStrictFetchPriorityProbesTheUrgentTopics(t *testing.T) {
 	t.Parallel()
 	f := newFetchPriority(&Priority{Strict: []string{"a"}}, []string{"a", "b"})
 	now := time.Unix(1000, 0)
+	if !f.probeDue(now).IsZero() {
+		t.Fatal("a probe due with the most urgent class fetched alone")
+	}
 	f.fetched(f.gen, nil, now) // a empty: a and b
 	f.fetched(f.gen, map[string]int{"b": 2}, now)
-	if !f.probing || gatedOf(f) != "b" {
-		t.Fatalf("after b delivered: probing %v, gated %q; want a probe of a alone", f.probing, gatedOf(f))
+	if due := f.probeDue(now); due.IsZero() || due.After(now) {
+		t.Fatalf("after b delivered: probe due %v, want now", due)
+	}
+	f.probe(now)
+	if gatedOf(f) != "b" || !f.probeDue(now).IsZero() {
+		t.Fatalf("probing: gated %q, probe due %v; want a alone, none due", gatedOf(f), f.probeDue(now))
 	}
 	f.fetched(f.gen, nil, now) // the probe: nothing
 	if f.probing || gatedOf(f) != "" {
 		t.Fatalf("after an empty probe: probing %v, gated %q; want a and b fetched", f.probing, gatedOf(f))
 	}
-	f.fetched(f.gen, map[string]int{"b": 2}, now.Add(probeEvery/2))
-	if f.probing {
-		t.Fatal("probed again before probeEvery")
+	if due := f.probeDue(now); !due.Equal(now.Add(probeEvery)) {
+		t.Fatalf("next probe due %v, want probeEvery after the last", due)
 	}
-	f.fetched(f.gen, map[string]int{"b": 2}, now.Add(probeEvery))
+	f.probe(now.Add(probeEvery))
 	f.fetched(f.gen, map[string]int{"a": 1}, now.Add(probeEvery)) // the probe finds a
 	if f.probing || gatedOf(f) != "b" || f.level != 0 {
 		t.Fatalf("after a probe found records: probing %v, gated %q, level %d; want a alone", f.probing, gatedOf(f), f.level)
+	}
+	f.fetched(f.gen, nil, now) // a empty again: a and b; b last delivered at now
+	if !f.probeDue(now.Add(probeWhile + time.Millisecond)).IsZero() {
+		t.Fatal("a probe due after b delivered nothing for probeWhile")
 	}
 }
 

@@ -245,8 +245,12 @@ func (m *Member) share(s *session, fetchers int) int {
 	if !m.canFetch() || fetchers == 0 || len(m.meta.want[s.broker]) == 0 {
 		return 0
 	}
-	free := m.credit - m.reserved
-	return max(0, min(free, (m.credit+fetchers-1)/fetchers, m.recordsRoom())) // credit below 0 is a debt (handleFetch)
+	free, room := m.credit-m.reserved, m.recordsRoom()
+	n := max(0, min(free, (m.credit+fetchers-1)/fetchers, room)) // credit below 0 is a debt (handleFetch)
+	if n == 0 && room > 0 && m.prio != nil && m.prio.probing {
+		n = 1 // a probe fetches one record past the credit (priority.go)
+	}
+	return n
 }
 
 // hold reports whether the session still holds back its next request
