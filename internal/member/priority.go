@@ -23,9 +23,9 @@ package member
 // partition (several fetches later), and a worker whose slots are all
 // busy fetches nothing until one frees; so every probeEvery, when no
 // fetch is in flight, the member probes: a fetch of the more urgent
-// classes alone, with no wait, for at least one record even past the
-// credit (a debt the executor repays, as for whole batches), so that an
-// urgent record is in hand when the next slot frees. The fetch after it
+// classes alone, with no wait, for up to probeRecords even past the
+// credit (a debt the executor repays, as for whole batches), so that the
+// urgent records are in hand when the next slots free. The fetch after it
 // asks for the lower class again unless the probe acquired records.
 //
 // Weighted: each fetch asks for one topic with records (the one whose
@@ -45,6 +45,11 @@ import (
 // classes while a lower one delivers: about the time an urgent record
 // waits to be found, for a ShareFetch without wait each time.
 const probeEvery = 20 * time.Millisecond
+
+// probeRecords is how many records a probe may fetch past the credit: a
+// burst of urgent records in hand at once starts as slots free, rather
+// than a fetch round trip per slot.
+const probeRecords = 64
 
 // probeWhile is how long after the lower class last delivered strict
 // order goes on probing: past it the fetches of every class long-poll,

@@ -247,8 +247,8 @@ func (m *Member) share(s *session, fetchers int) int {
 	}
 	free, room := m.credit-m.reserved, m.recordsRoom()
 	n := max(0, min(free, (m.credit+fetchers-1)/fetchers, room)) // credit below 0 is a debt (handleFetch)
-	if n == 0 && room > 0 && m.prio != nil && m.prio.probing {
-		n = 1 // a probe fetches one record past the credit (priority.go)
+	if m.prio != nil && m.prio.probing {
+		n = max(n, min(room, probeRecords)) // a probe fetches past the credit (priority.go)
 	}
 	return n
 }
