@@ -172,6 +172,8 @@ const assignmentPoll = 200 * time.Millisecond
 // has a partition here), they ask for more (fetchPriority.unstick).
 func (m *Member) replan() {
 	for m.plan() && len(m.meta.wantSet) == 0 && m.prio.unstick() {
+		// Planned again with one topic or class more: ends once every
+		// topic is asked for.
 	}
 }
 
