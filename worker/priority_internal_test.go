@@ -223,3 +223,30 @@ func BenchmarkExecutorNoopPriorities(b *testing.B) {
 		})
 	}
 }
+
+// With strict order, the jobs that waited for their topic's pause go
+// back to the head of their topic's queue, in order, and an urgent job
+// in hand at the resume still starts before them.
+func TestExecutorStrictPriorityAfterATopicPause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newCtl()
+		p := startPausable(t, h, Concurrency(1), MaxHold(time.Hour), Handle("u", h), StrictPriority("u", "t"))
+		p.f.deliver(deliveries("t", 1, 3)...) // 1 runs, 2 and 3 queue
+		synctest.Wait()
+		p.set(map[string]string{"t": "bad deploy"}) // 2 and 3 wait for the pause
+		p.f.deliver(deliveries("t", 4, 4)...)       // fetched before the pause took effect: waits too
+		p.f.deliver(deliveries("u", 1000, 1000)...)
+		synctest.Wait()
+		h.finish(1, nil) // 1000 starts
+		synctest.Wait()
+		p.f.deliver(deliveries("u", 1001, 1001)...) // queued behind the running 1000
+		synctest.Wait()
+		p.set(nil)
+		got := runInOrder(t, h, 5)
+		want := []int64{1, 1000, 1001, 2, 3, 4}
+		if !slices.Equal(got, want) {
+			t.Errorf("started %v, want %v (the urgent jobs first, then the paused topic's in order)", got, want)
+		}
+		p.stop(t)
+	})
+}
