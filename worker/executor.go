@@ -152,10 +152,10 @@ type executor struct {
 	conc int
 
 	jobs    map[member.Key]*xjob // queued, running and held jobs
-	queue   []*xjob              // FIFO of queued jobs; dropped ones are skipped
-	qhead   int
-	queued  int // queued jobs (entries of queue still queued)
-	running int // handlers running, abandoned ones included: each holds a slot
+	queue   fifo                 // queued jobs without priorities (lanes nil); dropped ones are skipped
+	lanes   *topicQueues         // queued jobs by topic, with priorities (priority.go); nil: none
+	queued  int                  // queued jobs (entries of queue still queued)
+	running int                  // handlers running, abandoned ones included: each holds a slot
 	tracker *renew.Tracker[member.Key]
 	holds   holdHeap // held jobs by releaseAt; dropped ones are skipped
 
@@ -273,6 +273,10 @@ type executorConfig struct {
 	// TopicsPaused is called with the topics paused whenever they
 	// change, nil when none is; nil: not called.
 	TopicsPaused func([]TopicPause)
+	// Queues are the per-topic queues of the worker's priorities
+	// (priority.go), owned by the executor given this config from then
+	// on; nil: no priorities, one FIFO.
+	Queues *topicQueues
 }
 
 // executorConfig is the executor's config for this worker.
@@ -304,7 +308,7 @@ func newExecutorConfig(cfg *config, handlers map[string]handler.Handler, timeout
 		Group: cfg.group, Concurrency: cfg.concurrency, ShutdownTimeout: cfg.shutdownTimeout,
 		RenewMargin: cfg.renewMargin, MaxHold: cfg.maxHold, RetryBackoff: cfg.retryBackoff,
 		Handlers: handlers, Timeouts: timeouts, Limits: cfg.keyLimitsByTopic(), Snoozer: cfg.snoozer,
-		Logger: cfg.logger, Observer: cfg.observer,
+		Logger: cfg.logger, Observer: cfg.observer, Queues: cfg.topicQueues(),
 	}
 }
 
@@ -322,6 +326,7 @@ func newExecutor(cfg executorConfig, m groupMember) *executor {
 		work:     make(chan *xjob, conc),
 		done:     make(chan xresult, conc),
 		limits:   cfg.Limits,
+		lanes:    cfg.Queues,
 		keys:     make(map[keyID]*keyState),
 
 		topicPauses: make(map[string]TopicPause),
@@ -483,7 +488,7 @@ func (x *executor) memberFailed() {
 	for _, j := range x.jobs {
 		x.drop(j, ErrShutdown)
 	}
-	x.queue, x.qhead = nil, 0
+	x.resetQueue()
 }
 
 // waitHandlers waits for every handler goroutine, abandoned ones included.
@@ -584,7 +589,11 @@ func (x *executor) deliver(d member.Delivery) {
 		x.halt(j, time.Now())
 		return
 	}
-	x.queue = append(x.queue, j)
+	if x.lanes != nil {
+		x.lanes.push(j)
+	} else {
+		x.queue.push(j)
+	}
 	x.queued++
 	if x.pause != nil {
 		x.pause.waited++
@@ -607,24 +616,45 @@ func (x *executor) startQueued() {
 	}
 }
 
-// popQueued takes the oldest queued job off the queue; x.queued must be
+// popQueued takes the next queued job off the queue: the oldest, or with
+// priorities the one they choose (priority.go); x.queued must be
 // positive.
 func (x *executor) popQueued() *xjob {
-	for {
-		j := x.queue[x.qhead]
-		x.queue[x.qhead] = nil
-		x.qhead++
-		if x.qhead == len(x.queue) {
-			x.queue, x.qhead = x.queue[:0], 0
-		} else if x.qhead >= 1024 && 2*x.qhead >= len(x.queue) {
-			n := copy(x.queue, x.queue[x.qhead:])
-			clear(x.queue[n:])
-			x.queue, x.qhead = x.queue[:n], 0
-		}
-		if j.state == jobQueued {
-			return j
-		}
-		// dropped while it waited
+	if x.lanes != nil {
+		return x.lanes.pop()
+	}
+	return x.queue.pop()
+}
+
+// eachQueued calls f for every job in the queue, dropped ones included.
+func (x *executor) eachQueued(f func(*xjob)) {
+	if x.lanes != nil {
+		x.lanes.each(f)
+		return
+	}
+	for _, j := range x.queue.all() {
+		f(j)
+	}
+}
+
+// requeueFront puts js, oldest first, back at the head of the queue (of
+// their topics' lanes with priorities), ahead of the jobs queued now.
+func (x *executor) requeueFront(js []*xjob) {
+	if len(js) == 0 {
+		return
+	}
+	if x.lanes != nil {
+		x.lanes.pushFront(js)
+		return
+	}
+	x.queue.pushFront(js)
+}
+
+// resetQueue empties the queue.
+func (x *executor) resetQueue() {
+	x.queue.reset()
+	if x.lanes != nil {
+		x.lanes.reset()
 	}
 }
 
@@ -995,7 +1025,8 @@ func (x *executor) expire() {
 		}
 	}
 	x.haltLine = nil
-	x.queue, x.qhead, x.queued = x.queue[:0], 0, 0
+	x.resetQueue()
+	x.queued = 0
 	x.holds = x.holds[:0]
 }
 
@@ -1228,9 +1259,9 @@ func (x *executor) reading() {
 // they wait, so this costs a pass over the queue per reading and nothing
 // per job.
 func (x *executor) keepQueuedLocks(now time.Time) {
-	for _, j := range x.queue[x.qhead:] {
+	x.eachQueued(func(j *xjob) {
 		if j.state != jobQueued || j.tracked {
-			continue
+			return
 		}
 		lock := j.lock
 		if lock <= 0 {
@@ -1239,7 +1270,7 @@ func (x *executor) keepQueuedLocks(now time.Time) {
 		if j.deadline.Sub(now) <= lock/2+2*prefetchEvery {
 			x.track(j, now)
 		}
-	}
+	})
 }
 
 // counts returns the handlers running and the records waiting for a slot,

@@ -112,6 +112,9 @@ type config struct {
 	jobTimeout      time.Duration
 	topicTimeouts   []topicTimeout
 	keyLimits       []topicKeys
+	weights         []topicWeight // Priority (priority.go)
+	strict          []string      // StrictPriority's topics, in order
+	strictCalls     int           // StrictPriority options given
 	snoozer         Snoozer
 	status          statusConfig  // StatusTopic, StatusEvery (status.go)
 	control         controlConfig // ControlTopic (controls.go)
@@ -592,6 +595,7 @@ func newConfig(opts []Option) (*config, error) {
 		timed[tt.topic] = true
 	}
 	c.checkKeyLimits(seen, bad)
+	c.checkPriorities(seen, bad)
 	c.checkStatus(bad)
 	c.checkControl(bad)
 	errs = append(errs, c.checkRates(topicsOf(c.routes))...)

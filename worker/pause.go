@@ -63,12 +63,12 @@ func (x *executor) pauseJob(j *xjob, r xresult, ue *handler.UnavailableError, pr
 		x.arm(p.probeAt)
 		// Records waiting for a slot wait for the pause now: renew
 		// their locks too.
-		for _, q := range x.queue[x.qhead:] {
+		x.eachQueued(func(q *xjob) {
 			if q.state == jobQueued {
 				p.waited++
 				x.track(q, now)
 			}
-		}
+		})
 	}
 	j.state, j.err, j.took = jobPaused, r.err, r.took
 	j.cancel(nil)

@@ -154,11 +154,11 @@ func (x *executor) inHand(topic string) int {
 // haltTopic has the queued jobs of topic wait for its pause, in their
 // order.
 func (x *executor) haltTopic(topic string, now time.Time) {
-	for _, j := range x.queue[x.qhead:] {
+	x.eachQueued(func(j *xjob) {
 		if j.state == jobQueued && j.key.Topic == topic {
 			x.halt(j, now)
 		}
-	}
+	})
 }
 
 // halt has j, a job of a paused topic about to start (or just delivered,
@@ -213,10 +213,7 @@ func (x *executor) unhaltTopic(topic string, now time.Time) int {
 	}
 	clear(x.haltLine[len(kept):])
 	x.haltLine = kept
-	if len(front) > 0 {
-		x.queue = append(front, x.queue[x.qhead:]...)
-		x.qhead = 0
-	}
+	x.requeueFront(front)
 	return waited
 }
 

@@ -47,6 +47,9 @@ type Config struct {
 	// fetched, alone. The decoded-batch cache holds up to half as much
 	// again. Default [MaxBytesDefault]; see bytes.go.
 	MaxBytes int64
+	// Priority orders the topics the fetches ask for (priority.go); nil:
+	// every fetch asks for every assigned partition.
+	Priority *Priority
 }
 
 // Member is one share-group member. Make it with [New], run it with
@@ -115,6 +118,8 @@ type Member struct {
 	// idleMarks holds, per partition wanted (routing.wantSet), where its
 	// idle time runs from (idle.go).
 	idleMarks map[tp]*idleMark
+	// prio orders the topics the fetches ask for (priority.go); nil: none.
+	prio *fetchPriority
 	// fatal ends Run: the coordinator refused the member for want of an
 	// ACL before it ever joined (a member that joined keeps retrying, so
 	// a revoked and re-granted ACL does not stop a running worker).
@@ -178,6 +183,11 @@ func New(cfg Config) (*Member, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Priority != nil {
+		if err := cfg.Priority.check(cfg.Topics); err != nil {
+			return nil, err
+		}
+	}
 	cfg.Topics = append([]string(nil), cfg.Topics...)
 	m := &Member{
 		cfg:    cfg,
@@ -198,6 +208,7 @@ func New(cfg Config) (*Member, error) {
 		dec:       newDecoder(int(cfg.MaxBytes / 2)),
 		logged:    map[string]time.Time{},
 		idleMarks: map[tp]*idleMark{},
+		prio:      newFetchPriority(cfg.Priority, cfg.Topics),
 	}
 	m.stats = m.st
 	return m, nil

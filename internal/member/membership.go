@@ -167,8 +167,20 @@ func (m *Member) handleHeartbeat(resp *kmsg.ShareGroupHeartbeatResponse, err err
 // with more members than partitions) heartbeats at the interval.
 const assignmentPoll = 200 * time.Millisecond
 
-// replan recomputes which partitions each broker's session fetches.
+// replan recomputes which partitions each broker's session fetches. When
+// the priorities leave nothing to fetch (none of the topics they ask for
+// has a partition here), they ask for more (fetchPriority.unstick).
 func (m *Member) replan() {
+	for m.plan() && len(m.meta.wantSet) == 0 && m.prio.unstick() {
+		// Planned again with one topic or class more: ends once every
+		// topic is asked for.
+	}
+}
+
+// plan recomputes which partitions each broker's session fetches, for
+// the topics neither paused nor gated by the priorities; it reports
+// whether the priorities left out an assigned partition.
+func (m *Member) plan() (gated bool) {
 	m.meta.plan++
 	m.meta.want = map[int32][]tp{}
 	m.meta.wantSet = map[tp]int32{}
@@ -180,6 +192,10 @@ func (m *Member) replan() {
 			continue
 		}
 		if m.meta.paused[name] {
+			continue
+		}
+		if m.prio.gates(name) {
+			gated = gated || len(ps) > 0
 			continue
 		}
 		for _, p := range ps {
@@ -201,6 +217,7 @@ func (m *Member) replan() {
 	if missing && (m.meta.due.IsZero() || time.Until(m.meta.due) > metadataRetry) {
 		m.meta.due = time.Now()
 	}
+	return gated
 }
 
 // pauseTopics makes topics the paused set and replans if it changed.
@@ -219,10 +236,10 @@ func (m *Member) pauseTopics(topics []string) {
 
 // forgettable reports whether session s, whose partitions include p, may
 // forget p: p is not wanted there, and either nothing of it is held there
-// or its topic is paused (a paused topic's records may wait long in hand,
-// and a partition left in the session is fetched).
+// or its topic is paused or gated by the priorities (its records may wait
+// long in hand, and a partition left in the session is fetched).
 func (m *Member) forgettable(s *session, p tp) bool {
-	return m.meta.wantSet[p] != s.broker+1 && (s.held[p] == 0 || m.meta.paused[p.topic])
+	return m.meta.wantSet[p] != s.broker+1 && (s.held[p] == 0 || m.meta.paused[p.topic] || m.prio.gates(p.topic))
 }
 
 // metadataRetry is how soon Metadata is asked again while an assigned

@@ -147,6 +147,10 @@ func (m *Member) handleFetch(rq *request, resp *kmsg.ShareFetchResponse, lock ti
 	deliveredBefore := len(m.out.Deliveries)
 	answered := map[tp]bool{}
 	total, failed := 0, 0
+	var got map[string]int // records acquired by topic, for the priorities
+	if m.prio != nil {
+		got = map[string]int{}
+	}
 	for _, t := range resp.Topics {
 		name, ok := m.meta.names[t.TopicID]
 		if !ok {
@@ -167,8 +171,15 @@ func (m *Member) handleFetch(rq *request, resp *kmsg.ShareFetchResponse, lock ti
 				m.logEvery("fetch:"+perr.Error(), slog.LevelWarn, "member: partition fetch failed", "broker", rq.s.broker, "topic", name, "partition", sp.Partition, "err", perr)
 				continue
 			}
-			total += m.acquire(rq, p, sp, lock)
+			n := m.acquire(rq, p, sp, lock)
+			total += n
+			if got != nil {
+				got[name] += n
+			}
 		}
+	}
+	if got != nil && rq.reserved > 0 && failed == 0 {
+		m.prioritize(rq.prioGen, got)
 	}
 	rq.s.drained = total == 0
 	if total == 0 && failed == 0 && rq.reserved > 0 {

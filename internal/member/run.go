@@ -188,6 +188,9 @@ func (m *Member) nextWake() time.Duration {
 	if !m.meta.busy && !m.meta.due.IsZero() && m.meta.due.Before(next) {
 		next = m.meta.due
 	}
+	if due := m.prio.probeDue(now); !due.IsZero() && due.Before(next) {
+		next = due
+	}
 	for _, s := range m.sessions {
 		if !s.busy && s.backoff.After(now) && s.backoff.Before(next) {
 			next = s.backoff
@@ -229,6 +232,9 @@ func (m *Member) step() {
 		m.closeSessions()
 	}
 	if m.phase < closing { // 4
+		if m.prio != nil {
+			m.probeUrgent(now)
+		}
 		fetchers := 0
 		if m.canFetch() {
 			for b, ps := range m.meta.want {

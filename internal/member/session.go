@@ -165,6 +165,7 @@ type request struct {
 	forgot   []tp           // a fetch: the partitions it forgets
 	walked   bool           // a fetch: it brought the session's partitions in line with plan
 	plan     uint64         // a fetch that walked: the plan it followed
+	prioGen  uint64         // a fetch: the priorities' topics it asked for (fetchPriority.gen)
 	req      kmsg.Request
 
 	reservedBytes int64 // a fetch: the room it may use (MaxBytes; bytes.go)
@@ -244,8 +245,12 @@ func (m *Member) share(s *session, fetchers int) int {
 	if !m.canFetch() || fetchers == 0 || len(m.meta.want[s.broker]) == 0 {
 		return 0
 	}
-	free := m.credit - m.reserved
-	return max(0, min(free, (m.credit+fetchers-1)/fetchers, m.recordsRoom())) // credit below 0 is a debt (handleFetch)
+	free, room := m.credit-m.reserved, m.recordsRoom()
+	n := max(0, min(free, (m.credit+fetchers-1)/fetchers, room)) // credit below 0 is a debt (handleFetch)
+	if m.prio != nil && m.prio.probing {
+		n = max(n, min(room, probeRecords)) // a probe fetches past the credit (priority.go)
+	}
+	return n
 }
 
 // hold reports whether the session still holds back its next request
@@ -395,6 +400,12 @@ func (m *Member) sendFetch(s *session, share int) {
 	req.MemberID = m.strp(m.cfg.MemberID)
 	req.ShareSessionEpoch = s.epoch
 	req.MaxWaitMillis = int32(m.cfg.MaxWait / time.Millisecond)
+	if m.prio != nil {
+		rq.prioGen = m.prio.gen
+		if m.prio.probing {
+			req.MaxWaitMillis = 0 // a probe: what the urgent topics have now
+		}
+	}
 	req.MinBytes = 1
 	req.MaxBytes = 50 << 20
 	req.MaxRecords = int32(share)
