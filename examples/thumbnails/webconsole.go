@@ -15,14 +15,25 @@ import (
 )
 
 // webConsole serves shareq's web console (read-only) while the demo
-// runs: the share group, its lag, and the corrupt image parked in
-// thumbnails.dlq.
-type webConsole struct{ httpServer }
+// runs: the share group, its lag over time, and the corrupt image parked
+// in thumbnails.dlq.
+type webConsole struct {
+	httpServer
+	sampler *shareqconsole.Sampler // the lag the group page charts
+}
+
+// consoleSampleEvery is how often the demo's console samples the group's
+// lag: the demo is short, so more often than a console's default.
+const consoleSampleEvery = 2 * time.Second
 
 // startWebConsole listens at addr with a console reading through cl, a
 // client that consumes nothing.
 func startWebConsole(addr string, cl *kgo.Client, log *slog.Logger) (*webConsole, error) {
-	h, err := shareqconsole.New(shareqconsole.Client(cl), shareqconsole.Logger(log))
+	sampler, err := shareqconsole.NewSampler(cl, consoleSampleEvery)
+	if err != nil {
+		return nil, err
+	}
+	h, err := shareqconsole.New(shareqconsole.Client(cl), shareqconsole.Charts(sampler), shareqconsole.Logger(log))
 	if err != nil {
 		return nil, err
 	}
@@ -30,7 +41,17 @@ func startWebConsole(addr string, cl *kgo.Client, log *slog.Logger) (*webConsole
 	if err != nil {
 		return nil, fmt.Errorf("-console-addr: %w", err)
 	}
-	return &webConsole{newHTTPServer(ln, h)}, nil
+	return &webConsole{newHTTPServer(ln, h), sampler}, nil
+}
+
+// serve serves the console, sampling the lag meanwhile, until stop.
+func (c *webConsole) serve() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	sampled := make(chan error, 1)
+	go func() { sampled <- c.sampler.Run(ctx) }()
+	err := c.httpServer.serve()
+	cancel()
+	return errors.Join(err, <-sampled)
 }
 
 // httpServer serves a handler on a listener of its own, until stop: the
