@@ -23,7 +23,9 @@ package main
 // wait. The verdict of each variant is STALLED (records wait, none
 // acquired and the start offset still for -probe-stall-after) or OK (all
 // delivered and acked); a stalled partition is then restarted once more
-// to show whether that frees it. The broker logs
+// to show whether that frees it, or, with -probe-remedies, a client
+// remedy is tried on it instead, one fresh stall per remedy
+// (broker_probe_remedy.go). The broker logs
 // kafka.server.share.SharePartition at DEBUG (set on it after every
 // start); its lines of the variant's group go to
 // .cache/broker-probe/<variant>.log beside an excerpt in the output.
@@ -76,6 +78,7 @@ type probeFlags struct {
 	lockMs     int
 	watch      time.Duration
 	stallAfter time.Duration
+	remedies   string
 }
 
 func (p *probeFlags) register(fs *flag.FlagSet) {
@@ -84,6 +87,7 @@ func (p *probeFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&p.locks, "probe-locks", 100, "broker probe: the groups' share.partition.max.record.locks (100 to 2000 on a default broker)")
 	fs.IntVar(&p.lockMs, "probe-lock-ms", 10000, "broker probe: the groups' share.record.lock.duration.ms")
 	fs.DurationVar(&p.watch, "probe-watch", 40*time.Second, "broker probe: how long each variant watches the partition after its last step")
+	fs.StringVar(&p.remedies, "probe-remedies", "", "broker probe: instead of the freeing restart, try these client remedies on a stalled partition, one per fresh stall of each variant, comma-separated ("+strings.Join(probeRemedyNames(), ",")+"; broker_probe_remedy.go)")
 	fs.DurationVar(&p.stallAfter, "probe-stall-after", 20*time.Second, "broker probe: records waiting, none acquired and the start offset still this long is STALLED (keep it above the lock duration)")
 }
 
@@ -200,6 +204,29 @@ func brokerProbeMain(o options) int {
 			run = append(run, all[i])
 		}
 	}
+	var remedies []*probeRemedy
+	if p.remedies != "" {
+		for name := range strings.SplitSeq(p.remedies, ",") {
+			r, err := parseRemedy(strings.TrimSpace(name))
+			if err != nil {
+				return usage("-probe-remedies: %v", err)
+			}
+			remedies = append(remedies, r)
+		}
+	}
+	type probeJob struct {
+		v      probeVariant
+		remedy *probeRemedy
+	}
+	var jobs []probeJob
+	for _, v := range run {
+		if len(remedies) == 0 {
+			jobs = append(jobs, probeJob{v: v})
+		}
+		for _, r := range remedies {
+			jobs = append(jobs, probeJob{v: v, remedy: r})
+		}
+	}
 	if err := o.locateRepo(); err != nil {
 		fmt.Fprintln(os.Stderr, "shareq-soak:", err)
 		return 2
@@ -227,10 +254,14 @@ func brokerProbeMain(o options) int {
 	fmt.Printf("shareq-soak: broker probe on %s (Kafka, code %s): share.partition.max.record.locks=%d, share.record.lock.duration.ms=%d, variants %s\n",
 		strings.Join(seeds, ","), gitDescribe(o.repo), p.locks, p.lockMs, strings.Join(names(run), ","))
 	code := 0
-	var verdicts []string
-	for _, v := range run {
-		pr := &prober{svc: svc, c: c, seeds: seeds, f: p, v: v, outDir: outDir}
+	var verdicts, remedied []string
+	for _, j := range jobs {
+		v := j.v
+		pr := &prober{svc: svc, c: c, seeds: seeds, f: p, v: v, remedy: j.remedy, outDir: outDir}
 		verdict, err := pr.run(ctx)
+		if pr.remedyResult != "" {
+			remedied = append(remedied, pr.remedyResult)
+		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "shareq-soak: broker probe %s: %v\n", v.name, err)
 			verdict = "ERROR"
@@ -250,6 +281,12 @@ func brokerProbeMain(o options) int {
 	for _, l := range verdicts {
 		fmt.Println("  " + l)
 	}
+	if len(remedies) > 0 {
+		fmt.Println("\nshareq-soak: broker probe remedies (variant, remedy, verdict):")
+		for _, l := range remedied {
+			fmt.Println("  " + l)
+		}
+	}
 	return code
 }
 
@@ -268,6 +305,7 @@ type prober struct {
 	seeds  []string
 	f      probeFlags
 	v      probeVariant
+	remedy *probeRemedy // applied after a STALLED verdict instead of the restart
 	outDir string
 
 	topic, group string
@@ -282,6 +320,12 @@ type prober struct {
 	maxAcquired int64
 	emptyFetch  int // empty fetches in a row
 	warms       int
+
+	accepted     map[int64]bool // offsets the probe accepted
+	redelivered  int            // acquisitions of an accepted offset
+	remedyAt     time.Time      // when the remedy began (zero: none)
+	firstAfter   time.Duration  // from remedyAt to the first acquisition after it
+	remedyResult string         // the remedy's result line (tryRemedy)
 }
 
 func (pr *prober) logf(format string, args ...any) {
@@ -294,6 +338,7 @@ func (pr *prober) run(ctx context.Context) (string, error) {
 	pr.start = time.Now()
 	pr.logFrom = fileSize(pr.serverLog())
 	pr.maxAcquired = -1
+	pr.accepted = map[int64]bool{}
 	suffix := strconv.FormatInt(time.Now().UnixMilli()%1e9, 36)
 	pr.topic = "probe-" + pr.v.name + "-" + suffix
 	pr.group = pr.topic
@@ -331,6 +376,7 @@ func (pr *prober) run(ctx context.Context) (string, error) {
 				continue
 			}
 			acks = appendAck(acks, off, 1)
+			pr.accepted[off] = true
 		}
 	}
 	if err := pr.m.ack(ctx, acks); err != nil {
@@ -365,7 +411,11 @@ func (pr *prober) run(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if verdict == "STALLED" {
+	if verdict == "STALLED" && pr.remedy != nil {
+		if err := pr.tryRemedy(ctx); err != nil {
+			return verdict, err
+		}
+	} else if verdict == "STALLED" {
 		// Does a restart free it (as in the endurance run)?
 		pr.logf("stalled; SIGKILL and restart the broker once more to see whether that frees it")
 		if err := pr.svc.stopNode(ctx, pr.c, 1, true); err == nil {
@@ -509,8 +559,16 @@ func (pr *prober) fetch(ctx context.Context, acks []kmsg.ShareAcknowledgeRequest
 	}
 	pr.emptyFetch = 0
 	pr.lastAcquire = time.Now()
+	if !pr.remedyAt.IsZero() && pr.firstAfter == 0 {
+		pr.firstAfter = time.Since(pr.remedyAt)
+	}
 	for _, r := range got {
 		pr.maxAcquired = max(pr.maxAcquired, r.LastOffset)
+		for off := r.FirstOffset; off <= r.LastOffset; off++ {
+			if pr.accepted[off] {
+				pr.redelivered++
+			}
+		}
 	}
 	return got, nil
 }
@@ -537,6 +595,9 @@ func (pr *prober) drive(ctx context.Context, fn ackFn, d time.Duration) error {
 		for _, r := range got {
 			for off := r.FirstOffset; off <= r.LastOffset; off++ {
 				t := fn(off, r.DeliveryCount)
+				if t == 1 {
+					pr.accepted[off] = true
+				}
 				if t != 0 {
 					pending = appendAck(pending, off, t)
 				}
@@ -630,6 +691,7 @@ func (pr *prober) watch(ctx context.Context, d time.Duration) (string, error) {
 		for _, r := range got {
 			for off := r.FirstOffset; off <= r.LastOffset; off++ {
 				pending = appendAck(pending, off, 1)
+				pr.accepted[off] = true
 			}
 		}
 		if len(pending) > 0 {
@@ -679,7 +741,11 @@ func (pr *prober) brokerLog() {
 	if _, err := f.Seek(pr.logFrom, 0); err != nil {
 		return
 	}
-	path := filepath.Join(pr.outDir, pr.v.name+".log")
+	name := pr.v.name
+	if pr.remedy != nil {
+		name += "-" + pr.remedy.name
+	}
+	path := filepath.Join(pr.outDir, name+".log")
 	out, err := os.Create(path)
 	if err != nil {
 		return
@@ -787,14 +853,17 @@ var errProbeRetry = errors.New("retry")
 // shareMember is one share-group member speaking the protocol itself:
 // heartbeats in the background, one share session, explicit acks.
 type shareMember struct {
-	cl       *kgo.Client
+	cl       *kgo.Client // heartbeats
+	fcl      *kgo.Client // share fetches and acks: the connection the share session is tied to
+	seeds    []string
 	group    string
 	topic    string
 	topicID  [16]byte
 	memberID string
 
-	hbStop chan struct{}
-	hbDone chan struct{}
+	hbStop    chan struct{}
+	hbDone    chan struct{}
+	hbRunning bool // the heartbeat goroutine was started (join)
 
 	mu         chan struct{} // guards the below (a one-slot semaphore)
 	epoch      int32
@@ -805,7 +874,8 @@ type shareMember struct {
 
 func newShareMember(seeds []string, group, topic string, topicID [16]byte) *shareMember {
 	cl, _ := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RetryTimeout(5*time.Second))
-	return &shareMember{cl: cl, group: group, topic: topic, topicID: topicID, memberID: newUUID(),
+	fcl, _ := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RetryTimeout(5*time.Second))
+	return &shareMember{cl: cl, fcl: fcl, seeds: seeds, group: group, topic: topic, topicID: topicID, memberID: newUUID(),
 		hbStop: make(chan struct{}), hbDone: make(chan struct{}), mu: make(chan struct{}, 1), hbInterval: 500 * time.Millisecond}
 }
 
@@ -837,6 +907,7 @@ func (m *shareMember) join(ctx context.Context) error {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	m.hbRunning = true
 	go func() {
 		defer close(m.hbDone)
 		for {
@@ -897,18 +968,62 @@ func (m *shareMember) reset() {
 }
 
 func (m *shareMember) close() {
+	m.leave()
+	m.cl.Close()
+	m.fcl.Close()
+}
+
+// leave stops the heartbeats and leaves the group (epoch -1); the share
+// session and its connection stay. rejoin joins again.
+func (m *shareMember) leave() {
 	select {
 	case <-m.hbStop:
+		return
 	default:
 		close(m.hbStop)
+	}
+	if m.hbRunning {
 		<-m.hbDone
+		m.hbRunning = false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	req := kmsg.NewPtrShareGroupHeartbeatRequest()
 	req.GroupID, req.MemberID, req.MemberEpoch = m.group, m.memberID, -1
 	_, _ = req.RequestWith(ctx, m.cl)
-	m.cl.Close()
+}
+
+// rejoin joins the group again (epoch 0, same member id) after leave.
+func (m *shareMember) rejoin(ctx context.Context) error {
+	m.lock()
+	m.epoch, m.assigned = 0, false
+	m.unlock()
+	m.hbStop, m.hbDone = make(chan struct{}), make(chan struct{})
+	return m.join(ctx)
+}
+
+// reconnect drops the share session's connection (a new fetch client;
+// the old one closed) and forgets the session.
+func (m *shareMember) reconnect() {
+	m.fcl.Close()
+	m.fcl, _ = kgo.NewClient(kgo.SeedBrokers(m.seeds...), kgo.RetryTimeout(5*time.Second))
+	m.reset()
+}
+
+// closeSession closes the share session with a final ShareAcknowledge
+// (epoch -1, no acks) on its connection, which stays open.
+func (m *shareMember) closeSession(ctx context.Context) error {
+	req := kmsg.NewPtrShareAcknowledgeRequest()
+	req.GroupID, req.MemberID = &m.group, &m.memberID
+	req.ShareSessionEpoch = -1
+	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := m.broker(actx).RetriableRequest(actx, req)
+	m.reset()
+	if err != nil {
+		return err
+	}
+	return kerr.ErrorForCode(resp.(*kmsg.ShareAcknowledgeResponse).ErrorCode)
 }
 
 // fetch sends one ShareFetch (opening the session when there is none)
@@ -1012,4 +1127,4 @@ func (m *shareMember) ack(ctx context.Context, acks []kmsg.ShareAcknowledgeReque
 
 // broker is the one broker (node 1), on the fetch connection the share
 // session is tied to.
-func (m *shareMember) broker(context.Context) *kgo.Broker { return m.cl.Broker(1) }
+func (m *shareMember) broker(context.Context) *kgo.Broker { return m.fcl.Broker(1) }
