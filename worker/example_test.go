@@ -89,3 +89,24 @@ func ExampleSpareDeliveries() {
 	fmt.Println(w.Group(), w.Topics())
 	// Output: mailer [emails]
 }
+
+// A worker of two topics, where a password reset never waits behind a
+// newsletter: it fetches and starts newsletters only while no reset
+// waits (docs/limits.md, Priorities).
+func ExampleStrictPriority() {
+	resets := handler.Func(func(ctx context.Context, job *handler.Job) error { return nil })
+	newsletters := handler.Func(func(ctx context.Context, job *handler.Job) error { return nil })
+	w, err := worker.New(
+		worker.Brokers("127.0.0.1:9092"),
+		worker.Group("mailer"),
+		worker.Handle("password-resets", resets),
+		worker.Handle("newsletters", newsletters),
+		worker.StrictPriority("password-resets", "newsletters"), // or:
+		// worker.Priority("password-resets", 3), // 3 resets started for each newsletter
+	)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(w.Group(), len(w.Topics()), "topics")
+	// Output: mailer 2 topics
+}
