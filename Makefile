@@ -155,6 +155,9 @@ soak-endurance:
 #                      protocol itself, records held across a SIGKILL and a
 #                      restart; prints STALLED or OK per variant
 #                      (internal/cmd/shareq-soak/broker_probe.go). About 8 minutes.
+#                      SOAK_FLAGS=-probe-remedies leave-5s,reconnect-2s,...
+#                      tries client moves on each stall instead of the freeing
+#                      restart (broker_probe_remedy.go; RELIABILITY.md).
 .PHONY: soak-broker-probe
 soak-broker-probe:
 	go run ./internal/cmd/shareq-soak -broker-probe $(SOAK_FLAGS)
