@@ -137,6 +137,7 @@ type Worker struct {
 	topicParts map[string]int
 	brokerLine brokerLine
 	groupReset string // the group's share.auto.offset.reset as Check left it ("" when unknown)
+	assignEvery time.Duration // the group's share.assignment.interval.ms as Check left it (0 when unknown)
 
 	deliveryLimit atomic.Int32           // set by Check
 	brokerDLQ     atomic.Pointer[string] // set by Check

@@ -47,6 +47,12 @@ type Config struct {
 	// fetched, alone. The decoded-batch cache holds up to half as much
 	// again. Default [MaxBytesDefault]; see bytes.go.
 	MaxBytes int64
+	// AssignmentPoll is how often a member that joined with no
+	// partitions heartbeats during its first heartbeat interval
+	// default [AssignmentPollDefault] (membership.go).
+	// A caller that knows the group's assignment interval (Kafka's
+	// share.assignment.interval.ms) polls about twice per interval.
+	AssignmentPoll time.Duration
 }
 
 // Member is one share-group member. Make it with [New], run it with
@@ -167,6 +173,12 @@ func New(cfg Config) (*Member, error) {
 	}
 	if cfg.MaxBytes == 0 {
 		cfg.MaxBytes = MaxBytesDefault
+	}
+	if cfg.AssignmentPoll < 0 {
+		return nil, fmt.Errorf("member: Config.AssignmentPoll %v is negative", cfg.AssignmentPoll)
+	}
+	if cfg.AssignmentPoll == 0 {
+		cfg.AssignmentPoll = AssignmentPollDefault
 	}
 	if cfg.MemberID == "" {
 		var b [16]byte
