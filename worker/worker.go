@@ -134,10 +134,13 @@ type Worker struct {
 	// topicParts is each handled topic's partition count and brokerLine
 	// the brokers' release line, both set by Check and read by the topic
 	// watch in Run.
-	topicParts  map[string]int
-	brokerLine  brokerLine
-	groupReset  string        // the group's share.auto.offset.reset as Check left it ("" when unknown)
-	assignEvery time.Duration // the group's share.assignment.interval.ms as Check left it (0 when unknown)
+	topicParts map[string]int
+	brokerLine brokerLine
+	groupReset string // the group's share.auto.offset.reset as Check left it ("" when unknown)
+
+	// assignEvery is the group's share.assignment.interval.ms as Check
+	// left it (0 when unknown), for the member's first heartbeats.
+	assignEvery time.Duration
 
 	deliveryLimit atomic.Int32           // set by Check
 	brokerDLQ     atomic.Pointer[string] // set by Check
