@@ -39,6 +39,10 @@
 // share session timeout: the worker asks for [SessionTimeoutDefault]
 // ([SessionTimeout]), which brokers with lowered minimums allow; a default
 // broker allows no less than 45 s, and the worker logs that at start.
+// Likewise it asks the coordinator to assign the group's partitions at
+// most every [AssignmentIntervalDefault] ([AssignmentInterval]) rather
+// than Kafka's 1 s, so that a worker's first job comes about 0.2 s after
+// [New] on a new group.
 //
 // While it runs, a worker publishes its status (what it runs, its jobs,
 // open breakers, dependencies down) to a compacted topic ([StatusTopic],
