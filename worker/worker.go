@@ -41,8 +41,8 @@
 // broker allows no less than 45 s, and the worker logs that at start.
 // Likewise it asks the coordinator to assign the group's partitions at
 // most every [AssignmentIntervalDefault] ([AssignmentInterval]) rather
-// than Kafka's 1 s, so that a worker's first job comes about 0.2 s after
-// [New] on a new group.
+// than Kafka's 1 s, so that a worker on a new group gets its partitions
+// about 0.1 s after it joins rather than 1 s.
 //
 // While it runs, a worker publishes its status (what it runs, its jobs,
 // open breakers, dependencies down) to a compacted topic ([StatusTopic],
