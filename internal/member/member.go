@@ -48,10 +48,11 @@ type Config struct {
 	// again. Default [MaxBytesDefault]; see bytes.go.
 	MaxBytes int64
 	// AssignmentPoll is how often a member that joined with no
-	// partitions heartbeats during its first heartbeat interval
-	// default [AssignmentPollDefault] (membership.go).
-	// A caller that knows the group's assignment interval (Kafka's
-	// share.assignment.interval.ms) polls about twice per interval.
+	// partitions heartbeats during its first heartbeat interval; default
+	// [AssignmentPollDefault] (membership.go). A caller that knows the
+	// group's assignment interval (Kafka's share.assignment.interval.ms)
+	// gives about half of it, so that the partitions come soon after
+	// the coordinator assigns them.
 	AssignmentPoll time.Duration
 }
 
