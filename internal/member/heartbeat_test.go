@@ -70,10 +70,9 @@ func TestHeartbeatsFollowTheReturnedInterval(t *testing.T) {
 // A member that joins with no partitions heartbeats every 200 ms
 // (AssignmentPollDefault) during its first interval rather than once:
 // Kafka answers the join with an empty assignment and makes the
-// assignment apart from it
-// (KIP-1263), so at a 3 s interval the partitions would otherwise come in
-// the second heartbeat, 3 s after the join. kfake assigns in the join's
-// answer.
+// assignment apart from it (KIP-1263), so at a 3 s interval the
+// partitions would otherwise come in the second heartbeat, 3 s after the
+// join. kfake assigns in the join's answer.
 func TestFirstAssignmentComesBeforeTheInterval(t *testing.T) {
 	t.Parallel()
 	c := kafkatest.New(t)
