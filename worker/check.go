@@ -126,10 +126,11 @@ func (w *Worker) check(ctx context.Context, admin *kgo.Client) error {
 	// 7. The group configs set as asked, each written only when it
 	// differs (AlterConfigs): AutoOffsetReset, DeliveryLimit
 	// (checked against the brokers' bounds first), renewals enabled,
-	// the session timeout. A refused write is ErrNotAuthorized for
-	// AlterConfigs, another failure an error naming the option and the
-	// kafka-configs.sh command that sets it; a session timeout the
-	// brokers do not allow is only logged.
+	// the session timeout, the assignment interval. A refused write is
+	// ErrNotAuthorized for AlterConfigs, another failure an error naming
+	// the option and the kafka-configs.sh command that sets it; a
+	// session timeout or assignment interval the brokers do not allow
+	// (or know) is only logged.
 	if err := w.setOffsetReset(ctx, admin, gc.current); err != nil {
 		return err
 	}
@@ -141,6 +142,9 @@ func (w *Worker) check(ctx context.Context, admin *kgo.Client) error {
 		return err
 	}
 	if err := w.ensureSessionTimeout(ctx, admin, gc.current, gc.own); err != nil {
+		return err
+	}
+	if w.assignEvery, err = w.ensureAssignmentInterval(ctx, admin, gc); err != nil {
 		return err
 	}
 	// 8. The group's dead-letter topic on the broker (Kafka 4.4+): a
@@ -337,7 +341,7 @@ type groupConfigs struct {
 // and the worker tries to set what it needs.
 func (w *Worker) describeGroupConfigs(ctx context.Context, admin *kgo.Client) (groupConfigs, error) {
 	current, own, err := groupcfg.DescribeOwn(ctx, admin, w.cfg.group, groupcfg.AutoOffsetReset, groupcfg.RenewAckEnable, groupcfg.DeliveryCountLimit,
-		groupcfg.DLQTopicName, groupcfg.DLQCopyRecord, groupcfg.SessionTimeoutMs, groupcfg.HeartbeatIntervalMs)
+		groupcfg.DLQTopicName, groupcfg.DLQCopyRecord, groupcfg.SessionTimeoutMs, groupcfg.HeartbeatIntervalMs, groupcfg.AssignmentIntervalMs)
 	if acl.Denied(err) {
 		return groupConfigs{}, w.notAuthorized(admin, acl.Right{Op: "DescribeConfigs", Resource: acl.Group, Name: w.cfg.group}, err)
 	}

@@ -280,12 +280,12 @@ func groupTimers(ctx context.Context, t *testing.T, b *bundle) (session, heartbe
 		}
 		return ms(m, groupcfg.BrokerSessionTimeoutMs), ms(m, groupcfg.BrokerHeartbeatIntervalMs), 0
 	}
-	m, err := groupcfg.Describe(ctx, b.c.Client(t), b.group, groupcfg.SessionTimeoutMs, groupcfg.HeartbeatIntervalMs, "share.assignment.interval.ms")
+	m, err := groupcfg.Describe(ctx, b.c.Client(t), b.group, groupcfg.SessionTimeoutMs, groupcfg.HeartbeatIntervalMs, groupcfg.AssignmentIntervalMs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := m["share.assignment.interval.ms"]; ok { // Kafka 4.3+
-		assignEvery = ms(m, "share.assignment.interval.ms")
+	if _, ok := m[groupcfg.AssignmentIntervalMs]; ok { // Kafka 4.3+
+		assignEvery = ms(m, groupcfg.AssignmentIntervalMs)
 	}
 	return ms(m, groupcfg.SessionTimeoutMs), ms(m, groupcfg.HeartbeatIntervalMs), assignEvery
 }

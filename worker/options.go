@@ -118,6 +118,7 @@ type config struct {
 	snoozer         Snoozer
 	status          statusConfig  // StatusTopic, StatusEvery (status.go)
 	control         controlConfig // ControlTopic (controls.go)
+	assign          assignConfig  // AssignmentInterval (assign.go)
 	rates           []topicRate   // TopicRate (rate.go)
 	rateRefresh     time.Duration // how often a rate-limited worker counts the members sharing it (rate.go)
 	// The stall check's (stall.go): how long a partition gives nothing
@@ -598,6 +599,7 @@ func newConfig(opts []Option) (*config, error) {
 	c.checkPriorities(seen, bad)
 	c.checkStatus(bad)
 	c.checkControl(bad)
+	c.checkAssign(bad)
 	errs = append(errs, c.checkRates(topicsOf(c.routes))...)
 	if c.fetchMaxWait < 10*time.Millisecond || c.fetchMaxWait > time.Minute {
 		bad("FetchMaxWait(%v): must be between 10ms (the client's minimum) and 1m", c.fetchMaxWait)

@@ -64,7 +64,8 @@ func (w *Worker) runMember(ctx context.Context, log *slog.Logger) error {
 		return fmt.Errorf("worker: client options: %w", err)
 	}
 	defer cl.Close()
-	m, err := member.New(member.Config{Client: cl, Group: w.cfg.group, Topics: w.topics, MaxWait: w.cfg.fetchMaxWait, MaxBytes: w.cfg.maxBytesInHand, Logger: log, Priority: w.cfg.fetchPriority()})
+	m, err := member.New(member.Config{Client: cl, Group: w.cfg.group, Topics: w.topics, MaxWait: w.cfg.fetchMaxWait, MaxBytes: w.cfg.maxBytesInHand,
+		AssignmentPoll: assignmentPoll(w.assignEvery), Logger: log, Priority: w.cfg.fetchPriority()})
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}

@@ -39,6 +39,10 @@
 // share session timeout: the worker asks for [SessionTimeoutDefault]
 // ([SessionTimeout]), which brokers with lowered minimums allow; a default
 // broker allows no less than 45 s, and the worker logs that at start.
+// Likewise it asks the coordinator to assign the group's partitions at
+// most every [AssignmentIntervalDefault] ([AssignmentInterval]) rather
+// than Kafka's 1 s, so that a worker on a new group gets its partitions
+// about 0.1 s after it joins rather than 1 s.
 //
 // While it runs, a worker publishes its status (what it runs, its jobs,
 // open breakers, dependencies down) to a compacted topic ([StatusTopic],
@@ -137,6 +141,10 @@ type Worker struct {
 	topicParts map[string]int
 	brokerLine brokerLine
 	groupReset string // the group's share.auto.offset.reset as Check left it ("" when unknown)
+
+	// assignEvery is the group's share.assignment.interval.ms as Check
+	// left it (0 when unknown), for the member's first heartbeats.
+	assignEvery time.Duration
 
 	deliveryLimit atomic.Int32           // set by Check
 	brokerDLQ     atomic.Pointer[string] // set by Check

@@ -77,6 +77,17 @@ const (
 	BrokerMaxSessionTimeoutMs    = "group.share.max.session.timeout.ms"
 	BrokerMinHeartbeatIntervalMs = "group.share.min.heartbeat.interval.ms"
 	BrokerMaxHeartbeatIntervalMs = "group.share.max.heartbeat.interval.ms"
+
+	// AssignmentIntervalMs is how often at most the coordinator computes
+	// the group's assignment (Kafka 4.3+, KIP-1263): a member that joins
+	// gets its partitions about this long after. The broker's default is
+	// BrokerAssignmentIntervalMs (1 s), bounded by
+	// BrokerMinAssignmentIntervalMs and BrokerMaxAssignmentIntervalMs (0
+	// and 15 s by default).
+	AssignmentIntervalMs          = "share.assignment.interval.ms"
+	BrokerAssignmentIntervalMs    = "group.share.assignment.interval.ms"
+	BrokerMinAssignmentIntervalMs = "group.share.min.assignment.interval.ms"
+	BrokerMaxAssignmentIntervalMs = "group.share.max.assignment.interval.ms"
 )
 
 // Set sets group configs with IncrementalAlterConfigs.

@@ -3,6 +3,7 @@ package member_test
 import (
 	"context"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -66,12 +67,12 @@ func TestHeartbeatsFollowTheReturnedInterval(t *testing.T) {
 	r.leave()
 }
 
-// A member that joins with no partitions heartbeats every 200 ms during
-// its first interval rather than once (assignmentPoll): Kafka answers the
-// join with an empty assignment and makes the assignment apart from it
-// (KIP-1263), so at a 3 s interval the partitions would otherwise come in
-// the second heartbeat, 3 s after the join. kfake assigns in the join's
-// answer.
+// A member that joins with no partitions heartbeats every 200 ms
+// (AssignmentPollDefault) during its first interval rather than once:
+// Kafka answers the join with an empty assignment and makes the
+// assignment apart from it (KIP-1263), so at a 3 s interval the
+// partitions would otherwise come in the second heartbeat, 3 s after the
+// join. kfake assigns in the join's answer.
 func TestFirstAssignmentComesBeforeTheInterval(t *testing.T) {
 	t.Parallel()
 	c := kafkatest.New(t)
@@ -93,6 +94,78 @@ func TestFirstAssignmentComesBeforeTheInterval(t *testing.T) {
 	}
 	if most := int64(took/(200*time.Millisecond)) + 2; n > most {
 		t.Errorf("%d heartbeats in %v: more than one per 200 ms (%d)", n, took, most)
+	}
+	r.leave()
+}
+
+// beatTimes notes when a client writes each ShareGroupHeartbeat.
+type beatTimes struct {
+	mu sync.Mutex
+	at []time.Time
+}
+
+func (b *beatTimes) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key == kmsg.ShareGroupHeartbeat.Int16() && err == nil {
+		b.mu.Lock()
+		b.at = append(b.at, time.Now())
+		b.mu.Unlock()
+	}
+}
+
+// gaps returns the shortest and longest time between consecutive
+// heartbeats so far, and how many there were.
+func (b *beatTimes) gaps() (shortest, longest time.Duration, n int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i := 1; i < len(b.at); i++ {
+		g := b.at[i].Sub(b.at[i-1])
+		if i == 1 || g < shortest {
+			shortest = g
+		}
+		longest = max(longest, g)
+	}
+	return shortest, longest, len(b.at)
+}
+
+// A member given AssignmentPoll (the worker gives half the group's
+// share.assignment.interval.ms) heartbeats that often while it waits for
+// its first partitions, and no more often. On Kafka the group's interval
+// is 1 s, so the member waits about a second, polling every 50 ms: no
+// two heartbeats closer than that, and some closer than the default
+// 200 ms (a timer fires late under load, never early). kfake assigns in
+// the join's answer: one heartbeat, nothing to compare.
+func TestFirstAssignmentAtTheAssignmentPoll(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.New(t)
+	topic, group := c.Topic(t, 2), c.Group(t)
+	const poll = 50 * time.Millisecond
+	if c.HonoursGroupSessionTimeout {
+		c.SetGroupConfig(t, group, map[string]string{groupcfg.SessionTimeoutMs: "15000", groupcfg.HeartbeatIntervalMs: "3000",
+			groupcfg.AssignmentIntervalMs: "1000"})
+	}
+	var hb beatTimes
+	began := time.Now()
+	r := start(t, c, group, []string{topic}, func(cfg *member.Config) {
+		cfg.Client = c.Client(t, kgo.ConnIdleTimeout(10*time.Minute), kgo.WithHooks(&hb))
+		cfg.AssignmentPoll = poll
+	})
+	r.waitFor("partitions", func() bool { return r.m.Stats().Partitions == 2 })
+	took := time.Since(began)
+	shortest, longest, n := hb.gaps()
+	t.Logf("%s: partitions %v after the start, after %d heartbeats %v to %v apart", c.Kind, took.Round(time.Millisecond), n,
+		shortest.Round(time.Millisecond), longest.Round(time.Millisecond))
+	if n < 2 {
+		if c.HonoursGroupSessionTimeout {
+			t.Fatalf("the partitions came in the join's answer; Kafka makes the assignment apart from it")
+		}
+		r.leave()
+		return
+	}
+	if shortest < poll-5*time.Millisecond {
+		t.Errorf("two heartbeats %v apart: more often than AssignmentPoll %v", shortest, poll)
+	}
+	if shortest >= member.AssignmentPollDefault {
+		t.Errorf("no two heartbeats closer than %v: AssignmentPoll %v not followed", shortest, poll)
 	}
 	r.leave()
 }

@@ -50,6 +50,13 @@ type Config struct {
 	// Priority orders the topics the fetches ask for (priority.go); nil:
 	// every fetch asks for every assigned partition.
 	Priority *Priority
+	// AssignmentPoll is how often a member that joined with no
+	// partitions heartbeats during its first heartbeat interval; default
+	// [AssignmentPollDefault] (membership.go). A caller that knows the
+	// group's assignment interval (Kafka's share.assignment.interval.ms)
+	// gives about half of it, so that the partitions come soon after
+	// the coordinator assigns them.
+	AssignmentPoll time.Duration
 }
 
 // Member is one share-group member. Make it with [New], run it with
@@ -172,6 +179,12 @@ func New(cfg Config) (*Member, error) {
 	}
 	if cfg.MaxBytes == 0 {
 		cfg.MaxBytes = MaxBytesDefault
+	}
+	if cfg.AssignmentPoll < 0 {
+		return nil, fmt.Errorf("member: Config.AssignmentPoll %v is negative", cfg.AssignmentPoll)
+	}
+	if cfg.AssignmentPoll == 0 {
+		cfg.AssignmentPoll = AssignmentPollDefault
 	}
 	if cfg.MemberID == "" {
 		var b [16]byte

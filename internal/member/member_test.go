@@ -21,6 +21,7 @@ func TestNewValidates(t *testing.T) {
 		{"no topics", member.Config{Client: cl, Group: "g"}},
 		{"empty topic", member.Config{Client: cl, Group: "g", Topics: []string{""}}},
 		{"negative MaxWait", member.Config{Client: cl, Group: "g", Topics: []string{"t"}, MaxWait: -1}},
+		{"negative AssignmentPoll", member.Config{Client: cl, Group: "g", Topics: []string{"t"}, AssignmentPoll: -1}},
 	} {
 		if _, err := member.New(tc.cfg); err == nil {
 			t.Errorf("%s: New succeeded", tc.name)

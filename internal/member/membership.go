@@ -116,7 +116,7 @@ func (m *Member) handleHeartbeat(resp *kmsg.ShareGroupHeartbeatResponse, err err
 			m.log.Debug("member: joined", "epoch", m.group.epoch)
 		}
 		if len(m.group.assigned) == 0 && now.Sub(m.group.joinedAt) < m.group.interval {
-			m.group.due = now.Add(min(m.group.interval, assignmentPoll))
+			m.group.due = now.Add(min(m.group.interval, m.cfg.AssignmentPoll))
 		}
 		return
 	case errors.Is(err, kerr.UnknownMemberID) || errors.Is(err, kerr.FencedMemberEpoch):
@@ -150,22 +150,24 @@ func (m *Member) handleHeartbeat(resp *kmsg.ShareGroupHeartbeatResponse, err err
 	m.logEvery("hb:"+err.Error(), level, "member: heartbeat failed; retrying", "err", err, "message", msg)
 }
 
-// assignmentPoll is how often a member that joined with no partitions
-// heartbeats during its first heartbeat interval, rather than once.
+// AssignmentPollDefault is the default [Config.AssignmentPoll]: how often
+// a member that joined with no partitions heartbeats during its first
+// heartbeat interval, rather than once.
 //
 // Kafka computes a share group's target assignment apart from the
 // heartbeat that joins (KIP-1263: the assignor runs off the coordinator
 // thread, at most once per group.share.assignment.interval.ms, 1 s by
 // default), so the join's answer carries an empty assignment and the
-// partitions come in the first heartbeat after the assignment is made: at
-// the default 5 s interval, 5 s after the join. Nothing bounds how soon a
+// partitions come in the first heartbeat after the assignment is made
+// (about the assignment interval after the join): at the default 5 s
+// heartbeat interval, 5 s after the join. Nothing bounds how soon a
 // member may heartbeat (GroupMetadataManager's share heartbeat has no
 // minimum gap; the Java consumer heartbeats at once, not at the interval,
 // while JOINING and ACKNOWLEDGING: AbstractMembershipManager
-// .shouldHeartbeatNow), so a member polls every assignmentPoll during its
+// .shouldHeartbeatNow), so a member polls every AssignmentPoll during its
 // first interval. A member that still has no partitions after it (a group
 // with more members than partitions) heartbeats at the interval.
-const assignmentPoll = 200 * time.Millisecond
+const AssignmentPollDefault = 200 * time.Millisecond
 
 // replan recomputes which partitions each broker's session fetches. When
 // the priorities leave nothing to fetch (none of the topics they ask for

@@ -2,7 +2,7 @@
 // would weigh it against, in one run, and reports ratios within that run:
 //
 //	go run ./internal/cmd/shareq-bench [-broker kfake|127.0.0.1:19092|both]
-//	    [-database URL] [-scenarios hol,overhead,eos,renew,burst,latency,producer,scale,isolation,breaker,snooze,rate,idle] [-out bench-out/] [-quick]
+//	    [-database URL] [-scenarios hol,overhead,eos,renew,burst,latency,producer,scale,start,churn,isolation,breaker,snooze,rate,idle] [-out bench-out/] [-quick]
 //	    [-cluster HOST:PORT,HOST:PORT,HOST:PORT]
 //
 // Scenarios, each run on every backend asked for (kfake in process, and
@@ -49,6 +49,14 @@
 //	          the -cluster seeds of scripts/kafka-cluster.sh) and 20
 //	          topics; an idle worker's CPU and requests per second and a
 //	          worker's start time on 1 and 20 topics of 60 partitions.
+//	start     (only when named) the scale scenario's start and idle
+//	          rows alone: 5 starts each of a worker on 1 and 20 topics of
+//	          60 partitions, with and without AssignmentInterval(0).
+//	churn     (only when named; see churn.go) 20 worker processes on
+//	          60 partitions, one leaving and another joining every
+//	          500 ms for 30 s:
+//	          heartbeats/s and the broker's CPU, with and without
+//	          AssignmentInterval(0).
 //	idle      (only when named; see idle.go) an idle worker process on
 //	          a topic of 60 partitions: its requests per second by name
 //	          and its CPU over 30 s, without and with its status topic.
@@ -184,11 +192,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	for _, s := range strings.Split(*scen, ",") {
 		switch s = strings.TrimSpace(s); s {
-		case "hol", "overhead", "eos", "renew", "burst", "latency", "scale", "producer", "bigrecords", "isolation", "breaker", "snooze", "rate", "idle":
+		case "hol", "overhead", "eos", "renew", "burst", "latency", "scale", "start", "churn", "producer", "bigrecords", "isolation", "breaker", "snooze", "rate", "idle":
 			o.scenarios[s] = true
 		case "":
 		default:
-			return o, fmt.Errorf("-scenarios: unknown scenario %q (want hol, overhead, eos, renew, burst, latency, scale, producer, bigrecords, isolation, breaker, snooze, rate, idle)", s)
+			return o, fmt.Errorf("-scenarios: unknown scenario %q (want hol, overhead, eos, renew, burst, latency, scale, start, churn, producer, bigrecords, isolation, breaker, snooze, rate, idle)", s)
 		}
 	}
 	return o, nil
@@ -561,6 +569,22 @@ func runBackend(ctx context.Context, c *cluster, log *slog.Logger, o options, sz
 		}
 		if err := runScale(ctx, c, log, scaleSizesFor(o.quick), o.cluster, scaleAdd, progress); err != nil {
 			errs = append(errs, fmt.Errorf("scale: %w", err))
+		}
+	}
+	if o.scenarios["start"] && !o.scenarios["scale"] { // scale runs it too
+		startAdd := func(variant, metric string, v float64, unit, note string) {
+			add("scale", variant, metric, v, unit, note)
+		}
+		if err := runScaleStart(ctx, c, log, scaleSizesFor(o.quick), startAdd, progress); err != nil {
+			errs = append(errs, fmt.Errorf("start: %w", err))
+		}
+	}
+	if o.scenarios["churn"] {
+		churnAdd := func(variant, metric string, v float64, unit, note string) {
+			add("churn", variant, metric, v, unit, note)
+		}
+		if err := runChurn(ctx, c, log, o.quick, churnAdd, progress); err != nil {
+			errs = append(errs, fmt.Errorf("churn: %w", err))
 		}
 	}
 	return br, errors.Join(errs...)

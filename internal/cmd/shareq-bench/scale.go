@@ -29,7 +29,10 @@ import (
 //	idle        a worker on 1 and on 20 topics of 60 partitions with
 //	            nothing to do: its CPU and requests per second
 //	start       the same two workers' start: worker.New to Check's return,
-//	            and to the first job run
+//	            to the join, to the first fetch and to the first job run,
+//	            each the median of 5 starts, beside the same worker with
+//	            AssignmentInterval(0) (the group's interval left at
+//	            Kafka's 1 s)
 //
 // Each throughput point is no-op jobs/s of 100-byte records and the
 // worker processes' CPU per job, beside one process of the raw franz-go
@@ -180,20 +183,30 @@ func runScale(ctx context.Context, c *cluster, log *slog.Logger, sz scaleSizes, 
 		return nil
 	}())
 
-	// Idle and start: 1 and 20 topics of 60 partitions, one record each.
+	errs = append(errs, runScaleStart(ctx, c, log, sz, add, progress))
+	return errors.Join(errs...)
+}
+
+// runScaleStart runs the scale scenario's idle and start rows (alone:
+// shareq-bench -scenarios start): a worker on 1 and on 20 topics of 60
+// partitions, one record each.
+func runScaleStart(ctx context.Context, c *cluster, log *slog.Logger, sz scaleSizes,
+	add func(variant, metric string, v float64, unit, note string), progress func(string)) error {
 	progress(fmt.Sprintf("scale: %d topics of %d partitions for start and idle", scaleStartTopics, scaleStartParts))
 	st, err := scaleTopics(ctx, c, "scale-start", scaleStartTopics, scaleStartParts)
 	if err == nil {
 		err = produceNoop(ctx, c, st, len(st))
 	}
 	if err != nil {
-		fail("start", err)
-		return errors.Join(errs...)
+		return fmt.Errorf("start: %w", err)
 	}
+	var errs []error
 	for _, topics := range [][]string{st[:1], st} {
 		v := fmt.Sprintf("%d topic(s) × %d partitions", len(topics), scaleStartParts)
 		progress("scale: start and idle, " + v)
-		fail("start and idle, "+v, scaleStartIdle(ctx, c, log, topics, sz, v, add))
+		if err := scaleStartIdle(ctx, c, log, topics, sz, v, add); err != nil {
+			errs = append(errs, fmt.Errorf("start and idle, %s: %w", v, err))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -342,61 +355,102 @@ begin:
 	return res, nil
 }
 
-// scaleStartRounds is how many times scaleStartIdle starts a worker.
-const scaleStartRounds = 3
+// scaleStartRounds is how many times scaleStartIdle starts a worker of
+// each kind.
+const scaleStartRounds = 5
+
+// scaleStartKinds are the workers scaleStartIdle starts, in turn: the
+// worker as it is (setting its group's share.assignment.interval.ms to
+// worker.AssignmentIntervalDefault) and the baseline that leaves the
+// group's interval alone (Kafka's default, 1 s).
+var scaleStartKinds = []struct {
+	suffix string   // of the variant's name
+	args   []string // the scale worker's extra flags
+}{
+	{"", nil},
+	{", AssignmentInterval(0)", []string{"-assignment-interval", "0"}},
+}
 
 // scaleStartIdle starts one worker process on topics (each holding one
-// record) in a new group, scaleStartRounds times, and reports the median
-// of its start times (Check, first fetch, first job) and, in the last
-// round, once it has run every record and its group has settled, its CPU
-// and requests per second over sz.idle.
+// record) in a new group, scaleStartRounds times for each of
+// scaleStartKinds (taking turns, so that both see the same load), and
+// reports the medians of their start times (Check, join, first fetch,
+// first job) and, in the last round of the first kind, once it has run
+// every record and its group has settled, its CPU and requests per
+// second over sz.idle.
 func scaleStartIdle(ctx context.Context, c *cluster, log *slog.Logger, topics []string, sz scaleSizes, variant string,
 	add func(variant, metric string, v float64, unit, note string)) error {
-	var checks, fetches, firsts []time.Duration
-	var beats []int64
+	times := make([][]startTimes, len(scaleStartKinds))
 	for round := range scaleStartRounds {
-		err := func() (err error) {
-			group, err := c.shareGroup(ctx, "scale-start")
+		for i := range scaleStartKinds {
+			k := (i + round) % len(scaleStartKinds) // the kinds take turns going first
+			idle := round == scaleStartRounds-1 && k == 0
+			st, err := scaleStart(ctx, c, log, topics, sz, variant, scaleStartKinds[k].args, idle, add)
 			if err != nil {
 				return err
 			}
-			ps, err := startScaleWorkers(1, c.seeds, group, topics, scaleConcurrency, false)
-			if err != nil {
-				return err
-			}
-			defer func() { err = errors.Join(err, ps.stop(log)) }()
-			if err := c.waitShareMembers(ctx, group, 1); err != nil {
-				return err
-			}
-			wctx, cancel := context.WithTimeout(ctx, time.Minute)
-			defer cancel()
-			for s := ps.snapshot(); s.jobs < int64(len(topics)); s = ps.snapshot() {
-				select {
-				case <-wctx.Done():
-					return fmt.Errorf("%w: %d of %d jobs ran in a minute", errTimeout, s.jobs, len(topics))
-				case <-time.After(scaleReportEvery):
-				}
-			}
-			checked, fetch, first, b := ps.startTimes()
-			checks, fetches, firsts, beats = append(checks, checked), append(fetches, fetch), append(firsts, first), append(beats, b)
-			if round < scaleStartRounds-1 {
-				return nil
-			}
-			return scaleIdle(ctx, ps, sz, variant, add)
-		}()
-		if err != nil {
-			return err
+			times[k] = append(times[k], st)
 		}
 	}
-	median := func(metric string, ds []time.Duration, note string) {
+	for k, kind := range scaleStartKinds {
+		addStartMedians(times[k], "start, "+variant+kind.suffix, add)
+	}
+	return nil
+}
+
+// scaleStart starts one worker process (its extra flags args) on topics
+// in a new group, waits until it has run every record, and returns its
+// start times; with idle, it then measures the idle worker (scaleIdle).
+func scaleStart(ctx context.Context, c *cluster, log *slog.Logger, topics []string, sz scaleSizes, variant string, args []string, idle bool,
+	add func(variant, metric string, v float64, unit, note string)) (st startTimes, err error) {
+	group, err := c.shareGroup(ctx, "scale-start")
+	if err != nil {
+		return st, err
+	}
+	ps, err := startScaleWorkers(1, c.seeds, group, topics, scaleConcurrency, false, args...)
+	if err != nil {
+		return st, err
+	}
+	defer func() { err = errors.Join(err, ps.stop(log)) }()
+	if err := c.waitShareMembers(ctx, group, 1); err != nil {
+		return st, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for s := ps.snapshot(); s.jobs < int64(len(topics)); s = ps.snapshot() {
+		select {
+		case <-wctx.Done():
+			return st, fmt.Errorf("%w: %d of %d jobs ran in a minute", errTimeout, s.jobs, len(topics))
+		case <-time.After(scaleReportEvery):
+		}
+	}
+	st = ps.startTimes()
+	if idle {
+		return st, scaleIdle(ctx, ps, sz, variant, add)
+	}
+	return st, nil
+}
+
+// addStartMedians reports the medians of the start times ts as variant.
+func addStartMedians(ts []startTimes, variant string, add func(variant, metric string, v float64, unit, note string)) {
+	median := func(metric string, of func(startTimes) time.Duration, note string) {
+		ds := make([]time.Duration, len(ts))
+		for i, t := range ts {
+			ds[i] = of(t)
+		}
 		slices.Sort(ds)
-		add("start, "+variant, metric, millis(ds[len(ds)/2]), "ms",
+		add(variant, metric, millis(ds[len(ds)/2]), "ms",
 			fmt.Sprintf("median of %d, %.1f–%.1f ms; %s", len(ds), millis(ds[0]), millis(ds[len(ds)-1]), note))
 	}
-	median("check", checks, "worker.New to Check's return (the start-up checks)")
-	median("first_fetch", fetches, fmt.Sprintf("worker.New to the member's first ShareFetch (it has an assignment), after %v heartbeats", beats))
-	median("first_job", firsts, "worker.New to the first job run (one record per topic, waiting)")
-	return nil
+	beats := make([]int64, len(ts))
+	for i, t := range ts {
+		beats[i] = t.beats
+	}
+	median("check", func(t startTimes) time.Duration { return t.checked }, "worker.New to Check's return (the start-up checks)")
+	median("join", func(t startTimes) time.Duration { return t.join }, "worker.New to the member's first ShareGroupHeartbeat (after the control topic's first read)")
+	median("first_fetch", func(t startTimes) time.Duration { return t.fetch },
+		fmt.Sprintf("worker.New to the member's first ShareFetch (it has an assignment), after %v heartbeats", beats))
+	median("first_job", func(t startTimes) time.Duration { return t.first }, "worker.New to the first job run (one record per topic, waiting)")
 }
 
 // scaleIdle measures the idle worker of ps: its CPU and requests per

@@ -9,10 +9,10 @@ import (
 func TestScaleProcParsesReports(t *testing.T) {
 	t.Parallel()
 	p := &scaleProc{reqs: map[string]int64{}}
-	for _, l := range []string{"checked 1500000", "fetch 2000000 3", "first 2500000", "n 7 1700000000000000000 42000000 ShareFetch=3 ShareGroupHeartbeat=2", "garbage", "n x"} {
+	for _, l := range []string{"checked 1500000", "fetch 2000000 3 1800000", "first 2500000", "n 7 1700000000000000000 42000000 ShareFetch=3 ShareGroupHeartbeat=2", "garbage", "n x"} {
 		p.parse(l)
 	}
-	if p.checked != 1500*time.Microsecond || p.first != 2500*time.Microsecond || p.jobs != 7 || p.fetch != 2*time.Millisecond || p.beats != 3 ||
+	if p.checked != 1500*time.Microsecond || p.first != 2500*time.Microsecond || p.jobs != 7 || p.fetch != 2*time.Millisecond || p.beats != 3 || p.join != 1800*time.Microsecond ||
 		!p.last.Equal(time.Unix(0, 1700000000000000000)) || p.cpu != 42*time.Millisecond || p.reqs["ShareFetch"] != 3 || p.reqs["ShareGroupHeartbeat"] != 2 {
 		t.Fatalf("parsed %+v", p)
 	}
@@ -78,8 +78,12 @@ func TestScaleWorkerProcesses(t *testing.T) {
 	if err := scaleStartIdle(t.Context(), c, log, topics, sz, "two", add); err != nil {
 		t.Fatal(err)
 	}
-	if got["start, two check"] <= 0 || got["start, two first_fetch"] < got["start, two check"] || got["start, two first_job"] < got["start, two first_fetch"] ||
-		got["idle, two requests_per_s"] <= 0 || got["idle, two cpu_per_s"] <= 0 {
+	for _, v := range []string{"start, two", "start, two, AssignmentInterval(0)"} {
+		if got[v+" check"] <= 0 || got[v+" join"] < got[v+" check"] || got[v+" first_fetch"] < got[v+" join"] || got[v+" first_job"] < got[v+" first_fetch"] {
+			t.Errorf("%s: %v", v, got)
+		}
+	}
+	if got["idle, two requests_per_s"] <= 0 || got["idle, two cpu_per_s"] <= 0 {
 		t.Fatalf("%v", got)
 	}
 }

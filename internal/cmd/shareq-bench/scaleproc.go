@@ -66,12 +66,12 @@ func (c *reqCounter) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ 
 }
 
 // firstShareFetch returns when the first ShareFetch was written (the
-// member had an assignment), or 0, and how many heartbeats went before
-// it.
-func (c *reqCounter) firstShareFetch() (time.Duration, int64) {
+// member had an assignment), or 0, how many heartbeats went before it,
+// and when the first heartbeat (the join) was written.
+func (c *reqCounter) firstShareFetch() (fetch time.Duration, beats int64, join time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.first[kmsg.ShareFetch.Int16()], c.beats
+	return c.first[kmsg.ShareFetch.Int16()], c.beats, c.first[kmsg.ShareGroupHeartbeat.Int16()]
 }
 
 // line formats the counts as "Name=n" fields, sorted by name.
@@ -93,9 +93,10 @@ func (c *reqCounter) line() string {
 // kgo hook). It writes to stdout
 //
 //	checked NANOS          once Check returned, NANOS after worker.New began
-//	fetch NANOS BEATS      at the first job, when the first ShareFetch was
+//	fetch NANOS BEATS JOIN at the first job, when the first ShareFetch was
 //	                       written, NANOS after worker.New began, after
-//	                       BEATS ShareGroupHeartbeats
+//	                       BEATS ShareGroupHeartbeats, the first of them
+//	                       (the join) JOIN nanoseconds after worker.New
 //	first NANOS            at the first job, NANOS after worker.New began
 //	n JOBS LAST CPU Name=n...
 //	                       every scaleReportEvery and at the end: jobs
@@ -117,6 +118,7 @@ func runScaleWorker(ctx context.Context, args []string, stdin io.Reader, stdout,
 	raw := fs.Bool("raw", false, "run the raw franz-go share loop instead of a worker")
 	status := fs.String("status-topic", "-", "the worker's StatusTopic (\"\": none); \"-\": the worker's default")
 	controls := fs.String("control-topic", "-", "the worker's ControlTopic (\"\": none); \"-\": the worker's default")
+	assignEvery := fs.String("assignment-interval", "-", "the worker's AssignmentInterval (0: the group's, Kafka's 1 s); \"-\": the worker's default")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the process to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -176,6 +178,13 @@ func runScaleWorker(ctx context.Context, args []string, stdin io.Reader, stdout,
 		if *controls != "-" {
 			opts = append(opts, worker.ControlTopic(*controls))
 		}
+		if *assignEvery != "-" {
+			d, err := time.ParseDuration(*assignEvery)
+			if err != nil {
+				return fmt.Errorf("-assignment-interval: %w", err)
+			}
+			opts = append(opts, worker.AssignmentInterval(d))
+		}
 		for _, t := range strings.Split(*topics, ",") {
 			opts = append(opts, worker.Handle(t, nop))
 		}
@@ -203,8 +212,8 @@ func runScaleWorker(ctx context.Context, args []string, stdin io.Reader, stdout,
 	for {
 		select {
 		case <-first:
-			fetch, beats := reqs.firstShareFetch()
-			if err := report("fetch %d %d\nfirst %d\n", fetch, beats, time.Since(t0)); err != nil {
+			fetch, beats, join := reqs.firstShareFetch()
+			if err := report("fetch %d %d %d\nfirst %d\n", fetch, beats, join, time.Since(t0)); err != nil {
 				return err
 			}
 			first = nil
@@ -254,6 +263,7 @@ type scaleProc struct {
 	at      time.Time        // when its last report came in
 	reqs    map[string]int64 // requests written, by name
 	checked time.Duration    // worker.New to Check's return
+	join    time.Duration    // worker.New to the first ShareGroupHeartbeat (the join)
 	fetch   time.Duration    // worker.New to the first ShareFetch
 	beats   int64            // heartbeats before the first ShareFetch
 	first   time.Duration    // worker.New to the first job
@@ -331,6 +341,10 @@ func (p *scaleProc) parse(line string) {
 		if len(f) > 2 {
 			p.beats, _ = strconv.ParseInt(f[2], 10, 64)
 		}
+		if len(f) > 3 {
+			join, _ := strconv.ParseInt(f[3], 10, 64)
+			p.join = time.Duration(join)
+		}
 	case "first":
 		p.first = time.Duration(n)
 	case "n":
@@ -386,14 +400,20 @@ func (ps *scaleProcs) snapshot() scaleSnap {
 	return s
 }
 
-// startTimes returns the first process's check, first-fetch and
-// first-job times (zero until it reported them), and the heartbeats
-// before its first fetch.
-func (ps *scaleProcs) startTimes() (checked, fetch, first time.Duration, beats int64) {
+// startTimes is when one worker process reached each step of its start,
+// after worker.New began.
+type startTimes struct {
+	checked, join, fetch, first time.Duration // Check returned, first heartbeat, first ShareFetch, first job
+	beats                       int64         // the heartbeats before the first fetch
+}
+
+// startTimes returns the first process's start times (zero until it
+// reported them).
+func (ps *scaleProcs) startTimes() startTimes {
 	p := ps.procs[0]
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.checked, p.fetch, p.first, p.beats
+	return startTimes{checked: p.checked, join: p.join, fetch: p.fetch, first: p.first, beats: p.beats}
 }
 
 // selfCPU returns the user + system CPU time of this process (every
