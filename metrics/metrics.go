@@ -272,7 +272,9 @@ var jobSeries = []struct {
 // handler ran; shareq_jobs_expired_total for one whose handler did not run,
 // unless it was snoozed.
 func (m *Metrics) JobFinished(job *handler.Job, res worker.Result) {
-	m.jobs.WithLabelValues(job.Topic, res.Outcome.String(), res.Ack.String()).Inc()
+	// shareq_jobs_total last: a scrape that counts a job finished sees
+	// its delivery, duration and in-flight already recorded.
+	defer m.jobs.WithLabelValues(job.Topic, res.Outcome.String(), res.Ack.String()).Inc()
 	if res.Outcome == worker.OutcomeParked {
 		// reason becomes a label value: the dlq middleware reports one of
 		// the handler.Reason constants or a reason given to
