@@ -52,12 +52,7 @@ func TestActionsWithAuthInBrowser(t *testing.T) {
 	chromium := browser(t)
 	c := kafkatest.New(t)
 	shots := os.Getenv(envScreenshots)
-	topic := "emails"
-	if shots != "" && c.Kind == "kfake" {
-		c.CreateTopic(t, topic, 1) // the cluster is the test's own: a name for the docs
-	} else {
-		topic = c.Topic(t, 1)
-	}
+	topic, _ := topicAndGroup(t, c, shots, "emails", "", 1)
 	cl := c.Client(t)
 	const user, pass = "ops", "a long random password"
 	logs := new(logbuf.Buffer)

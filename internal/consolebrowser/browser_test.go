@@ -72,14 +72,7 @@ func TestReplayInBrowser(t *testing.T) {
 	chromium := browser(t)
 	c := kafkatest.New(t)
 	shots := os.Getenv(envScreenshots)
-	topic, group := "thumbnails", "thumbnailer"
-	if shots != "" && c.Kind == "kfake" {
-		// The cluster is the test's own: names for the docs.
-		c.CreateTopic(t, topic, 2)
-		c.SetGroupConfig(t, group, map[string]string{"share.auto.offset.reset": "earliest"})
-	} else {
-		topic, group = c.Topic(t, 2), c.Group(t)
-	}
+	topic, group := topicAndGroup(t, c, shots, "thumbnails", "thumbnailer", 2)
 	dlqTopic := topic + dlq.TopicSuffix
 	c.CreateTopic(t, dlqTopic, 1)
 	cl := c.Client(t)

@@ -21,8 +21,6 @@ import (
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/kafkatest"
 	"github.com/shareq/shareq/joblog/pgjoblog"
-	"github.com/shareq/shareq/migrations"
-	"github.com/shareq/shareq/migrations/pgtest"
 	"github.com/shareq/shareq/worker"
 )
 
@@ -35,19 +33,10 @@ import (
 // points and the runs chart's counts change). The pages hold no script.
 func TestChartsInBrowser(t *testing.T) {
 	chromium := browser(t)
-	pool, _ := pgtest.NewPool(t, 8)
-	if err := migrations.Up(t.Context(), pool); err != nil {
-		t.Fatal(err)
-	}
+	pool := migratedPool(t)
 	c := kafkatest.New(t)
 	shots := os.Getenv(envScreenshots)
-	topic, group := "invoices", "billing"
-	if shots != "" && c.Kind == "kfake" {
-		c.CreateTopic(t, topic, 2) // the cluster is the test's own: names for the docs
-		c.SetGroupConfig(t, group, map[string]string{"share.auto.offset.reset": "earliest"})
-	} else {
-		topic, group = c.Topic(t, 2), c.Group(t)
-	}
+	topic, group := topicAndGroup(t, c, shots, "invoices", "billing", 2)
 	c.CreateTopic(t, topic+dlq.TopicSuffix, 1)
 	cl := c.Client(t)
 	quiet := slog.New(slog.DiscardHandler)
@@ -133,7 +122,7 @@ func TestChartsInBrowser(t *testing.T) {
 	t.Logf("lag chart: %d points, latest %s", lag.points, lag.last)
 	tb.do(screenshot(shots, "charts-group"))
 
-	if shots != "" && c.Kind == "kfake" {
+	if forDocs(c, shots) {
 		backfill(t, pool, topic) // an hour of runs behind the test's, for the screenshot
 	}
 	tb.do(chromedp.Navigate(srv.URL+"/topics"), chromedp.Click(chromedp.CSS(`a.chart-link[href="/topics/`+topic+`/charts"]`)),

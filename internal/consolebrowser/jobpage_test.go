@@ -22,8 +22,6 @@ import (
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/kafkatest"
 	"github.com/shareq/shareq/joblog/pgjoblog"
-	"github.com/shareq/shareq/migrations"
-	"github.com/shareq/shareq/migrations/pgtest"
 	"github.com/shareq/shareq/scheduler"
 	"github.com/shareq/shareq/shareqtest"
 	"github.com/shareq/shareq/worker"
@@ -40,19 +38,10 @@ import (
 // active scheduler, and a cancel button per job.
 func TestJobLifeInBrowser(t *testing.T) {
 	chromium := browser(t)
-	pool, _ := pgtest.NewPool(t, 8)
-	if err := migrations.Up(t.Context(), pool); err != nil {
-		t.Fatal(err)
-	}
+	pool := migratedPool(t)
 	c := kafkatest.New(t)
 	shots := os.Getenv(envScreenshots)
-	topic, group := "invoices", "billing"
-	if shots != "" && c.Kind == "kfake" {
-		c.CreateTopic(t, topic, 1)
-		c.SetGroupConfig(t, group, map[string]string{"share.auto.offset.reset": "earliest"})
-	} else {
-		topic, group = c.Topic(t, 1), c.Group(t)
-	}
+	topic, group := topicAndGroup(t, c, shots, "invoices", "billing", 1)
 	dlqTopic := topic + dlq.TopicSuffix
 	c.CreateTopic(t, dlqTopic, 1)
 	cl := c.Client(t)

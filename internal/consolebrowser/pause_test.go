@@ -26,12 +26,8 @@ func TestPauseInBrowser(t *testing.T) {
 	chromium := browser(t)
 	c := kafkatest.New(t)
 	shots := os.Getenv(envScreenshots)
-	topic, group, controls := "newsletter", "mailers", kafkatest.Name(t, "controls")
-	if shots != "" && c.Kind == "kfake" {
-		c.CreateTopic(t, topic, 2) // the cluster is the test's own: names for the docs
-	} else {
-		topic, group = c.Topic(t, 2), c.Group(t)
-	}
+	topic, group := topicAndGroup(t, c, shots, "newsletter", "mailers", 2)
+	controls := kafkatest.Name(t, "controls")
 	c.JoinWithoutFetching(t, group, 2, topic)
 	cl := c.Client(t)
 	logs := new(logbuf.Buffer)

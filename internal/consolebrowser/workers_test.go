@@ -28,13 +28,10 @@ func TestWorkersInBrowser(t *testing.T) {
 	chromium := browser(t)
 	c := kafkatest.New(t)
 	shots := os.Getenv(envScreenshots)
-	topic, group, status := "invoices", "billing", fleet.TopicDefault
-	if shots != "" && c.Kind == "kfake" {
-		// The cluster is the test's own: names for the docs.
-		c.CreateTopic(t, topic, 2)
-		c.SetGroupConfig(t, group, map[string]string{"share.auto.offset.reset": "earliest"})
-	} else {
-		topic, group, status = c.Topic(t, 2), c.Group(t), kafkatest.Name(t, "workers")
+	topic, group := topicAndGroup(t, c, shots, "invoices", "billing", 2)
+	status := fleet.TopicDefault
+	if !forDocs(c, shots) {
+		status = kafkatest.Name(t, "workers")
 	}
 	c.CreateTopicWith(t, status, 1, fleet.TopicConfigs())
 
