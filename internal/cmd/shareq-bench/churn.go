@@ -7,8 +7,9 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/shareq/shareq/internal/procstat"
 )
 
 // The churn scenario (only when named: -scenarios churn) measures what a
@@ -128,25 +129,13 @@ func churnOnce(ctx context.Context, c *cluster, log *slog.Logger, topic string, 
 // brokerCPU returns the user + system CPU time of process pid so far
 // (/proc/PID/stat), or −1 when pid is empty or unreadable.
 func brokerCPU(pid string) time.Duration {
-	if pid == "" {
-		return -1
-	}
-	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	n, err := strconv.Atoi(pid)
 	if err != nil {
 		return -1
 	}
-	// The fields after the command name, which is in parentheses and may
-	// hold spaces: utime and stime are the 12th and 13th of them.
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 13 {
+	cpu, err := procstat.CPU(n)
+	if err != nil {
 		return -1
 	}
-	u, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return -1
-	}
-	const clockTick = 10 * time.Millisecond // USER_HZ, 100 on Linux
-	return time.Duration(u+st) * clockTick
+	return cpu
 }
