@@ -46,7 +46,9 @@ type TopicPause struct {
 // PausedTopicObserver is an optional extension of [Observer]: an
 // observer that also implements it hears when an operator's pause of a
 // topic takes effect in the worker and when it ends. Called on the
-// worker's loop: return at once. metrics.Metrics implements it.
+// worker's loop: return at once. When it is called,
+// [Worker.PausedTopics] already includes the change. metrics.Metrics
+// implements it.
 type PausedTopicObserver interface {
 	// TopicPaused is called when a pause of topic takes effect.
 	TopicPaused(topic, reason, by string)
@@ -88,6 +90,9 @@ func (x *executor) topicPaused(topic string) bool {
 func (x *executor) applyPauses(ps map[string]TopicPause) {
 	now := time.Now()
 	changed := false
+	// The observer hears of the changes after they are published, so
+	// that PausedTopics agrees with what it was told.
+	var heard []func(PausedTopicObserver)
 	for _, t := range slices.Sorted(maps.Keys(ps)) {
 		p := ps[t]
 		if x.cfg.Handlers[t] == nil {
@@ -103,9 +108,7 @@ func (x *executor) applyPauses(ps map[string]TopicPause) {
 		changed = true
 		x.haltTopic(t, now)
 		x.log.Info("topic paused by "+p.By+": "+p.Reason, "topic", t, "jobs_in_hand", x.inHand(t))
-		if po, ok := x.obs.(PausedTopicObserver); ok {
-			po.TopicPaused(t, p.Reason, p.By)
-		}
+		heard = append(heard, func(po PausedTopicObserver) { po.TopicPaused(t, p.Reason, p.By) })
 	}
 	for _, t := range slices.Sorted(maps.Keys(x.topicPauses)) {
 		cur := x.topicPauses[t]
@@ -117,27 +120,30 @@ func (x *executor) applyPauses(ps map[string]TopicPause) {
 		waited := x.unhaltTopic(t, now)
 		paused := now.Sub(cur.Since)
 		x.log.Info("topic resumed", "topic", t, "paused_for", paused.Round(time.Millisecond), "jobs_waited", waited, "paused_by", cur.By)
-		if po, ok := x.obs.(PausedTopicObserver); ok {
-			po.TopicResumed(t, paused)
-		}
+		heard = append(heard, func(po PausedTopicObserver) { po.TopicResumed(t, paused) })
 	}
 	if changed {
 		x.m.PauseTopics(slices.Sorted(maps.Keys(x.topicPauses)))
 	}
 	x.publishTopicPauses()
+	if po, ok := x.obs.(PausedTopicObserver); ok {
+		for _, h := range heard {
+			h(po)
+		}
+	}
 }
 
 // endTopicPauses tells the observer that the pauses in effect end with
 // the executor: it stopped while they lasted.
 func (x *executor) endTopicPauses() {
-	po, ok := x.obs.(PausedTopicObserver)
-	for t, p := range x.topicPauses {
-		if ok {
+	ended := x.topicPauses
+	x.topicPauses = map[string]TopicPause{}
+	x.publishTopicPauses()
+	if po, ok := x.obs.(PausedTopicObserver); ok {
+		for t, p := range ended {
 			po.TopicResumed(t, time.Since(p.Since))
 		}
-		delete(x.topicPauses, t)
 	}
-	x.publishTopicPauses()
 }
 
 // inHand counts the jobs of topic the executor has, whatever their state.
