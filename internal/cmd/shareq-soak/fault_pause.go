@@ -104,7 +104,7 @@ func (p *phase) pausedBrokerRestart(ctx context.Context) (string, error) {
 		}
 	}
 	resumed := time.Now()
-	if err := resume(ctx, cc, p.group, p.topic); err != nil {
+	if err := controlWrite(ctx, "resume "+p.topic, func(ctx context.Context) error { return cc.Resume(ctx, p.group, p.topic) }); err != nil {
 		return "", err
 	}
 	last := int(p.handed.Load())
@@ -128,12 +128,13 @@ func (p *phase) pausedBrokerRestart(ctx context.Context) (string, error) {
 		busy, p.seeds[0], p.brokerStopped(), pauseWithin, down.Round(100*time.Millisecond), len(ids), resumed.Sub(back).Round(100*time.Millisecond)), nil
 }
 
-// resume ends the pause, retrying while the broker that was just restarted
-// still refuses writes (its partitions' leadership settling).
-func resume(ctx context.Context, cc *control.Client, group, topic string) error {
+// controlWrite runs write (a write to the control topic), retrying while
+// the broker that was just restarted still refuses writes (its
+// partitions' leadership settling); what names it in the error.
+func controlWrite(ctx context.Context, what string, write func(context.Context) error) error {
 	var err error
 	for range 20 {
-		if err = cc.Resume(ctx, group, topic); err == nil {
+		if err = write(ctx); err == nil {
 			return nil
 		}
 		select {
@@ -142,5 +143,5 @@ func resume(ctx context.Context, cc *control.Client, group, topic string) error 
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-	return fmt.Errorf("resume %s: %w", topic, err)
+	return fmt.Errorf("%s: %w", what, err)
 }

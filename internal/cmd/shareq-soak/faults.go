@@ -34,6 +34,9 @@ const (
 	// faultPausedBrokerRestart: the job topic paused, the broker SIGKILLed
 	// and restarted, then resumed (fault_pause.go).
 	faultPausedBrokerRestart = "paused-broker-restart"
+	// faultLimitedKill: the topic's rate lowered live, a worker SIGKILLed
+	// and restarted under it, the rate cleared (fault_limit.go).
+	faultLimitedKill = "limited-worker-kill"
 )
 
 // faultRecord is one injected fault, for the report.
@@ -63,6 +66,9 @@ func (p *phase) schedule(window time.Duration) []faultRecord {
 		kinds = []string{faultSigkill, faultSigterm, faultBrokerRestart, faultPGRestart, faultPausedBrokerRestart}
 	default:
 		kinds = []string{faultSigkill, faultSigkill, faultSigkill, faultSigterm, faultSigterm, faultSigterm, faultBrokerRestart, faultPGRestart, faultPausedBrokerRestart}
+	}
+	if p.rateLimited() {
+		kinds = append(kinds, faultLimitedKill)
 	}
 	if p.o.killParking {
 		kinds = append(kinds, faultKillParking)
@@ -216,6 +222,8 @@ func (p *phase) fault(ctx context.Context, kind string) (string, error) {
 		return fmt.Sprintf("broker %s %s with %d jobs in hand, restarted on its data; unavailable %v", p.seeds[0], p.brokerStopped(), busy, down.Round(100*time.Millisecond)), nil
 	case faultPausedBrokerRestart:
 		return p.pausedBrokerRestart(ctx)
+	case faultLimitedKill:
+		return p.limitedWorkerKill(ctx)
 
 	case faultPGRestart:
 		busy := p.waitBusy(ctx)

@@ -637,6 +637,9 @@ func (p *phase) extraWorkerArgs() []string {
 	if p.name == phaseOverload {
 		args = append(args, "-max-bytes-in-hand", strconv.FormatInt(p.o.ext.ovBytesInHand, 10))
 	}
+	if p.rateLimited() {
+		args = append(args, "-topic-rate", strconv.Itoa(soakCodeRate))
+	}
 	return args
 }
 

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -61,6 +62,7 @@ type workerFlags struct {
 	shutdownTimeout time.Duration
 	spare           int
 	groupLimit      int
+	topicRate       int
 	webhookFlag     string
 	kafkaVia        string
 	deadline        time.Time
@@ -88,6 +90,7 @@ func workerMain(args []string) int {
 	fs.IntVar(&f.groupLimit, "group-limit", 0, "worker.DeliveryLimit: the group's share.delivery.count.limit, written before joining (0: leave it)")
 	fs.StringVar(&f.webhookFlag, "webhook-flag", "", "while this file exists, the \"webhook\" every job calls is down: handlers return handler.Unavailable(\"webhook\")")
 	fs.StringVar(&f.kafkaVia, "kafka-via", "", "send every broker connection to this address (a proxy of the single broker: the silent-broker fault)")
+	fs.IntVar(&f.topicRate, "topic-rate", 0, "worker.TopicRate: jobs a second across the group, which a live limit replaces (0: no limit)")
 	fs.StringVar(&deadline, "deadline", "", "RFC 3339 time at which to stop regardless")
 	registerSamplerFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -228,6 +231,9 @@ func runWorker(ctx context.Context, f workerFlags, log *slog.Logger) error {
 	if f.spare > 0 {
 		opts = append(opts, worker.SpareDeliveries(f.spare))
 	}
+	if f.topicRate > 0 {
+		opts = append(opts, worker.TopicRate(f.topic, f.topicRate, time.Second))
+	}
 	if workerExtra.maxBytesInHand > 0 {
 		opts = append(opts, worker.MaxBytesInHand(workerExtra.maxBytesInHand))
 	}
@@ -292,7 +298,9 @@ func (observer) WorkerResumed(dependency string, down time.Duration, back bool) 
 }
 
 func (observer) JobStarted(job *handler.Job) {
-	emit("start", job.ID(), fmt.Sprint(job.DeliveryCount))
+	// The start time on the worker's clock: the limited-worker-kill
+	// fault counts starts per second with it.
+	emit("start", job.ID(), fmt.Sprint(job.DeliveryCount), strconv.FormatInt(time.Now().UnixMicro(), 10))
 }
 
 func (observer) JobFinished(job *handler.Job, res worker.Result) {
