@@ -2,11 +2,15 @@ package main
 
 // The paused-broker-restart fault: an operator pauses the job topic (as
 // `shareq pause` does, through package control), the broker is SIGKILLed
-// and restarted on its data while the topic is paused, and the topic is
-// resumed once the workers are back on the broker. The pause lives in the
-// control topic (replicated, compacted) and in each worker's last state,
-// and the member's paused topics outlive its share sessions; this fault is
-// what shows that together they hold across a broker crash.
+// and restarted on its data while the topic is paused, then a worker is
+// SIGKILLed and restarted, and the topic is resumed once the workers are
+// back on the broker and the restarted one has run a while. The pause
+// lives in the control topic (replicated, compacted) and in each worker's
+// last state, the member's paused topics outlive its share sessions, and
+// a worker reads the control topic before its first fetch; this fault is
+// what shows that together they hold across a broker crash and a worker
+// crash: the killed worker's records, back in the group once its session
+// times out, wait for the resume too.
 //
 // The check: no job handed to the producer after the pause took effect
 // (control's promise: on every worker within a second) runs before the
@@ -29,9 +33,11 @@ const (
 	// pauseWithin is how soon a pause is in effect on every worker: the
 	// bound docs/operating.md gives (measured p99 in milliseconds).
 	pauseWithin = time.Second
-	// pausedAfterBack is how long the topic stays paused after the broker
-	// is back: long enough for every worker to have reconnected and fetched
-	// many times (a fetch waits at most its MaxWait, well under a second).
+	// pausedAfterBack is how long the topic stays paused after the worker
+	// killed once the broker is back: long enough for every worker to have
+	// reconnected, the killed one to have restarted (after restartDelay)
+	// and joined, and all to have fetched many times (a fetch waits at most
+	// its MaxWait, well under a second).
 	pausedAfterBack = 10 * time.Second
 	// pausedJobsAfterBack is how many jobs the producer must have handed
 	// on after the broker is back before the resume, so that the workers
@@ -93,7 +99,12 @@ func (p *phase) pausedBrokerRestart(ctx context.Context) (string, error) {
 		return "", err
 	}
 	back := time.Now()
-	for time.Since(back) < pausedAfterBack || int(p.handed.Load()) < first+pausedJobsAfterBack {
+	kill, err := p.fault(ctx, faultSigkill)
+	if err != nil {
+		return "", fmt.Errorf("while paused: %w", err)
+	}
+	killed := time.Now()
+	for time.Since(killed) < pausedAfterBack || int(p.handed.Load()) < first+pausedJobsAfterBack {
 		if time.Since(back) > pauseObserveMax || int(p.handed.Load()) == len(p.jobs)-1 {
 			break // production ended: what was produced while paused is checked
 		}
@@ -124,8 +135,8 @@ func (p *phase) pausedBrokerRestart(ctx context.Context) (string, error) {
 	if ran > 0 {
 		return "", fmt.Errorf("%d of the %d jobs produced while %s was paused ran before the resume (e.g. %s)", ran, len(ids), p.topic, example)
 	}
-	return fmt.Sprintf("topic paused with %d jobs in hand, broker %s %s %v later and restarted on its data (unavailable %v); %d jobs produced while paused, none ran before the resume %v after the broker was back",
-		busy, p.seeds[0], p.brokerStopped(), pauseWithin, down.Round(100*time.Millisecond), len(ids), resumed.Sub(back).Round(100*time.Millisecond)), nil
+	return fmt.Sprintf("topic paused with %d jobs in hand, broker %s %s %v later and restarted on its data (unavailable %v); then %s; %d jobs produced while paused, none ran before the resume %v after the broker was back",
+		busy, p.seeds[0], p.brokerStopped(), pauseWithin, down.Round(100*time.Millisecond), kill, len(ids), resumed.Sub(back).Round(100*time.Millisecond)), nil
 }
 
 // controlWrite runs write (a write to the control topic), retrying while
