@@ -39,7 +39,7 @@
 //   - session.go: a share session per broker; which request it sends next
 //     (turn, a short ordered list of rules) and how fetches and
 //     acknowledgements are built.
-//   - responses.go: what each answer does to the sessions and the held
+//   - answers.go: what each answer does to the sessions and the held
 //     records; session errors.
 //   - held.go: the held records, their acknowledgements' and renewals'
 //     results, lost locks.
