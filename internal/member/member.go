@@ -298,14 +298,6 @@ func (m *Member) post(f func(*mailbox)) {
 	}
 }
 
-func (m *Member) take() mailbox {
-	m.mu.Lock()
-	b := m.mbox
-	m.mbox = mailbox{}
-	m.mu.Unlock()
-	return b
-}
-
 // Stats returns a snapshot of the member; it is safe for concurrent use
 // and cheap.
 func (m *Member) Stats() Stats {
