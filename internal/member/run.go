@@ -5,25 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // tp names a partition.
 type tp struct {
 	topic string
 	part  int32
-}
-
-// result is what an I/O goroutine hands back to Run's goroutine: one
-// answered request (or its error), by kind.
-type result struct {
-	kind string                            // "hb", "meta", "session"
-	hb   *kmsg.ShareGroupHeartbeatResponse // kind "hb"
-	meta *kmsg.MetadataResponse            // kind "meta"
-	rq   *request                          // kind "session": the request, and its response in resp
-	resp kmsg.Response
-	err  error
 }
 
 // run is Run's loop. Each turn it sends what is due (step), publishes the
