@@ -1,5 +1,11 @@
 package member
 
+// Answers in: what each answer to a request does to the sessions (handle,
+// handleSession, sessionFailed) and to the held records: a fetch's
+// records become held and delivered (handleFetch, then acquire in
+// held.go), and each op a request carried is answered (opsAnswered) or
+// queued again (requeue).
+
 import (
 	"errors"
 	"fmt"
@@ -38,6 +44,14 @@ func isLeaderErr(err error) bool {
 		errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.UnknownTopicOrPartition)
 }
 
+// handleSession takes the answer to one request of a session: it frees the
+// session and the credit and room a fetch reserved, and notes whether the
+// broker answered (noteReach). A close goes to handleClose; a request that
+// failed as a whole to sessionFailed. Otherwise the session's epoch moves
+// on, and a fetch brings the session's partitions in line with what it
+// named and forgot. A ShareAcknowledge's answer goes per partition to the
+// ops it carried (opsDone; a partition left out of the answer succeeded),
+// a ShareFetch's to handleFetch.
 func (m *Member) handleSession(rq *request, resp kmsg.Response, err error) {
 	s := rq.s
 	s.busy = false
@@ -151,6 +165,16 @@ func (m *Member) reset(s *session) {
 	s.syncedPlan = 0
 }
 
+// handleFetch takes a ShareFetch's answer, partition by partition: the
+// acks it carried are answered (opsDone; those of a partition left out of
+// the answer succeeded), a partition error asks for Metadata if the leader
+// moved, and the records acquired become held and delivered (acquire).
+// Then, for the fetch as a whole: the priorities learn what each topic
+// gave (when no partition failed), the session notes an empty answer
+// (idle.go) or, when only errors came back, backs off; the fetch round
+// trip and the mean record size (sized) take in what came; and the records
+// delivered are taken from the credit, below 0 when a batch_optimized
+// fetch brought more than it asked for.
 func (m *Member) handleFetch(rq *request, resp *kmsg.ShareFetchResponse, lock time.Duration) {
 	deliveredBefore := len(m.out.Deliveries)
 	answered := map[tp]bool{}

@@ -276,6 +276,14 @@ func same(ts []int8) bool {
 
 func (m *Member) strp(s string) *string { return &s }
 
+// sendFetch sends the session's ShareFetch for up to share records: it
+// waits up to MaxWait (not at all for a priorities' probe), in the acquire
+// mode acquire.go chooses, for bytes sized by the room (sizeFetch). It
+// names the wanted partitions the broker's session lacks, and forgets
+// those no longer wanted (forgettable), only when they may differ from the
+// session's (syncedPlan, forgetDue), and on an open session it carries the
+// acks pending for the partitions it fetches. It reserves share of the
+// credit until the answer (handleSession).
 func (m *Member) sendFetch(s *session, share int) {
 	rq := &request{s: s, kind: kindFetch, epoch: s.epoch, reserved: share}
 	req := kmsg.NewPtrShareFetchRequest()
