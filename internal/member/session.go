@@ -1,8 +1,6 @@
 package member
 
-import (
-	"time"
-)
+import "time"
 
 // session is the member's share session with one broker: the one that
 // leads some assigned partitions, or that acquired records the member
