@@ -1,18 +1,8 @@
 package worker
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"log/slog"
-	"strconv"
-	"strings"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/shareq/shareq/internal/acl"
 	"github.com/shareq/shareq/internal/groupcfg"
 	"github.com/shareq/shareq/internal/member"
 )
@@ -67,105 +57,6 @@ func (c *config) checkAssign(bad func(format string, args ...any)) {
 	case d%time.Millisecond != 0:
 		bad("AssignmentInterval(%v): must be whole milliseconds (Kafka's %s)", d, groupcfg.AssignmentIntervalMs)
 	}
-}
-
-// ensureAssignmentInterval sets the group's assignment interval as
-// [AssignmentInterval] asks and returns the interval the group then has
-// (0 when unknown: the broker does not have the config, or it could not
-// be read). It fails only for an explicit AssignmentInterval the worker
-// is not allowed to set; any other failure is logged once
-// (logAssignNotSet).
-func (w *Worker) ensureAssignmentInterval(ctx context.Context, admin *kgo.Client, gc groupConfigs) (time.Duration, error) {
-	want, explicit := w.cfg.assign.interval, w.cfg.assign.set
-	have, known := parseMs(gc.current[groupcfg.AssignmentIntervalMs])
-	switch {
-	case want == 0 || known && have == want:
-		return have, nil
-	case gc.described && !known:
-		// Kafka before 4.3, and kfake, which assigns at the first
-		// heartbeat: nothing to set.
-		w.logNoAssignInterval(ctx)
-		return 0, nil
-	case !explicit && known && (gc.own[groupcfg.AssignmentIntervalMs] || have <= want):
-		return have, nil // an operator's choice, or already as short
-	}
-	err := groupcfg.Set(ctx, admin, w.cfg.group, map[string]string{
-		groupcfg.AssignmentIntervalMs: strconv.FormatInt(want.Milliseconds(), 10),
-	})
-	switch {
-	case err == nil:
-		w.cfg.logger.Debug("set the group's assignment interval", "group", w.cfg.group, "assignment_interval", want)
-		return want, nil
-	case acl.Denied(err) && explicit:
-		return 0, w.notAuthorized(admin, acl.Right{Op: "AlterConfigs", Resource: acl.Group, Name: w.cfg.group},
-			fmt.Errorf("AssignmentInterval(%v): %w", want, err))
-	}
-	w.logAssignNotSet(ctx, err, have, known)
-	return have, nil // 0 when not known
-}
-
-// logNoAssignInterval logs that the brokers have no assignment interval:
-// at Info level for an explicit AssignmentInterval, else at Debug level
-// (Kafka 4.2 and kfake are not worth a word).
-func (w *Worker) logNoAssignInterval(ctx context.Context) {
-	w.cfg.logger.Log(ctx, levelIf(w.cfg.assign.set, slog.LevelInfo, slog.LevelDebug),
-		"the brokers have no share group assignment interval (Apache Kafka 4.3+); AssignmentInterval is ignored",
-		"group", w.cfg.group, "asked", w.cfg.assign.interval)
-}
-
-// logAssignNotSet logs, once, why setting the group's assignment interval
-// failed (err), with the interval the group keeps (have, if known) and
-// what to do.
-func (w *Worker) logAssignNotSet(ctx context.Context, err error, have time.Duration, known bool) {
-	want, explicit := w.cfg.assign.interval, w.cfg.assign.set
-	log := w.cfg.logger.With("group", w.cfg.group)
-	fix := fmt.Sprintf("kafka-configs.sh --bootstrap-server %s --alter --entity-type groups --entity-name %s --add-config %s=%d",
-		w.bootstrapHint(), w.cfg.group, groupcfg.AssignmentIntervalMs, want.Milliseconds())
-	switch {
-	case acl.Denied(err):
-		log.Warn("a worker gets its partitions, and a crashed worker's move to the others, only at the group's assignment interval, and the worker may not shorten it",
-			"assignment_interval", durationOr(have, known), "fix", "grant ALTER_CONFIGS on the group, or set it with "+fix)
-	case unknownGroupConfig(err):
-		w.logNoAssignInterval(ctx)
-	default:
-		// Out of the brokers' bounds, most likely.
-		log.Log(ctx, levelIf(explicit, slog.LevelWarn, slog.LevelInfo), "setting the group's assignment interval failed; a worker gets its partitions at the group's interval",
-			"asked", want, "assignment_interval", durationOr(have, known), "error", err.Error(),
-			"fix", fmt.Sprintf("allow it with the broker configs %s and %s on every broker, then set it with %s",
-				groupcfg.BrokerMinAssignmentIntervalMs, groupcfg.BrokerMaxAssignmentIntervalMs, fix))
-	}
-}
-
-// parseMs reads a config in milliseconds where 0 is a value; ok is false
-// when it is absent or not a number.
-func parseMs(v string) (d time.Duration, ok bool) {
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		return 0, false
-	}
-	return time.Duration(n) * time.Millisecond, true
-}
-
-// durationOr is d for a log line, or "unknown".
-func durationOr(d time.Duration, known bool) any {
-	if !known {
-		return "unknown"
-	}
-	return d
-}
-
-// unknownGroupConfig reports whether err is a broker's refusal of a group
-// config it does not know.
-func unknownGroupConfig(err error) bool {
-	return errors.Is(err, kerr.InvalidConfig) && strings.Contains(strings.ToLower(err.Error()), "unknown")
-}
-
-// levelIf is hi when cond holds, else lo.
-func levelIf(cond bool, hi, lo slog.Level) slog.Level {
-	if cond {
-		return hi
-	}
-	return lo
 }
 
 // assignmentPoll is how often the member heartbeats while it waits for

@@ -18,17 +18,3 @@ package worker
 type ConcurrencyChecker interface {
 	CheckConcurrency(concurrency int) error
 }
-
-// checkConcurrency is step 10 of check.
-func (w *Worker) checkConcurrency() {
-	seen := map[string]bool{}
-	for _, cc := range w.checkers {
-		err := cc.CheckConcurrency(w.cfg.concurrency)
-		if err == nil || seen[err.Error()] {
-			continue
-		}
-		seen[err.Error()] = true
-		w.cfg.logger.With("group", w.cfg.group).Warn("a handler's resource is smaller than the worker's concurrency",
-			"concurrency", w.cfg.concurrency, "error", err)
-	}
-}

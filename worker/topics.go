@@ -3,16 +3,13 @@ package worker
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"maps"
-	"math"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // topicWatchEvery is how often a running worker checks that its topics are
@@ -86,42 +83,3 @@ type nopTopicObserver struct{}
 
 func (nopTopicObserver) TopicMissing(string, bool) {}
 func (nopTopicObserver) TopicRecreated(string)     {}
-
-// topicInfo is what a metadata request says of one topic.
-type topicInfo struct {
-	id         kadm.TopicID
-	err        error
-	ops        int32 // authorized operations bit field; math.MinInt32 when the broker did not say
-	partitions int
-}
-
-func (d topicInfo) allows(op kmsg.ACLOperation) bool {
-	if d.ops == math.MinInt32 {
-		return true
-	}
-	return d.ops&(1<<int(op)) != 0
-}
-
-// describeTopics asks for the metadata of the handled and required topics,
-// with the operations the client is authorized for on each.
-func (w *Worker) describeTopics(ctx context.Context, admin *kgo.Client) (map[string]topicInfo, error) {
-	req := kmsg.NewPtrMetadataRequest()
-	req.IncludeTopicAuthorizedOperations = true
-	for _, t := range append(append([]string{}, w.topics...), w.cfg.required...) {
-		rt := kmsg.NewMetadataRequestTopic()
-		rt.Topic = kmsg.StringPtr(t)
-		req.Topics = append(req.Topics, rt)
-	}
-	resp, err := req.RequestWith(ctx, admin)
-	if err != nil {
-		return nil, fmt.Errorf("worker: list topics: %w", err)
-	}
-	out := make(map[string]topicInfo, len(resp.Topics))
-	for _, t := range resp.Topics {
-		if t.Topic == nil {
-			continue
-		}
-		out[*t.Topic] = topicInfo{id: t.TopicID, err: kerr.ErrorForCode(t.ErrorCode), ops: t.AuthorizedOperations, partitions: len(t.Partitions)}
-	}
-	return out, nil
-}

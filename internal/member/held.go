@@ -1,8 +1,13 @@
 package member
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Ack operation codes on the wire, beside the AckType ones, plus "none".
@@ -53,67 +58,83 @@ type held struct {
 // maxSplit bounds held.split: a list of 4,096 ops halves to one in 12.
 const maxSplit = 64
 
-// requeue puts the request's ops back as pending.
-func (m *Member) requeue(rq *request) {
-	for p, offs := range rq.ops {
-		for _, o := range offs {
+// acquire records the partition's acquired records as held and queues
+// their deliveries; it returns the number of offsets acquired.
+func (m *Member) acquire(rq *request, p tp, sp *kmsg.ShareFetchResponseTopicPartition, lock time.Duration) int {
+	if len(sp.AcquiredRecords) == 0 {
+		return 0
+	}
+	acquired := slices.Clone(sp.AcquiredRecords)
+	slices.SortFunc(acquired, func(a, b kmsg.ShareFetchResponseTopicPartitionAcquiredRecord) int {
+		return cmp.Compare(a.FirstOffset, b.FirstOffset)
+	})
+	recs := m.dec.records(p, sp.Records, acquired)
+	m.acquiredNow(rq.s, p, time.Now())
+	n, total := 0, len(recs)
+	// The new entries of held come from one slab per fetch rather than
+	// one allocation each: a slab lives while any of its entries is
+	// held, which the credit bounds.
+	var slab []held
+	deadline := rq.sent.Add(lock)
+	s := rq.s
+	for _, a := range acquired {
+		for o := a.FirstOffset; o <= a.LastOffset; o++ {
+			f := recs[n]
+			rec := f.rec
+			n++
 			k := Key{p.topic, p.part, o}
 			h := m.held[k]
+			if h != nil && h.broker != s.broker {
+				// Held in another session (a leader move): that one is gone.
+				m.loseOne(k, h, errors.New("partition moved"))
+				h = nil
+			}
 			if h == nil {
+				if len(slab) == 0 {
+					slab = make([]held, total-n+1)
+				}
+				h = &slab[0]
+				slab = slab[1:]
+				*h = held{ack: opNone, broker: s.broker}
+				m.held[k] = h
+				s.held[p]++
+			} else {
+				m.count(h, -1)
+			}
+			m.st.Fetched++
+			if rec != nil && !h.internal && h.ack != opNone {
+				// Its job ended, but its lock ran out before the ack
+				// went (a failed list resent op by op, a session
+				// reopened): the broker gave it again, to this session.
+				// Acks are by offset, so the queued one answers for this
+				// delivery too; delivering it would run the job again
+				// only for its ack to be refused here (the record has
+				// an ack queued).
+				h.d.Count, h.d.Deadline, h.d.Lock = int32(a.DeliveryCount), deadline, lock
+				m.count(h, 1)
+				m.st.Reacquired++
 				continue
 			}
-			if h.ackSent {
-				h.ackSent = false
-			} else {
-				h.renews += h.renewing
-				h.renewing = 0
-			}
-			rq.s.queue(k, h)
-		}
-	}
-}
-
-// lose drops every record held in s, reporting it lost and answering its
-// queued ops.
-func (m *Member) lose(s *session, cause error) {
-	for k, h := range m.held {
-		if h.broker != s.broker {
-			continue
-		}
-		m.loseOne(k, h, cause)
-	}
-}
-
-func (m *Member) loseOne(k Key, h *held, cause error) {
-	err := fmt.Errorf("%w: lock lost: %v", ErrNotHeld, cause)
-	if !h.internal && !h.released {
-		if h.ack != opNone {
-			m.emitAck(AckResult{Key: k, Type: AckType(h.ack), Err: err})
-		} else {
-			m.emitLost(k)
-		}
-		for range h.renews + h.renewing {
-			m.emitRenewal(Renewal{Key: k, Err: err})
-		}
-	}
-	m.drop(k, h)
-}
-
-func (m *Member) drop(k Key, h *held) {
-	delete(m.held, k)
-	m.dec.letGo(h.batch, h.ack == int8(Accept) || h.ack == int8(Reject))
-	h.batch = nil // a slab of held entries must not keep it
-	if s := m.sessions[h.broker]; s != nil {
-		s.unqueue(k)
-		p := tp{k.Topic, k.Partition}
-		if s.held[p]--; s.held[p] == 0 {
-			delete(s.held, p)
-			if m.meta.wantSet[p] != s.broker+1 && s.parts[p] {
-				s.forgetDue = true // the next fetch may forget it now
+			h.d = Delivery{Record: rec, Count: int32(a.DeliveryCount), Deadline: deadline, Lock: lock}
+			h.internal = false
+			m.deliveredFrom(h, f.b)
+			switch {
+			case rec == nil:
+				// An offset with no record (a control record or a gap).
+				h.internal, h.ack, h.ackSent = true, opGap, false
+				s.queue(k, h)
+			default:
+				// Even past the credit (a batch_optimized fetch gave
+				// more than MaxRecords): a release would cost a
+				// delivery, and archive a last one, so deliver it; the
+				// credit goes below 0 (handleFetch).
+				h.size = recordBytes(rec)
+				m.count(h, 1)
+				m.out.Deliveries = append(m.out.Deliveries, h.d)
 			}
 		}
 	}
-	m.count(h, -1)
+	return n
 }
 
 // deliveredFrom makes b (nil: none) the decoded batch of h's delivery.
@@ -138,73 +159,45 @@ func (m *Member) count(h *held, d int) {
 	}
 }
 
-// opsDone answers the ops rq carried for partition p.
-func (m *Member) opsDone(rq *request, p tp, err error, lock time.Duration) {
-	m.opsAnswered(rq, p, err, lock, false)
+func (m *Member) drop(k Key, h *held) {
+	delete(m.held, k)
+	m.dec.letGo(h.batch, h.ack == int8(Accept) || h.ack == int8(Reject))
+	h.batch = nil // a slab of held entries must not keep it
+	if s := m.sessions[h.broker]; s != nil {
+		s.unqueue(k)
+		p := tp{k.Topic, k.Partition}
+		if s.held[p]--; s.held[p] == 0 {
+			delete(s.held, p)
+			if m.meta.wantSet[p] != s.broker+1 && s.parts[p] {
+				s.forgetDue = true // the next fetch may forget it now
+			}
+		}
+	}
+	m.count(h, -1)
 }
 
-// opsAnswered answers the ops rq carried for partition p; final answers
-// them even if they failed as a list (a close is never resent).
-func (m *Member) opsAnswered(rq *request, p tp, err error, lock time.Duration, final bool) {
-	offs := rq.ops[p]
-	if len(offs) == 0 {
-		return
-	}
-	if err != nil && len(offs) > 1 && !isLeaderErr(err) && !final {
-		// All-or-nothing (fact 4): resend the list's ops half at a time
-		// (split, takeOps) until the bad ones fail alone.
-		var depth int8
-		for _, o := range offs {
-			if h := m.held[Key{p.topic, p.part, o}]; h != nil {
-				depth = max(depth, h.split)
-			}
+func (m *Member) loseOne(k Key, h *held, cause error) {
+	err := fmt.Errorf("%w: lock lost: %v", ErrNotHeld, cause)
+	if !h.internal && !h.released {
+		if h.ack != opNone {
+			m.emitAck(AckResult{Key: k, Type: AckType(h.ack), Err: err})
+		} else {
+			m.emitLost(k)
 		}
-		depth = min(depth+1, maxSplit)
-		for _, o := range offs {
-			if h := m.held[Key{p.topic, p.part, o}]; h != nil {
-				h.split = depth
-			}
+		for range h.renews + h.renewing {
+			m.emitRenewal(Renewal{Key: k, Err: err})
 		}
-		m.requeue(&request{s: rq.s, ops: map[tp][]int64{p: offs}})
-		return
 	}
-	if err != nil && isLeaderErr(err) {
-		m.refreshMetadata()
-	}
-	for _, o := range offs {
-		k := Key{p.topic, p.part, o}
-		h := m.held[k]
-		if h == nil {
+	m.drop(k, h)
+}
+
+// lose drops every record held in s, reporting it lost and answering its
+// queued ops.
+func (m *Member) lose(s *session, cause error) {
+	for k, h := range m.held {
+		if h.broker != s.broker {
 			continue
 		}
-		if h.ackSent {
-			if !h.internal && !h.released {
-				var aerr error
-				if err != nil {
-					aerr = fmt.Errorf("member: ack %v %v: %w", AckType(h.ack), k, err)
-				}
-				m.emitAck(AckResult{Key: k, Type: AckType(h.ack), Err: aerr})
-			}
-			m.drop(k, h)
-			continue
-		}
-		n := h.renewing
-		h.renewing = 0
-		h.split = 0
-		for range n {
-			if err != nil {
-				m.emitRenewal(Renewal{Key: k, Err: fmt.Errorf("member: renew %v: %w", k, err)})
-			} else {
-				if lock <= 0 {
-					lock = h.d.Lock // a broker that does not report it
-				}
-				h.d.Deadline = rq.sent.Add(lock)
-				h.d.Lock = lock
-				m.emitRenewal(Renewal{Key: k, Deadline: h.d.Deadline})
-			}
-		}
-		if err != nil && isLeaderErr(err) {
-			m.loseOne(k, h, err)
-		}
+		m.loseOne(k, h, cause)
 	}
 }

@@ -89,7 +89,7 @@ type Member struct {
 	// Everything below is owned by Run's goroutine.
 
 	// Requests in flight each run in a goroutine of their own that only
-	// does the I/O and sends its result on results (run.go, launch).
+	// does the I/O and sends its result on results (launch, requests.go).
 	ioCtx    context.Context // parent of heartbeats, metadata and graceful closes; cancelled by drainIO
 	ioCancel context.CancelFunc
 	results  chan result // I/O goroutines → Run
@@ -296,14 +296,6 @@ func (m *Member) post(f func(*mailbox)) {
 	case m.wake <- struct{}{}:
 	default:
 	}
-}
-
-func (m *Member) take() mailbox {
-	m.mu.Lock()
-	b := m.mbox
-	m.mbox = mailbox{}
-	m.mu.Unlock()
-	return b
 }
 
 // Stats returns a snapshot of the member; it is safe for concurrent use

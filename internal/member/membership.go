@@ -79,6 +79,14 @@ func (m *Member) sendHeartbeat() {
 	}()
 }
 
+// handleHeartbeat takes a heartbeat's answer. Answered: the interval and
+// epoch it gives, a changed assignment (planned again, replan), Joined on
+// the first epoch, and the next heartbeat due at the interval, or sooner
+// (AssignmentPoll) while a member that just joined has no partitions.
+// Fenced (UnknownMemberID, FencedMemberEpoch): the member drops its
+// assignment and rejoins with epoch 0 at once. An authorization error
+// before the member ever joined is fatal (Run returns it); any other error
+// retries with backoff, logged once a minute per error.
 func (m *Member) handleHeartbeat(resp *kmsg.ShareGroupHeartbeatResponse, err error) {
 	m.group.busy = false
 	now := time.Now()

@@ -14,7 +14,7 @@ import (
 // request kgo.RequestTimeoutOverhead (10 s by default) on top of its own
 // wait (a ShareFetch's MaxWait), and the member bounds its heartbeats
 // and share requests with contexts of its own besides (membership.go,
-// session.go). A request that times out kills its connection; the
+// requests.go). A request that times out kills its connection; the
 // member then treats it as any failed request: a share session's
 // records are lost (Event.Lost), the coordinator is retried with
 // backoff, and a member the coordinator fenced meanwhile rejoins.

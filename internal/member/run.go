@@ -5,25 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // tp names a partition.
 type tp struct {
 	topic string
 	part  int32
-}
-
-// result is what an I/O goroutine hands back to Run's goroutine: one
-// answered request (or its error), by kind.
-type result struct {
-	kind string                            // "hb", "meta", "session"
-	hb   *kmsg.ShareGroupHeartbeatResponse // kind "hb"
-	meta *kmsg.MetadataResponse            // kind "meta"
-	rq   *request                          // kind "session": the request, and its response in resp
-	resp kmsg.Response
-	err  error
 }
 
 // run is Run's loop. Each turn it sends what is due (step), publishes the
@@ -116,33 +103,12 @@ func (m *Member) mailbox() {
 	}
 }
 
-// ---- events ----
-
-// empty reports whether the event has nothing to report.
-func (e *Event) empty() bool {
-	return len(e.Deliveries) == 0 && len(e.Renewals) == 0 && len(e.Acked) == 0 && len(e.Lost) == 0
-}
-
-func (m *Member) emitAck(a AckResult) {
-	m.out.Acked = append(m.out.Acked, a)
-	if a.Err == nil {
-		m.acks[a.Type]++
-	} else {
-		m.st.AckErrors++
-	}
-}
-
-func (m *Member) emitRenewal(rn Renewal) {
-	m.out.Renewals = append(m.out.Renewals, rn)
-	m.st.Renewals++
-	if rn.Err != nil {
-		m.st.RenewErrors++
-	}
-}
-
-func (m *Member) emitLost(k Key) {
-	m.out.Lost = append(m.out.Lost, k)
-	m.st.LostRecords++
+func (m *Member) take() mailbox {
+	m.mu.Lock()
+	b := m.mbox
+	m.mbox = mailbox{}
+	m.mu.Unlock()
+	return b
 }
 
 // publish copies the state into the snapshot Stats reads. It runs after

@@ -1,17 +1,31 @@
 package member
 
+// Answers in: what each answer to a request does to the sessions (handle,
+// handleSession, sessionFailed) and to the held records: a fetch's
+// records become held and delivered (handleFetch, then acquire in
+// held.go), and each op a request carried is answered (opsAnswered) or
+// queued again (requeue).
+
 import (
-	"cmp"
 	"errors"
+	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// ---- responses ----
+// result is what an I/O goroutine hands back to Run's goroutine: one
+// answered request (or its error), by kind.
+type result struct {
+	kind string                            // "hb", "meta", "session"
+	hb   *kmsg.ShareGroupHeartbeatResponse // kind "hb"
+	meta *kmsg.MetadataResponse            // kind "meta"
+	rq   *request                          // kind "session": the request, and its response in resp
+	resp kmsg.Response
+	err  error
+}
 
 func (m *Member) handle(res result) {
 	m.nIO--
@@ -30,6 +44,14 @@ func isLeaderErr(err error) bool {
 		errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.UnknownTopicOrPartition)
 }
 
+// handleSession takes the answer to one request of a session: it frees the
+// session and the credit and room a fetch reserved, and notes whether the
+// broker answered (noteReach). A close goes to handleClose; a request that
+// failed as a whole to sessionFailed. Otherwise the session's epoch moves
+// on, and a fetch brings the session's partitions in line with what it
+// named and forgot. A ShareAcknowledge's answer goes per partition to the
+// ops it carried (opsDone; a partition left out of the answer succeeded),
+// a ShareFetch's to handleFetch.
 func (m *Member) handleSession(rq *request, resp kmsg.Response, err error) {
 	s := rq.s
 	s.busy = false
@@ -143,6 +165,16 @@ func (m *Member) reset(s *session) {
 	s.syncedPlan = 0
 }
 
+// handleFetch takes a ShareFetch's answer, partition by partition: the
+// acks it carried are answered (opsDone; those of a partition left out of
+// the answer succeeded), a partition error asks for Metadata if the leader
+// moved, and the records acquired become held and delivered (acquire).
+// Then, for the fetch as a whole: the priorities learn what each topic
+// gave (when no partition failed), the session notes an empty answer
+// (idle.go) or, when only errors came back, backs off; the fetch round
+// trip and the mean record size (sized) take in what came; and the records
+// delivered are taken from the credit, below 0 when a batch_optimized
+// fetch brought more than it asked for.
 func (m *Member) handleFetch(rq *request, resp *kmsg.ShareFetchResponse, lock time.Duration) {
 	deliveredBefore := len(m.out.Deliveries)
 	answered := map[tp]bool{}
@@ -220,81 +252,93 @@ func (m *Member) handleFetch(rq *request, resp *kmsg.ShareFetchResponse, lock ti
 	}
 }
 
-// acquire records the partition's acquired records as held and queues
-// their deliveries; it returns the number of offsets acquired.
-func (m *Member) acquire(rq *request, p tp, sp *kmsg.ShareFetchResponseTopicPartition, lock time.Duration) int {
-	if len(sp.AcquiredRecords) == 0 {
-		return 0
+// opsDone answers the ops rq carried for partition p.
+func (m *Member) opsDone(rq *request, p tp, err error, lock time.Duration) {
+	m.opsAnswered(rq, p, err, lock, false)
+}
+
+// opsAnswered answers the ops rq carried for partition p; final answers
+// them even if they failed as a list (a close is never resent).
+func (m *Member) opsAnswered(rq *request, p tp, err error, lock time.Duration, final bool) {
+	offs := rq.ops[p]
+	if len(offs) == 0 {
+		return
 	}
-	acquired := slices.Clone(sp.AcquiredRecords)
-	slices.SortFunc(acquired, func(a, b kmsg.ShareFetchResponseTopicPartitionAcquiredRecord) int {
-		return cmp.Compare(a.FirstOffset, b.FirstOffset)
-	})
-	recs := m.dec.records(p, sp.Records, acquired)
-	m.acquiredNow(rq.s, p, time.Now())
-	n, total := 0, len(recs)
-	// The new entries of held come from one slab per fetch rather than
-	// one allocation each: a slab lives while any of its entries is
-	// held, which the credit bounds.
-	var slab []held
-	deadline := rq.sent.Add(lock)
-	s := rq.s
-	for _, a := range acquired {
-		for o := a.FirstOffset; o <= a.LastOffset; o++ {
-			f := recs[n]
-			rec := f.rec
-			n++
-			k := Key{p.topic, p.part, o}
-			h := m.held[k]
-			if h != nil && h.broker != s.broker {
-				// Held in another session (a leader move): that one is gone.
-				m.loseOne(k, h, errors.New("partition moved"))
-				h = nil
-			}
-			if h == nil {
-				if len(slab) == 0 {
-					slab = make([]held, total-n+1)
-				}
-				h = &slab[0]
-				slab = slab[1:]
-				*h = held{ack: opNone, broker: s.broker}
-				m.held[k] = h
-				s.held[p]++
-			} else {
-				m.count(h, -1)
-			}
-			m.st.Fetched++
-			if rec != nil && !h.internal && h.ack != opNone {
-				// Its job ended, but its lock ran out before the ack
-				// went (a failed list resent op by op, a session
-				// reopened): the broker gave it again, to this session.
-				// Acks are by offset, so the queued one answers for this
-				// delivery too; delivering it would run the job again
-				// only for its ack to be refused here (the record has
-				// an ack queued).
-				h.d.Count, h.d.Deadline, h.d.Lock = int32(a.DeliveryCount), deadline, lock
-				m.count(h, 1)
-				m.st.Reacquired++
-				continue
-			}
-			h.d = Delivery{Record: rec, Count: int32(a.DeliveryCount), Deadline: deadline, Lock: lock}
-			h.internal = false
-			m.deliveredFrom(h, f.b)
-			switch {
-			case rec == nil:
-				// An offset with no record (a control record or a gap).
-				h.internal, h.ack, h.ackSent = true, opGap, false
-				s.queue(k, h)
-			default:
-				// Even past the credit (a batch_optimized fetch gave
-				// more than MaxRecords): a release would cost a
-				// delivery, and archive a last one, so deliver it; the
-				// credit goes below 0 (handleFetch).
-				h.size = recordBytes(rec)
-				m.count(h, 1)
-				m.out.Deliveries = append(m.out.Deliveries, h.d)
+	if err != nil && len(offs) > 1 && !isLeaderErr(err) && !final {
+		// All-or-nothing (fact 4): resend the list's ops half at a time
+		// (split, takeOps) until the bad ones fail alone.
+		var depth int8
+		for _, o := range offs {
+			if h := m.held[Key{p.topic, p.part, o}]; h != nil {
+				depth = max(depth, h.split)
 			}
 		}
+		depth = min(depth+1, maxSplit)
+		for _, o := range offs {
+			if h := m.held[Key{p.topic, p.part, o}]; h != nil {
+				h.split = depth
+			}
+		}
+		m.requeue(&request{s: rq.s, ops: map[tp][]int64{p: offs}})
+		return
 	}
-	return n
+	if err != nil && isLeaderErr(err) {
+		m.refreshMetadata()
+	}
+	for _, o := range offs {
+		k := Key{p.topic, p.part, o}
+		h := m.held[k]
+		if h == nil {
+			continue
+		}
+		if h.ackSent {
+			if !h.internal && !h.released {
+				var aerr error
+				if err != nil {
+					aerr = fmt.Errorf("member: ack %v %v: %w", AckType(h.ack), k, err)
+				}
+				m.emitAck(AckResult{Key: k, Type: AckType(h.ack), Err: aerr})
+			}
+			m.drop(k, h)
+			continue
+		}
+		n := h.renewing
+		h.renewing = 0
+		h.split = 0
+		for range n {
+			if err != nil {
+				m.emitRenewal(Renewal{Key: k, Err: fmt.Errorf("member: renew %v: %w", k, err)})
+			} else {
+				if lock <= 0 {
+					lock = h.d.Lock // a broker that does not report it
+				}
+				h.d.Deadline = rq.sent.Add(lock)
+				h.d.Lock = lock
+				m.emitRenewal(Renewal{Key: k, Deadline: h.d.Deadline})
+			}
+		}
+		if err != nil && isLeaderErr(err) {
+			m.loseOne(k, h, err)
+		}
+	}
+}
+
+// requeue puts the request's ops back as pending.
+func (m *Member) requeue(rq *request) {
+	for p, offs := range rq.ops {
+		for _, o := range offs {
+			k := Key{p.topic, p.part, o}
+			h := m.held[k]
+			if h == nil {
+				continue
+			}
+			if h.ackSent {
+				h.ackSent = false
+			} else {
+				h.renews += h.renewing
+				h.renewing = 0
+			}
+			rq.s.queue(k, h)
+		}
+	}
 }
