@@ -88,7 +88,7 @@ func (m *Member) handleSession(rq *request, resp kmsg.Response, err error) {
 		for _, p := range rq.forgot {
 			delete(s.parts, p)
 		}
-		if rq.walked {
+		if rq.walked && !rq.partial {
 			s.syncedPlan = rq.plan
 		}
 		if rq.epoch == 0 {

@@ -324,3 +324,29 @@ func TestHeldRecordsOfAnUnassignedPartitionAreStillAcked(t *testing.T) {
 	b.leave()
 	a.leave()
 }
+
+// A member given more partitions of one broker than a fetch adds to its
+// share session (a hundred) gets the records of every one of them: the
+// session opens in steps, each fetch that leaves partitions for the next
+// not waiting for records. One record in each of 250 partitions.
+func TestSessionOfManyPartitionsOpensInSteps(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.New(t)
+	const partitions = 250
+	topic, group := c.Topic(t, partitions), c.Group(t)
+	produceSized(t, c, topic, partitions, partitions, 64)
+	r := start(t, c, group, []string{topic})
+	newAcker(r)
+	r.m.Grant(20)
+	from := map[int32]bool{}
+	r.waitFor("a record of every partition accepted", func() bool {
+		for _, ar := range r.acked {
+			if ar.Err == nil {
+				from[ar.Key.Partition] = true
+			}
+		}
+		return len(from) == partitions
+	})
+	r.leave()
+	t.Logf("%s: stats %+v", c.Kind, r.m.Stats())
+}

@@ -8,7 +8,9 @@ import (
 
 // A fetch of an open session names only the partitions it adds, forgets
 // or acknowledges (KIP-932), and walks the session's partitions only when
-// they may differ: a session of 600 partitions in line with the plan
+// they may differ. A session of 600 partitions opens with six fetches
+// that add a hundred each (addPerFetch), the first five not waiting for
+// records; then, in line with the plan, it
 // sends a fetch that names none of them, or only the one it carries an
 // acknowledgement for; a new plan, or the last record held of a partition
 // no longer wanted, makes the next fetch add or forget what changed.
@@ -32,12 +34,14 @@ func TestFetchNamesOnlyWhatChanged(t *testing.T) {
 	s := m.session(0)
 	// fetch sends s's next fetch, answers it with no records, and returns
 	// the partitions it named and forgot.
+	var maxWait int32
 	fetch := func() (named, forgot []int32, acked int) {
 		t.Helper()
 		m.sendFetch(s, 10)
 		res := <-m.results
 		m.nIO--
 		req := res.rq.req.(*kmsg.ShareFetchRequest)
+		maxWait = req.MaxWaitMillis
 		for _, rt := range req.Topics {
 			for _, rp := range rt.Partitions {
 				named = append(named, rp.Partition)
@@ -51,8 +55,21 @@ func TestFetchNamesOnlyWhatChanged(t *testing.T) {
 		return named, forgot, acked
 	}
 
-	if named, _, _ := fetch(); len(named) != parts {
-		t.Fatalf("the opening fetch named %d partitions, want %d", len(named), parts)
+	seen := map[int32]bool{}
+	for i := range parts / addPerFetch {
+		named, _, _ := fetch()
+		if len(named) != addPerFetch {
+			t.Fatalf("opening fetch %d named %d partitions, want %d", i+1, len(named), addPerFetch)
+		}
+		for _, p := range named {
+			if seen[p] {
+				t.Fatalf("opening fetch %d named partition %d again", i+1, p)
+			}
+			seen[p] = true
+		}
+		if last := i == parts/addPerFetch-1; (maxWait == 0) == last {
+			t.Errorf("opening fetch %d waits up to %d ms; want 0 while partitions remain to add, the member's MaxWait at the last", i+1, maxWait)
+		}
 	}
 	if named, forgot, _ := fetch(); len(named) != 0 || len(forgot) != 0 {
 		t.Errorf("a fetch in line with the plan named %v and forgot %v, want none", named, forgot)
