@@ -38,7 +38,8 @@ func (b *Backward) More() bool { return b.From > b.Start }
 // newest first: each from the offset before gives for it (exclusive; a
 // partition missing reads from its high-water mark, or from the end of
 // f.Offsets when earlier) back toward its log start (or f.Offsets.From),
-// in growing windows, until it has n jobs that pass f, reaches its
+// in growing windows, until it has n jobs that pass f (or more: every
+// match of its last window), reaches its
 // start, or has scanned scanLimit offsets (scanLimit <= 0: no limit).
 // With n <= 0 (no limit on the jobs) it reads the newest scanLimit
 // offsets in one window. It reads each offset once: the windows, and,
