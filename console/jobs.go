@@ -32,8 +32,9 @@ type timelinePage struct {
 	Events  []eventView
 	Sources []source
 	// NotSearched says, for each DLQ topic the search stopped short in,
-	// which of its records it read (jobinfo.Search.NotSearched).
-	NotSearched []string
+	// which of its records it read (jobinfo.Search.NotSearched), with a
+	// link to the topic's DLQ page filtered by the ID, which pages on.
+	NotSearched []notSearched
 	Job         jobinfo.Job
 	// Group and Topic make the claim key (idempotency.Key) when both
 	// are known; ClaimNote says why the claim was not read otherwise.
@@ -85,7 +86,7 @@ func (s *server) jobTimeline(w http.ResponseWriter, r *http.Request) {
 // at most s.cfg.scan records of each (ScanLimit). A topic it stopped
 // short in makes the source "partial", and is named in the page's
 // NotSearched.
-func (s *server) findParked(ctx context.Context, id string) ([]dlq.Parked, source, []string) {
+func (s *server) findParked(ctx context.Context, id string) ([]dlq.Parked, source, []notSearched) {
 	src := source{Name: "DLQ topics", State: "read"}
 	cl, err := s.newClient()
 	if err != nil {
@@ -100,10 +101,11 @@ func (s *server) findParked(ctx context.Context, id string) ([]dlq.Parked, sourc
 		return nil, source{Name: src.Name, State: "not configured", Note: "the cluster has no DLQ topic (named *" + dlq.TopicSuffix + " or dlq.*)"}, nil
 	}
 	src.Note = strings.Join(jobinfo.Names(searched), ", ")
-	var short []string
+	var short []notSearched
 	for i := range searched {
 		if n := searched[i].NotSearched(); n != "" {
-			short = append(short, n)
+			link := s.cfg.prefix + "/dlq/" + url.PathEscape(searched[i].Topic) + "?" + url.Values{"id": {id}}.Encode()
+			short = append(short, notSearched{Text: n, Link: link})
 		}
 	}
 	if len(short) > 0 {
@@ -111,6 +113,9 @@ func (s *server) findParked(ctx context.Context, id string) ([]dlq.Parked, sourc
 	}
 	return parked, src, short
 }
+
+// notSearched is a DLQ topic the job page searched in part.
+type notSearched struct{ Text, Link string }
 
 // readDB reads what Postgres holds of the job, with its claim when the
 // claim key is known: idempotency.Key(group, topic, ID), the key of

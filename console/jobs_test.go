@@ -160,7 +160,8 @@ func TestJobPageScanLimit(t *testing.T) {
 	if code != http.StatusNotFound {
 		t.Errorf("a job older than the scan limit: %d, want 404", code)
 	}
-	mustContain(t, "a job older than the scan limit", body, `id="not-found"`, `id="dlq-not-searched"`, note, "console.ScanLimit")
+	mustContain(t, "a job older than the scan limit", body, `id="not-found"`, `id="dlq-not-searched"`, note, "console.ScanLimit",
+		`href="/dlq/`+b.dlq+`?id=`+url.QueryEscape(id(0))+`"`)
 	mustNotContain(t, "a job older than the scan limit", body, "Parked in")
 }
 
