@@ -41,9 +41,10 @@ func (c *countRecords) OnFetchRecordUnbuffered(*kgo.Record, bool) { c.n.Add(1) }
 // partition) as the DLQ page does: the first page, the first page of a
 // filter on a reason 1 in 100 jobs have, of a text 1 in 1,000 jobs' error
 // holds, and a page from the middle of the topic. It reports, per page,
-// the records fetched (the windows read back, each offset once, plus,
-// for a page below the newest, the offsets above it for the replay
-// markers), the windows read and the
+// the records fetched (the windows read back, the first on to the end of
+// the partition for the replay markers, and what each window's fetches
+// bring back past its end, up to the client's fetch size), the windows
+// read and the
 // jobs found (fewer than a page when the scan limit, 20,000 offsets, was
 // reached first).
 //

@@ -42,12 +42,13 @@ func (b *Backward) More() bool { return b.From > b.Start }
 // match of its last window), reaches its
 // start, or has scanned scanLimit offsets (scanLimit <= 0: no limit).
 // With n <= 0 (no limit on the jobs) it reads the newest scanLimit
-// offsets in one window. It reads each offset once: the windows, and,
-// when a read starts below the high-water mark, the offsets above it for
-// the replay markers of its jobs. (A window's fetch can also return
-// records past the window's end, up to the client's fetch size, which
-// are dropped.) So a read from the high-water mark with n <= 0 fetches at
-// most scanLimit records a partition, however long the partition is.
+// offsets in one window. It reads each offset once: the first window on
+// to the high-water mark, for the replay markers of its jobs and of the
+// older windows' (a marker follows its record), the others only
+// themselves. (A window's fetch can also bring back records past the
+// window's end, up to the client's fetch size, which are dropped.) So a
+// read from the high-water mark with n <= 0 fetches at most scanLimit
+// records a partition, however long the partition is.
 // It returns one Backward per partition, by partition; their jobs are as
 // [List] returns them (replays, restored broker records, values cut to
 // [PreviewBytes]). cl must meet the conditions given for [List].
@@ -90,12 +91,10 @@ func (b *Backward) read(ctx context.Context, cl *kgo.Client, topic string, f Fil
 		limit = b.End - b.Start
 	}
 	ms := marks{}
-	if hwm > b.End && b.End > b.Start {
-		var err error
-		if ms, err = readMarks(ctx, cl, topic, map[int32]span{b.Partition: {next: b.End, end: hwm}}); err != nil {
-			return err
-		}
-	}
+	// The first window reads on to the high-water mark for the replay
+	// markers of its jobs and of every older window's (a marker follows
+	// its record); the others read only themselves.
+	readTo := hwm
 	window := int64(max(n*2, 64))
 	if n <= 0 {
 		window = limit // no reason to stop early: one read
@@ -109,14 +108,14 @@ func (b *Backward) read(ctx context.Context, cl *kgo.Client, topic string, f Fil
 		pf := f
 		pf.Partitions = []int32{b.Partition}
 		pf.Offsets = OffsetRange{From: from, End: b.From}
-		got, err := listSpans(ctx, cl, topic, pf, 0, map[int32]span{b.Partition: {next: from, end: b.From}}, ms)
+		got, err := listSpans(ctx, cl, topic, pf, 0, map[int32]span{b.Partition: {next: from, end: readTo}}, ms)
 		b.Reads++
 		if err != nil {
 			return err
 		}
 		slices.Reverse(got)
 		b.Jobs = append(b.Jobs, got...)
-		b.From = from
+		b.From, readTo = from, from
 		window = min(window*2, 8192)
 	}
 	var err error
