@@ -44,9 +44,8 @@ func (c *countRecords) OnFetchRecordUnbuffered(*kgo.Record, bool) { c.n.Add(1) }
 // the records fetched (the windows read back, the first on to the end of
 // the partition for the replay markers, and what each window's fetches
 // bring back past its end, up to the client's fetch size), the windows
-// read and the
-// jobs found (fewer than a page when the scan limit, 20,000 offsets, was
-// reached first).
+// read and the jobs found (fewer than a page when the scan limit, 20,000
+// offsets, was reached first).
 //
 //	SHAREQ_TEST_BROKERS=127.0.0.1:19092 go test ./console -run '^$' -bench DLQPage -benchtime 20x
 func BenchmarkDLQPage(b *testing.B) {
