@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shareq/shareq/dlq"
@@ -42,10 +41,11 @@ func (c *countRecords) OnFetchRecordUnbuffered(*kgo.Record, bool) { c.n.Add(1) }
 // partition) as the DLQ page does: the first page, the first page of a
 // filter on a reason 1 in 100 jobs have, of a text 1 in 1,000 jobs' error
 // holds, and a page from the middle of the topic. It reports, per page,
-// the records fetched (the windows read back, plus the reads on to the
-// end of the partition for the replay markers), the List calls and the
-// jobs found (fewer than a page when the scan limit, 20,000 offsets, was
-// reached first).
+// the records fetched (the windows read back, the first on to the end of
+// the partition for the replay markers, and what each window's fetches
+// bring back past its end, up to the client's fetch size), the windows
+// read and the jobs found (fewer than a page when the scan limit, 20,000
+// offsets, was reached first).
 //
 //	SHAREQ_TEST_BROKERS=127.0.0.1:19092 go test ./console -run '^$' -bench DLQPage -benchtime 20x
 func BenchmarkDLQPage(b *testing.B) {
@@ -81,7 +81,6 @@ func BenchmarkDLQPage(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	adm := kadm.NewClient(cl)
 
 	for _, bc := range []struct {
 		name string
@@ -98,7 +97,7 @@ func BenchmarkDLQPage(b *testing.B) {
 			reader := c.Client(b, kgo.WithHooks(&fetched), kgo.FetchMaxWait(100*time.Millisecond))
 			var res pageResult
 			for b.Loop() {
-				res, err = readPage(ctx, reader, adm, dlqTopic, bc.f, bc.cur, PageSizeDefault, ScanLimitDefault)
+				res, err = readPage(ctx, reader, dlqTopic, bc.f, bc.cur, PageSizeDefault, ScanLimitDefault)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -107,7 +106,7 @@ func BenchmarkDLQPage(b *testing.B) {
 				b.Fatalf("a page of %d jobs (scan limit reached: %v), want %d", len(res.Jobs), res.Capped, PageSizeDefault)
 			}
 			b.ReportMetric(float64(fetched.n.Load())/float64(b.N), "records/page")
-			b.ReportMetric(float64(res.Reads), "lists/page")
+			b.ReportMetric(float64(res.Reads), "windows/page")
 			b.ReportMetric(float64(len(res.Jobs)), "jobs/page")
 		})
 	}

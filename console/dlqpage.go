@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shareq/shareq/dlq"
@@ -119,73 +117,27 @@ type pageResult struct {
 	// scan limit before it filled the page.
 	Scanned int64
 	Capped  bool
-	// Reads is the List calls the page took.
+	// Reads is the windows the page read (dlq.Backward.Reads).
 	Reads int
 }
 
 // readPage reads one page of topic, newest first: n jobs passing f from
-// below cur in each partition, merged by parked time. Each partition is
-// read backwards in growing windows (dlq.List over an offset range, which
-// reads on to the end of the partition for replay markers) until it has
-// n matches, reaches its log start, or has scanned scanLimit offsets; a
-// page never reads a partition from its start unless it is that deep.
-func readPage(ctx context.Context, cl *kgo.Client, adm *kadm.Client, topic string, f dlq.Filter, cur cursor, n, scanLimit int) (pageResult, error) {
+// below cur in each partition (dlq.ListBackward, which stops at
+// scanLimit offsets a partition), merged by parked time; a page never
+// reads a partition from its start unless it is that deep.
+func readPage(ctx context.Context, cl *kgo.Client, topic string, f dlq.Filter, cur cursor, n, scanLimit int) (pageResult, error) {
 	var res pageResult
-	starts, err := adm.ListStartOffsets(ctx, topic)
-	if err == nil {
-		err = starts.Error()
-	}
-	if errors.Is(err, kerr.UnknownTopicOrPartition) {
-		return res, &notFound{fmt.Sprintf("topic %s does not exist", topic)}
-	}
+	bs, err := dlq.ListBackward(ctx, cl, topic, f, cur, n, scanLimit)
 	if err != nil {
-		return res, fmt.Errorf("list start offsets of %s: %w", topic, err)
+		return res, err
 	}
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return res, fmt.Errorf("list end offsets of %s: %w", topic, err)
-	}
-	if len(ends[topic]) == 0 {
-		return res, &notFound{fmt.Sprintf("topic %s does not exist", topic)}
-	}
-	type part struct {
-		found    []dlq.Parked // newest first
-		scanFrom int64        // the lowest offset scanned
-		hi       int64
-	}
-	parts := map[int32]*part{}
-	for p, end := range ends[topic] {
-		start := starts[topic][p].Offset
-		hi := end.Offset
-		if c, ok := cur[p]; ok && c < hi {
-			hi = c
-		}
-		pt := &part{scanFrom: hi, hi: hi}
-		parts[p] = pt
-		window := int64(max(n*2, 64))
-		for pt.scanFrom > start && len(pt.found) < n {
-			if scanned := hi - pt.scanFrom; scanned >= int64(scanLimit) {
-				res.Capped = true
-				break
-			}
-			from := max(start, pt.scanFrom-window, hi-int64(scanLimit))
-			pf := f
-			pf.Partitions = []int32{p}
-			pf.Offsets = dlq.OffsetRange{From: from, End: pt.scanFrom}
-			got, err := dlq.List(ctx, cl, topic, pf, 0)
-			res.Reads++
-			if err != nil {
-				return res, err
-			}
-			res.Scanned += pt.scanFrom - from
-			slices.Reverse(got)
-			pt.found = append(pt.found, got...)
-			pt.scanFrom = from
-			window = min(window*2, 8192)
-		}
+	parts := map[int32]*dlq.Backward{}
+	for i := range bs {
+		b := &bs[i]
+		parts[b.Partition] = b
+		res.Scanned += b.Scanned()
+		res.Reads += b.Reads
+		res.Capped = res.Capped || b.Capped
 	}
 	// Merge the partitions newest first, taking from each a prefix of
 	// its jobs (in offset order, newest first), so that its cursor can
@@ -202,30 +154,30 @@ func readPage(ctx context.Context, cl *kgo.Client, adm *kadm.Client, topic strin
 		best := int32(-1)
 		for _, p := range ps {
 			k := taken[p]
-			if k == len(parts[p].found) {
+			if k == len(parts[p].Jobs) {
 				continue
 			}
-			if best < 0 || at(&parts[p].found[k]).After(at(&parts[best].found[taken[best]])) {
+			if best < 0 || at(&parts[p].Jobs[k]).After(at(&parts[best].Jobs[taken[best]])) {
 				best = p
 			}
 		}
 		if best < 0 {
 			break
 		}
-		res.Jobs = append(res.Jobs, parts[best].found[taken[best]])
+		res.Jobs = append(res.Jobs, parts[best].Jobs[taken[best]])
 		taken[best]++
 	}
 	res.Next = cursor{}
 	for p, pt := range parts {
-		next := pt.scanFrom
-		if k := taken[p]; k < len(pt.found) {
-			next = pt.hi
+		next := pt.From
+		if k := taken[p]; k < len(pt.Jobs) {
+			next = pt.End
 			if k > 0 {
-				next = pt.found[k-1].Offset
+				next = pt.Jobs[k-1].Offset
 			}
 		}
 		res.Next[p] = next
-		if next > starts[topic][p].Offset {
+		if next > pt.Start {
 			res.More = true
 		}
 	}
@@ -258,19 +210,13 @@ func (s *server) dlqList(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusBadRequest, err)
 		return
 	}
-	adm, _, release, err := s.admin()
-	if err != nil {
-		s.fail(w, r, http.StatusInternalServerError, err)
-		return
-	}
-	defer release()
 	cl, err := s.newClient()
 	if err != nil {
 		s.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
 	defer cl.Close()
-	res, err := readPage(ctx, cl, adm, topic, f, cur, s.cfg.pageSize, s.cfg.scan)
+	res, err := readPage(ctx, cl, topic, f, cur, s.cfg.pageSize, s.cfg.scan)
 	if errors.Is(err, dlq.ErrNoTopic) {
 		err = &notFound{err.Error()}
 	}

@@ -21,7 +21,7 @@ const jobIDMax = 512
 // source is one store the job page reads, and what became of reading it.
 type source struct {
 	Name  string
-	State string // "read", "not configured" or "failed"
+	State string // "read", "partial" (DLQ topics only read in part), "not configured" or "failed"
 	Note  string // why not configured, or the error
 }
 
@@ -31,7 +31,11 @@ type timelinePage struct {
 	Found   bool
 	Events  []eventView
 	Sources []source
-	Job     jobinfo.Job
+	// NotSearched says, for each DLQ topic the search stopped short in,
+	// which of its records it read (jobinfo.Search.NotSearched), with a
+	// link to the topic's DLQ page filtered by the ID, which pages on.
+	NotSearched []notSearched
+	Job         jobinfo.Job
 	// Group and Topic make the claim key (idempotency.Key) when both
 	// are known; ClaimNote says why the claim was not read otherwise.
 	Group, Topic string
@@ -63,7 +67,8 @@ func (s *server) jobTimeline(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
 	p := timelinePage{ID: id, Group: strings.TrimSpace(r.URL.Query().Get("group"))}
-	parked, dlqSrc := s.findParked(ctx, id)
+	parked, dlqSrc, notSearched := s.findParked(ctx, id)
+	p.NotSearched = notSearched
 	p.readDB(ctx, s.cfg.outbox, parked)
 	p.Sources = append(p.Sources, dlqSrc)
 	p.Found = p.Job.Found() || len(parked) > 0
@@ -77,24 +82,40 @@ func (s *server) jobTimeline(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, status, "jobtimeline", title, "", p)
 }
 
-// findParked searches the cluster's DLQ topics for job id.
-func (s *server) findParked(ctx context.Context, id string) ([]dlq.Parked, source) {
+// findParked searches the cluster's DLQ topics for job id, newest first,
+// at most s.cfg.scan records of each (ScanLimit). A topic it stopped
+// short in makes the source "partial", and is named in the page's
+// NotSearched.
+func (s *server) findParked(ctx context.Context, id string) ([]dlq.Parked, source, []notSearched) {
 	src := source{Name: "DLQ topics", State: "read"}
 	cl, err := s.newClient()
 	if err != nil {
-		return nil, source{Name: src.Name, State: "failed", Note: err.Error()}
+		return nil, source{Name: src.Name, State: "failed", Note: err.Error()}, nil
 	}
 	defer cl.Close()
-	parked, topics, err := jobinfo.FindParkedAll(ctx, cl, id)
+	parked, searched, err := jobinfo.FindParkedAll(ctx, cl, id, s.cfg.scan)
 	if err != nil {
-		return parked, source{Name: src.Name, State: "failed", Note: err.Error()}
+		return parked, source{Name: src.Name, State: "failed", Note: err.Error()}, nil
 	}
-	if len(topics) == 0 {
-		return nil, source{Name: src.Name, State: "not configured", Note: "the cluster has no DLQ topic (named *" + dlq.TopicSuffix + " or dlq.*)"}
+	if len(searched) == 0 {
+		return nil, source{Name: src.Name, State: "not configured", Note: "the cluster has no DLQ topic (named *" + dlq.TopicSuffix + " or dlq.*)"}, nil
 	}
-	src.Note = strings.Join(topics, ", ")
-	return parked, src
+	src.Note = strings.Join(jobinfo.Names(searched), ", ")
+	var short []notSearched
+	for i := range searched {
+		if n := searched[i].NotSearched(); n != "" {
+			link := s.cfg.prefix + "/dlq/" + url.PathEscape(searched[i].Topic) + "?" + url.Values{"id": {id}}.Encode()
+			short = append(short, notSearched{Text: n, Link: link})
+		}
+	}
+	if len(short) > 0 {
+		src.State = "partial"
+	}
+	return parked, src, short
 }
+
+// notSearched is a DLQ topic the job page searched in part.
+type notSearched struct{ Text, Link string }
 
 // readDB reads what Postgres holds of the job, with its claim when the
 // claim key is known: idempotency.Key(group, topic, ID), the key of

@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/shareq/shareq/console"
+	"github.com/shareq/shareq/dlq"
 	"github.com/shareq/shareq/enqueue"
 	"github.com/shareq/shareq/enqueue/pgoutbox"
 	"github.com/shareq/shareq/handler"
@@ -124,6 +126,43 @@ func TestJobPageWithoutDatabase(t *testing.T) {
 	if n := strings.Count(body, ">not configured</span>"); n != 2 {
 		t.Errorf("%d sources not configured, want 2 (Postgres, the job log)", n)
 	}
+}
+
+// The job page reads each DLQ topic newest first, up to ScanLimit
+// records of it: a job among them is shown; of one older the page says
+// which records it searched and that older ones were not, rather than
+// that the job is parked nowhere.
+func TestJobPageScanLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t, console.ScanLimit(2))
+	mw, err := dlq.Middleware(b.cl, dlq.Logger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fail := handler.Chain(handler.Func(func(context.Context, *handler.Job) error { return handler.Permanent(errors.New("bad input")) }), mw)
+	id := func(i int) string { return fmt.Sprintf("%s-%d", b.topic, i) } // IDs of this test's own, for a shared broker
+	for i := range 4 {
+		job := &handler.Job{Topic: b.topic, Offset: int64(i), Timestamp: time.Now(), DeliveryCount: 1, DeliveryLimit: 5,
+			Headers: []handler.Header{{Key: handler.JobIDHeader, Value: []byte(id(i))}}}
+		if _, parked := handler.ParkedOf(fail.Handle(t.Context(), job)); !parked {
+			t.Fatalf("job %d not parked", i)
+		}
+	}
+	note := "searched the newest 2 records of " + b.dlq + "; older ones not searched"
+
+	code, body := b.get(t, "/jobs/"+url.PathEscape(id(3)))
+	if code != http.StatusOK {
+		t.Fatalf("the newest job: %d\n%s", code, body)
+	}
+	mustContain(t, "the newest job", body, "Parked in "+b.dlq, `<span class="src src-partial">partial</span>`, `id="dlq-not-searched"`, note)
+
+	code, body = b.get(t, "/jobs/"+url.PathEscape(id(0)))
+	if code != http.StatusNotFound {
+		t.Errorf("a job older than the scan limit: %d, want 404", code)
+	}
+	mustContain(t, "a job older than the scan limit", body, `id="not-found"`, `id="dlq-not-searched"`, note, "console.ScanLimit",
+		`href="/dlq/`+b.dlq+`?id=`+url.QueryEscape(id(0))+`"`)
+	mustNotContain(t, "a job older than the scan limit", body, "Parked in")
 }
 
 // The outbox page lists the scheduled jobs in due order, by topic and a

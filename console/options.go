@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/shareq/shareq/console/jobinfo"
 	"github.com/shareq/shareq/control"
 	"github.com/shareq/shareq/internal/fleet"
 )
@@ -23,7 +24,7 @@ const (
 	// PayloadLimitDefault is the default of [PayloadLimit], in bytes.
 	PayloadLimitDefault = 64 << 10
 	// ScanLimitDefault is the default of [ScanLimit], in records.
-	ScanLimitDefault = 20000
+	ScanLimitDefault = jobinfo.ScanLimitDefault
 )
 
 // An Option configures [New], which validates them all at once.
@@ -118,8 +119,11 @@ func PayloadLimit(n int) Option {
 
 // ScanLimit caps the records of each DLQ partition one page of a
 // filtered DLQ list reads looking for matches; a page that reaches it
-// shows the matches found and links to the next, older, stretch. Default
-// [ScanLimitDefault].
+// shows the matches found and links to the next, older, stretch. It also
+// caps the records of each DLQ topic the job page (/jobs/ID) reads,
+// newest first, looking for the job (jobinfo.FindParked); the page says
+// of a topic it stopped short in that its older records were not
+// searched. Default [ScanLimitDefault].
 func ScanLimit(n int) Option {
 	return optionFunc(func(c *config) { c.scan = n })
 }

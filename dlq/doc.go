@@ -55,7 +55,9 @@
 // "topic/partition/offset"). The broker's dead-letter records keep no
 // headers: one is found by the job ID of its source record, read back
 // from the source topic, or, once retention has deleted that record, by
-// its source location only. [Replay] re-produces selected jobs to
+// its source location only. [ListBackward] reads a big DLQ topic newest
+// first, a scan limit of records at most, for a page or a job lookup that
+// must not read it whole. [Replay] re-produces selected jobs to
 // the topics they came from, at a limited rate, saving its progress as
 // offsets committed for a consumer group on the DLQ topic after each
 // job's produce is acknowledged. An interrupted replay resumes where it

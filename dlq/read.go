@@ -411,19 +411,31 @@ func List(ctx context.Context, cl *kgo.Client, topic string, f Filter, limit int
 	if err := checkReader(cl, topic); err != nil {
 		return nil, err
 	}
-	adm := kadm.NewClient(cl)
-	ss, err := markSpans(ctx, adm, topic, &f)
+	ss, err := markSpans(ctx, kadm.NewClient(cl), topic, &f)
 	if err != nil {
 		return nil, err
 	}
+	ms := marks{}
+	out, err := listSpans(ctx, cl, topic, f, limit, ss, ms)
+	if err != nil {
+		return nil, err
+	}
+	return finishList(ctx, cl, out, ms)
+}
+
+// listSpans is List reading the offsets ss of topic (f's window, and
+// what else the caller wants read for its markers): the parked jobs in
+// f's window that pass f, at most limit (<= 0: no limit), by partition
+// and offset, their replays not filled in. It adds the markers it reads
+// to ms.
+func listSpans(ctx context.Context, cl *kgo.Client, topic string, f Filter, limit int, ss map[int32]span, ms marks) ([]Parked, error) {
 	var (
 		byPart               = make(map[int32][]Parked)
-		ms                   = marks{}
 		envelopes, malformed int
 		bySource             = sourceMatcher{f: &f, opts: cl.Opts()}
 	)
 	defer bySource.close()
-	err = read(ctx, cl, topic, ss, func(r *kgo.Record) error {
+	err := read(ctx, cl, topic, ss, func(r *kgo.Record) error {
 		if ms.add(r) || !f.Offsets.Contains(r.Offset) {
 			return nil // past the window: read for its markers only
 		}
@@ -483,6 +495,13 @@ func List(ctx context.Context, cl *kgo.Client, topic string, f Filter, limit int
 	if limit > 0 && len(out) > limit {
 		out = out[:limit]
 	}
+	return out, nil
+}
+
+// finishList fills in the replays of the jobs out from ms, restores the
+// broker dead-letter records among them from their source records, and
+// cuts each value to PreviewBytes.
+func finishList(ctx context.Context, cl *kgo.Client, out []Parked, ms marks) ([]Parked, error) {
 	var broker []*Parked
 	for i := range out {
 		p := &out[i]

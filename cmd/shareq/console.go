@@ -62,11 +62,15 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	workersTopic := fs.String("workers-topic", fleet.TopicDefault, "the workers' status topic the Workers page reads")
 	controlsTopic := fs.String("controls-topic", control.DefaultTopic, "the control topic the group pages read pauses from and write them to")
 	user := fs.String("auth-user", "", "require HTTP basic auth as this user (password from $"+consolePasswordEnv+" or the file $"+consolePasswordFile+")")
+	scanLimit := fs.Int("scan-limit", console.ScanLimitDefault, "records of each DLQ partition a DLQ page, and of each DLQ topic the job page, reads at most (console.ScanLimit)")
 	anyClient := fs.Bool("actions-without-auth-on-network", false, "with -actions and no -auth-user, serve the actions to anyone who reaches -listen, not only on the loopback")
 	if _, err := parseInterspersed(fs, args, 0); err != nil {
 		return err
 	}
-	c := consoleConfig{listen: *listen, database: *database, actions: *actions, prefix: *prefix, anyClient: *anyClient, workersTopic: *workersTopic, controlsTopic: *controlsTopic}
+	if *scanLimit < 1 {
+		return fmt.Errorf("-scan-limit %d: want at least 1", *scanLimit)
+	}
+	c := consoleConfig{listen: *listen, database: *database, actions: *actions, prefix: *prefix, anyClient: *anyClient, workersTopic: *workersTopic, controlsTopic: *controlsTopic, scanLimit: *scanLimit}
 	if *user != "" {
 		pass, err := consolePassword()
 		if err != nil {
@@ -89,6 +93,7 @@ type consoleConfig struct {
 	listen, database, prefix string
 	workersTopic             string // "": the default
 	controlsTopic            string // "": the default
+	scanLimit                int    // 0: the default
 	actions                  bool
 	auth                     console.Option // BasicAuth, or nil
 	anyClient                bool           // -actions-without-auth-on-network
@@ -145,6 +150,9 @@ func loopbackAddr(addr string) (bool, error) {
 // after printing its address.
 func serveConsole(ctx context.Context, cl *kgo.Client, c consoleConfig, stdout, stderr io.Writer) error {
 	opts := []console.Option{console.Client(cl), console.Logger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))}
+	if c.scanLimit != 0 {
+		opts = append(opts, console.ScanLimit(c.scanLimit))
+	}
 	if c.actions {
 		opts = append(opts, console.Actions())
 	}

@@ -368,7 +368,10 @@ log (joblog/pgjoblog, docs/job-log.md): each delivery a worker finished,
 its outcome, error, result and progress. With -dlq (and the connection
 flags of the dlq commands, -brokers...) it searches DLQ topics for the
 job, as 'shareq dlq list -job ID' does, and lists its records there with
-their replays: -dlq all searches every topic named *.dlq or dlq.*. A job
+their replays: -dlq all searches every topic named *.dlq or dlq.*. It
+reads each topic newest first and stops after -dlq-scan records of it
+(20000 by default, shared among its partitions), and says so of a topic
+whose older records it did not search; -dlq-scan 0 reads them all. A job
 that is in neither the outbox, the produced jobs, the job log nor the DLQ
 topics searched, and whose claim (when given) holds nothing, is an error
 that says what it can have been.
@@ -399,6 +402,7 @@ func jobsShow(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	preview := f.fs.Int("preview", showPreviewDefault, "show at most this many bytes of the value (0 for all)")
 	keyFlags := addClaimKeyFlags(f.fs, "to read whether a worker ran it")
 	dlqTopics := f.fs.String("dlq", "", "search these DLQ topics for the job (comma-separated), or \"all\" for every DLQ topic of the cluster; with the connection flags")
+	dlqScan := f.fs.Int("dlq-scan", jobinfo.ScanLimitDefault, "with -dlq, read at most this many records of each DLQ topic, newest first (0 for all)")
 	cluster := addClusterFlags(f.fs)
 	asJSON := f.fs.Bool("json", false, "print JSON instead of text")
 	pos, err := f.parse(args, 1)
@@ -407,6 +411,9 @@ func jobsShow(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *preview < 0 {
 		return fmt.Errorf("-preview %d: must not be negative", *preview)
+	}
+	if *dlqScan < 0 {
+		return fmt.Errorf("-dlq-scan %d: must not be negative (0 reads each DLQ topic whole)", *dlqScan)
 	}
 	id := pos[0]
 	claimKey, err := keyFlags.resolve(id)
@@ -422,7 +429,7 @@ func jobsShow(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	parked, searched, err := findParked(ctx, cluster, *dlqTopics, id)
+	parked, searched, err := findParked(ctx, cluster, *dlqTopics, id, *dlqScan)
 	if err != nil {
 		return err
 	}
@@ -458,7 +465,7 @@ func jobsShow(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // printShowJSON prints what jobs show -json prints.
-func printShowJSON(stdout io.Writer, job *jobinfo.Job, parked []dlq.Parked, searched []string, cancel string, preview int) error {
+func printShowJSON(stdout io.Writer, job *jobinfo.Job, parked []dlq.Parked, searched []jobinfo.Search, cancel string, preview int) error {
 	out := struct {
 		JobID      string          `json:"job_id"`
 		Outbox     []jsonOutboxRow `json:"outbox"`
@@ -469,9 +476,16 @@ func printShowJSON(stdout io.Writer, job *jobinfo.Job, parked []dlq.Parked, sear
 		Cancel     string          `json:"cancel"`     // what jobs cancel would do now: withdraw, stop, too-late, done, unknown
 		Runs       []jsonRun       `json:"runs"`       // the job log's, newest first
 		DLQTopics  []string        `json:"dlq_topics"` // the DLQ topics searched (-dlq); null when not searched
+		DLQSearch  []jsonSearch    `json:"dlq_search"` // how far each was searched; null when not searched
 		DLQ        []jsonParked    `json:"dlq"`        // its records in them, by topic
 	}{JobID: job.ID, Outbox: []jsonOutboxRow{}, ProducedAt: job.ProducedAt, ClaimKey: job.Claim.Key, Claim: string(job.Claim.State), Cancel: cancel,
-		Runs: toJSONRuns(job.Runs), DLQTopics: searched, DLQ: []jsonParked{}}
+		Runs: toJSONRuns(job.Runs), DLQ: []jsonParked{}}
+	if searched != nil {
+		out.DLQTopics, out.DLQSearch = jobinfo.Names(searched), []jsonSearch{}
+	}
+	for _, s := range searched {
+		out.DLQSearch = append(out.DLQSearch, jsonSearch{Topic: s.Topic, Scanned: s.Scanned, OlderNotSearched: s.Partial})
+	}
 	if job.Claim.State == jobinfo.ClaimRan || job.Claim.State == jobinfo.ClaimCancelled {
 		at := job.Claim.At.UTC()
 		out.ClaimAt = &at
@@ -493,10 +507,18 @@ func printShowJSON(stdout io.Writer, job *jobinfo.Job, parked []dlq.Parked, sear
 	return enc.Encode(out)
 }
 
-// findParked searches the DLQ topics of -dlq for job id: none when -dlq
-// is "", every DLQ topic of the cluster for "all". It returns the topics
-// it searched.
-func findParked(ctx context.Context, c *clusterFlags, topics, id string) ([]dlq.Parked, []string, error) {
+// jsonSearch is how far jobs show -json searched one DLQ topic.
+type jsonSearch struct {
+	Topic            string `json:"topic"`
+	Scanned          int64  `json:"scanned"`            // the records read, newest first
+	OlderNotSearched bool   `json:"older_not_searched"` // it stopped at -dlq-scan before the topic's oldest records
+}
+
+// findParked searches the DLQ topics of -dlq for job id, reading at most
+// scan records of each (0: all): none when -dlq is "", every DLQ topic of
+// the cluster for "all". It returns how far it searched each topic, nil
+// when it searched none.
+func findParked(ctx context.Context, c *clusterFlags, topics, id string, scan int) ([]dlq.Parked, []jobinfo.Search, error) {
 	if topics == "" {
 		return nil, nil, nil
 	}
@@ -506,11 +528,11 @@ func findParked(ctx context.Context, c *clusterFlags, topics, id string) ([]dlq.
 	}
 	defer cl.Close()
 	if topics == "all" {
-		ps, names, err := jobinfo.FindParkedAll(ctx, cl, id)
-		if names == nil {
-			names = []string{}
+		ps, searched, err := jobinfo.FindParkedAll(ctx, cl, id, scan)
+		if err != nil {
+			return nil, nil, topicHint(err)
 		}
-		return ps, names, topicHint(err)
+		return ps, searched, nil
 	}
 	var names []string
 	for t := range strings.SplitSeq(topics, ",") {
@@ -518,18 +540,17 @@ func findParked(ctx context.Context, c *clusterFlags, topics, id string) ([]dlq.
 			names = append(names, t)
 		}
 	}
-	if names == nil {
-		names = []string{}
-	}
-	ps, err := jobinfo.FindParked(ctx, cl, names, id)
+	ps, searched, err := jobinfo.FindParked(ctx, cl, names, id, scan)
 	if err != nil {
 		return nil, nil, topicHint(err)
 	}
-	return ps, names, nil
+	return ps, searched, nil
 }
 
-// printParked prints the job's records in the DLQ topics searched.
-func printParked(w *errWriter, ps []dlq.Parked, searched []string) {
+// printParked prints the job's records in the DLQ topics searched, and
+// which topics it searched only the newest records of.
+func printParked(w *errWriter, ps []dlq.Parked, searched []jobinfo.Search) {
+	names := strings.Join(jobinfo.Names(searched), ", ")
 	switch {
 	case searched == nil:
 		w.printf("dlq          not searched: give -dlq all (or -dlq TOPIC,...) and the connection flags\n")
@@ -538,10 +559,15 @@ func printParked(w *errWriter, ps []dlq.Parked, searched []string) {
 		w.printf("dlq          the cluster has no DLQ topic\n")
 		return
 	case len(ps) == 0:
-		w.printf("dlq          not in %s\n", strings.Join(searched, ", "))
-		return
+		w.printf("dlq          not in %s\n", names)
+	default:
+		w.printf("dlq          %d record(s) in %s\n", len(ps), names)
 	}
-	w.printf("dlq          %d record(s) in %s\n", len(ps), strings.Join(searched, ", "))
+	for i := range searched {
+		if n := searched[i].NotSearched(); n != "" {
+			w.printf("  %s (-dlq-scan)\n", n)
+		}
+	}
 	for i := range ps {
 		p := &ps[i]
 		w.printf("  %s  parked in %s/%d@%d  reason %s  delivery %d\n", fmtTime(p.ParkedAt), p.Topic, p.Partition, p.Offset, oneLine(p.Reason, 40), p.DeliveryCount)
@@ -608,14 +634,19 @@ func cancelText(cancel, id string, f claimKeyFlags) string {
 
 // unknownJobError is the error of jobs show for a job Postgres holds
 // nothing of: each case it can have been, and what it means.
-func unknownJobError(id string, c jobinfo.Claim, searched []string) error {
+func unknownJobError(id string, c jobinfo.Claim, searched []jobinfo.Search) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "job %s: not in the outbox, and not produced by a relay within its ProducedRetention", id)
 	if c.State == jobinfo.ClaimNone {
 		fmt.Fprintf(&b, "; its claim %q holds no run", c.Key)
 	}
 	if len(searched) > 0 {
-		fmt.Fprintf(&b, "; not in the DLQ topics %s", strings.Join(searched, ", "))
+		fmt.Fprintf(&b, "; not in the DLQ topics %s", strings.Join(jobinfo.Names(searched), ", "))
+	}
+	for i := range searched {
+		if n := searched[i].NotSearched(); n != "" {
+			fmt.Fprintf(&b, " (%s: give -dlq-scan 0 to read it whole)", n)
+		}
 	}
 	b.WriteString(". Postgres holds nothing else of it, so it was one of:")
 	for _, u := range unknownJob {

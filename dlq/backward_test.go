@@ -1,0 +1,62 @@
+package dlq
+
+import (
+	"context"
+	"testing"
+)
+
+// ListBackward reads newest first in windows and still finds each job's
+// replays, whose markers sit above it: read by an earlier (newer) window,
+// or, for a read that starts below the high-water mark, read once for
+// them; it stops at its scan limit and says so.
+func TestListBackward(t *testing.T) {
+	t.Parallel()
+	b := setupReplay(t, 200)
+	ctx := context.Background()
+	if _, err := Replay(ctx, b.cl, "jobs.dlq", ReplayFilter(Filter{JobID: "job-4"}), ReplayLogger(quiet)); err != nil {
+		t.Fatal(err)
+	}
+	all, err := List(ctx, b.cl, "jobs.dlq", Filter{JobID: "job-4"}, 0)
+	if err != nil || len(all) != 1 || !all[0].Replayed() {
+		t.Fatalf("List job-4: %+v, %v", all, err)
+	}
+	job4 := all[0]
+
+	// Windows of 64 and more, looking for 5 matches: job-4, among the
+	// oldest, is in the last window, with its replay.
+	bs, err := ListBackward(ctx, b.cl, "jobs.dlq", Filter{JobID: "job-4"}, nil, 5, 0)
+	if err != nil || len(bs) != 2 {
+		t.Fatalf("ListBackward: %+v, %v", bs, err)
+	}
+	for _, bk := range bs {
+		if bk.More() || bk.Capped || bk.Scanned() != bk.End-bk.Start || bk.End < 64 {
+			t.Errorf("partition %d: more %v, capped %v, scanned %d of %d-%d: want it all", bk.Partition, bk.More(), bk.Capped, bk.Scanned(), bk.Start, bk.End)
+		}
+		if bk.Partition != job4.Partition {
+			if len(bk.Jobs) != 0 {
+				t.Errorf("partition %d: %+v, want no job", bk.Partition, bk.Jobs)
+			}
+			continue
+		}
+		if bk.Reads < 2 || len(bk.Jobs) != 1 || !bk.Jobs[0].Replayed() || bk.Jobs[0].Replays[0] != job4.Replays[0] {
+			t.Errorf("job-4's partition: %d windows, jobs %+v, want job-4 with its replay, in 2 windows or more", bk.Reads, bk.Jobs)
+		}
+	}
+
+	// From just above job-4: the offsets above are read for its marker.
+	bs, err = ListBackward(ctx, b.cl, "jobs.dlq", Filter{Partitions: []int32{job4.Partition}}, map[int32]int64{job4.Partition: job4.Offset + 1}, 1, 0)
+	if err != nil || len(bs) != 1 || len(bs[0].Jobs) == 0 || bs[0].Jobs[0].Offset != job4.Offset || !bs[0].Jobs[0].Replayed() {
+		t.Fatalf("ListBackward from above job-4: %+v, %v", bs, err)
+	}
+
+	// A scan limit: the newest 10 offsets a partition, the rest not read.
+	bs, err = ListBackward(ctx, b.cl, "jobs.dlq", Filter{JobID: "job-4"}, nil, 1, 10)
+	if err != nil || len(bs) != 2 {
+		t.Fatalf("ListBackward with a scan limit: %+v, %v", bs, err)
+	}
+	for _, bk := range bs {
+		if len(bk.Jobs) != 0 || !bk.Capped || !bk.More() || bk.Scanned() != 10 {
+			t.Errorf("partition %d with a scan limit of 10: %d jobs, capped %v, more %v, scanned %d", bk.Partition, len(bk.Jobs), bk.Capped, bk.More(), bk.Scanned())
+		}
+	}
+}
