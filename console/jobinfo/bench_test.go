@@ -2,17 +2,13 @@ package jobinfo_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shareq/shareq/console/jobinfo"
 	"github.com/shareq/shareq/dlq"
-	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/kafkatest"
 )
 
@@ -42,18 +38,7 @@ func BenchmarkFindParked(b *testing.B) {
 	dlqTopic := topic + dlq.TopicSuffix
 	c.CreateTopic(b, dlqTopic, 1)
 	cap := &capture{}
-	mw, err := dlq.Middleware(cap, dlq.Logger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	fail := handler.Chain(handler.Func(func(context.Context, *handler.Job) error { return handler.Permanent(errors.New("bad input")) }), mw)
-	for i := range parked {
-		job := &handler.Job{Topic: topic, Offset: int64(i), Value: fmt.Appendf(nil, `{"image":%d}`, i), Timestamp: time.Now(), DeliveryCount: 1, DeliveryLimit: 5,
-			Headers: []handler.Header{{Key: handler.JobIDHeader, Value: fmt.Appendf(nil, "job-%d", i)}}}
-		if _, ok := handler.ParkedOf(fail.Handle(context.Background(), job)); !ok {
-			b.Fatalf("job %d not parked", i)
-		}
-	}
+	parkJobs(b, cap, topic, 0, parked)
 	cl := c.Client(b)
 	for i := 0; i < len(cap.recs); i += 5000 {
 		if err := cl.ProduceSync(context.Background(), cap.recs[i:min(i+5000, len(cap.recs))]...).FirstErr(); err != nil {
@@ -68,7 +53,7 @@ func BenchmarkFindParked(b *testing.B) {
 			fetched := &countRecords{topic: dlqTopic}
 			reader := c.Client(b, kgo.WithHooks(fetched))
 			for b.Loop() {
-				ps, _, err := jobinfo.FindParked(context.Background(), reader, []string{dlqTopic}, fmt.Sprintf("job-%d", parked-10), bc.limit)
+				ps, _, err := jobinfo.FindParked(context.Background(), reader, []string{dlqTopic}, fmt.Sprintf("%s-%d", topic, parked-10), bc.limit)
 				if err != nil || len(ps) != 1 {
 					b.Fatalf("%+v, %v", ps, err)
 				}

@@ -30,11 +30,12 @@ func (c *countRecords) OnFetchRecordUnbuffered(r *kgo.Record, _ bool) {
 }
 
 // parkJobs parks jobs TOPIC-from to TOPIC-(to-1) of topic through the
-// dlq middleware, one record each, in that order (job IDs of the test's
-// own: on a shared broker other tests' DLQ topics are searched too).
-func parkJobs(t *testing.T, cl *kgo.Client, topic string, from, to int) {
+// dlq middleware writing to p, one record each, in that order (job IDs
+// of the test's own: on a shared broker other tests' DLQ topics are
+// searched too).
+func parkJobs(t testing.TB, p dlq.Producer, topic string, from, to int) {
 	t.Helper()
-	mw, err := dlq.Middleware(cl, dlq.Logger(slog.New(slog.DiscardHandler)))
+	mw, err := dlq.Middleware(p, dlq.Logger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}
