@@ -63,7 +63,10 @@ func testWorkerStatus(t *testing.T, s *kafkatest.SecureCluster) {
 
 			reader := s.Client(t, s.OpsSCRAMOpts(t)...)
 			if tc.missing == "" {
-				// Describe alone does not read: the error names Read.
+				// Describe alone does not read: the error names Read. A
+				// reader fetches only when the topic has records, so wait
+				// (with Describe, which lists offsets) for the first status.
+				waitWritten(t, s, status)
 				_, err := fleet.Read(context.Background(), reader, status, time.Now())
 				if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("Read on topic %q", status)) {
 					t.Errorf("read without Read: %v, want an error naming Read on topic %q", err, status)
@@ -94,6 +97,25 @@ func testWorkerStatus(t *testing.T, s *kafkatest.SecureCluster) {
 			mustContain(t, "the worker's log", logs.String(), fmt.Sprintf("lacks %s on topic", tc.missing),
 				fmt.Sprintf("--operation %s --topic %s", tc.missing, status))
 		})
+	}
+}
+
+// waitWritten waits until the status topic has a record.
+func waitWritten(t *testing.T, s *kafkatest.SecureCluster, status string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ends, err := s.Admin().ListEndOffsets(context.Background(), status)
+		if err == nil {
+			err = ends.Error()
+		}
+		if o, ok := ends.Lookup(status, 0); err == nil && ok && o.Offset > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no status written to %s in 30s (%v)", status, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
