@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -142,8 +141,33 @@ type xresult struct {
 
 // executor runs the handlers for one share-group member's deliveries and
 // decides every acknowledgement. One goroutine, the one in run, owns all
-// of its state; handlers run on goroutines it starts and waits for, and
-// hand their outcomes back on done.
+// of its state but the fields marked otherwise; handlers run on
+// goroutines it starts and waits for, and hand their outcomes back on
+// done.
+//
+// It stops in this sequence, the order the soak showed necessary; each
+// step is a phase (executor_stop.go), and run and executor_stop.go take
+// them in this order:
+//
+//  1. ctx is done (beginStop, phaseDraining): fetch no more and grant no
+//     more credit; run what is delivered, the records the fetch in flight
+//     brings too (they are held by this member, and releasing them would
+//     cost a delivery); hold failed jobs, without a backoff.
+//  2. The member is quiet (releaseHeld, phaseReleasing): take every
+//     record it sent on Events, then release the jobs held for retry,
+//     only now, so that no fetch of this member can take a released
+//     record on its last delivery and have it archived unhandled.
+//  3. The shutdown deadline passes (expire, phaseExpired): cancel the
+//     running handlers and release every record in hand. It may come
+//     before step 2, which then changes nothing.
+//  4. After step 2 or 3, once no job is left (leaveWhenDone, phaseLeft):
+//     Leave, which sends the final acknowledgements and leaves the group;
+//     Events closes after.
+//  5. Events closed (finishStop): end the pauses, log what is left to
+//     log, and wait for every handler goroutine and copy.
+//
+// If Events closes before step 4, the member stopped on its own:
+// memberFailed drops every job and the executor goes on at step 5.
 type executor struct {
 	cfg  executorConfig
 	m    groupMember // the share-group member whose deliveries it runs
@@ -214,10 +238,14 @@ type executor struct {
 	trackerAt  time.Time
 	trackerSet bool
 
-	stopping bool // ctx is done
-	quiet    bool // the member's Quiet closed
-	expired  bool // the shutdown deadline passed
-	left     bool // Leave was called
+	// phase is the step of the stop sequence the executor is at
+	// (executor_stop.go); only enter changes it.
+	phase phase
+	// quiet: the member's Quiet closed before the deadline (set by enter
+	// on phaseReleasing). It says no more than the phase wherever it is
+	// read, and is kept only because halt (topicpause.go) reads it by this
+	// name: x.quiet there is x.phase >= phaseReleasing.
+	quiet bool
 
 	ackWarnAt   time.Time
 	ackWarnLeft int // failed acknowledgements not logged yet
@@ -335,16 +363,11 @@ func newExecutor(cfg executorConfig, m groupMember) *executor {
 	}
 }
 
-// run runs jobs until ctx is done, then stops gracefully, calls m.Leave(), reads Events until it closes,
-// and returns once every handler goroutine it started has returned (logging a Warn every 5 s while
-// handlers ignore their cancelled context).
-//
-// The stop keeps the order the soak showed necessary: stop fetching; run what is delivered
-// (the records the fetch in flight brings too: they are held by this
-// member, and releasing them would cost a delivery); release jobs held for
-// retry only once the member is quiet, so no fetch of this member can take
-// a released record on its last delivery and have it archived unhandled;
-// at the shutdown deadline cancel and release the rest; then Leave.
+// run runs jobs until ctx is done, then takes the steps of the stop
+// sequence (executor) in order, and returns once every handler goroutine
+// it started has returned (logging a Warn every 5 s while handlers ignore
+// their cancelled context). The signals of steps 1 to 3 are the last
+// cases of its loop; step 4 ends every turn; step 5 follows the loop.
 func (x *executor) run(ctx context.Context) {
 	// Every job's context carries the worker's logger, for middleware
 	// built without one (handler.Logger).
@@ -384,7 +407,7 @@ func (x *executor) run(ctx context.Context) {
 			return
 		}
 		events = nil
-		if !x.left {
+		if x.phase != phaseLeft {
 			x.memberFailed()
 		}
 	}
@@ -412,16 +435,13 @@ func (x *executor) run(ctx context.Context) {
 		case st := <-x.cfg.Controls:
 			x.applyControl(st)
 		case <-x.cfg.Rate.wake(): // a token for a job waiting on the rate limit
-		case <-stopping:
+		case <-stopping: // 1.
 			stopping = nil
-			x.logStopping()
-			x.stopping = true
-			x.prefetch = 0
-			x.m.StopFetching()
+			x.beginStop()
 			quiet = x.m.Quiet()
 			shutdown = time.NewTimer(x.cfg.ShutdownTimeout)
 			deadline = shutdown.C
-		case <-quiet:
+		case <-quiet: // 2.
 			quiet = nil
 			// Every record fetched was sent on Events before Quiet
 			// closed: take them before releasing anything.
@@ -433,80 +453,17 @@ func (x *executor) run(ctx context.Context) {
 					more = false
 				}
 			}
-			x.quiet = true
 			x.releaseHeld()
-		case <-deadline:
+		case <-deadline: // 3.
 			deadline = nil
 			x.expire()
 		}
 		x.startQueued()
 		x.shed(time.Now())
 		x.topUp()
-		if x.stopping && !x.left && (x.quiet || x.expired) && len(x.jobs) == 0 {
-			x.left = true
-			x.m.Leave()
-		}
+		x.leaveWhenDone() // 4.
 	}
-	if x.pause != nil {
-		x.endPause(x.pause, time.Since(x.pause.since), false)
-	}
-	x.endTopicPauses()
-	x.warnAcks(true)
-	x.summarizeBreakers(time.Now(), true)
-	x.waitHandlers()
-	x.copiers.Wait()
-}
-
-// logStopping logs the start of the graceful stop: what is in hand and
-// how long it may take.
-func (x *executor) logStopping() {
-	var held, paused int
-	for _, j := range x.jobs {
-		switch j.state {
-		case jobHeld:
-			held++
-		case jobPaused:
-			paused++
-		}
-	}
-	args := []any{"running", x.running, "queued", x.queued, "held_for_retry", held, "shutdown_timeout", x.cfg.ShutdownTimeout}
-	if x.waiting+x.snoozed > 0 {
-		args = append(args, "waiting_for_keys", x.waiting, "snoozed", x.snoozed)
-	}
-	if x.pause != nil {
-		args = append(args, "held_for_pause", paused, "dependencies_down", strings.Join(x.pause.deps, ","))
-	}
-	args = x.logTopicPauses(args)
-	x.log.Info("worker stopping: fetching no more; running jobs may finish until the shutdown timeout, held ones are released", args...)
-}
-
-// memberFailed ends every job when Events closed before Leave: the member
-// stopped, so nothing can be acknowledged any more.
-func (x *executor) memberFailed() {
-	x.log.Warn("the share-group member stopped; cancelling running jobs", "jobs", len(x.jobs))
-	x.stopping, x.left, x.expired = true, true, true
-	for _, j := range x.jobs {
-		x.drop(j, ErrShutdown)
-	}
-	x.resetQueue()
-}
-
-// waitHandlers waits for every handler goroutine, abandoned ones included.
-func (x *executor) waitHandlers() {
-	if x.running > 0 {
-		stuck := time.NewTicker(stuckWarnEvery)
-		for x.running > 0 {
-			select {
-			case <-x.done:
-				x.running--
-			case <-stuck.C:
-				x.log.Warn("waiting for handlers that ignore their cancelled context; their records were released", "handlers", x.running)
-			}
-		}
-		stuck.Stop()
-	}
-	close(x.work)
-	x.wg.Wait()
+	x.finishStop() // 5.
 }
 
 // event applies one report of the member: lost locks first, as the member
@@ -568,9 +525,9 @@ func (x *executor) deliver(d member.Delivery) {
 	}
 	j := &xjob{key: k, state: jobQueued, count: d.Count, deadline: d.Deadline, lock: d.Lock}
 	fillJob(&j.job, d, x.cfg.Group, x.cfg.DeliveryLimit())
-	if x.left || x.expired {
+	if x.gone() {
 		x.log.Warn("a record arrived after the shutdown deadline; releasing it", "record", k)
-		if !x.left {
+		if x.phase != phaseLeft {
 			x.m.Ack(k, member.Release)
 		}
 		x.report(j, AckRelease, OutcomeInterrupted, ErrShutdown, 0, nil)
@@ -810,14 +767,14 @@ func (x *executor) result(r xresult) {
 		// is copied for later.
 		j.err, j.took = r.err, r.took
 		j.cancel(nil)
-		if x.stopping {
+		if x.stopping() {
 			x.copyOut(j, now)
 			return
 		}
 		x.waitForKey(j, now, true)
 		return
 	}
-	if unavailable && !x.stopping {
+	if unavailable && !x.stopping() {
 		// Not the job's failure: hold it, on this delivery, until the
 		// dependency is back. While stopping it is released like a
 		// retry (below).
@@ -827,9 +784,9 @@ func (x *executor) result(r xresult) {
 	// While stopping there is no backoff, but no release either until
 	// the member is quiet (releaseHeld) or the shutdown deadline passes
 	// (expire).
-	untilQuiet := x.stopping && !x.quiet
+	untilQuiet := x.holdsUntilQuiet()
 	var d time.Duration
-	if !x.stopping {
+	if !x.stopping() {
 		d = x.backoff(j, r.err)
 	}
 	if d <= 0 && !untilQuiet {
@@ -921,7 +878,7 @@ func (x *executor) wakeUp() {
 			x.trackerAt, x.trackerSet = at, true
 		}
 	}
-	if !x.stopping || x.quiet {
+	if !x.holdsUntilQuiet() {
 		for len(x.holds) > 0 && !x.holds[0].releaseAt.After(now) {
 			j := heap.Pop(&x.holds).(*xjob)
 			switch {
@@ -942,7 +899,7 @@ func (x *executor) wakeUp() {
 	}
 	for len(x.holds) > 0 {
 		if j := x.holds[0]; (j.state == jobHeld || j.state == jobSnoozed) && x.jobs[j.key] == j {
-			if !x.stopping || x.quiet {
+			if !x.holdsUntilQuiet() {
 				x.arm(j.releaseAt)
 			}
 			break
@@ -950,7 +907,7 @@ func (x *executor) wakeUp() {
 		heap.Pop(&x.holds)
 	}
 	// A probe that is due waits for a slot or a record, not for time.
-	if p := x.pause; p != nil && p.probe == nil && !x.stopping && p.probeAt.After(now) {
+	if p := x.pause; p != nil && p.probe == nil && !x.stopping() && p.probeAt.After(now) {
 		x.arm(p.probeAt)
 	}
 }
@@ -983,51 +940,6 @@ func (x *executor) renewed(r member.Renewal, now time.Time) {
 	}
 	x.tracker.RenewFailed(r.Key, now.Add(renewRetry))
 	x.armFor(r.Key)
-}
-
-// releaseHeld releases every job held for retry (the member is quiet),
-// and, while paused, the jobs held for the pause and the queued ones,
-// which would not start before the shutdown deadline.
-func (x *executor) releaseHeld() {
-	now := time.Now()
-	for _, j := range x.jobs {
-		switch {
-		case j.state == jobHeld, j.state == jobPaused && x.pause != nil:
-			x.finish(j, AckRelease, OutcomeRetried, j.err, j.took)
-		case j.state == jobQueued && x.pause != nil:
-			x.finish(j, AckRelease, OutcomeInterrupted, ErrShutdown, 0)
-		case j.state == jobSnoozed:
-			// Not due before the stop: copied for later, no delivery
-			// spent.
-			x.copyOut(j, j.releaseAt)
-		case j.state == jobWaiting && j.ks != nil && j.ks.open:
-			x.copyOut(j, now) // its key is down: for later too
-		case j.state == jobHalted:
-			x.copyOut(j, now) // its topic is paused: for later too
-		}
-	}
-	x.holds = x.holds[:0]
-	x.haltLine = nil
-}
-
-// expire ends the shutdown: running handlers are cancelled and every
-// record in hand released.
-func (x *executor) expire() {
-	x.expired = true
-	for _, j := range x.jobs {
-		switch j.state {
-		case jobRunning:
-			x.abandon(j, ErrShutdown)
-		case jobHeld, jobPaused:
-			x.finish(j, AckRelease, OutcomeRetried, ErrShutdown, j.took)
-		case jobQueued, jobWaiting, jobSnoozed, jobCopying, jobHalted:
-			x.finish(j, AckRelease, OutcomeInterrupted, ErrShutdown, j.took)
-		}
-	}
-	x.haltLine = nil
-	x.resetQueue()
-	x.queued = 0
-	x.holds = x.holds[:0]
 }
 
 // abandon releases a job whose handler is still running and cancels its
@@ -1235,7 +1147,7 @@ func (x *executor) reading() {
 	} else if x.rate += rateWeight * (r - x.rate); x.rate < 0.01 {
 		x.rate = 0 // idle: known no longer
 	}
-	if !x.stopping {
+	if !x.stopping() {
 		st := x.m.Stats()
 		x.prefetch = prefetchFor(x.rate, st.FetchRTT, x.lockSeen)
 		x.partitions = st.Partitions
@@ -1301,7 +1213,7 @@ func prefetchFor(rate float64, rtt, lock time.Duration) int {
 // the way. A job that finishes while the target shrank gives back no
 // credit.
 func (x *executor) topUp() {
-	if x.stopping || x.pause != nil {
+	if x.stopping() || x.pause != nil {
 		return
 	}
 	// Jobs waiting for their keys will need the rate's tokens too.
