@@ -5,6 +5,12 @@ import (
 	"time"
 )
 
+const (
+	// stuckWarnEvery is how often a stopped executor says it still waits
+	// for handlers that ignore their cancelled context.
+	stuckWarnEvery = 5 * time.Second
+)
+
 // phase is where the executor is in its life: running, then the steps of
 // the stop sequence (see executor) in order. It only moves forward, in
 // enter.
