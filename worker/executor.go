@@ -102,9 +102,12 @@ type xresult struct {
 
 // executor runs the handlers for one share-group member's deliveries and
 // decides every acknowledgement. One goroutine, the one in run, owns all
-// of its state but the fields marked otherwise; handlers run on
-// goroutines it starts and waits for, and hand their outcomes back on
-// done.
+// of its state but the fields marked otherwise (each field says who owns
+// it); handlers run on goroutines it starts and waits for, and hand their
+// outcomes back on done. Its code is split by concern: the loop
+// (executor_loop.go), the stop (executor_stop.go), outcomes and
+// acknowledgements (executor_outcomes.go), renewals and holds
+// (executor_renew.go), and credit and prefetch (executor_prefetch.go).
 //
 // It stops in this sequence, the order the soak showed necessary; each
 // step is a phase (executor_stop.go), and run and executor_stop.go take
@@ -130,17 +133,42 @@ type xresult struct {
 // If Events closes before step 4, the member stopped on its own:
 // memberFailed drops every job and the executor goes on at step 5.
 type executor struct {
+	// Set by newExecutor and not written after: read by any goroutine.
 	cfg  executorConfig
 	m    groupMember // the share-group member whose deliveries it runs
 	log  *slog.Logger
 	obs  Observer
 	conc int
 
+	// Channels between the goroutines, made by newExecutor.
+	work       chan *xjob    // run sends (and closes, in waitHandlers); the handler goroutines receive
+	done       chan xresult  // the handler goroutines send; run receives
+	copySignal chan struct{} // copiers send (copied); run receives
+
+	// Shared, each as its comment says.
+	copyMu   sync.Mutex
+	copyDone []copyResult   // guarded by copyMu: copiers append the copies written (or failed), run takes them (takeCopies)
+	copiers  conc.WaitGroup // run starts the copies (copyOut) and waits for them (finishStop)
+	wg       sync.WaitGroup // run adds the handler goroutines and waits for them (waitHandlers); each calls Done
+	// outcomes counts finished deliveries by outcome, for the worker's
+	// stop line: run writes it; the worker reads it after run returned.
+	outcomes map[Outcome]int64
+	// running and queued as of the last reading, for MemberStats: run
+	// writes them; any goroutine reads them (counts, MemberStats).
+	pubRunning, pubQueued               atomic.Int64
+	pubWaiting, pubSnoozed, pubBreakers atomic.Int64
+	pubHalted                           atomic.Int64
+
+	// Everything below is owned by the run goroutine (run and all it
+	// calls): no other goroutine reads or writes it.
+
 	jobs    map[member.Key]*xjob // queued, running and held jobs
 	queue   fifo                 // queued jobs without priorities (lanes nil); dropped ones are skipped
 	lanes   *topicQueues         // queued jobs by topic, with priorities (priority.go); nil: none
 	queued  int                  // queued jobs (entries of queue still queued)
 	running int                  // handlers running, abandoned ones included: each holds a slot
+	spawned int                  // handler goroutines started
+	base    context.Context      // run's context without its cancellation
 	tracker *renew.Tracker[member.Key]
 	holds   holdHeap // held jobs by releaseAt; dropped ones are skipped
 
@@ -166,18 +194,14 @@ type executor struct {
 	partitions   int // assigned to the member, as of the last reading (waitingBound)
 	blog         breakerLog
 	keyBase      context.Context // base, marked for the key breaker
-	copySignal   chan struct{}
-	copyMu       sync.Mutex
-	copyDone     []copyResult // copies written (or failed), for takeCopies
-	copiers      conc.WaitGroup
 	// snoozerWarnAt is when warnSnoozer last logged.
 	snoozerWarnAt time.Time
 
-	// Credits: outstanding were granted and not yet used by a delivery;
-	// below 0, a debt: the member delivered that many past the credit
-	// (member.Delivery, batch_optimized fetches). The executor keeps
-	// running + queued + outstanding at conc + prefetch, and grants
-	// nothing while stopping.
+	// Credits (executor_prefetch.go): outstanding were granted and not
+	// yet used by a delivery; below 0, a debt: the member delivered that
+	// many past the credit (member.Delivery, batch_optimized fetches).
+	// The executor keeps running + queued + outstanding at conc +
+	// prefetch, and grants nothing while stopping.
 	outstanding int
 	prefetch    int
 	completed   int     // handler returns, and queued jobs that went to wait for their keys, since the last prefetch reading
@@ -185,12 +209,7 @@ type executor struct {
 	lastReading time.Time
 	lockSeen    time.Duration // the longest lock of any delivery
 
-	work    chan *xjob // to the handler goroutines
-	done    chan xresult
-	spawned int // handler goroutines started
-	wg      sync.WaitGroup
-	base    context.Context // run's context without its cancellation
-
+	// Renewals and holds (executor_renew.go).
 	wake   *time.Timer // the next renewal, MaxHold or end of a retry hold
 	wakeAt time.Time
 	armed  bool
@@ -208,19 +227,10 @@ type executor struct {
 	// name: x.quiet there is x.phase >= phaseReleasing.
 	quiet bool
 
+	// Failed acknowledgements (executor_outcomes.go, warnAcks).
 	ackWarnAt   time.Time
 	ackWarnLeft int // failed acknowledgements not logged yet
 	ackWarnLast error
-
-	// outcomes counts finished deliveries by outcome, for the worker's
-	// stop line; read after run returned.
-	outcomes map[Outcome]int64
-
-	// running and queued as of the last reading, for MemberStats: the
-	// only fields other goroutines read.
-	pubRunning, pubQueued               atomic.Int64
-	pubWaiting, pubSnoozed, pubBreakers atomic.Int64
-	pubHalted                           atomic.Int64
 }
 
 // executorConfig is everything the executor takes from outside: the

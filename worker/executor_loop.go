@@ -40,6 +40,8 @@ func (x *executor) run(ctx context.Context) {
 	x.topUp()
 
 	events := x.m.Events()
+	// The signals of steps 1 to 3 of the stop, each nil while its step
+	// cannot come yet and once it came.
 	stopping := ctx.Done()
 	var quiet <-chan struct{}
 	var deadline <-chan time.Time
