@@ -465,7 +465,7 @@ const shedMax = time.Hour
 // (waitingOver): a copy produced to the topic would be fetched again at
 // once.
 func (x *executor) shed(now time.Time) {
-	if x.cfg.Snoozer == nil || x.stopping {
+	if x.cfg.Snoozer == nil || x.stopping() {
 		return
 	}
 	over := x.waiting - x.waitingBound()

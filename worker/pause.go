@@ -116,7 +116,7 @@ func (x *executor) track(j *xjob, now time.Time) {
 // one record fetched for it.
 func (x *executor) maybeProbe() {
 	p := x.pause
-	if p == nil || p.probe != nil || x.stopping || x.running >= x.conc || time.Now().Before(p.probeAt) {
+	if p == nil || p.probe != nil || x.stopping() || x.running >= x.conc || time.Now().Before(p.probeAt) {
 		return
 	}
 	for len(p.held) > 0 {

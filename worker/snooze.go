@@ -68,7 +68,7 @@ func (x *executor) snooze(j *xjob, r xresult, now time.Time) {
 	j.cancel(nil)
 	setHeader(&j.job, handler.SnoozesHeader, strconv.Itoa(j.job.Snoozes()+1))
 	due := now.Add(r.snooze)
-	if x.stopping || (x.cfg.Snoozer != nil && r.snooze > snoozeHoldMax) {
+	if x.stopping() || (x.cfg.Snoozer != nil && r.snooze > snoozeHoldMax) {
 		x.copyOut(j, due)
 		return
 	}
