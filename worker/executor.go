@@ -221,11 +221,6 @@ type executor struct {
 	// phase is the step of the stop sequence the executor is at
 	// (executor_stop.go); only enter changes it.
 	phase phase
-	// quiet: the member's Quiet closed before the deadline (set by enter
-	// on phaseReleasing). It says no more than the phase wherever it is
-	// read, and is kept only because halt (topicpause.go) reads it by this
-	// name: x.quiet there is x.phase >= phaseReleasing.
-	quiet bool
 
 	// Failed acknowledgements (executor_outcomes.go, warnAcks).
 	ackWarnAt   time.Time

@@ -61,9 +61,6 @@ func (x *executor) enter(p phase) {
 		return
 	}
 	x.phase = p
-	if p == phaseReleasing {
-		x.quiet = true
-	}
 }
 
 // stopping reports whether the stop has begun (ctx is done, or the member

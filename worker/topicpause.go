@@ -177,7 +177,7 @@ func (x *executor) halt(j *xjob, now time.Time) {
 	if !j.ran {
 		x.track(j, now) // a job that ran is in the tracker since its start
 	}
-	if x.quiet {
+	if x.phase >= phaseReleasing {
 		x.copyOut(j, now)
 		return
 	}

@@ -21,7 +21,7 @@ import (
 // it is answered with the partition's list as applied, on kfake and on
 // Kafka alike. A broker's OK for a list is therefore not proof that each
 // of its records was the member's (the executor decides a late job's
-// outcome on its own lock deadline for this reason, worker/executor.go).
+// outcome on its own lock deadline for this reason, worker/executor_outcomes.go).
 func TestAckOfARecordTakenOverIsRefusedAloneAndAnsweredOKInAList(t *testing.T) {
 	t.Parallel()
 	c := kafkatest.New(t)
