@@ -509,3 +509,26 @@ func TestNewRelayValidates(t *testing.T) {
 		t.Error("NewRelay(nil, nil) succeeded")
 	}
 }
+
+// After an outage of any length the relay tries Postgres again within
+// 5 s: its waits double from the first backoff and stop growing at 5 s,
+// or at the longest backoff when that is shorter.
+func TestRelayTriesPostgresAtLeastEveryFiveSeconds(t *testing.T) {
+	for _, tc := range []struct {
+		first, longest time.Duration
+		want           []time.Duration
+	}{
+		{time.Second, time.Minute, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second, 5 * time.Second}},
+		{50 * time.Millisecond, 150 * time.Millisecond, []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 150 * time.Millisecond, 150 * time.Millisecond}},
+	} {
+		c := relayConfig{backoff: tc.first, backoffMax: tc.longest}
+		var got []time.Duration
+		for d := time.Duration(0); len(got) < len(tc.want); {
+			d = c.dbBackoff(d)
+			got = append(got, d)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("RetryBackoff(%v, %v): waits %v, want %v", tc.first, tc.longest, got, tc.want)
+		}
+	}
+}

@@ -86,7 +86,10 @@ func ProduceTimeout(d time.Duration) RelayOption {
 
 // RetryBackoff sets the first and the longest wait between retries of a
 // failing row, and of a failing Postgres. Defaults [RetryBackoffDefault],
-// [RetryBackoffMaxDefault].
+// [RetryBackoffMaxDefault]. The waits for Postgres stop growing at 5 s
+// (or at longest, if shorter), so that the relay is back at work within
+// seconds of an outage's end however long it lasted; a try costs one
+// connection attempt.
 func RetryBackoff(first, longest time.Duration) RelayOption {
 	return relayOptionFunc(func(c *relayConfig) { c.backoff, c.backoffMax = first, longest })
 }
@@ -288,7 +291,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		full, claimed, err := r.round(ctx)
 		if err != nil && !errors.Is(err, errKilled) {
 			r.dbErrors.Add(1)
-			dbBackoff = min(max(2*dbBackoff, r.cfg.backoff), r.cfg.backoffMax)
+			dbBackoff = r.cfg.dbBackoff(dbBackoff)
 			r.db.fail(ctx, log, "pgoutbox: relay cannot work on the outbox in Postgres; retrying with backoff",
 				slog.String("error", err.Error()), slog.Duration("retry_in", dbBackoff))
 		} else {
@@ -325,6 +328,16 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 }
 
+// dbRetryMax caps the wait between tries of a Postgres that cannot be
+// reached (see RetryBackoff).
+const dbRetryMax = 5 * time.Second
+
+// dbBackoff is the wait after prev before the next try of a failing
+// Postgres: doubled from the first backoff, at most dbRetryMax.
+func (c *relayConfig) dbBackoff(prev time.Duration) time.Duration {
+	return min(max(2*prev, c.backoff), c.backoffMax, dbRetryMax)
+}
+
 // Check returns an error, saying to run the migrations, when the outbox
 // table cannot be read through the relay's pool (it is missing, or
 // Postgres cannot be reached). [Relay.Run] makes the same check at start;
@@ -353,7 +366,7 @@ func (r *Relay) listenLoop(ctx context.Context, wake chan<- struct{}) {
 			return
 		}
 		r.dbErrors.Add(1)
-		backoff = min(max(2*backoff, r.cfg.backoff), r.cfg.backoffMax)
+		backoff = r.cfg.dbBackoff(backoff)
 		r.listen.fail(ctx, r.cfg.logger, "pgoutbox: relay has no LISTEN connection; polling every PollInterval until it is back",
 			slog.String("error", err.Error()), slog.Duration("retry_in", backoff))
 		t := time.NewTimer(backoff)
