@@ -2,7 +2,10 @@ package dlq
 
 import (
 	"context"
+	"errors"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // ListBackward reads newest first in windows and still finds each job's
@@ -58,5 +61,20 @@ func TestListBackward(t *testing.T) {
 		if len(bk.Jobs) != 0 || !bk.Capped || !bk.More() || bk.Scanned() != 10 {
 			t.Errorf("partition %d with a scan limit of 10: %d jobs, capped %v, more %v, scanned %d", bk.Partition, len(bk.Jobs), bk.Capped, bk.More(), bk.Scanned())
 		}
+	}
+}
+
+// A DLQ topic deleted between its check and the listing of its offsets
+// (FindParkedAll over a cluster's DLQ topics while another is deleted)
+// is reported as ErrNoTopic, which such a search passes over; other
+// errors are not.
+func TestOffsetsOfATopicDeletedMeanwhileAreErrNoTopic(t *testing.T) {
+	for _, err := range []error{kerr.UnknownTopicOrPartition, kerr.UnknownTopicID} {
+		if got := offsetsErr("start", "t.dlq", err); !errors.Is(got, ErrNoTopic) || !errors.Is(got, err) {
+			t.Errorf("offsetsErr(%v) = %v, want ErrNoTopic and the cause", err, got)
+		}
+	}
+	if got := offsetsErr("end", "t.dlq", kerr.NotLeaderForPartition); errors.Is(got, ErrNoTopic) {
+		t.Errorf("offsetsErr(NOT_LEADER) = %v, want no ErrNoTopic", got)
 	}
 }

@@ -199,14 +199,14 @@ func spans(ctx context.Context, adm *kadm.Client, topic string, f *Filter) (map[
 		err = starts.Error()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("dlq: list start offsets of %s: %w", topic, err)
+		return nil, offsetsErr("start", topic, err)
 	}
 	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err == nil {
 		err = ends.Error()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("dlq: list end offsets of %s: %w", topic, err)
+		return nil, offsetsErr("end", topic, err)
 	}
 	want := func(p int32) bool { return len(f.Partitions) == 0 || slices.Contains(f.Partitions, p) }
 	out := make(map[int32]span)
@@ -229,6 +229,16 @@ func spans(ctx context.Context, adm *kadm.Client, topic string, f *Filter) (map[
 		}
 	}
 	return out, nil
+}
+
+// offsetsErr is the error of listing topic's start or end offsets: one
+// that says the topic is unknown (deleted since topicExists saw it)
+// wraps ErrNoTopic too.
+func offsetsErr(which, topic string, err error) error {
+	if errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.UnknownTopicID) {
+		return fmt.Errorf("%w: %s (deleted meanwhile: list %s offsets: %w)", ErrNoTopic, topic, which, err)
+	}
+	return fmt.Errorf("dlq: list %s offsets of %s: %w", which, topic, err)
 }
 
 func topicExists(ctx context.Context, adm *kadm.Client, topic string) error {
