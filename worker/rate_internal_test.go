@@ -123,6 +123,58 @@ func TestRateLimiterRoom(t *testing.T) {
 	r.stop()
 }
 
+// A slot that passes unused while records the worker asked for have not
+// come (their fetch took longer than the lookahead) stretches the
+// lookahead, doubling up to 1 s; it eases back by half every 30 s
+// without another. Only the records asked for ahead grow: the starts
+// stay within the limit.
+func TestRateLimiterLookaheadStretchesAfterLateFetches(t *testing.T) {
+	t.Parallel()
+	r := limiterAt(10, 3, 0) // slots of 100 ms, every third this worker's, no token kept
+	t0 := time.Unix(0, 0).Add(time.Hour) // at the start of a slot of index 0 (36000 mod 3 = 0)
+	if got := r.room(t0.Add(-100*time.Millisecond), 100, 0); got != 1 {
+		t.Fatalf("room 100 ms before its slot: %d, want 1 (that slot; the next is 400 ms away)", got)
+	}
+	// Asked for 1; its slot passes without the record.
+	now := t0.Add(150 * time.Millisecond)
+	if got := r.room(now, 100, 1); got != 0 {
+		t.Fatalf("room after a late fetch: %d, want 0 (200 ms ahead: none of its slots)", got)
+	}
+	if got := r.lookahead(now); got != 200*time.Millisecond {
+		t.Fatalf("lookahead after one late fetch: %v, want 200ms", got)
+	}
+	// More late slots: 300, 500, 900 ms ahead; never more than 1 s.
+	for i, want := range []time.Duration{300, 500, 900, 1000, 1000} {
+		now = t0.Add(time.Duration(300*(i+1)+150) * time.Millisecond) // past each next slot of its own
+		r.room(now, 100, 1)
+		if got := r.lookahead(now); got != want*time.Millisecond {
+			t.Fatalf("lookahead after %d late fetches: %v, want %vms", i+2, got, want)
+		}
+	}
+	// 1 s ahead: this worker's slots in it, 3 or 4.
+	if got := r.room(now, 100, 0); got < 3 || got > 4 {
+		t.Errorf("room with a lookahead of 1 s: %d, want 3 or 4", got)
+	}
+	// Starts: one per slot of its own, whatever the lookahead.
+	started := 0
+	for at := now; at.Before(now.Add(3 * time.Second)); at = at.Add(10 * time.Millisecond) {
+		for r.take(at) {
+			started++
+		}
+	}
+	if started != 10 {
+		t.Errorf("starts in 3 s with the lookahead stretched: %d, want 10 (its slots)", started)
+	}
+	// Eased back: halved every 30 s without a late fetch.
+	if got := r.lookahead(now.Add(31 * time.Second)); got != 550*time.Millisecond {
+		t.Errorf("lookahead 30 s on: %v, want 550ms", got)
+	}
+	if got := r.lookahead(now.Add(5 * time.Minute)); got != rateLookahead {
+		t.Errorf("lookahead 5 min on: %v, want %v", got, rateLookahead)
+	}
+	r.stop()
+}
+
 // A worker with no share (not counted yet, or its count stale) fetches
 // and starts nothing.
 func TestRateLimiterWithoutAShare(t *testing.T) {
