@@ -130,7 +130,7 @@ func TestRateLimiterRoom(t *testing.T) {
 // stay within the limit.
 func TestRateLimiterLookaheadStretchesAfterLateFetches(t *testing.T) {
 	t.Parallel()
-	r := limiterAt(10, 3, 0) // slots of 100 ms, every third this worker's, no token kept
+	r := limiterAt(10, 3, 0)             // slots of 100 ms, every third this worker's, no token kept
 	t0 := time.Unix(0, 0).Add(time.Hour) // at the start of a slot of index 0 (36000 mod 3 = 0)
 	if got := r.room(t0.Add(-100*time.Millisecond), 100, 0); got != 1 {
 		t.Fatalf("room 100 ms before its slot: %d, want 1 (that slot; the next is 400 ms away)", got)
