@@ -595,6 +595,7 @@ func newConfig(opts []Option) (*config, error) {
 		}
 		timed[tt.topic] = true
 	}
+	c.checkBatches(bad)
 	c.checkKeyLimits(seen, bad)
 	c.checkPriorities(seen, bad)
 	c.checkStatus(bad)

@@ -55,6 +55,8 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{"session timeout sub-ms", []worker.Option{worker.SessionTimeout(2*time.Second + time.Microsecond)}, "SessionTimeout(2.000001s): must be whole milliseconds"},
 		{"fetch wait", []worker.Option{worker.FetchMaxWait(5 * time.Millisecond)}, "FetchMaxWait(5ms)"},
 		{"nil observer", []worker.Option{worker.Observers(nil)}, "Observers: observer is nil"},
+		{"batch above concurrency", []worker.Option{worker.Handle("bulk", handler.Batch(50, time.Second, func(_ context.Context, jobs []*handler.Job) []error { return make([]error, len(jobs)) })), worker.Concurrency(20)},
+			`Handle("bulk"): a batch of 50 jobs needs Concurrency(50) or more`},
 		{"zero bytes in hand", []worker.Option{worker.MaxBytesInHand(0)}, "MaxBytesInHand(0): must be positive"},
 		{"negative bytes in hand", []worker.Option{worker.MaxBytesInHand(-1)}, "MaxBytesInHand(-1): must be positive"},
 		{"key limit unhandled topic", []worker.Option{worker.KeyLimit("other", worker.Keys{Key: worker.RecordKey})}, `KeyLimit("other"): no handler for the topic`},
