@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/shareq/shareq/handler"
 )
@@ -68,4 +69,23 @@ func ExampleJob_ID() {
 	// Output:
 	// emails/2/17
 	// signup-4711
+}
+
+// Batch runs a topic's jobs in calls of up to 100, each job with its own
+// outcome: register it with worker.Handle like any handler, with a
+// worker.Concurrency of at least 100 (each job of a batch holds a slot).
+func ExampleBatch() {
+	insert := handler.Batch(100, 50*time.Millisecond, func(ctx context.Context, jobs []*handler.Job) []error {
+		errs := make([]error, len(jobs))
+		for i, j := range jobs {
+			if len(j.Value) == 0 {
+				errs[i] = handler.Permanent(errors.New("empty row")) // rejected (or parked) alone
+			}
+		}
+		// Insert the other jobs' rows in one statement here; an error for
+		// all of them retries them all.
+		return errs
+	})
+	fmt.Println(insert.BatchSize())
+	// Output: 100
 }

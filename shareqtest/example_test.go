@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/mail"
 	"testing"
+	"time"
 
 	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/shareqtest"
@@ -118,6 +119,41 @@ func Example_deadLetter() {
 	// Output:
 	// doomed: parked after 2 deliveries; reason "delivery-limit"
 	// poison: parked after 1 deliveries; reason "permanent"
+}
+
+// A test of a batch handler (handler.Batch): the jobs run in calls of up
+// to 3, and each job's outcome is its own: the bad row of a batch is
+// rejected alone, the others accepted.
+func Example_batch() {
+	t := &testing.T{} // a test's t, in a real test
+	q := shareqtest.New(t)
+	defer q.Close()
+
+	var ids []string
+	for _, row := range []string{"a", "b", "bad", "c"} {
+		ids = append(ids, q.Produce(t, []byte(row), shareqtest.JobID("row-"+row)))
+	}
+	insert := handler.Batch(3, 50*time.Millisecond, func(ctx context.Context, jobs []*handler.Job) []error {
+		errs := make([]error, len(jobs))
+		for i, j := range jobs {
+			if string(j.Value) == "bad" {
+				errs[i] = handler.Permanent(errors.New("row does not fit the table"))
+			}
+		}
+		return errs // insert the good rows in one statement here
+	})
+	res := q.Run(t, insert, worker.Concurrency(3))
+
+	res.RequireAccepted(t, ids[0], ids[1], ids[3])
+	res.RequireRejected(t, ids[2], handler.ReasonPermanent)
+	for _, j := range res.Jobs() {
+		fmt.Printf("%s: %s\n", j.ID, j.Outcome)
+	}
+	// Output:
+	// row-a: accepted
+	// row-b: accepted
+	// row-bad: rejected
+	// row-c: accepted
 }
 
 // TestSendEmail is the test the package documentation shows.

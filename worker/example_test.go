@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -109,4 +110,24 @@ func ExampleStrictPriority() {
 	}
 	fmt.Println(w.Group(), len(w.Topics()), "topics")
 	// Output: mailer 2 topics
+}
+
+// A worker that inserts rows a hundred at a time (docs/handlers.md, Jobs
+// in batches): each job of a batch holds its own slot, so Concurrency is
+// at least the batch's size.
+func Example_batch() {
+	brokers := []string{"127.0.0.1:9092"}
+	insert := handler.Batch(100, 50*time.Millisecond, func(ctx context.Context, jobs []*handler.Job) []error {
+		errs := make([]error, len(jobs))
+		// Insert the rows in one statement; a row that cannot ever fit is
+		// errs[i] = handler.Permanent(err): rejected (or parked) alone.
+		return errs
+	})
+	w, err := worker.New(worker.Brokers(brokers...), worker.Group("bulk"),
+		worker.Handle("rows", insert), worker.Concurrency(200))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(w.Group(), w.Topics())
+	// Output: bulk [rows]
 }
