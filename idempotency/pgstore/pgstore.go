@@ -29,6 +29,10 @@
 //		return err
 //	})
 //
+// A batch handler's jobs are claimed together with [Store.ClaimBatch]
+// (through idempotency.Batch): one transaction, one connection, one
+// INSERT for every key of the batch.
+//
 // A key can also hold a cancel: pgoutbox.CancelTx with pgoutbox.ClaimKey
 // inserts a produced job's key with cancelled_at set (migration 0004), and
 // [Store.Claim] then neither claims the key nor runs the handler, and
