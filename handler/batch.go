@@ -22,11 +22,12 @@ type Batcher struct {
 	fn   BatchFunc
 
 	mu   sync.Mutex
-	open *batch // gathering; nil when none
+	open map[string]*batch // by topic: the batch gathering its jobs
 }
 
 // batch is one call of a Batcher's function in the making.
 type batch struct {
+	topic   string
 	jobs    []*Job
 	ctxs    []context.Context
 	full    chan struct{} // closed when the batch is full or its wait ended
@@ -39,7 +40,8 @@ type batch struct {
 // call waits for company until the batch has size jobs or wait has passed
 // since the first job joined, then fn runs once for all of them and each
 // call returns its own job's outcome. Register it as a topic's handler
-// (worker.Handle): every job of a batch still holds its own handler slot
+// (worker.Handle; a Batcher given to several topics gathers each topic's
+// jobs apart): every job of a batch still holds its own handler slot
 // and passes through every middleware of the chain on its own, so retries,
 // parking, renewals, timeouts, tracing and logging are per job as for any
 // handler, and the worker's Concurrency must be at least size (worker.New
@@ -53,14 +55,14 @@ func Batch(size int, wait time.Duration, fn BatchFunc) *Batcher {
 	if size < 1 || wait < 0 || fn == nil {
 		panic(fmt.Sprintf("handler.Batch(%d, %v, fn): want size >= 1, wait >= 0 and a function", size, wait))
 	}
-	return &Batcher{size: size, wait: wait, fn: fn}
+	return &Batcher{size: size, wait: wait, fn: fn, open: make(map[string]*batch)}
 }
 
 // BatchSize returns the most jobs a call of the batch function gets.
 func (b *Batcher) BatchSize() int { return b.size }
 
-// Handle adds job to the open batch (opening one if none is) and returns
-// its outcome once the batch ran.
+// Handle adds job to the open batch of its topic (opening one if none
+// is) and returns its outcome once the batch ran.
 func (b *Batcher) Handle(ctx context.Context, job *Job) error {
 	bt, i, first := b.join(ctx, job)
 	if first {
@@ -81,16 +83,17 @@ func (b *Batcher) Handle(ctx context.Context, job *Job) error {
 	return bt.errs[i]
 }
 
-// join adds job to the open batch and returns it, the job's index in it,
+// join adds job to the open batch of its topic and returns it, the job's index in it,
 // and whether the job opened it.
 func (b *Batcher) join(ctx context.Context, job *Job) (*batch, int, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	first := b.open == nil
+	bt := b.open[job.Topic]
+	first := bt == nil
 	if first {
-		b.open = &batch{full: make(chan struct{}), done: make(chan struct{})}
+		bt = &batch{topic: job.Topic, full: make(chan struct{}), done: make(chan struct{})}
+		b.open[job.Topic] = bt
 	}
-	bt := b.open
 	bt.jobs, bt.ctxs = append(bt.jobs, job), append(bt.ctxs, ctx)
 	if len(bt.jobs) == b.size {
 		b.close(bt)
@@ -100,8 +103,8 @@ func (b *Batcher) join(ctx context.Context, job *Job) (*batch, int, bool) {
 
 // close ends the gathering of bt; b.mu is held.
 func (b *Batcher) close(bt *batch) {
-	if b.open == bt {
-		b.open = nil
+	if b.open[bt.topic] == bt {
+		delete(b.open, bt.topic)
 		close(bt.full)
 	}
 }

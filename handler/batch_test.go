@@ -195,3 +195,35 @@ func TestBatchContextEndsWithTheLastJob(t *testing.T) {
 		wg.Wait()
 	})
 }
+
+// One Batcher given to two topics gathers each topic's jobs apart: a call
+// never mixes them.
+func TestBatchKeepsTopicsApart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var got []string
+		h := handler.Batch(2, time.Second, func(_ context.Context, jobs []*handler.Job) []error {
+			topics := ""
+			for _, j := range jobs {
+				topics += j.Topic
+			}
+			mu.Lock()
+			got = append(got, topics)
+			mu.Unlock()
+			return make([]error, len(jobs))
+		})
+		var wg sync.WaitGroup
+		for _, topic := range []string{"a", "b", "a", "b"} {
+			wg.Go(func() {
+				if err := h.Handle(t.Context(), &handler.Job{Topic: topic}); err != nil {
+					t.Errorf("Handle: %v", err)
+				}
+			})
+		}
+		wg.Wait()
+		slices.Sort(got)
+		if fmt.Sprint(got) != "[aa bb]" {
+			t.Errorf("calls by topic %v, want [aa bb]", got)
+		}
+	})
+}

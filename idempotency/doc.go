@@ -68,6 +68,16 @@
 // them longer than a job can be delivered again: at least the topic's
 // retention, so that a producer's duplicate copy still finds the claim.
 //
+// # Batches
+//
+// A batch handler (handler.Batch) claims its jobs with [Batch] rather
+// than [Middleware]: one transaction of a [BatchStore] claims every job
+// of a call, the batch function writes through it, and the claims of the
+// jobs it failed are undone before the commit, so each of them retries
+// alone while the others commit once. [Middleware] on each job of a
+// batch would hold a transaction, and a connection, per job while the
+// batch gathers.
+//
 // [MemoryStore] is for development and tests: it is not transactional and
 // not shared between processes.
 package idempotency

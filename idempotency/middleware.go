@@ -126,6 +126,18 @@ func OnDuplicate(f func(job *handler.Job, key string)) Option {
 // middleware to worker.Handle or worker.Use, or pass the handler it
 // returned to worker.Handle, for the worker to find it.
 func Middleware(store Store, opts ...Option) (handler.Middleware, error) {
+	c, err := newConfig(store == nil, opts)
+	if err != nil {
+		return nil, err
+	}
+	return func(next handler.Handler) handler.Handler {
+		return &claimHandler{c: c, store: store, next: next}
+	}, nil
+}
+
+// newConfig applies opts, and returns their errors ([ErrNilStore] first
+// when nilStore).
+func newConfig(nilStore bool, opts []Option) (*config, error) {
 	c := &config{keyFunc: (*handler.Job).ID}
 	for _, o := range opts {
 		if o != nil {
@@ -133,7 +145,7 @@ func Middleware(store Store, opts ...Option) (handler.Middleware, error) {
 		}
 	}
 	errs := c.errs
-	if store == nil {
+	if nilStore {
 		errs = append([]error{ErrNilStore}, errs...)
 	}
 	if len(errs) > 0 {
@@ -144,9 +156,7 @@ func Middleware(store Store, opts ...Option) (handler.Middleware, error) {
 		}
 		return nil, errors.Join(errs...)
 	}
-	return func(next handler.Handler) handler.Handler {
-		return &claimHandler{c: c, store: store, next: next}
-	}, nil
+	return c, nil
 }
 
 // claimHandler is next wrapped in claims: the handler [Middleware]

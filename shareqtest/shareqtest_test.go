@@ -16,6 +16,7 @@ import (
 
 	"github.com/shareq/shareq/dlq"
 	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/idempotency"
 	"github.com/shareq/shareq/shareqtest"
 	"github.com/shareq/shareq/worker"
 )
@@ -384,5 +385,42 @@ func TestRetriesUseTheFastDefaultBackoff(t *testing.T) {
 	res.RequireAccepted(t, id2)
 	if took := time.Since(began); took < 500*time.Millisecond {
 		t.Errorf("with worker.RetryBackoff(500ms) one retry took %v, want at least 500ms", took)
+	}
+}
+
+// A batch handler with its claims (handler.Batch around idempotency.Batch
+// on a MemoryStore) runs in Run as in a worker: the job that fails is
+// released alone and runs again; the others run once.
+func TestRunBatchWithClaims(t *testing.T) {
+	t.Parallel()
+	q := shareqtest.New(t)
+	var ids []string
+	for _, row := range []string{"a", "flaky", "c"} {
+		ids = append(ids, q.Produce(t, []byte(row), shareqtest.JobID("row-"+row)))
+	}
+	var mu sync.Mutex
+	runs := map[string]int{}
+	fn, err := idempotency.Batch(idempotency.NewMemoryStore(), func(_ context.Context, jobs []*handler.Job) []error {
+		mu.Lock()
+		defer mu.Unlock()
+		errs := make([]error, len(jobs))
+		for i, j := range jobs {
+			runs[j.ID()]++
+			if j.ID() == "row-flaky" && j.DeliveryCount == 1 {
+				errs[i] = errors.New("lock timeout")
+			}
+		}
+		return errs
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := q.Run(t, handler.Batch(3, time.Second, fn), worker.Concurrency(3))
+	res.RequireAccepted(t, ids...)
+	res.RequireReleased(t, "row-flaky", 1)
+	mu.Lock()
+	defer mu.Unlock()
+	if got := fmt.Sprint(runs); got != "map[row-a:1 row-c:1 row-flaky:2]" {
+		t.Errorf("runs %s, want row-flaky twice and the others once", got)
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"log"
 	"os"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/shareq/shareq/handler"
@@ -73,4 +75,46 @@ func thumbnail(url string) handler.Handler {
 		return err
 	})
 	return thumbnail
+}
+
+// A batch handler that inserts the rows of up to 100 jobs with one COPY,
+// in the one transaction that claims them all (docs/idempotency.md,
+// "Batches: one claim transaction").
+func Example_batch() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	if err := batchFor(pool, func(h handler.Handler) { _ = h }); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// batchFor gives set the batch handler (the guide shows its lines).
+func batchFor(pool *pgxpool.Pool, set func(handler.Handler)) error {
+	store, err := pgstore.New(pool)
+	if err != nil {
+		return err
+	}
+	insert, err := idempotency.Batch(store, func(ctx context.Context, jobs []*handler.Job) []error {
+		tx := pgstore.Tx(ctx) // one transaction: every job's claim and the rows
+		rows := make([][]any, len(jobs))
+		for i, j := range jobs {
+			rows[i] = []any{j.ID(), j.Value}
+		}
+		_, err := tx.CopyFrom(ctx, pgx.Identifier{"events"}, []string{"job_id", "body"}, pgx.CopyFromRows(rows))
+		errs := make([]error, len(jobs))
+		for i := range errs {
+			errs[i] = err // one statement: it fails every job or none
+		}
+		return errs
+	})
+	if err != nil {
+		return err
+	}
+	h := handler.Batch(100, 50*time.Millisecond, insert) // worker.Handle("events", h), worker.Concurrency(200)
+	set(h)
+	return nil
 }

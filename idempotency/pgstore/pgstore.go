@@ -29,6 +29,10 @@
 //		return err
 //	})
 //
+// A batch handler's jobs are claimed together with [Store.ClaimBatch]
+// (through idempotency.Batch): one transaction, one connection, one
+// INSERT for every key of the batch.
+//
 // A key can also hold a cancel: pgoutbox.CancelTx with pgoutbox.ClaimKey
 // inserts a produced job's key with cancelled_at set (migration 0004), and
 // [Store.Claim] then neither claims the key nor runs the handler, and
@@ -96,8 +100,9 @@ import (
 )
 
 var (
-	_ idempotency.Store   = (*Store)(nil)
-	_ idempotency.Sweeper = (*Store)(nil)
+	_ idempotency.Store      = (*Store)(nil)
+	_ idempotency.BatchStore = (*Store)(nil)
+	_ idempotency.Sweeper    = (*Store)(nil)
 )
 
 // Defaults for the options of [New].
@@ -171,10 +176,15 @@ type Store struct {
 	// cancelledSQL tells a key claimed by a cancel from one claimed by
 	// a run, once the claim's insert found the key taken.
 	cancelledSQL string
-	sweepSQL     string
-	checkSQL     string
-	batch        int
-	timeout      time.Duration // StatementTimeout
+	// The batch's statements (ClaimBatch): claim keys, tell the taken
+	// ones apart, undo the claims of failed jobs.
+	claimBatchSQL string
+	takenSQL      string
+	unclaimSQL    string
+	sweepSQL      string
+	checkSQL      string
+	batch         int
+	timeout       time.Duration // StatementTimeout
 	// pool is db when it is a pool (a *pgxpool.Pool), and claims its
 	// claim slots; both nil otherwise.
 	pool   pool
@@ -224,6 +234,11 @@ func New(db DB, opts ...Option) (*Store, error) {
 		table:        c.table,
 		claimSQL:     "INSERT INTO " + t + " (key) VALUES ($1) ON CONFLICT (key) DO NOTHING",
 		cancelledSQL: "SELECT cancelled_at IS NOT NULL FROM " + t + " WHERE key = $1",
+		// Sorted, so that two batches that share keys take their rows in
+		// one order and never wait for each other both.
+		claimBatchSQL: "INSERT INTO " + t + " (key) SELECT k FROM unnest($1::text[]) AS k ORDER BY k ON CONFLICT (key) DO NOTHING RETURNING key",
+		takenSQL:      "SELECT key FROM " + t + " WHERE key = ANY($1::text[]) AND cancelled_at IS NOT NULL",
+		unclaimSQL:    "DELETE FROM " + t + " WHERE key = ANY($1::text[])",
 		sweepSQL: "DELETE FROM " + t + " WHERE key IN (SELECT key FROM " + t +
 			" WHERE claimed_at < $1 ORDER BY claimed_at LIMIT $2 FOR UPDATE SKIP LOCKED)",
 		checkSQL: "SELECT key, claimed_at, cancelled_at FROM " + t + " LIMIT 0",
@@ -283,7 +298,7 @@ func (s *Store) Claim(ctx context.Context, key string, fn func(ctx context.Conte
 	if key == "" {
 		return false, fmt.Errorf("pgstore: claim: %w", idempotency.ErrEmptyKey)
 	}
-	tx, release, err := s.begin(ctx, key)
+	tx, release, err := s.begin(ctx, fmt.Sprintf("claim %q", key))
 	if err != nil {
 		return false, err
 	}

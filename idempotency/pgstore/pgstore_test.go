@@ -231,18 +231,8 @@ func TestBackendTerminatedBeforeCommit(t *testing.T) {
 		if err := pgstore.Tx(ctx).QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
 			return err
 		}
-		var ok bool
-		if err := pool.QueryRow(ctx, "SELECT pg_terminate_backend($1)", pid).Scan(&ok); err != nil || !ok {
-			return fmt.Errorf("pg_terminate_backend(%d) = %v, %v", pid, ok, err)
-		}
-		for deadline := time.Now().Add(10 * time.Second); ; {
-			if count(t, pool, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid) == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("backend %d still alive", pid)
-			}
-			time.Sleep(10 * time.Millisecond)
+		if err := terminate(ctx, t, pool, pid); err != nil {
+			return err
 		}
 		return nil // the handler succeeded; the commit will not
 	})
@@ -267,6 +257,23 @@ func TestBackendTerminatedBeforeCommit(t *testing.T) {
 	}
 	if n := count(t, pool, "SELECT count(*) FROM sends"); n != 1 {
 		t.Fatalf("%d side-effect rows in all, want 1", n)
+	}
+}
+
+// terminate ends Postgres backend pid and waits until it is gone.
+func terminate(ctx context.Context, t *testing.T, pool *pgxpool.Pool, pid uint32) error {
+	var ok bool
+	if err := pool.QueryRow(ctx, "SELECT pg_terminate_backend($1)", pid).Scan(&ok); err != nil || !ok {
+		return fmt.Errorf("pg_terminate_backend(%d) = %v, %v", pid, ok, err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if count(t, pool, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("backend %d still alive", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -40,32 +40,33 @@ func newClaimSlots(p pool) *claimSlots {
 	return &claimSlots{slots: make(chan struct{}, max(1, p.Stat().MaxConns()-1))}
 }
 
-// begin begins the transaction of a claim of key: on a connection taken
+// begin begins the transaction of a claim (what names it in errors:
+// claim "key"): on a connection taken
 // within a claim slot when the store's DB is a pool, else with DB.Begin.
 // The BEGIN is [Store.bounded]; the wait for a slot is not (it lasts as
 // long as claims on the pool's other connections run), nor is the wait for
 // a connection, which is [Store.watched] (a connection being made, or an
 // idle one pinged, that gets no answer is an outage; a full pool is not).
 // The caller calls release after the transaction ended.
-func (s *Store) begin(ctx context.Context, key string) (tx pgx.Tx, release func(), err error) {
+func (s *Store) begin(ctx context.Context, what string) (tx pgx.Tx, release func(), err error) {
 	if s.pool == nil {
 		err = s.bounded(ctx, "BEGIN", func(ctx context.Context) (err error) {
 			tx, err = s.db.Begin(ctx)
 			return err
 		})
 		if err != nil {
-			return nil, nil, unavailable(ctx, nil, fmt.Errorf("pgstore: claim %q: begin: %w", key, err))
+			return nil, nil, unavailable(ctx, nil, fmt.Errorf("pgstore: %s: begin: %w", what, err))
 		}
 		return tx, func() {}, nil
 	}
 	leave, err := s.takeSlot(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("pgstore: claim %q: waiting for a connection: %w", key, err)
+		return nil, nil, fmt.Errorf("pgstore: %s: waiting for a connection: %w", what, err)
 	}
 	conn, err := s.acquire(ctx)
 	if err != nil {
 		leave()
-		return nil, nil, unavailable(ctx, nil, fmt.Errorf("pgstore: claim %q: connection: %w", key, err))
+		return nil, nil, unavailable(ctx, nil, fmt.Errorf("pgstore: %s: connection: %w", what, err))
 	}
 	s.claims.holding.Add(1)
 	release = func() {
@@ -79,7 +80,7 @@ func (s *Store) begin(ctx context.Context, key string) (tx pgx.Tx, release func(
 	})
 	if err != nil {
 		release()
-		return nil, nil, unavailable(ctx, nil, fmt.Errorf("pgstore: claim %q: begin: %w", key, err))
+		return nil, nil, unavailable(ctx, nil, fmt.Errorf("pgstore: %s: begin: %w", what, err))
 	}
 	return tx, release, nil
 }

@@ -28,7 +28,8 @@ const waitLimit = 10 * time.Second
 // Run runs the suite. newStore must return a new, empty store for each
 // call; Run calls it once per subtest, and the subtests run in parallel.
 // The sweep subtest runs only for stores that implement
-// [idempotency.Sweeper], and skips otherwise.
+// [idempotency.Sweeper], and the Batch subtests only for those that
+// implement [idempotency.BatchStore]; they skip otherwise.
 func Run(t *testing.T, newStore func(t *testing.T) idempotency.Store) {
 	t.Helper()
 	tests := []struct {
@@ -54,6 +55,7 @@ func Run(t *testing.T, newStore func(t *testing.T) idempotency.Store) {
 			tt.test(t, newStore(t))
 		})
 	}
+	runBatch(t, newStore)
 }
 
 func ctxWithLimit(t *testing.T) context.Context {

@@ -304,11 +304,14 @@ func TestCrashAfterCommitRunsOnce(t *testing.T) {
 const crashWorkerEnv = "SHAREQ_E2E_CRASH_WORKER"
 
 type crashConfig struct {
-	Seeds   []string
-	Group   string
-	Topic   string
-	DBURL   string
-	Schema  string
+	Seeds  []string
+	Group  string
+	Topic  string
+	DBURL  string
+	Schema string
+	// Batch, when positive, runs the jobs in batches of Batch instead
+	// (crashBatch).
+	Batch   int
 	Verbose bool
 }
 
@@ -332,11 +335,6 @@ func crashWorker() {
 	if err != nil {
 		die(err)
 	}
-	var dups atomic.Int64
-	claims, err := newClaims(ctx, pool, &dups)
-	if err != nil {
-		die(err)
-	}
 	hold := func(next handler.Handler) handler.Handler {
 		return handler.Func(func(ctx context.Context, job *handler.Job) error {
 			if err := next.Handle(ctx, job); err != nil {
@@ -351,13 +349,42 @@ func crashWorker() {
 	if cfg.Verbose {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
+	h, mws, concurrency, err := crashHandler(ctx, pool, cfg.Batch)
+	if err != nil {
+		die(err)
+	}
 	w, err := worker.New(worker.Brokers(cfg.Seeds...), worker.Group(cfg.Group),
-		worker.Handle(cfg.Topic, newThumbnailer(0)), worker.Use(hold, claims),
-		worker.Concurrency(1), worker.Logger(logger))
+		worker.Handle(cfg.Topic, h), worker.Use(append([]handler.Middleware{hold}, mws...)...),
+		worker.Concurrency(concurrency), worker.Logger(logger))
 	if err != nil {
 		die(err)
 	}
 	die(fmt.Errorf("worker stopped: %v", w.Run(ctx)))
+}
+
+// crashHandler returns the crash worker's handler, the middleware that
+// goes inside hold and the worker's concurrency: the thumbnailer behind
+// idempotency.Middleware, one job at a time; or, for batch > 0, batches
+// of batch behind idempotency.Batch, two at a time, whose second batch
+// prints "MIDBATCH <jobs>" once its rows are written and then waits, its
+// transaction open, to be killed.
+func crashHandler(ctx context.Context, pool *pgxpool.Pool, batch int) (handler.Handler, []handler.Middleware, int, error) {
+	var dups atomic.Int64
+	if batch <= 0 {
+		claims, err := newClaims(ctx, pool, &dups)
+		return newThumbnailer(0), []handler.Middleware{claims}, 1, err
+	}
+	th := newThumbnailer(0)
+	var calls atomic.Int32
+	fn, err := newBatchClaims(ctx, pool, &dups, func(ctx context.Context, jobs []*handler.Job) []error {
+		errs := th.HandleBatch(ctx, jobs)
+		if calls.Add(1) == 2 {
+			fmt.Printf("MIDBATCH %d\n", len(jobs))
+			time.Sleep(time.Hour) // killed here, the batch's rows written and not committed
+		}
+		return errs
+	})
+	return handler.Batch(batch, 5*time.Second, fn), nil, 2 * batch, err
 }
 
 // runCrashWorker runs a crash worker on e's topic and group, waits for it
@@ -365,7 +392,31 @@ func crashWorker() {
 // delivery count.
 func runCrashWorker(t *testing.T, e *env) (string, int32) {
 	t.Helper()
-	cfg, err := json.Marshal(crashConfig{Seeds: e.c.Seeds, Group: e.group, Topic: e.topic, DBURL: e.db.url, Schema: e.db.schema, Verbose: testing.Verbose()})
+	lines, kill := startCrashWorker(t, e, 0)
+	defer kill()
+	select {
+	case line := <-lines:
+		kill()
+		var id string
+		var count int32
+		if _, err := fmt.Sscanf(line, "COMMITTED %s %d", &id, &count); err != nil {
+			t.Fatalf("crash worker said %q", strings.TrimSpace(line))
+		}
+		return id, count
+	case <-time.After(60 * time.Second):
+		t.Fatal("crash worker committed no job within 60s")
+	}
+	return "", 0
+}
+
+// startCrashWorker runs a crash worker on e's topic and group (in batch
+// mode with batches of batch jobs, when batch > 0) and returns the lines
+// it prints, closed once it exited, and the func that kills it with
+// SIGKILL and waits for it; the test's end calls that too.
+func startCrashWorker(t *testing.T, e *env, batch int) (lines <-chan string, kill func()) {
+	t.Helper()
+	cfg, err := json.Marshal(crashConfig{Seeds: e.c.Seeds, Group: e.group, Topic: e.topic, DBURL: e.db.url, Schema: e.db.schema,
+		Batch: batch, Verbose: testing.Verbose()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,34 +432,29 @@ func runCrashWorker(t *testing.T, e *env) (string, int32) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	var once sync.Once
-	kill := func() {
-		once.Do(func() {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		})
-	}
-	defer kill()
-	lines := make(chan string, 1)
+	ch := make(chan string, 100)
+	stop, read := make(chan struct{}), make(chan struct{})
 	go func() {
-		defer close(lines)
+		defer close(read)
+		defer close(ch)
 		sc := bufio.NewScanner(out)
-		if sc.Scan() {
-			lines <- sc.Text()
+		for sc.Scan() {
+			select {
+			case ch <- sc.Text():
+			case <-stop:
+			}
 		}
 		_, _ = io.Copy(io.Discard, out)
 	}()
-	select {
-	case line := <-lines:
-		kill()
-		var id string
-		var count int32
-		if _, err := fmt.Sscanf(line, "COMMITTED %s %d", &id, &count); err != nil {
-			t.Fatalf("crash worker said %q", strings.TrimSpace(line))
-		}
-		return id, count
-	case <-time.After(60 * time.Second):
-		t.Fatal("crash worker committed no job within 60s")
+	var once sync.Once
+	kill = func() {
+		once.Do(func() {
+			_ = cmd.Process.Kill()
+			close(stop)
+			<-read // the pipe is read to its end before Wait closes it
+			_ = cmd.Wait()
+		})
 	}
-	return "", 0
+	t.Cleanup(kill)
+	return ch, kill
 }

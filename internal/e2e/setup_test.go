@@ -165,6 +165,45 @@ func (th *thumbnailer) Handle(ctx context.Context, job *handler.Job) error {
 	return err
 }
 
+// HandleBatch is the thumbnailer as a batch function (handler.Batch
+// behind idempotency.Batch): it asks fail about each job, and writes the
+// rows of the others in one statement through the claim's transaction,
+// without waiting.
+func (th *thumbnailer) HandleBatch(ctx context.Context, jobs []*handler.Job) []error {
+	errs := make([]error, len(jobs))
+	tx := pgstore.Tx(ctx)
+	if tx == nil {
+		return every(errs, handler.Permanent(errors.New("thumbnails: no claim transaction; wrap the batch function in idempotency.Batch")))
+	}
+	var ids, images []string
+	var deliveries []int32
+	th.mu.Lock()
+	for i, job := range jobs {
+		th.runs[job.ID()] = append(th.runs[job.ID()], job.DeliveryCount)
+		if th.fail != nil {
+			if errs[i] = th.fail(job); errs[i] != nil {
+				continue
+			}
+		}
+		ids, images, deliveries = append(ids, job.ID()), append(images, string(job.Value)), append(deliveries, job.DeliveryCount)
+	}
+	th.mu.Unlock()
+	_, err := tx.Exec(ctx, "INSERT INTO thumbnails (job_id, image, delivery) SELECT * FROM unnest($1::text[], $2::text[], $3::int[])",
+		ids, images, deliveries)
+	if err != nil {
+		return every(errs, err)
+	}
+	return errs
+}
+
+// every sets each of errs to err and returns errs.
+func every(errs []error, err error) []error {
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
+}
+
 // ran returns the delivery counts the handler ran job id with.
 func (th *thumbnailer) ran(id string) []int32 {
 	th.mu.Lock()
@@ -240,14 +279,31 @@ func claimsMiddleware(t testing.TB, pool *pgxpool.Pool, dups *atomic.Int64, opts
 }
 
 func newClaims(ctx context.Context, pool *pgxpool.Pool, dups *atomic.Int64, opts ...pgstore.Option) (handler.Middleware, error) {
+	store, err := newStore(ctx, pool, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return idempotency.Middleware(store, idempotency.OnDuplicate(func(*handler.Job, string) { dups.Add(1) }))
+}
+
+// newBatchClaims returns fn wrapped in idempotency.Batch on a pgstore
+// Store over pool, checked at start, counting suppressed duplicates in
+// dups.
+func newBatchClaims(ctx context.Context, pool *pgxpool.Pool, dups *atomic.Int64, fn handler.BatchFunc) (handler.BatchFunc, error) {
+	store, err := newStore(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	return idempotency.Batch(store, fn, idempotency.OnDuplicate(func(*handler.Job, string) { dups.Add(1) }))
+}
+
+// newStore returns a pgstore Store over pool, its table checked.
+func newStore(ctx context.Context, pool *pgxpool.Pool, opts ...pgstore.Option) (*pgstore.Store, error) {
 	store, err := pgstore.New(pool, opts...)
 	if err != nil {
 		return nil, err
 	}
-	if err := store.Check(ctx); err != nil {
-		return nil, err
-	}
-	return idempotency.Middleware(store, idempotency.OnDuplicate(func(*handler.Job, string) { dups.Add(1) }))
+	return store, store.Check(ctx)
 }
 
 // start runs a worker for the test's topic and group until the returned
