@@ -1,0 +1,231 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shareq/shareq/control"
+	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/internal/fleet"
+	"github.com/shareq/shareq/internal/kafkatest"
+	"github.com/shareq/shareq/shareqtest"
+	"github.com/shareq/shareq/worker"
+)
+
+// healed is a heal's fleet: workers of one group with HealStalls on,
+// a control topic and a status topic of their own.
+type healed struct {
+	*bundle
+	statuses string
+	cd       *controlled
+	workers  []*worker.Worker
+}
+
+func newHealed(t *testing.T) *healed {
+	t.Helper()
+	b := setup(t, 1)
+	return &healed{bundle: b, statuses: statusTopic(t, b.c), cd: newControlled(t, b.c)}
+}
+
+// start runs a worker with HealStalls on (the heal's waits short).
+func (hd *healed) start(t *testing.T, name string, h handler.Handler) *worker.Worker {
+	t.Helper()
+	w, err := worker.New(worker.Brokers(hd.c.Seeds...), worker.Group(hd.group), worker.Handle(hd.topic, h),
+		worker.Observers(hd.obs), worker.Logger(shareqtest.Logger()), worker.ShutdownTimeout(5*time.Second),
+		worker.ClientOpts(kgo.ClientID(name)), worker.HealStalls(true), worker.HealTimes(5*time.Second, 3*time.Second),
+		worker.StatusTopic(hd.statuses), worker.StatusEvery(time.Second), worker.ControlTopic(hd.cd.topic))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	kafkatest.Run(t, w.Run)
+	hd.workers = append(hd.workers, w)
+	return w
+}
+
+// waitJoined waits until n workers of the group publish a member ID.
+func (hd *healed) waitJoined(t *testing.T, n int) {
+	t.Helper()
+	waitWorkers(t, hd.c, hd.statuses, hd.group, 60*time.Second, fmt.Sprintf("%d workers joined", n), func(ws []fleet.Status) bool {
+		joined := 0
+		for _, s := range ws {
+			if s.MemberID != "" && s.State == "joined" {
+				joined++
+			}
+		}
+		return joined == n
+	})
+}
+
+// groupPause returns the whole-group pause in force, if any.
+func (hd *healed) groupPause(t *testing.T) (control.Pause, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := hd.cd.ctl.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Paused(hd.group, "")
+}
+
+// keys returns n job keys with prefix.
+func keys(prefix string, n int) []string {
+	var ks []string
+	for i := range n {
+		ks = append(ks, fmt.Sprintf("%s-%d", prefix, i))
+	}
+	return ks
+}
+
+// wantOnceEach fails unless every key ran exactly once, on its first
+// delivery, and was accepted.
+func wantOnceEach(t *testing.T, events []shareqtest.Event, ks []string) {
+	t.Helper()
+	runs := map[string]int{}
+	for _, e := range events {
+		runs[e.Key]++
+		if e.Count != 1 {
+			t.Errorf("job %s ran on delivery %d: the heal spent a delivery", e.Key, e.Count)
+		}
+	}
+	for _, k := range ks {
+		if runs[k] != 1 {
+			t.Errorf("job %s ran %d times, want once", k, runs[k])
+		}
+	}
+}
+
+// With the group holding nothing, the heal pauses the group, replaces
+// the share session of every member on the partition's leader with an
+// empty one on a connection it closes (what frees a stalled partition on
+// Kafka 4.3.1 and 4.4.0), and resumes: the members open new sessions, as
+// after a broker restart, and every job before and after runs once, on
+// its first delivery. (The partition was not stalled: the try is told
+// its start offset was -1, so it counts as freed once the group's start
+// offset is read, and the test looks only at what was poked.)
+func TestStallHealPokesEveryMemberOnceTheGroupHoldsNothing(t *testing.T) {
+	t.Parallel()
+	hd := newHealed(t)
+	h := handler.Func(func(context.Context, *handler.Job) error { return nil })
+	w := hd.start(t, "heal-a", h)
+	hd.start(t, "heal-b", h)
+	hd.waitJoined(t, 2)
+	before := keys("before", 20)
+	hd.produce(t, before...)
+	hd.obs.WaitFor(t, 60*time.Second, "20 jobs accepted", func([]shareqtest.Event) bool {
+		return hd.obs.Count(worker.AckAccept) >= 20
+	})
+
+	healer := w.NewStallHealer(t, "the test")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	result, poked, why := healer.Heal(ctx, hd.topic, 0, -1)
+	t.Logf("%s: heal %s, %d members poked: %s", hd.c.Kind, result, poked, why)
+	if result == worker.HealSkipped || poked != 2 {
+		t.Fatalf("heal %s with %d members poked (%s), want both members poked", result, poked, why)
+	}
+	if p, ok := hd.groupPause(t); ok {
+		t.Fatalf("the heal left the group paused: %v", p)
+	}
+	if again, _, _ := healer.Heal(ctx, hd.topic, 0, -1); again != "" {
+		t.Errorf("a second heal of the partition at once: %s, want none (one try per 10 minutes)", again)
+	}
+
+	after := keys("after", 20)
+	hd.produce(t, after...)
+	events := hd.obs.WaitFor(t, 60*time.Second, "40 jobs accepted", func([]shareqtest.Event) bool {
+		return hd.obs.Count(worker.AckAccept) >= 40
+	})
+	wantOnceEach(t, events, append(before, after...))
+}
+
+// A pause of the group in force (an operator's) stops the heal before it
+// does anything: the pause is neither overwritten nor lifted.
+func TestStallHealLeavesAPauseInForceAlone(t *testing.T) {
+	t.Parallel()
+	hd := newHealed(t)
+	w := hd.start(t, "heal-a", handler.Func(func(context.Context, *handler.Job) error { return nil }))
+	hd.waitJoined(t, 1)
+	hd.cd.pause(t, hd.group, "")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	result, poked, why := w.NewStallHealer(t, "the test").Heal(ctx, hd.topic, 0, 0)
+	if result != worker.HealSkipped || poked != 0 {
+		t.Fatalf("heal %s with %d members poked (%s), want skipped, none poked", result, poked, why)
+	}
+	p, ok := hd.groupPause(t)
+	if !ok || p.By != "tester" {
+		t.Fatalf("the pause in force after the heal: %v (%v), want the operator's", p, ok)
+	}
+}
+
+// A member holding a record (a job running) makes the heal give up
+// without poking anyone: the group resumes, and the job's record is
+// neither released nor delivered again.
+func TestStallHealGivesUpWhileAMemberHoldsARecord(t *testing.T) {
+	t.Parallel()
+	hd := newHealed(t)
+	release := make(chan struct{})
+	w := hd.start(t, "heal-a", handler.Func(func(ctx context.Context, j *handler.Job) error {
+		if string(j.Key) == "hold" {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	}))
+	hd.start(t, "heal-b", handler.Func(func(context.Context, *handler.Job) error { return nil }))
+	hd.waitJoined(t, 2)
+	hd.produce(t, "hold")
+	waitWorkers(t, hd.c, hd.statuses, hd.group, 60*time.Second, "the job running", func(ws []fleet.Status) bool {
+		for _, s := range ws {
+			if s.Running == 1 {
+				return true
+			}
+		}
+		return false
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	result, poked, why := w.NewStallHealer(t, "the test").Heal(ctx, hd.topic, 0, 0)
+	t.Logf("%s: heal %s: %s", hd.c.Kind, result, why)
+	if result != worker.HealSkipped || poked != 0 {
+		t.Fatalf("heal %s with %d members poked (%s), want skipped, none poked", result, poked, why)
+	}
+	if p, ok := hd.groupPause(t); ok {
+		t.Fatalf("the heal left the group paused: %v", p)
+	}
+	close(release)
+	more := keys("more", 10)
+	hd.produce(t, more...)
+	events := hd.obs.WaitFor(t, 60*time.Second, "11 jobs accepted", func([]shareqtest.Event) bool {
+		return hd.obs.Count(worker.AckAccept) >= 11
+	})
+	wantOnceEach(t, events, append(more, "hold"))
+}
+
+// HealStalls needs the control topic (its pause) and the status topic
+// (the members' statuses): New refuses it without either.
+func TestHealStallsNeedsControlAndStatusTopics(t *testing.T) {
+	t.Parallel()
+	base := []worker.Option{worker.Brokers("127.0.0.1:9092"), worker.Group("g"),
+		worker.Handle("t", handler.Func(func(context.Context, *handler.Job) error { return nil })), worker.HealStalls(true)}
+	for _, o := range []worker.Option{worker.ControlTopic(""), worker.StatusTopic("")} {
+		if _, err := worker.New(append(base, o)...); err == nil {
+			t.Errorf("New with HealStalls(true) and a topic off: no error")
+		} else {
+			t.Log(err)
+		}
+	}
+	if _, err := worker.New(base...); err != nil {
+		t.Errorf("New with HealStalls(true) and both topics: %v", err)
+	}
+}
