@@ -231,7 +231,7 @@ func (h *healer) try(ctx context.Context, t *healTry) string {
 	ids, why := h.quiet(ctx, pause)
 	if ids == nil {
 		h.resume(ctx, pause)
-		t.why = why + "; the group resumed, nothing poked"
+		t.why = why + "; nothing poked (the group resumed unless the pause in force is another's)"
 		return HealSkipped
 	}
 	for _, id := range ids {
@@ -244,11 +244,12 @@ func (h *healer) try(ctx context.Context, t *healTry) string {
 	}
 	sleepCtx(ctx, healDisconnect)
 	h.resume(ctx, pause)
+	resumed := time.Now()
 	if moved, at := h.moved(ctx, t); moved {
 		t.why = fmt.Sprintf("every member's share session on the leader was replaced and closed with the group paused; the start offset moved to %d", at)
 		return HealFreed
 	}
-	t.why = fmt.Sprintf("every member's share session on the leader was replaced and closed with the group paused, and the start offset stayed at %d for %v: restart the leader", t.start, h.w.cfg.healVerdict)
+	t.why = fmt.Sprintf("every member's share session on the leader was replaced and closed with the group paused, and the start offset stayed at %d for %v after the resume: restart the leader", t.start, time.Since(resumed).Round(time.Second))
 	return HealStillStalled
 }
 
@@ -285,6 +286,9 @@ func (h *healer) quiet(ctx context.Context, pause control.Pause) ([]string, stri
 	deadline := time.Now().Add(h.w.cfg.healQuiet)
 	why := ""
 	for {
+		if replaced, why := h.replaced(ctx, pause); replaced {
+			return nil, why
+		}
 		ids, notYet, err := h.members(ctx, pause, settled)
 		switch {
 		case err != nil:
@@ -299,6 +303,29 @@ func (h *healer) quiet(ctx context.Context, pause control.Pause) ([]string, stri
 		}
 		sleepCtx(ctx, 500*time.Millisecond)
 	}
+}
+
+// replaced reports whether the pause in force is no longer pause (two
+// workers that found the partition stalled at once both paused, and the
+// later write won; or an operator paused the group meanwhile), and why.
+// A control topic that cannot be read says nothing.
+func (h *healer) replaced(ctx context.Context, pause control.Pause) (bool, string) {
+	st, err := h.ctl.Read(ctx)
+	if err != nil {
+		return false, ""
+	}
+	p, ok := st.Paused(h.w.cfg.group, "")
+	switch {
+	case !ok:
+		return true, "the heal's pause was lifted by someone else"
+	case !samePause(p, pause):
+		return true, "another pause replaced the heal's (" + p.String() + ")"
+	}
+	return false, ""
+}
+
+func samePause(a, b control.Pause) bool {
+	return a.By == b.By && a.Reason == b.Reason && a.At.Equal(b.At)
 }
 
 // members returns the group's member IDs and, when one of them is not
@@ -398,7 +425,7 @@ func (h *healer) resume(ctx context.Context, pause control.Pause) {
 		st, err := h.ctl.Read(ctx)
 		if err == nil {
 			p, ok := st.Paused(h.w.cfg.group, "")
-			if !ok || p.By != pause.By || p.Reason != pause.Reason || !p.At.Equal(pause.At) {
+			if !ok || !samePause(p, pause) {
 				return // lifted, or replaced by someone else's: not ours to lift
 			}
 			if err = h.ctl.Resume(ctx, h.w.cfg.group, ""); err == nil {
