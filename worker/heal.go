@@ -249,6 +249,10 @@ func (h *healer) try(ctx context.Context, t *healTry) string {
 		t.why = fmt.Sprintf("every member's share session on the leader was replaced and closed with the group paused; the start offset moved to %d", at)
 		return HealFreed
 	}
+	if ctx.Err() != nil {
+		t.why = "every member's share session on the leader was replaced and closed with the group paused; the worker stopped before the start offset moved"
+		return HealStillStalled
+	}
 	t.why = fmt.Sprintf("every member's share session on the leader was replaced and closed with the group paused, and the start offset stayed at %d for %v after the resume: restart the leader", t.start, time.Since(resumed).Round(time.Second))
 	return HealStillStalled
 }

@@ -23,12 +23,13 @@ type healed struct {
 	statuses string
 	cd       *controlled
 	workers  []*worker.Worker
+	quiet    time.Duration // how long a heal waits for the members to hold nothing
 }
 
 func newHealed(t *testing.T) *healed {
 	t.Helper()
 	b := setup(t, 1)
-	return &healed{bundle: b, statuses: statusTopic(t, b.c), cd: newControlled(t, b.c)}
+	return &healed{bundle: b, statuses: statusTopic(t, b.c), cd: newControlled(t, b.c), quiet: 5 * time.Second}
 }
 
 // start runs a worker with HealStalls on (the heal's waits short).
@@ -36,7 +37,7 @@ func (hd *healed) start(t *testing.T, name string, h handler.Handler) *worker.Wo
 	t.Helper()
 	w, err := worker.New(worker.Brokers(hd.c.Seeds...), worker.Group(hd.group), worker.Handle(hd.topic, h),
 		worker.Observers(hd.obs), worker.Logger(shareqtest.Logger()), worker.ShutdownTimeout(5*time.Second),
-		worker.ClientOpts(kgo.ClientID(name)), worker.HealStalls(true), worker.HealTimes(5*time.Second, 3*time.Second),
+		worker.ClientOpts(kgo.ClientID(name)), worker.HealStalls(true), worker.HealTimes(hd.quiet, 3*time.Second),
 		worker.StatusTopic(hd.statuses), worker.StatusEvery(time.Second), worker.ControlTopic(hd.cd.topic))
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -171,7 +172,7 @@ func TestStallHealGivesUpWhileAMemberHoldsARecord(t *testing.T) {
 	t.Parallel()
 	hd := newHealed(t)
 	release := make(chan struct{})
-	w := hd.start(t, "heal-a", handler.Func(func(ctx context.Context, j *handler.Job) error {
+	h := handler.Func(func(ctx context.Context, j *handler.Job) error {
 		if string(j.Key) == "hold" {
 			select {
 			case <-release:
@@ -180,8 +181,9 @@ func TestStallHealGivesUpWhileAMemberHoldsARecord(t *testing.T) {
 			}
 		}
 		return nil
-	}))
-	hd.start(t, "heal-b", handler.Func(func(context.Context, *handler.Job) error { return nil }))
+	})
+	w := hd.start(t, "heal-a", h)
+	hd.start(t, "heal-b", h)
 	hd.waitJoined(t, 2)
 	hd.produce(t, "hold")
 	waitWorkers(t, hd.c, hd.statuses, hd.group, 60*time.Second, "the job running", func(ws []fleet.Status) bool {
@@ -227,5 +229,61 @@ func TestHealStallsNeedsControlAndStatusTopics(t *testing.T) {
 	}
 	if _, err := worker.New(base...); err != nil {
 		t.Errorf("New with HealStalls(true) and both topics: %v", err)
+	}
+}
+
+// An operator's pause written while a heal waits for the members (a job
+// holds a record here) ends the heal at once, and stays: the heal lifts
+// only its own pause.
+func TestStallHealStopsAtAnOperatorsPauseAndLeavesIt(t *testing.T) {
+	t.Parallel()
+	hd := newHealed(t)
+	hd.quiet = time.Minute // the heal would wait this long for the job
+	release := make(chan struct{})
+	w := hd.start(t, "heal-a", handler.Func(func(ctx context.Context, j *handler.Job) error {
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return nil
+	}))
+	defer close(release)
+	hd.waitJoined(t, 1)
+	hd.produce(t, "hold")
+	waitWorkers(t, hd.c, hd.statuses, hd.group, 60*time.Second, "the job running", func(ws []fleet.Status) bool {
+		return len(ws) == 1 && ws[0].Running == 1
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	type outcome struct {
+		result, why string
+		poked       int
+	}
+	done := make(chan outcome, 1)
+	healer := w.NewStallHealer(t, "the test")
+	go func() {
+		result, poked, why := healer.Heal(ctx, hd.topic, 0, 0)
+		done <- outcome{result, why, poked}
+	}()
+	for {
+		if p, ok := hd.groupPause(t); ok && p.By == "shareq stall heal" {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	hd.cd.pause(t, hd.group, "")
+	select {
+	case o := <-done:
+		if o.result != worker.HealSkipped || o.poked != 0 {
+			t.Fatalf("heal %s with %d members poked (%s), want skipped, none poked", o.result, o.poked, o.why)
+		}
+		t.Logf("%s: heal %s: %s", hd.c.Kind, o.result, o.why)
+	case <-time.After(4 * time.Second):
+		t.Fatal("the heal went on waiting after an operator's pause replaced its own")
+	}
+	if p, ok := hd.groupPause(t); !ok || p.By != "tester" {
+		t.Fatalf("the pause in force after the heal: %v (%v), want the operator's", p, ok)
 	}
 }
