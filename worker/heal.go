@@ -74,8 +74,6 @@ type healer struct {
 	self string
 	// tried is when each partition's last try began.
 	tried map[topicPartition]time.Time
-	// poke sends the empty session as member id to broker leader.
-	poke func(ctx context.Context, leader int32, id string) error
 	// last is the last try, for a test.
 	last *healTry
 }
@@ -171,9 +169,7 @@ func (w *Worker) newHealer(cl *kgo.Client, log *slog.Logger, self string) *heale
 	if !ok {
 		obs = nopStallHealObserver{}
 	}
-	h := &healer{w: w, cl: cl, adm: kadm.NewClient(cl), ctl: ctl, log: log, obs: obs, self: self, tried: map[topicPartition]time.Time{}}
-	h.poke = h.pokeMember
-	return h
+	return &healer{w: w, cl: cl, adm: kadm.NewClient(cl), ctl: ctl, log: log, obs: obs, self: self, tried: map[topicPartition]time.Time{}}
 }
 
 // healTry is one try's facts, for its log line.
@@ -235,7 +231,7 @@ func (h *healer) try(ctx context.Context, t *healTry) string {
 		return HealSkipped
 	}
 	for _, id := range ids {
-		if err := h.poke(ctx, t.leader, id); err != nil {
+		if err := h.pokeMember(ctx, t.leader, id); err != nil {
 			h.resume(ctx, pause)
 			t.why = fmt.Sprintf("the empty share session as member %s failed (%v); the group resumed", id, err)
 			return HealSkipped
