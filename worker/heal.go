@@ -42,13 +42,15 @@ import (
 //     neither overwrites nor lifts, or another worker's heal): then it
 //     does not try.
 //  2. It pauses the group on the control topic (By healBy): every worker
-//     stops fetching within a second; jobs running end and are acked.
+//     stops fetching within a second; jobs running end and are acked;
+//     jobs that would wait for the pause are copied for later at once
+//     (topicpause.go, healPaused): no delivery spent.
 //  3. It waits, up to healQuietWait, until every member of the group
 //     (DescribeShareGroups) has published a status (internal/fleet) at
 //     least a fetch's wait after the pause, paused by it, holding no
 //     record. A member with no status, or still holding records (a job
-//     running long, jobs waiting for the pause's end, snoozed jobs), and
-//     the healer gives up: it resumes and logs why.
+//     running long, jobs waiting for their keys, snoozed jobs held until
+//     due), and the healer gives up: it resumes and logs why.
 //  4. It pokes every member on the partition's leader, one connection
 //     each, waits a second for the broker's disconnect handling, and
 //     resumes the group if the pause in force is still its own.
@@ -117,8 +119,11 @@ const (
 // replaces every member's share session on the partition's leader with
 // an empty one on a connection it then closes, which makes the broker
 // read the partition's state again (what a restart of the leader does),
-// and resumes. A member holding records (a long job, jobs waiting,
-// snoozed jobs) or publishing no status makes it give up (resume, no
+// and resumes. Jobs in hand that would wait for the heal's pause are
+// copied for later at once (no delivery spent; the copies run after the
+// resume). A member still holding records after 30 s (a long job, jobs
+// waiting for their keys, snoozed jobs held until due) or publishing no
+// status makes it give up (resume, no
 // record touched), as does a pause of the group already in force: an
 // operator's pause is never overwritten or lifted. One try per
 // partition per 10 minutes, one Warn line per try, counted by a

@@ -33,12 +33,12 @@ func newHealed(t *testing.T) *healed {
 }
 
 // start runs a worker with HealStalls on (the heal's waits short).
-func (hd *healed) start(t *testing.T, name string, h handler.Handler) *worker.Worker {
+func (hd *healed) start(t *testing.T, name string, h handler.Handler, opts ...worker.Option) *worker.Worker {
 	t.Helper()
-	w, err := worker.New(worker.Brokers(hd.c.Seeds...), worker.Group(hd.group), worker.Handle(hd.topic, h),
-		worker.Observers(hd.obs), worker.Logger(shareqtest.Logger()), worker.ShutdownTimeout(5*time.Second),
+	w, err := worker.New(append([]worker.Option{worker.Brokers(hd.c.Seeds...), worker.Group(hd.group), worker.Handle(hd.topic, h),
+		worker.Observers(hd.obs), worker.Logger(shareqtest.Logger()), worker.ShutdownTimeout(5 * time.Second),
 		worker.ClientOpts(kgo.ClientID(name)), worker.HealStalls(true), worker.HealTimes(hd.quiet, 3*time.Second),
-		worker.StatusTopic(hd.statuses), worker.StatusEvery(time.Second), worker.ControlTopic(hd.cd.topic))
+		worker.StatusTopic(hd.statuses), worker.StatusEvery(time.Second), worker.ControlTopic(hd.cd.topic)}, opts...)...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -212,6 +212,90 @@ func TestStallHealGivesUpWhileAMemberHoldsARecord(t *testing.T) {
 		return hd.obs.Count(worker.AckAccept) >= 11
 	})
 	wantOnceEach(t, events, append(more, "hold"))
+}
+
+// Jobs that wait for a handler when the heal pauses the group would keep
+// their records, and a member holding records makes the heal give up;
+// under a heal's pause they are copied for later at once instead (no
+// delivery spent), so the heal goes on once the running job ends, and
+// the copies run after the resume, each once, on its first delivery.
+// (A stream of short jobs keeps the worker's prefetch, and so jobs
+// waiting in hand, above zero; one long job keeps the other slot.)
+func TestStallHealCopiesTheJobsWaitingForItsPause(t *testing.T) {
+	t.Parallel()
+	hd := newHealed(t)
+	hd.quiet = 30 * time.Second
+	release := make(chan struct{})
+	h := handler.Func(func(ctx context.Context, j *handler.Job) error {
+		if string(j.Key) != "hold" {
+			time.Sleep(5 * time.Millisecond)
+			return nil
+		}
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	w := hd.start(t, "heal-a", h, worker.Concurrency(2))
+	hd.waitJoined(t, 1)
+	hd.produce(t, "hold")
+	stream := keys("stream", 2000)
+	hd.produce(t, stream...)
+	waitWorkers(t, hd.c, hd.statuses, hd.group, 60*time.Second, "jobs waiting in hand beside the two running", func(ws []fleet.Status) bool {
+		return len(ws) == 1 && ws[0].Running == 2 && ws[0].Held > 2
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	type try struct {
+		result, why string
+		poked       int
+	}
+	done := make(chan try, 1)
+	go func() {
+		var r try
+		r.result, r.poked, r.why = w.NewStallHealer(t, "the test").Heal(ctx, hd.topic, 0, -1)
+		done <- r
+	}()
+	waitWorkers(t, hd.c, hd.statuses, hd.group, 60*time.Second, "the worker paused by the heal", func(ws []fleet.Status) bool {
+		return len(ws) == 1 && len(ws[0].Paused) > 0
+	})
+	close(release)
+	r := <-done
+	t.Logf("%s: heal %s, %d members poked: %s", hd.c.Kind, r.result, r.poked, r.why)
+	if r.result == worker.HealSkipped || r.poked != 1 {
+		t.Fatalf("heal %s with %d members poked (%s), want the member poked", r.result, r.poked, r.why)
+	}
+
+	want := append([]string{"hold"}, stream...)
+	events := hd.obs.WaitFor(t, 90*time.Second, "every job succeeded", func(es []shareqtest.Event) bool {
+		return countOutcome(es, worker.OutcomeSucceeded) >= len(want)
+	})
+	var ran []shareqtest.Event
+	for _, e := range events {
+		if e.Result.Outcome == worker.OutcomeSucceeded {
+			ran = append(ran, e)
+		}
+	}
+	wantOnceEach(t, ran, want)
+	copied := countOutcome(events, worker.OutcomeSnoozed)
+	t.Logf("%d jobs copied for later under the heal's pause", copied)
+	if copied == 0 {
+		t.Errorf("no job was copied for later under the heal's pause, though jobs waited in hand when it came")
+	}
+}
+
+// countOutcome counts the events of jobs that ended with outcome.
+func countOutcome(events []shareqtest.Event, outcome worker.Outcome) int {
+	n := 0
+	for _, e := range events {
+		if e.Result.Outcome == outcome {
+			n++
+		}
+	}
+	return n
 }
 
 // HealStalls needs the control topic (its pause) and the status topic
