@@ -379,8 +379,9 @@ func notQuiet(s fleet.Status, id string, pause control.Pause, settled time.Time)
 	case !pausedBy(s, pause):
 		return "member " + id + " (" + s.Name + ") is not paused by the heal yet"
 	case s.Held > 0:
-		return fmt.Sprintf("member %s (%s) holds %d records (%d running, %d waiting for a handler, %d waiting, %d snoozed)",
-			id, s.Name, s.Held, s.Running, s.Buffered, s.Waiting, s.Snoozed)
+		other := s.Held - s.Running - s.Buffered - s.Waiting - s.Snoozed
+		return fmt.Sprintf("member %s (%s) holds %d records (%d running, %d waiting for a handler, %d waiting for their keys, %d snoozed, %d held otherwise: for a pause or a dependency, or being copied)",
+			id, s.Name, s.Held, s.Running, s.Buffered, s.Waiting, s.Snoozed, max(other, 0))
 	}
 	return ""
 }
