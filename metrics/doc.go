@@ -124,6 +124,14 @@
 //	    a broker whose share state is stuck does it for good (a Kafka
 //	    defect seen on 4.3.1 and 4.4.0 after broker restarts). The worker logs, at Error
 //	    level, what to do; alert on it staying above 0.
+//	shareq_stall_heals_total{topic,result}
+//	    Counter. Tries of worker.HealStalls (off by default) at a stalled
+//	    partition of the topic, by result: "freed" (the group's start
+//	    offset moved after the heal), "still_stalled" (restart the
+//	    partition's leader) or "skipped" (nothing done: a pause of the
+//	    group in force, a member holding records or publishing no status;
+//	    the worker's Warn line says which). One try per partition per 10
+//	    minutes in each worker.
 //	shareq_worker_paused{dependency}
 //	    Gauge. 1 while the worker is paused because a dependency every job
 //	    needs is down (a handler returned handler.Unavailable, as the

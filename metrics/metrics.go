@@ -92,6 +92,7 @@ type Metrics struct {
 	recreated    *prometheus.CounterVec
 	skipped      *prometheus.CounterVec
 	stalled      *prometheus.GaugeVec
+	heals        *prometheus.CounterVec
 	paused       *prometheus.GaugeVec
 	pauses       *prometheus.CounterVec
 	pausedFor    *prometheus.CounterVec
@@ -109,6 +110,7 @@ var (
 	_ worker.PausedTopicObserver = (*Metrics)(nil)
 	_ worker.GrowthObserver      = (*Metrics)(nil)
 	_ worker.StallObserver       = (*Metrics)(nil)
+	_ worker.StallHealObserver   = (*Metrics)(nil)
 	_ worker.KeyObserver         = (*Metrics)(nil)
 )
 
@@ -171,6 +173,8 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 			"Records (at most) the share group skipped on partitions added to the topic, found by the worker on Kafka before 4.4 (KAFKA-20742); the worker logs what to do.", "topic"),
 		stalled: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "partitions_stalled",
 			Help: "Partitions of the topic assigned to the worker that records wait on and the broker gives none of (the share partition's in-flight limit reached behind a start offset that does not move); the worker logs what to do.", ConstLabels: c.constLabels}, []string{"topic"}),
+		heals: counter("stall_heals_total",
+			"Tries of worker.HealStalls at a stalled partition of the topic, by result: freed, still_stalled (restart the leader), skipped (nothing done; the worker's Warn line says why).", "topic", "result"),
 		paused: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "worker_paused",
 			Help: "1 while the worker is paused because the dependency is down (a handler returned handler.Unavailable), else 0.", ConstLabels: c.constLabels}, []string{"dependency"}),
 		pauses: counter("worker_pauses_total",
@@ -197,6 +201,9 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		m.recreated.WithLabelValues(t)
 		m.skipped.WithLabelValues(t)
 		m.stalled.WithLabelValues(t)
+		for _, r := range []string{worker.HealFreed, worker.HealStillStalled, worker.HealSkipped} {
+			m.heals.WithLabelValues(t, r)
+		}
 		m.keys.withTopic(t)
 	}
 	if reg == nil {
@@ -218,7 +225,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 func (m *Metrics) collectors() []prometheus.Collector {
 	cs := []prometheus.Collector{m.jobs, m.duration, m.inFlight, m.renewals, m.deliveries,
 		m.ackErrors, m.parked, m.duplicates, m.lockLeft, m.expired, m.topicMissing, m.recreated, m.skipped,
-		m.stalled, m.paused, m.pauses, m.pausedFor, m.topicPaused}
+		m.stalled, m.heals, m.paused, m.pauses, m.pausedFor, m.topicPaused}
 	cs = append(cs, m.keys.collectors()...)
 	return append(cs, m.member.collectors()...)
 }
@@ -342,6 +349,12 @@ func (m *Metrics) PartitionStalled(topic string, _ int32, stalled bool) {
 	} else {
 		m.stalled.WithLabelValues(topic).Dec()
 	}
+}
+
+// StallHealed adds one to shareq_stall_heals_total{topic,result} for a
+// try of worker.HealStalls at a stalled partition of topic.
+func (m *Metrics) StallHealed(topic string, _ int32, result string) {
+	m.heals.WithLabelValues(topic, result).Inc()
 }
 
 // WorkerPaused sets shareq_worker_paused{dependency} to 1 and counts the

@@ -69,6 +69,7 @@ func TestNewRegistersEveryMetricWithTopics(t *testing.T) {
 		"shareq_records_lost_total",
 		"shareq_sessions_opened_total",
 		"shareq_sessions_reset_total",
+		"shareq_stall_heals_total",
 		"shareq_topic_missing",
 		"shareq_topic_paused",
 		"shareq_topic_recreations_total",

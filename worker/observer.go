@@ -309,6 +309,8 @@ var (
 	_ GrowthObserver = multiObserver(nil)
 	_ StallObserver  = multiObserver(nil)
 
+	_ StallHealObserver = multiObserver(nil)
+
 	_ PausedTopicObserver = multiObserver(nil)
 )
 
@@ -367,6 +369,14 @@ func (m multiObserver) PartitionStalled(topic string, partition int32, stalled b
 	for _, o := range m {
 		if g, ok := o.(StallObserver); ok {
 			g.PartitionStalled(topic, partition, stalled)
+		}
+	}
+}
+
+func (m multiObserver) StallHealed(topic string, partition int32, result string) {
+	for _, o := range m {
+		if h, ok := o.(StallHealObserver); ok {
+			h.StallHealed(topic, partition, result)
 		}
 	}
 }

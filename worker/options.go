@@ -125,6 +125,10 @@ type config struct {
 	// before it looks, and how often it looks. Tests shorten them
 	// (export_test.go).
 	stallAfter, stallEvery time.Duration
+	healStalls             bool // HealStalls (heal.go)
+	// The heal's waits (heal.go): for the members to hold nothing, for
+	// the start offset to move. Tests shorten them (export_test.go).
+	healQuiet, healVerdict time.Duration
 
 	errs []error
 }
@@ -459,6 +463,8 @@ func newConfig(opts []Option) (*config, error) {
 		maxBytesInHand:  MaxBytesInHandDefault,
 		stallAfter:      stallAfterDefault,
 		stallEvery:      topicWatchEvery,
+		healQuiet:       healQuietWait,
+		healVerdict:     healVerdictWait,
 		rateRefresh:     rateRefreshDefault,
 	}
 	for _, o := range opts {
@@ -600,6 +606,7 @@ func newConfig(opts []Option) (*config, error) {
 	c.checkPriorities(seen, bad)
 	c.checkStatus(bad)
 	c.checkControl(bad)
+	c.checkHeal(bad)
 	c.checkAssign(bad)
 	errs = append(errs, c.checkRates(topicsOf(c.routes))...)
 	if c.fetchMaxWait < 10*time.Millisecond || c.fetchMaxWait > time.Minute {

@@ -107,7 +107,7 @@ func (w *Worker) runMember(ctx context.Context, log *slog.Logger) error {
 
 	if acl != nil {
 		helpers.Go(func() { w.watchTopics(wctx, acl, log) })
-		helpers.Go(func() { w.watchStalls(wctx, acl, m, log) })
+		helpers.Go(func() { w.watchStalls(wctx, acl, m, log, clientID) })
 		// The status goes on until the member has left, then its
 		// tombstone takes the worker off the list.
 		helpers.Go(func() { w.publishStatus(rctx, acl, m, x, clientID, log) })

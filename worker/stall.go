@@ -65,6 +65,10 @@ type stallCheck struct {
 	// not stalled: an idle topic (nothing produced) stays idle, and is
 	// looked at again only every stallAfter / 2.
 	looked map[topicPartition]time.Time
+	// heal frees stalled partitions (HealStalls; heal.go), nil when off;
+	// toHeal are the partitions the last check found newly stalled.
+	heal   *healer
+	toHeal []topicPartition
 }
 
 type topicPartition struct {
@@ -103,8 +107,9 @@ func newStallCheck(w *Worker, cl *kgo.Client, adm *kadm.Client, m *member.Member
 }
 
 // watchStalls runs the stall check every stallEvery until ctx is done.
-func (w *Worker) watchStalls(ctx context.Context, cl *kgo.Client, m *member.Member, log *slog.Logger) {
+func (w *Worker) watchStalls(ctx context.Context, cl *kgo.Client, m *member.Member, log *slog.Logger, clientID string) {
 	c := newStallCheck(w, cl, kadm.NewClient(cl), m, log)
+	c.heal = w.newHealer(cl, log, healSelf(clientID, m.Stats().MemberID))
 	tick := time.NewTicker(w.cfg.stallEvery)
 	defer tick.Stop()
 	for {
@@ -114,6 +119,22 @@ func (w *Worker) watchStalls(ctx context.Context, cl *kgo.Client, m *member.Memb
 		case <-tick.C:
 		}
 		c.check(ctx)
+		c.healNew(ctx)
+	}
+}
+
+// healNew tries to heal the partitions the last check found stalled
+// (HealStalls), one after the other; the check waits meanwhile.
+func (c *stallCheck) healNew(ctx context.Context) {
+	todo := c.toHeal
+	c.toHeal = nil
+	if c.heal == nil {
+		return
+	}
+	for _, tp := range todo {
+		if ep, ok := c.stalled[tp]; ok {
+			c.heal.heal(ctx, tp, ep.start)
+		}
 	}
 }
 
@@ -212,6 +233,7 @@ func (c *stallCheck) stall(tp topicPartition, p member.IdlePartition, so kadm.Sh
 		"topic", tp.topic, "partition", tp.partition, "idle_for", p.For.Round(time.Second), "empty_fetches", p.EmptyFetches,
 		"group_start_offset", so.StartOffset, "end_offset", end, "lag", so.Lag, "waiting", waiting, "held_here", p.Held, "record_locks_limit", limit)
 	c.obs.PartitionStalled(tp.topic, tp.partition, true)
+	c.toHeal = append(c.toHeal, tp)
 }
 
 // moved reports a stalled partition moving again.

@@ -24,7 +24,8 @@ import (
 //     handler slot, its lock renewed by the tracker, no delivery spent;
 //     running jobs finish as usual;
 //   - at MaxHold a job that waits is copied for later (copyOut) and
-//     accepted, as a snoozed one is: no delivery spent;
+//     accepted, as a snoozed one is: no delivery spent; under a stall
+//     heal's pause (heal.go) at once, so that the member holds nothing;
 //   - on resume the jobs that waited start first, in the order they came,
 //     ahead of the queue;
 //   - a stop while paused copies what waits, once the member is quiet
@@ -169,7 +170,8 @@ func (x *executor) haltTopic(topic string, now time.Time) {
 
 // halt has j, a job of a paused topic about to start (or just delivered,
 // or queued when the pause came), wait for the pause; once the member is
-// quiet in a stop it is copied for later instead.
+// quiet in a stop, or when the pause is a stall heal's, it is copied for
+// later instead.
 func (x *executor) halt(j *xjob, now time.Time) {
 	x.leaveState(j)
 	j.state = jobHalted
@@ -177,11 +179,22 @@ func (x *executor) halt(j *xjob, now time.Time) {
 	if !j.ran {
 		x.track(j, now) // a job that ran is in the tracker since its start
 	}
-	if x.phase >= phaseReleasing {
+	if x.phase >= phaseReleasing || x.healPaused(j.key.Topic) {
 		x.copyOut(j, now)
 		return
 	}
 	x.haltLine = append(x.haltLine, j)
+}
+
+// healPaused reports whether topic is paused by a stall heal (heal.go).
+// A heal replaces every member's share session, which would release what
+// a member holds (a delivery spent), so it waits until no member holds a
+// record; jobs that would wait for its pause are copied for later at once
+// instead (no delivery spent, their copies run after the resume), as at
+// a stop.
+func (x *executor) healPaused(topic string) bool {
+	p, ok := x.topicPauses[topic]
+	return ok && p.By == healBy
 }
 
 // unhaltTopic ends the wait of topic's jobs, oldest first: a job that ran

@@ -35,6 +35,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shareq/shareq/internal/brokerprobe"
 )
 
 // probeRemedy is one client move tried on a stalled partition.
@@ -100,11 +102,11 @@ func (pr *prober) tryRemedy(ctx context.Context) error {
 	r := pr.remedy
 	pr.logf("stalled; remedy %s: %s", r.name, r.about)
 	pr.remedyAt = time.Now()
-	before := pr.redelivered
+	before := pr.Redelivered
 	if err := r.apply(ctx, pr, r); err != nil {
 		return fmt.Errorf("remedy %s: %w", r.name, err)
 	}
-	was := pr.maxAcquired
+	was := pr.MaxAcquired
 	after, err := pr.watch(ctx, pr.f.stallAfter+15*time.Second)
 	if err != nil {
 		return err
@@ -118,7 +120,7 @@ func (pr *prober) tryRemedy(ctx context.Context) error {
 		first = fmt.Sprintf("%.2fs", pr.firstAfter.Seconds())
 	}
 	pr.remedyResult = fmt.Sprintf("%-20s %-18s %-14s first acquisition %-7s after the remedy began, %d accepted records redelivered; highest acquired %d (%d at the stall)",
-		pr.v.name, r.name, verdict, first, pr.redelivered-before, pr.maxAcquired, was)
+		pr.v.Name, r.name, verdict, first, pr.Redelivered-before, pr.MaxAcquired, was)
 	pr.logf("remedy %s: %s", r.name, pr.remedyResult)
 	return nil
 }
@@ -126,26 +128,26 @@ func (pr *prober) tryRemedy(ctx context.Context) error {
 // remedyLeave: the member leaves and disconnects; after r.away a new
 // member joins.
 func remedyLeave(ctx context.Context, pr *prober, r *probeRemedy) error {
-	pr.m.close()
+	pr.M.Close()
 	pr.logf("member left the group, its connections closed; away %v", r.away)
 	sleepCtx(ctx, r.away)
-	pr.m = newShareMember(pr.seeds, pr.group, pr.topic, pr.topicID)
-	return pr.m.join(ctx)
+	pr.M = brokerprobe.NewMember(pr.seeds, pr.group, pr.topic, pr.topicID)
+	return pr.M.Join(ctx)
 }
 
 // remedyLeaveKeepConn: the member leaves the group but its share session
 // and connection stay; after r.away it joins again.
 func remedyLeaveKeepConn(ctx context.Context, pr *prober, r *probeRemedy) error {
-	pr.m.leave()
+	pr.M.Leave()
 	pr.logf("member left the group (session and connection kept); away %v", r.away)
 	sleepCtx(ctx, r.away)
-	return pr.m.rejoin(ctx)
+	return pr.M.Rejoin(ctx)
 }
 
 // remedyReconnect: the member stays in the group; its share session's
 // connection is closed, and after r.away a new one fetches.
 func remedyReconnect(ctx context.Context, pr *prober, r *probeRemedy) error {
-	pr.m.reconnect()
+	pr.M.Reconnect()
 	pr.logf("share session's connection closed (member still in the group); new connection after %v", r.away)
 	sleepCtx(ctx, r.away)
 	return nil
@@ -155,7 +157,7 @@ func remedyReconnect(ctx context.Context, pr *prober, r *probeRemedy) error {
 // ShareAcknowledge and opened again on the same connection by the next
 // fetch.
 func remedyCloseSession(ctx context.Context, pr *prober, _ *probeRemedy) error {
-	if err := pr.m.closeSession(ctx); err != nil {
+	if err := pr.M.CloseSession(ctx); err != nil {
 		return fmt.Errorf("close the share session: %w", err)
 	}
 	pr.logf("share session closed (final ShareAcknowledge), connection kept")
@@ -172,7 +174,7 @@ func remedyCloseSession(ctx context.Context, pr *prober, _ *probeRemedy) error {
 // fetch in its old session is refused and it opens a new one.
 func remedyPoke(ctx context.Context, pr *prober, r *probeRemedy) error {
 	if r.name == "close-session-poke" {
-		if err := pr.m.closeSession(ctx); err != nil {
+		if err := pr.M.CloseSession(ctx); err != nil {
 			return fmt.Errorf("close the share session: %w", err)
 		}
 	}
@@ -180,8 +182,9 @@ func remedyPoke(ctx context.Context, pr *prober, r *probeRemedy) error {
 	if err != nil {
 		return err
 	}
+	id := pr.M.ID()
 	req := kmsg.NewPtrShareFetchRequest()
-	req.GroupID, req.MemberID = &pr.group, &pr.m.memberID
+	req.GroupID, req.MemberID = &pr.group, &id
 	req.ShareSessionEpoch = 0
 	req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.MaxRecords, req.BatchSize = 0, 1, 1<<20, 1, 1
 	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -207,10 +210,10 @@ func remedyPoke(ctx context.Context, pr *prober, r *probeRemedy) error {
 // joins again.
 func remedyAlter(ctx context.Context, pr *prober, r *probeRemedy) error {
 	s := pr.state(ctx)
-	pr.m.leave()
+	pr.M.Leave()
 	to := s.start
 	if r.name == "alter-next" {
-		to = pr.maxAcquired + 1
+		to = pr.MaxAcquired + 1
 	}
 	var err error
 	for i := range 20 {
@@ -241,10 +244,10 @@ func remedyAlter(ctx context.Context, pr *prober, r *probeRemedy) error {
 	if r.name == "delete-offsets" {
 		pr.logf("member left (connection kept); the group's offsets of the topic deleted (start offset was %d)", s.start)
 	} else {
-		pr.logf("member left (connection kept); start offset set to %d (was %d, highest acquired %d)", to, s.start, pr.maxAcquired)
+		pr.logf("member left (connection kept); start offset set to %d (was %d, highest acquired %d)", to, s.start, pr.MaxAcquired)
 	}
 	pr.report(ctx, "after "+r.name)
-	return pr.m.rejoin(ctx)
+	return pr.M.Rejoin(ctx)
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {

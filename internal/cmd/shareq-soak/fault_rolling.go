@@ -20,14 +20,14 @@ const isrWait = 2 * time.Minute
 
 // rollingRestart is the rolling-restart fault.
 func (p *phase) rollingRestart(ctx context.Context) (string, error) {
-	if p.kc == nil || p.kc.nodes < 3 {
+	if p.kc == nil || p.kc.Nodes < 3 {
 		return "", fmt.Errorf("a rolling restart needs the 3-node cluster")
 	}
 	busy := p.waitBusy(ctx)
 	start := time.Now()
 	p.hit()
 	var steps []string
-	for n := 1; n <= p.kc.nodes; n++ {
+	for n := 1; n <= p.kc.Nodes; n++ {
 		t0 := time.Now()
 		if err := p.svc.stopNode(ctx, p.kc, n, false); err != nil {
 			return "", fmt.Errorf("stop node %d: %w", n, err)
@@ -44,7 +44,7 @@ func (p *phase) rollingRestart(ctx context.Context) (string, error) {
 			n, down.Round(100*time.Millisecond), up.Round(100*time.Millisecond), time.Since(t0).Round(100*time.Millisecond)))
 	}
 	return fmt.Sprintf("%d jobs in hand; %s; all %d nodes restarted in %v",
-		busy, strings.Join(steps, "; "), p.kc.nodes, time.Since(start).Round(100*time.Millisecond)), nil
+		busy, strings.Join(steps, "; "), p.kc.Nodes, time.Since(start).Round(100*time.Millisecond)), nil
 }
 
 // waitInISR waits (up to isrWait) until node is in the ISR of every

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/shareq/shareq/internal/brokerprobe"
 )
 
 // services starts, restarts and stops the test services through the
@@ -37,20 +39,7 @@ func (s *services) script(ctx context.Context, name string, args ...string) (str
 
 // scriptEnv is script with extra environment variables.
 func (s *services) scriptEnv(ctx context.Context, env []string, name string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(s.repo, "scripts", name), args...)
-	cmd.Dir = s.repo
-	if env != nil {
-		cmd.Env = append(os.Environ(), env...)
-	}
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	cmd.Stdin = nil
-	// The scripts start servers with setsid; killing the script on ctx's
-	// end must not kill them, and it does not.
-	if err := cmd.Run(); err != nil {
-		return out.String(), fmt.Errorf("scripts/%s %s: %w\n%s", name, strings.Join(args, " "), err, strings.TrimSpace(errb.String()))
-	}
-	return out.String(), nil
+	return brokerprobe.Script(ctx, s.repo, env, name, args...)
 }
 
 // ensurePG reuses a running test Postgres or starts one, and returns its URL.
@@ -93,10 +82,8 @@ func (s *services) ensureKafka(ctx context.Context) (string, error) {
 
 // cluster is a cluster run by scripts/kafka-cluster.sh.
 type cluster struct {
-	name     string
-	nodes    int
-	portBase int
-	dir      string // KAFKA_CLUSTER_DIR; "" for the script's default
+	name string
+	brokerprobe.Cluster
 
 	started bool         // the soak started it, and stops it at the end
 	down    map[int]bool // nodes a fault stopped and has not started again
@@ -113,26 +100,18 @@ func cluster3() *cluster {
 	if v, err := strconv.Atoi(os.Getenv("KAFKA_CLUSTER_PORT_BASE")); err == nil && v > 0 {
 		base = v
 	}
-	return &cluster{name: "3-node cluster", nodes: 3, portBase: base}
+	return &cluster{name: "3-node cluster", Cluster: brokerprobe.Cluster{Nodes: 3, PortBase: base}}
 }
 
 // ownBroker is the private broker of -own-broker on portBase. Its
 // directory is its port base's, so that soaks on other port bases (the
 // flag's advice on a shared machine) never share, and wipe, its data.
 func ownBroker(cache string, portBase int) *cluster {
-	return &cluster{name: "private broker", nodes: 1, portBase: portBase, dir: filepath.Join(cache, "kafka-own-"+strconv.Itoa(portBase))}
-}
-
-func (c *cluster) env() []string {
-	env := []string{"KAFKA_CLUSTER_NODES=" + strconv.Itoa(c.nodes), "KAFKA_CLUSTER_PORT_BASE=" + strconv.Itoa(c.portBase)}
-	if c.dir != "" {
-		env = append(env, "KAFKA_CLUSTER_DIR="+c.dir)
-	}
-	return env
+	return &cluster{name: "private broker", Cluster: brokerprobe.Cluster{Nodes: 1, PortBase: portBase, Dir: filepath.Join(cache, "kafka-own-"+strconv.Itoa(portBase))}}
 }
 
 func (s *services) clusterScript(ctx context.Context, c *cluster, args ...string) (string, error) {
-	return s.scriptEnv(ctx, c.env(), "kafka-cluster.sh", args...)
+	return c.Script(ctx, s.repo, args...)
 }
 
 // ensureCluster reuses the running cluster c or starts it, and returns its

@@ -83,7 +83,7 @@ func TestDupsPerBrokerRestart(t *testing.T) {
 // second soak's "up" wiped a running soak's broker when they shared it.
 func TestOwnBrokersOnOtherPortsHaveOtherDirs(t *testing.T) {
 	a, b := ownBroker("/c", 29092), ownBroker("/c", 34092)
-	if a.dir == b.dir {
-		t.Errorf("both private brokers in %s", a.dir)
+	if a.Dir == b.Dir {
+		t.Errorf("both private brokers in %s", a.Dir)
 	}
 }
