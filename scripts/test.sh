@@ -106,6 +106,19 @@ if [[ $real == 1 ]] && [[ ${SHAREQ_TEST_SECURE_RUN:-1} == 1 || ${CI:-} == true ]
 fi
 # --- end secure broker -------------------------------------------------------
 
+# --- the stall heal on a private broker (worker.HealStalls; RELIABILITY.md) --
+# Kafka's stalled share partition (a broker SIGKILL and restart leaves a
+# partition that acquires nothing more), made on a one-node broker the test
+# starts, SIGKILLs and stops on ports from SHAREQ_TEST_STALL_BROKER_PORT_BASE
+# + 100 (default 47300), then freed by two workers with HealStalls on.
+# About a minute.
+if [[ $real == 1 ]]; then
+  say "stall heal: a stalled share partition made on a private broker, freed by the workers"
+  SHAREQ_TEST_STALL_BROKER_PORT_BASE=${SHAREQ_TEST_STALL_BROKER_PORT_BASE:-47300} \
+    gotest stall-heal -run '^TestWorkersHealAStalledPartition$' ./worker
+fi
+# --- end stall heal ------------------------------------------------------------
+
 # --- short chaos soak (internal/cmd/shareq-soak -short; RELIABILITY.md) ----
 # Two worker processes against the broker and Postgres above, with one
 # SIGKILL, one SIGTERM, one Postgres restart and one in-place broker restart
