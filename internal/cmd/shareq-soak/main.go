@@ -110,6 +110,7 @@ type options struct {
 	relay             relayFlags // the outbox path and the relay faults (relay.go)
 	ext               optionsExt // the overload phase's and the endurance mode's (overload.go)
 	probe             probeFlags // the broker probe (broker_probe.go)
+	healStalls        bool       // the workers run with worker.HealStalls (stalls.go)
 }
 
 // locateRepo sets o.repo, when -repo did not, to the repository root
@@ -154,6 +155,7 @@ func driverMain(args []string) int {
 	fs.BoolVar(&o.silentBroker, "silent-broker", true, "add a fault (single-broker phase, not -short): a worker's connections to its broker go silent (no byte passes, nothing is closed) for longer than the lock and the session timeout")
 	fs.BoolVar(&o.silentPostgres, "silent-postgres", true, "add a fault (single-broker phase, not -short): a worker's Postgres connections go silent likewise")
 	fs.IntVar(&o.partitionsAdded, "partitions-added", -1, "add a fault: this many partitions added to the job topic mid-run, the producer writing to them too (default 3; 0 with -short; 0 turns it off)")
+	fs.BoolVar(&o.healStalls, "heal-stalls", true, "the workers run with worker.HealStalls: they free a partition the broker stopped serving themselves (the soak creates the status topic they need)")
 	o.frozen.register(fs)
 	o.relay.register(fs)
 	registerExtFlags(fs, &o.ext)

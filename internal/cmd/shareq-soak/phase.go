@@ -393,6 +393,13 @@ func (p *phase) setup(ctx context.Context) error {
 		}
 		names[t.name] = t.parts
 	}
+	if p.o.healStalls {
+		// The heal reads the members' statuses; the topic is the
+		// cluster's, shared by the phases and runs on it.
+		if err := p.ensureStatusTopic(ctx, rf); err != nil {
+			return err
+		}
+	}
 	if err := p.awaitTopics(ctx, names); err != nil {
 		return err
 	}

@@ -328,6 +328,7 @@ type events struct {
 	unexpected  int
 	lastFinish  time.Time
 	exitsWithOK int
+	stalls      stallTally
 	pauses      map[string]int           // dependency → pauses reported by the workers
 	resumes     map[string]int           // dependency → pauses that ended with the dependency back
 	longest     map[string]time.Duration // dependency → the longest pause
@@ -427,6 +428,8 @@ func (e *events) line(proc, line string) {
 		} else {
 			e.renewFail++
 		}
+	case "stall", "heal":
+		e.stalls.event(f[1], f[2:], time.Now())
 	case "ackfail":
 		e.ackFails++
 	case "startretry":

@@ -640,6 +640,9 @@ func (p *phase) extraWorkerArgs() []string {
 	if p.rateLimited() {
 		args = append(args, "-topic-rate", strconv.Itoa(soakCodeRate))
 	}
+	if p.o.healStalls {
+		args = append(args, "-heal-stalls")
+	}
 	return args
 }
 

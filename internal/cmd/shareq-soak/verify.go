@@ -53,6 +53,7 @@ type report struct {
 	brokerRecords   int             // of dlqRecords, written by the broker (Kafka 4.4+)
 	byBroker        map[string]bool // job IDs with a record written by the broker
 	brokerDLQ       string          // the group's dead-letter topic, "" before 4.4
+	stalls          stallReport     // the workers' stall checks and heals
 
 	dupsAbsorbed int
 	dupJobs      int
@@ -232,6 +233,7 @@ func (p *phase) verify(ctx context.Context) (*report, error) {
 	}
 	r.renewOK, r.renewFail, r.ackFails = p.ev.renewOK, p.ev.renewFail, p.ev.ackFails
 	r.startRetries = p.ev.startRetry
+	r.stalls = p.ev.stalls.report()
 	r.pauses, r.resumes, r.longest = maps.Clone(p.ev.pauses), maps.Clone(p.ev.resumes), maps.Clone(p.ev.longest)
 	p.ev.mu.Unlock()
 	r.unexpected = p.fleet.crashes()
@@ -314,6 +316,9 @@ func (r *report) print(w io.Writer) {
 	pf("acks                     %s", fmtCounts(r.finishes))
 	pf("lock renewals            %d ok, %d failed; ack failures reported %d", r.renewOK, r.renewFail, r.ackFails)
 	pf("worker restarts          start-up retries %d; unexpected exits %d", r.startRetries, r.unexpected)
+	for _, l := range r.stalls.lines() {
+		pf("%s", l)
+	}
 	if len(r.pauses) == 0 {
 		pf("pauses (dependency down) none")
 	}

@@ -63,6 +63,7 @@ type workerFlags struct {
 	spare           int
 	groupLimit      int
 	topicRate       int
+	healStalls      bool
 	webhookFlag     string
 	kafkaVia        string
 	deadline        time.Time
@@ -91,6 +92,7 @@ func workerMain(args []string) int {
 	fs.StringVar(&f.webhookFlag, "webhook-flag", "", "while this file exists, the \"webhook\" every job calls is down: handlers return handler.Unavailable(\"webhook\")")
 	fs.StringVar(&f.kafkaVia, "kafka-via", "", "send every broker connection to this address (a proxy of the single broker: the silent-broker fault)")
 	fs.IntVar(&f.topicRate, "topic-rate", 0, "worker.TopicRate: jobs a second across the group, which a live limit replaces (0: no limit)")
+	fs.BoolVar(&f.healStalls, "heal-stalls", false, "worker.HealStalls: free a partition the broker stopped serving (needs the status topic shareq.workers)")
 	fs.StringVar(&deadline, "deadline", "", "RFC 3339 time at which to stop regardless")
 	registerSamplerFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -234,6 +236,9 @@ func runWorker(ctx context.Context, f workerFlags, log *slog.Logger) error {
 	if f.topicRate > 0 {
 		opts = append(opts, worker.TopicRate(f.topic, f.topicRate, time.Second))
 	}
+	if f.healStalls {
+		opts = append(opts, worker.HealStalls(true))
+	}
 	if workerExtra.maxBytesInHand > 0 {
 		opts = append(opts, worker.MaxBytesInHand(workerExtra.maxBytesInHand))
 	}
@@ -287,9 +292,19 @@ func retryStart(ctx context.Context, log *slog.Logger, what string, fn func(cont
 type observer struct{}
 
 var (
-	_ worker.Observer      = observer{}
-	_ worker.PauseObserver = observer{}
+	_ worker.Observer          = observer{}
+	_ worker.PauseObserver     = observer{}
+	_ worker.StallObserver     = observer{}
+	_ worker.StallHealObserver = observer{}
 )
+
+func (observer) PartitionStalled(topic string, partition int32, stalled bool) {
+	emit("stall", fmt.Sprintf("%s/%d", topic, partition), strconv.FormatBool(stalled))
+}
+
+func (observer) StallHealed(topic string, partition int32, result string) {
+	emit("heal", fmt.Sprintf("%s/%d", topic, partition), result)
+}
 
 func (observer) WorkerPaused(dependency string, _ error) { emit("pause", dependency) }
 
