@@ -228,12 +228,21 @@ func (c *stallCheck) stall(tp topicPartition, p member.IdlePartition, so kadm.Sh
 		strconv.FormatInt(limit, 10)+" from the group's start offset on it (share.partition.max.record.locks), and the start offset does not move;"+
 		" either a job holds the record at the start offset (a long job renewing its lock, on any worker of the group: the partition moves when it ends),"+
 		" or the broker's share state for the partition is stuck (seen on Kafka 4.3.1 and 4.4.0 after broker restarts): then restart the broker that leads the partition,"+
-		" or stop every worker of the group for a few seconds (the broker reads the partition's state again once no member is connected);"+
+		" or stop every worker of the group for a few seconds (the broker reads the partition's state again once no member is connected)"+c.healNote()+";"+
 		" see what the group holds with kafka-share-groups.sh --bootstrap-server "+brokers+" --describe --group "+c.w.cfg.group+" --offsets",
 		"topic", tp.topic, "partition", tp.partition, "idle_for", p.For.Round(time.Second), "empty_fetches", p.EmptyFetches,
 		"group_start_offset", so.StartOffset, "end_offset", end, "lag", so.Lag, "waiting", waiting, "held_here", p.Held, "record_locks_limit", limit)
 	c.obs.PartitionStalled(tp.topic, tp.partition, true)
 	c.toHeal = append(c.toHeal, tp)
+}
+
+// healNote says in the stall's line whether the workers free the
+// partition themselves.
+func (c *stallCheck) healNote() string {
+	if c.heal != nil {
+		return ": HealStalls is on, so the workers try the second themselves (a \"stall heal\" line follows)"
+	}
+	return ", which worker.HealStalls(true) has the workers do themselves"
 }
 
 // moved reports a stalled partition moving again.
