@@ -111,6 +111,7 @@ type options struct {
 	ext               optionsExt // the overload phase's and the endurance mode's (overload.go)
 	probe             probeFlags // the broker probe (broker_probe.go)
 	healStalls        bool       // the workers run with worker.HealStalls (stalls.go)
+	batchWorkers      bool       // every second worker process runs batch handlers (worker_jobs.go)
 }
 
 // locateRepo sets o.repo, when -repo did not, to the repository root
@@ -156,6 +157,7 @@ func driverMain(args []string) int {
 	fs.BoolVar(&o.silentPostgres, "silent-postgres", true, "add a fault (single-broker phase, not -short): a worker's Postgres connections go silent likewise")
 	fs.IntVar(&o.partitionsAdded, "partitions-added", -1, "add a fault: this many partitions added to the job topic mid-run, the producer writing to them too (default 3; 0 with -short; 0 turns it off)")
 	fs.BoolVar(&o.healStalls, "heal-stalls", true, "the workers run with worker.HealStalls: they free a partition the broker stopped serving themselves (the soak creates the status topic they need)")
+	fs.BoolVar(&o.batchWorkers, "batch-workers", true, "every second worker process (w2, w4, ...) runs the jobs through batch handlers of up to 4 (handler.Batch behind idempotency.Batch), so every worker fault also hits batches")
 	o.frozen.register(fs)
 	o.relay.register(fs)
 	registerExtFlags(fs, &o.ext)

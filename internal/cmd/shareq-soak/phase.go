@@ -197,6 +197,7 @@ func runPhase(ctx context.Context, svc *services, o options, name string, seed u
 		"-webhook-flag", p.webhookFlag(),
 		"-deadline", workerDeadline.Add(time.Minute).Format(time.RFC3339Nano),
 	}, p.extraWorkerArgs()...), p.logDir, p.ev, o.workers)
+	p.batchSlots()
 	closeRoutes, err := p.routeSilent()
 	defer closeRoutes()
 	if err != nil {

@@ -46,6 +46,7 @@ type slot struct {
 	stdin   io.WriteCloser
 	exited  chan struct{} // closed when the current process is reaped
 	expect  string        // the fault that is about to end the process, if any
+	mode    []string      // flags of this slot's processes for the whole phase (batch handlers)
 	extra   []string      // flags of this slot's processes only, after the common ones
 	starts  int
 	crashes int // exits nobody asked for
@@ -119,7 +120,7 @@ func (f *fleet) launch(s *slot) error {
 	if verb == "" {
 		verb = "worker"
 	}
-	cmd := exec.Command(f.exe, append(append([]string{verb, "-name", name}, f.args...), s.extra...)...)
+	cmd := exec.Command(f.exe, append(append(append([]string{verb, "-name", name}, f.args...), s.mode...), s.extra...)...)
 	cmd.Stderr = logf
 	// Its own process group, so a Ctrl-C on the soak's terminal reaches
 	// the driver only, which then stops the workers itself; and a kill

@@ -64,6 +64,7 @@ type workerFlags struct {
 	groupLimit      int
 	topicRate       int
 	healStalls      bool
+	batch           int
 	webhookFlag     string
 	kafkaVia        string
 	deadline        time.Time
@@ -93,6 +94,7 @@ func workerMain(args []string) int {
 	fs.StringVar(&f.kafkaVia, "kafka-via", "", "send every broker connection to this address (a proxy of the single broker: the silent-broker fault)")
 	fs.IntVar(&f.topicRate, "topic-rate", 0, "worker.TopicRate: jobs a second across the group, which a live limit replaces (0: no limit)")
 	fs.BoolVar(&f.healStalls, "heal-stalls", false, "worker.HealStalls: free a partition the broker stopped serving (needs the status topic shareq.workers)")
+	fs.IntVar(&f.batch, "batch", 0, "run the jobs through a batch handler of this many (handler.Batch behind idempotency.Batch on pgstore, one claim transaction a batch; 0: one job at a time behind idempotency.Middleware)")
 	fs.StringVar(&deadline, "deadline", "", "RFC 3339 time at which to stop regardless")
 	registerSamplerFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -180,45 +182,23 @@ func runWorker(ctx context.Context, f workerFlags, log *slog.Logger) error {
 		return err
 	}
 
-	h := handler.JSON(func(ctx context.Context, job *handler.Job, p payload) error {
-		tx := pgstore.Tx(ctx)
-		if tx == nil {
-			return handler.Permanent(errors.New("soak: no claim transaction"))
-		}
-		if f.webhookFlag != "" {
-			// The webhook every job calls: down while the driver's flag
-			// file exists (the webhook-outage fault).
-			if _, err := os.Stat(f.webhookFlag); err == nil {
-				return handler.Unavailable("webhook", errors.New("POST soak webhook: 503 Service Unavailable"))
-			}
-		}
-		// Every kind writes its effect first; a failing job's write is
-		// rolled back with its claim.
-		if _, err := tx.Exec(ctx,
-			"INSERT INTO soak_effects (job_id, kind, worker, pid, delivery, part, off) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-			job.ID(), p.Kind, f.name, os.Getpid(), job.DeliveryCount, job.Partition, job.Offset); err != nil {
+	js := soakJobs{f: f}
+	h, use := handler.Handler(handler.JSON(js.one)), []handler.Middleware{park, claims}
+	if f.batch > 0 {
+		fn, err := idempotency.Batch(store, js.batch, idempotency.OnDuplicate(func(job *handler.Job, _ string) {
+			emit("dup", job.ID())
+		}))
+		if err != nil {
 			return err
 		}
-		if p.SleepMS > 0 {
-			t := time.NewTimer(time.Duration(p.SleepMS) * time.Millisecond)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return context.Cause(ctx)
-			case <-t.C:
-			}
-		}
-		if p.Kind == kindPoison {
-			return fmt.Errorf("soak: poison job %s fails on every delivery (%s)", job.ID(), poisonSecret)
-		}
-		return nil
-	})
+		h, use = handler.Batch(f.batch, 50*time.Millisecond, fn), []handler.Middleware{park}
+	}
 
 	opts := []worker.Option{
 		worker.Brokers(brokers...),
 		worker.Group(f.group),
 		worker.Handle(f.topic, h),
-		worker.Use(park, claims),
+		worker.Use(use...),
 		worker.RequireTopics(f.topic + dlq.TopicSuffix),
 		worker.Concurrency(f.concurrency),
 		worker.ShutdownTimeout(f.shutdownTimeout),
