@@ -22,6 +22,12 @@ func HealTimes(quiet, verdict time.Duration) Option {
 	return optionFunc(func(c *config) { c.healQuiet, c.healVerdict = quiet, verdict })
 }
 
+// HealStaleAfter sets how old a heal's pause must be for a worker to lift
+// it as one whose healer is gone (3 minutes).
+func HealStaleAfter(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.healStale = d })
+}
+
 // StallHealer is w's stall heal (heal.go) for a test to call, as the
 // stall check calls it on a stalled partition.
 type StallHealer struct{ h *healer }

@@ -109,6 +109,12 @@ const (
 	// healDisconnect is the wait after the last poke: the broker handles
 	// a connection's close on a thread of its own.
 	healDisconnect = time.Second
+	// healStaleAfter is how old a heal's pause of the group must be for
+	// any worker with HealStalls to lift it (liftStale): a heal resumes
+	// well within it (a healer stops poking at half of it), so an older
+	// one lost its healer, a worker killed mid-heal, and would keep the
+	// group paused until an operator resumed it.
+	healStaleAfter = 3 * time.Minute
 )
 
 // HealStalls has the worker free a stalled partition itself (default
@@ -125,7 +131,9 @@ const (
 // waiting for their keys, snoozed jobs held until due) or publishing no
 // status makes it give up (resume, no
 // record touched), as does a pause of the group already in force: an
-// operator's pause is never overwritten or lifted. One try per
+// operator's pause is never overwritten or lifted. A heal's pause older
+// than 3 minutes lost its healer (a worker killed mid-heal): any worker
+// with HealStalls lifts it. One try per
 // partition per 10 minutes, one Warn line per try, counted by a
 // [StallHealObserver]. It needs the control topic ([ControlTopic]) and
 // the status topic ([StatusTopic]), and the rights to write the first
@@ -236,6 +244,11 @@ func (h *healer) try(ctx context.Context, t *healTry) string {
 		return HealSkipped
 	}
 	for _, id := range ids {
+		if time.Since(pause.At) > h.w.cfg.healStale/2 {
+			h.resume(ctx, pause)
+			t.why = fmt.Sprintf("the heal's pause lasted %v before member %s was poked, half of what the other workers wait before they lift a heal's pause as stale; the group resumed", time.Since(pause.At).Round(time.Second), id)
+			return HealSkipped
+		}
 		if err := h.pokeMember(ctx, t.leader, id); err != nil {
 			h.resume(ctx, pause)
 			t.why = fmt.Sprintf("the empty share session as member %s failed (%v); the group resumed", id, err)
@@ -420,6 +433,31 @@ func (h *healer) pokeMember(ctx context.Context, leader int32, id string) error 
 		return err
 	}
 	return kerr.ErrorForCode(resp.(*kmsg.ShareFetchResponse).ErrorCode)
+}
+
+// liftStale lifts a heal's pause of the group older than healStale: its
+// healer is gone (a worker killed mid-heal), and nobody else would lift
+// it. It reads the control topic only while this worker has applied a
+// heal's pause for that long.
+func (h *healer) liftStale(ctx context.Context, now time.Time) {
+	if !slices.ContainsFunc(h.w.PausedTopics(), func(p TopicPause) bool {
+		return p.By == healBy && now.Sub(p.Since) > h.w.cfg.healStale
+	}) {
+		return
+	}
+	st, err := h.ctl.Read(ctx)
+	if err != nil {
+		return
+	}
+	p, ok := st.Paused(h.w.cfg.group, "")
+	if !ok || p.By != healBy || now.Sub(p.At) <= h.w.cfg.healStale {
+		return
+	}
+	if err := h.ctl.Resume(ctx, h.w.cfg.group, ""); err != nil {
+		h.log.Warn("stall heal: a heal's pause outlived its healer and could not be lifted; trying again at the next check", "paused_at", p.At, "reason", p.Reason, "error", err)
+		return
+	}
+	h.log.Warn("stall heal: a heal's pause outlived its healer (a worker stopped mid-heal): lifted", "paused_at", p.At, "paused_for", now.Sub(p.At).Round(time.Second), "reason", p.Reason)
 }
 
 // resume ends the heal's pause if the pause in force is still its own.

@@ -371,3 +371,54 @@ func TestStallHealStopsAtAnOperatorsPauseAndLeavesIt(t *testing.T) {
 		t.Fatalf("the pause in force after the heal: %v (%v), want the operator's", p, ok)
 	}
 }
+
+// A heal's pause whose healer is gone (a worker killed mid-heal) would
+// keep the group paused until an operator resumed it: a worker with
+// HealStalls lifts a heal's pause once it is older than the stale bound,
+// and the jobs produced meanwhile run. An operator's pause as old is
+// never lifted.
+func TestStallHealLiftsAHealPauseWhoseHealerIsGone(t *testing.T) {
+	t.Parallel()
+	hd := newHealed(t)
+	h := handler.Func(func(context.Context, *handler.Job) error { return nil })
+	hd.start(t, "heal-a", h, worker.StallCheckTimes(time.Minute, 200*time.Millisecond), worker.HealStaleAfter(2*time.Second))
+	hd.waitJoined(t, 1)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// As a healer writes it (By "shareq stall heal"), then dies.
+	orphan := control.Pause{Group: hd.group, By: "shareq stall heal", At: time.Now(), Reason: "partition p/0 stalled on broker 1: worker gone frees it"}
+	if err := hd.cd.ctl.Pause(ctx, orphan); err != nil {
+		t.Fatal(err)
+	}
+	waitWorkers(t, hd.c, hd.statuses, hd.group, 30*time.Second, "the worker paused by the orphaned heal pause", func(ws []fleet.Status) bool {
+		return len(ws) == 1 && len(ws[0].Paused) > 0 && ws[0].Paused[0].By == orphan.By
+	})
+	paused := time.Now()
+	ks := keys("held", 10)
+	hd.produce(t, ks...)
+	events := hd.obs.WaitFor(t, 60*time.Second, "10 jobs accepted once the orphaned pause is lifted", func([]shareqtest.Event) bool {
+		return hd.obs.Count(worker.AckAccept) >= 10
+	})
+	wantOnceEach(t, events, ks)
+	if ran := time.Since(paused); ran < time.Second {
+		t.Fatalf("the jobs ran %v after the pause took effect: the pause did not hold them", ran)
+	}
+	if p, ok := hd.groupPause(t); ok {
+		t.Fatalf("the orphaned heal pause is still in force: %v", p)
+	}
+
+	hd.cd.pause(t, hd.group, "") // an operator's
+	more := keys("more", 5)
+	hd.produce(t, more...)
+	waitWorkers(t, hd.c, hd.statuses, hd.group, 30*time.Second, "the worker paused by the operator", func(ws []fleet.Status) bool {
+		return len(ws) == 1 && len(ws[0].Paused) > 0 && ws[0].Paused[0].By == "tester"
+	})
+	time.Sleep(3 * time.Second) // past the stale bound: a wrong lift would come within it
+	if p, ok := hd.groupPause(t); !ok || p.By != "tester" {
+		t.Fatalf("the operator's pause after the stale bound: %v (%v), want it kept", p, ok)
+	}
+	if n := hd.obs.Count(worker.AckAccept); n != 10 {
+		t.Fatalf("%d jobs accepted while the operator's pause lasted, want the 10 from before", n)
+	}
+}

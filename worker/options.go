@@ -129,6 +129,7 @@ type config struct {
 	// The heal's waits (heal.go): for the members to hold nothing, for
 	// the start offset to move. Tests shorten them (export_test.go).
 	healQuiet, healVerdict time.Duration
+	healStale              time.Duration // a heal's pause older than this lost its healer (heal.go)
 
 	errs []error
 }
@@ -465,6 +466,7 @@ func newConfig(opts []Option) (*config, error) {
 		stallEvery:      topicWatchEvery,
 		healQuiet:       healQuietWait,
 		healVerdict:     healVerdictWait,
+		healStale:       healStaleAfter,
 		rateRefresh:     rateRefreshDefault,
 	}
 	for _, o := range opts {

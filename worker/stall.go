@@ -120,6 +120,9 @@ func (w *Worker) watchStalls(ctx context.Context, cl *kgo.Client, m *member.Memb
 		}
 		c.check(ctx)
 		c.healNew(ctx)
+		if c.heal != nil {
+			c.heal.liftStale(ctx, time.Now())
+		}
 	}
 }
 
