@@ -89,3 +89,7 @@ func (w *Worker) SetPauses(ctx context.Context, ps ...TopicPause) error {
 	}
 	return nil
 }
+
+// WatchPauses looks at the heal pauses the worker has applied, as the
+// stall check does every tick.
+func (s *StallHealer) WatchPauses(ctx context.Context) { s.h.watchPauses(ctx, time.Now()) }

@@ -61,8 +61,11 @@ import (
 //  6. The partition is freed when the group's start offset on it moves
 //     within healVerdictWait.
 //
-// Bounded to one try per partition per healEvery in each worker; a try
-// that finds another worker's heal in force is a try. One Warn line per
+// Tried when the stall check reports a partition and every healEvery
+// while it stays stalled; bounded to one try per partition per healEvery
+// in each worker, and none for healEvery after another worker's heal was
+// in force (watchPauses), so the fleet tries about once per healEvery; a
+// try that finds another worker's heal in force is a try. One Warn line per
 // try, with the partition, its leader and the result; the observer
 // (StallHealObserver) counts it.
 type healer struct {
@@ -76,6 +79,9 @@ type healer struct {
 	self string
 	// tried is when each partition's last try began.
 	tried map[topicPartition]time.Time
+	// sawHeal is when this worker last had another worker's heal pause
+	// in force (watchPauses).
+	sawHeal time.Time
 	// last is the last try, for a test.
 	last *healTry
 }
@@ -202,6 +208,9 @@ func (h *healer) heal(ctx context.Context, tp topicPartition, start int64) strin
 	now := time.Now()
 	if last, ok := h.tried[tp]; ok && now.Sub(last) < healEvery {
 		return ""
+	}
+	if !h.sawHeal.IsZero() && now.Sub(h.sawHeal) < healEvery {
+		return "" // another worker's heal was in force lately
 	}
 	h.tried[tp] = now
 	t := &healTry{tp: tp, start: start, leader: -1, began: now}
@@ -435,14 +444,22 @@ func (h *healer) pokeMember(ctx context.Context, leader int32, id string) error 
 	return kerr.ErrorForCode(resp.(*kmsg.ShareFetchResponse).ErrorCode)
 }
 
-// liftStale lifts a heal's pause of the group older than healStale: its
-// healer is gone (a worker killed mid-heal), and nobody else would lift
-// it. It reads the control topic only while this worker has applied a
-// heal's pause for that long.
-func (h *healer) liftStale(ctx context.Context, now time.Time) {
-	if !slices.ContainsFunc(h.w.PausedTopics(), func(p TopicPause) bool {
-		return p.By == healBy && now.Sub(p.Since) > h.w.cfg.healStale
-	}) {
+// watchPauses looks at the heal pauses this worker has applied. One in
+// force is another worker's try: this worker then tries none for
+// healEvery (heal), so that the fleet, not each worker, tries about once
+// per healEvery (while a partition stalls, every worker's check finds
+// it, most at once). One older than healStale lost its healer (a worker
+// killed mid-heal) and nobody else would lift it: it is lifted (the
+// control topic read only then).
+func (h *healer) watchPauses(ctx context.Context, now time.Time) {
+	stale := false
+	for _, p := range h.w.PausedTopics() {
+		if p.By == healBy {
+			h.sawHeal = now
+			stale = stale || now.Sub(p.Since) > h.w.cfg.healStale
+		}
+	}
+	if !stale {
 		return
 	}
 	st, err := h.ctl.Read(ctx)

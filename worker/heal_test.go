@@ -422,3 +422,33 @@ func TestStallHealLiftsAHealPauseWhoseHealerIsGone(t *testing.T) {
 		t.Fatalf("%d jobs accepted while the operator's pause lasted, want the 10 from before", n)
 	}
 }
+
+// Every worker's stall check finds a stalled partition, most at once: a
+// worker that had another worker's heal pause in force tries no heal of
+// its own for the next 10 minutes, so the fleet, not each worker, tries
+// about once per 10 minutes (a try that gave up costs the group a pause).
+func TestStallHealTriesNoneAfterAnotherWorkersHeal(t *testing.T) {
+	t.Parallel()
+	hd := newHealed(t)
+	w := hd.start(t, "heal-a", handler.Func(func(context.Context, *handler.Job) error { return nil }))
+	hd.waitJoined(t, 1)
+	healer := w.NewStallHealer(t, "the test")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	other := control.Pause{Group: hd.group, By: "shareq stall heal", At: time.Now(), Reason: "partition p/0 stalled on broker 1: another worker frees it"}
+	if err := hd.cd.ctl.Pause(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the worker paused by the other worker's heal", func() bool {
+		ps := w.PausedTopics()
+		return len(ps) == 1 && ps[0].By == other.By
+	})
+	healer.WatchPauses(ctx)
+	hd.cd.resume(t, hd.group, "")
+	waitFor(t, 30*time.Second, "the worker resumed", func() bool { return len(w.PausedTopics()) == 0 })
+
+	if result, _, why := healer.Heal(ctx, hd.topic, 0, 0); result != "" {
+		t.Fatalf("a heal right after another worker's: %s (%s), want none tried", result, why)
+	}
+}

@@ -65,10 +65,8 @@ type stallCheck struct {
 	// not stalled: an idle topic (nothing produced) stays idle, and is
 	// looked at again only every stallAfter / 2.
 	looked map[topicPartition]time.Time
-	// heal frees stalled partitions (HealStalls; heal.go), nil when off;
-	// toHeal are the partitions the last check found newly stalled.
-	heal   *healer
-	toHeal []topicPartition
+	// heal frees stalled partitions (HealStalls; heal.go), nil when off.
+	heal *healer
 }
 
 type topicPartition struct {
@@ -119,22 +117,22 @@ func (w *Worker) watchStalls(ctx context.Context, cl *kgo.Client, m *member.Memb
 		case <-tick.C:
 		}
 		c.check(ctx)
-		c.healNew(ctx)
+		c.healStalled(ctx)
 		if c.heal != nil {
-			c.heal.liftStale(ctx, time.Now())
+			c.heal.watchPauses(ctx, time.Now())
 		}
 	}
 }
 
-// healNew tries to heal the partitions the last check found stalled
-// (HealStalls), one after the other; the check waits meanwhile.
-func (c *stallCheck) healNew(ctx context.Context) {
-	todo := c.toHeal
-	c.toHeal = nil
+// healStalled tries to heal the partitions stalled (HealStalls), one
+// after the other, the check waiting meanwhile: each when it is reported,
+// and again every healEvery while it stays stalled (heal bounds the
+// tries), so a heal that gave up (the group busy) is tried again.
+func (c *stallCheck) healStalled(ctx context.Context) {
 	if c.heal == nil {
 		return
 	}
-	for _, tp := range todo {
+	for _, tp := range c.sortedStalled() {
 		if ep, ok := c.stalled[tp]; ok {
 			c.heal.heal(ctx, tp, ep.start)
 		}
@@ -236,7 +234,6 @@ func (c *stallCheck) stall(tp topicPartition, p member.IdlePartition, so kadm.Sh
 		"topic", tp.topic, "partition", tp.partition, "idle_for", p.For.Round(time.Second), "empty_fetches", p.EmptyFetches,
 		"group_start_offset", so.StartOffset, "end_offset", end, "lag", so.Lag, "waiting", waiting, "held_here", p.Held, "record_locks_limit", limit)
 	c.obs.PartitionStalled(tp.topic, tp.partition, true)
-	c.toHeal = append(c.toHeal, tp)
 }
 
 // healNote says in the stall's line whether the workers free the
