@@ -218,6 +218,12 @@ type executor struct {
 	trackerAt  time.Time
 	trackerSet bool
 
+	// turn is the time of the loop's current turn (now), zero until it is
+	// first asked for in a turn: one clock reading serves every decision
+	// of a turn, where each used to read the clock (about eight readings
+	// a job, 12 % of the executor's CPU on this machine's clock).
+	turn time.Time
+
 	// phase is the step of the stop sequence the executor is at
 	// (executor_stop.go); only enter changes it.
 	phase phase

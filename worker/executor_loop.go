@@ -35,7 +35,7 @@ func (x *executor) run(ctx context.Context) {
 	defer x.pubHalted.Store(0)
 	reading := time.NewTicker(prefetchEvery)
 	defer reading.Stop()
-	x.lastReading = time.Now()
+	x.lastReading = x.now()
 	x.applyControl(x.cfg.InitialControl)
 	x.topUp()
 
@@ -64,6 +64,7 @@ func (x *executor) run(ctx context.Context) {
 		}
 	}
 	for events != nil {
+		x.turn = time.Time{} // read again after the wait
 		select {
 		case ev, ok := <-events:
 			take(ev, ok)
@@ -111,11 +112,23 @@ func (x *executor) run(ctx context.Context) {
 			x.expire()
 		}
 		x.startQueued()
-		x.shed(time.Now())
+		x.shed(x.now())
 		x.topUp()
 		x.leaveWhenDone() // 4.
 	}
+	x.turn = time.Time{}
 	x.finishStop() // 5.
+}
+
+// now is the time of the loop's current turn: the clock read once a turn,
+// at the first decision that needs it. A turn takes microseconds to a few
+// milliseconds (a fetch's deliveries), far below any lock, hold or rate
+// slot it is compared with.
+func (x *executor) now() time.Time {
+	if x.turn.IsZero() {
+		x.turn = time.Now()
+	}
+	return x.turn
 }
 
 // event applies one report of the member: lost locks first, as the member
@@ -130,7 +143,7 @@ func (x *executor) event(ev member.Event) {
 		x.deliver(d)
 	}
 	if len(ev.Renewals) > 0 {
-		now := time.Now()
+		now := x.now()
 		for _, r := range ev.Renewals {
 			x.renewed(r, now)
 		}
@@ -189,13 +202,13 @@ func (x *executor) deliver(d member.Delivery) {
 	j.ks = x.keyOf(j)
 	if nb := j.job.NotBefore(); !nb.IsZero() && time.Until(nb) > 0 {
 		// A snoozed job's copy, early: held until it is due.
-		x.track(j, time.Now())
+		x.track(j, x.now())
 		x.holdSnoozed(j, nb)
 		return
 	}
 	if x.topicPaused(k.Topic) {
 		x.queued++ // as queued, and at once waiting for the pause
-		x.halt(j, time.Now())
+		x.halt(j, x.now())
 		return
 	}
 	if x.lanes != nil {
@@ -206,7 +219,7 @@ func (x *executor) deliver(d member.Delivery) {
 	x.queued++
 	if x.pause != nil {
 		x.pause.waited++
-		x.track(j, time.Now())
+		x.track(j, x.now())
 	}
 }
 
@@ -220,7 +233,7 @@ func (x *executor) startQueued() {
 	}
 	x.startReruns()
 	x.startReady()
-	for x.running < x.conc && x.queued > 0 && x.cfg.Rate.take(time.Now()) {
+	for x.running < x.conc && x.queued > 0 && x.cfg.Rate.take(x.now()) {
 		x.start(x.popQueued())
 	}
 }
@@ -274,7 +287,7 @@ const startMargin = 500 * time.Millisecond
 // start runs j's handler, unless its lock is about to run out or its
 // topic is paused (then it waits for the pause).
 func (x *executor) start(j *xjob) {
-	now := time.Now()
+	now := x.now()
 	if x.topicPaused(j.key.Topic) {
 		x.halt(j, now)
 		return

@@ -26,7 +26,7 @@ func (x *executor) result(r xresult) {
 	if j.state != jobRunning || x.jobs[j.key] != j {
 		return // abandoned earlier; its record was released
 	}
-	now := time.Now()
+	now := x.now()
 	keyDown := x.keyResult(j, r.err, r.took, now)
 	x.keyStopped(j, now)
 	var ue *handler.UnavailableError
@@ -38,7 +38,7 @@ func (x *executor) result(r xresult) {
 			x.resume() // the dependency is back; j's outcome is decided below
 		}
 	}
-	if (r.err == nil || handler.IsPermanent(r.err)) && !j.deadline.After(time.Now()) {
+	if (r.err == nil || handler.IsPermanent(r.err)) && !j.deadline.After(x.now()) {
 		// The lock ran out before the handler returned, with no renewal
 		// answered: the process was frozen (a SIGSTOP, a long GC or VM
 		// pause) or its member cut off. The broker has made the record
@@ -121,7 +121,7 @@ func (x *executor) result(r xresult) {
 	j.state, j.err, j.took = jobHeld, r.err, r.took
 	j.cancel(nil)
 	if !untilQuiet {
-		j.releaseAt = time.Now().Add(d)
+		j.releaseAt = x.now().Add(d)
 		heap.Push(&x.holds, j)
 		x.arm(j.releaseAt)
 	}
@@ -207,7 +207,7 @@ func (x *executor) end(j *xjob, cause error) {
 		if ks.probe == j {
 			ks.probe = nil
 		}
-		now := time.Now()
+		now := x.now()
 		if j.keyRunning {
 			x.keyStopped(j, now)
 		} else {
@@ -309,7 +309,7 @@ func (x *executor) warnAcks(final bool) {
 	if x.ackWarnLeft == 0 {
 		return
 	}
-	now := time.Now()
+	now := x.now()
 	if !final && now.Sub(x.ackWarnAt) < ackWarnEvery {
 		return
 	}

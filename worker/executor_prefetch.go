@@ -33,7 +33,7 @@ const (
 // and has the locks of records that wait long for a slot renewed
 // (keepQueuedLocks). While stopping there is no prefetch.
 func (x *executor) reading() {
-	now := time.Now()
+	now := x.now()
 	x.keepQueuedLocks(now)
 	x.summarizeBreakers(now, false)
 	dt := now.Sub(x.lastReading).Seconds()
@@ -94,7 +94,7 @@ func (x *executor) topUp() {
 	}
 	// Jobs waiting for their keys will need the rate's tokens too.
 	n := x.conc + x.prefetch - x.running - x.queued - len(x.reruns) - x.waitingOver() - x.outstanding
-	if n = x.cfg.Rate.room(time.Now(), n, x.queued+x.waiting+x.outstanding); n > 0 {
+	if n = x.cfg.Rate.room(x.now(), n, x.queued+x.waiting+x.outstanding); n > 0 {
 		x.outstanding += n
 		x.m.Grant(n)
 	}

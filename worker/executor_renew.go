@@ -18,7 +18,7 @@ const (
 // running and held job) only when the tracker has something due, not at
 // the end of each retry hold.
 func (x *executor) wakeUp() {
-	now := time.Now()
+	now := x.now()
 	x.keysDue(now)
 	if x.trackerSet && !now.Before(x.trackerAt) {
 		x.trackerSet = false

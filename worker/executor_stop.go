@@ -117,7 +117,7 @@ func (x *executor) logStopping() {
 // which would not start before the shutdown deadline.
 func (x *executor) releaseHeld() {
 	x.enter(phaseReleasing)
-	now := time.Now()
+	now := x.now()
 	for _, j := range x.jobs {
 		switch {
 		case j.state == jobHeld, j.state == jobPaused && x.pause != nil:
@@ -177,7 +177,7 @@ func (x *executor) finishStop() {
 	}
 	x.endTopicPauses()
 	x.warnAcks(true)
-	x.summarizeBreakers(time.Now(), true)
+	x.summarizeBreakers(x.now(), true)
 	x.waitHandlers()
 	x.copiers.Wait()
 }

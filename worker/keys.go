@@ -323,7 +323,7 @@ func (x *executor) keysDue(now time.Time) {
 // a job that does not start is not given back: the rate is under-used
 // then, never exceeded.
 func (x *executor) startReady() {
-	now := time.Now()
+	now := x.now()
 	for x.running < x.conc && len(x.ready) > 0 && x.cfg.Rate.take(now) {
 		j := x.ready[0]
 		x.ready[0] = nil

@@ -54,7 +54,7 @@ type pause struct {
 // delivery, and pauses the executor unless it is paused already. probe
 // says j ran as the probe.
 func (x *executor) pauseJob(j *xjob, r xresult, ue *handler.UnavailableError, probe bool) {
-	now := time.Now()
+	now := x.now()
 	p := x.pause
 	if p == nil {
 		p = &pause{since: now, delay: probeFirst}
@@ -116,7 +116,7 @@ func (x *executor) track(j *xjob, now time.Time) {
 // one record fetched for it.
 func (x *executor) maybeProbe() {
 	p := x.pause
-	if p == nil || p.probe != nil || x.stopping() || x.running >= x.conc || time.Now().Before(p.probeAt) {
+	if p == nil || p.probe != nil || x.stopping() || x.running >= x.conc || x.now().Before(p.probeAt) {
 		return
 	}
 	for len(p.held) > 0 {
@@ -125,7 +125,7 @@ func (x *executor) maybeProbe() {
 		p.held = p.held[1:]
 		if j.state == jobPaused && x.jobs[j.key] == j {
 			if x.topicPaused(j.key.Topic) {
-				x.halt(j, time.Now()) // its topic's pause first
+				x.halt(j, x.now()) // its topic's pause first
 				continue
 			}
 			p.probe = j
@@ -184,8 +184,8 @@ func (x *executor) startReruns() {
 		switch {
 		case j.state != jobPaused || x.jobs[j.key] != j:
 		case x.topicPaused(j.key.Topic):
-			x.halt(j, time.Now())
-		case x.admit(j, time.Now(), false):
+			x.halt(j, x.now())
+		case x.admit(j, x.now(), false):
 			x.rerun(j)
 		}
 	}

@@ -63,7 +63,7 @@ type PausedTopicObserver interface {
 // limits (livelimits.go) of the worker's group.
 func (x *executor) applyControl(st control.State) {
 	x.applyPauses(pausesOf(st, x.cfg.Group, x.cfg.Handlers))
-	x.applyLimits(st, time.Now())
+	x.applyLimits(st, x.now())
 }
 
 // pausesOf returns the pauses of st that stop the handled topics of
@@ -89,7 +89,7 @@ func (x *executor) topicPaused(topic string) bool {
 // queued jobs of newly paused topics wait, and those of resumed ones
 // start first.
 func (x *executor) applyPauses(ps map[string]TopicPause) {
-	now := time.Now()
+	now := x.now()
 	changed := false
 	// The observer hears of the changes after they are published, so
 	// that PausedTopics agrees with what it was told.
