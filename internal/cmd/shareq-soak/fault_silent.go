@@ -125,9 +125,16 @@ func (p *phase) silentFault(ctx context.Context, kind string) (string, error) {
 	proc := p.fleet.running()[i]
 	d := p.silentFor()
 	p.hit()
+	// A worker already paused for Postgres (an earlier fault's restart
+	// just before) logs no second "dependency down": one line per outage.
+	// The silence extends the outage it noticed already.
+	already := kind == faultSilentPostgres && lastLineIs(logPath, from, noticed, back)
 	start := time.Now()
 	px.Silence()
-	sawAt := waitLine(ctx, logPath, from, noticed, d)
+	sawAt := start
+	if !already {
+		sawAt = waitLine(ctx, logPath, from, noticed, d)
+	}
 	if wait := time.Until(start.Add(d)); wait > 0 {
 		select {
 		case <-ctx.Done():
@@ -142,6 +149,10 @@ func (p *phase) silentFault(ctx context.Context, kind string) (string, error) {
 	}
 	detail := fmt.Sprintf("worker %s (%d jobs in hand): its %s connections silent for %v; it logged %q %v after the silence began",
 		proc, busy, what, d.Round(100*time.Millisecond), noticed, sawAt.Sub(start).Round(100*time.Millisecond))
+	if already {
+		detail = fmt.Sprintf("worker %s (%d jobs in hand): its %s connections silent for %v while it was paused for %s already (an earlier fault's; its %q came before the silence)",
+			proc, busy, what, d.Round(100*time.Millisecond), what, noticed)
+	}
 	if backAt.IsZero() {
 		return "", fmt.Errorf("%s, and no line %q within 1m after the network came back", detail, back)
 	}
@@ -160,6 +171,17 @@ func viaProxy(addr string) []kgo.Opt {
 		var d net.Dialer
 		return d.DialContext(ctx, network, addr)
 	})}
+}
+
+// lastLineIs reports whether, in the log at path up to offset to, the
+// last line holding on or off holds on.
+func lastLineIs(path string, to int64, on, off string) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	b = b[:min(int64(len(b)), to)]
+	return bytes.LastIndex(b, []byte(on)) > bytes.LastIndex(b, []byte(off))
 }
 
 // waitLine waits up to max for a line holding s in the log at path past
