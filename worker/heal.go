@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,10 +13,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shareq/shareq/control"
 	"github.com/shareq/shareq/internal/fleet"
+	"github.com/shareq/shareq/internal/member"
 )
 
 // The stall heal (HealStalls): a worker that finds a partition stalled
@@ -288,20 +289,13 @@ func (h *healer) leader(ctx context.Context, tp topicPartition) (int32, error) {
 	}
 	d, ok := md.Topics[tp.topic]
 	if !ok || d.Err != nil {
-		return -1, cmpErr(d.Err, kerr.UnknownTopicOrPartition)
+		return -1, cmp.Or(d.Err, error(kerr.UnknownTopicOrPartition))
 	}
 	p, ok := d.Partitions[tp.partition]
 	if !ok || p.Leader < 0 {
 		return -1, errors.New("no leader")
 	}
 	return p.Leader, nil
-}
-
-func cmpErr(err, or error) error {
-	if err != nil {
-		return err
-	}
-	return or
 }
 
 // quiet waits, up to healQuietWait, until every member of the group has
@@ -420,9 +414,8 @@ func pausedBy(s fleet.Status, pause control.Pause) bool {
 	return true
 }
 
-// pokeMember opens an empty share session as member id on broker leader,
-// on a client of its own (ShareFetch epoch 0 naming no partition: it
-// acquires nothing and replaces the member's session there), and closes
+// pokeMember replaces member id's share session on broker leader with an
+// empty one (member.ReplaceSession) on a client of its own, and closes
 // that client, whose connection takes the session with it.
 func (h *healer) pokeMember(ctx context.Context, leader int32, id string) error {
 	cl, err := kgo.NewClient(h.w.baseOpts()...)
@@ -430,18 +423,7 @@ func (h *healer) pokeMember(ctx context.Context, leader int32, id string) error 
 		return err
 	}
 	defer cl.Close()
-	group := h.w.cfg.group
-	req := kmsg.NewPtrShareFetchRequest()
-	req.GroupID, req.MemberID = &group, &id
-	req.ShareSessionEpoch = 0
-	req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.MaxRecords, req.BatchSize = 0, 1, 1<<20, 1, 1
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	resp, err := cl.Broker(int(leader)).RetriableRequest(rctx, req)
-	if err != nil {
-		return err
-	}
-	return kerr.ErrorForCode(resp.(*kmsg.ShareFetchResponse).ErrorCode)
+	return member.ReplaceSession(ctx, cl, leader, h.w.cfg.group, id)
 }
 
 // watchPauses looks at the heal pauses this worker has applied. One in

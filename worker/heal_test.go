@@ -172,16 +172,7 @@ func TestStallHealGivesUpWhileAMemberHoldsARecord(t *testing.T) {
 	t.Parallel()
 	hd := newHealed(t)
 	release := make(chan struct{})
-	h := handler.Func(func(ctx context.Context, j *handler.Job) error {
-		if string(j.Key) == "hold" {
-			select {
-			case <-release:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		return nil
-	})
+	h := holding(release)
 	w := hd.start(t, "heal-a", h)
 	hd.start(t, "heal-b", h)
 	hd.waitJoined(t, 2)

@@ -100,3 +100,18 @@ func wantGroupConfigs(t *testing.T, c *kafkatest.Cluster, group string, want map
 		}
 	}
 }
+
+// holding returns a handler that holds the job keyed "hold" until release
+// closes (or its context ends) and ends every other job at once.
+func holding(release <-chan struct{}) handler.Handler {
+	return handler.Func(func(ctx context.Context, j *handler.Job) error {
+		if string(j.Key) == "hold" {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	})
+}

@@ -133,9 +133,7 @@ func (c *stallCheck) healStalled(ctx context.Context) {
 		return
 	}
 	for _, tp := range c.sortedStalled() {
-		if ep, ok := c.stalled[tp]; ok {
-			c.heal.heal(ctx, tp, ep.start)
-		}
+		c.heal.heal(ctx, tp, c.stalled[tp].start)
 	}
 }
 

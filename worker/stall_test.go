@@ -1,14 +1,12 @@
 package worker_test
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/shareq/shareq/handler"
 	"github.com/shareq/shareq/internal/kafkatest"
 	"github.com/shareq/shareq/shareqtest"
 	"github.com/shareq/shareq/worker"
@@ -65,16 +63,7 @@ func TestStalledPartitionIsReportedAndMovesAgain(t *testing.T) {
 	}
 	b.produce(t, keys...)
 	release := make(chan struct{})
-	h := handler.Func(func(ctx context.Context, j *handler.Job) error {
-		if string(j.Key) == "hold" {
-			select {
-			case <-release:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		return nil
-	})
+	h := holding(release)
 	reports := &stallReports{}
 	b.start(t, h, worker.Observers(reports), worker.Concurrency(8), worker.StallCheckTimes(2*time.Second, 200*time.Millisecond))
 	// kfake acquires up to the limit (99 jobs run beside the held one);

@@ -34,9 +34,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shareq/shareq/internal/brokerprobe"
+	sharemember "github.com/shareq/shareq/internal/member"
 )
 
 // probeRemedy is one client move tried on a stalled partition.
@@ -182,18 +182,8 @@ func remedyPoke(ctx context.Context, pr *prober, r *probeRemedy) error {
 	if err != nil {
 		return err
 	}
-	id := pr.M.ID()
-	req := kmsg.NewPtrShareFetchRequest()
-	req.GroupID, req.MemberID = &pr.group, &id
-	req.ShareSessionEpoch = 0
-	req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.MaxRecords, req.BatchSize = 0, 1, 1<<20, 1, 1
-	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	resp, err := cl.Broker(1).RetriableRequest(fctx, req)
+	err = sharemember.ReplaceSession(ctx, cl, 1, pr.group, pr.M.ID())
 	cl.Close()
-	if err == nil {
-		err = kerr.ErrorForCode(resp.(*kmsg.ShareFetchResponse).ErrorCode)
-	}
 	if err != nil {
 		return fmt.Errorf("the empty share session: %w", err)
 	}

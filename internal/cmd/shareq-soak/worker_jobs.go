@@ -119,14 +119,8 @@ func sleepFor(ctx context.Context, ms int) error {
 	if ms <= 0 {
 		return nil
 	}
-	t := time.NewTimer(time.Duration(ms) * time.Millisecond)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-t.C:
-		return nil
-	}
+	sleepCtx(ctx, time.Duration(ms)*time.Millisecond)
+	return context.Cause(ctx) // nil unless ctx ended
 }
 
 func poisonErr(job *handler.Job) error {
