@@ -4,8 +4,13 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shareq/shareq/internal/kafkatest"
 )
 
 // ListBackward reads newest first in windows and still finds each job's
@@ -77,4 +82,41 @@ func TestOffsetsOfATopicDeletedMeanwhileAreErrNoTopic(t *testing.T) {
 	if got := offsetsErr("end", "t.dlq", kerr.NotLeaderForPartition); errors.Is(got, ErrNoTopic) {
 		t.Errorf("offsetsErr(NOT_LEADER) = %v, want no ErrNoTopic", got)
 	}
+}
+
+// A DLQ topic deleted while it is read (a search over a cluster's DLQ
+// topics while another is deleted: the console's job page failed this way,
+// waiting its whole request timeout on one) ends the read with ErrNoTopic
+// within a few seconds, which FindParkedAll passes over, instead of a
+// wait of idleTimeout for records that will never come.
+func TestReadATopicDeletedMeanwhileIsErrNoTopic(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.New(t)
+	topic := c.Topic(t, 2)
+	for i := range 20 {
+		c.Produce(t, &kgo.Record{Topic: topic, Partition: int32(i % 2), Value: []byte("v")})
+	}
+	cl := c.Client(t)
+	ctx, cancel := context.WithTimeout(t.Context(), idleTimeout-5*time.Second)
+	defer cancel()
+	ss, err := markSpans(ctx, kadm.NewClient(cl), topic, &Filter{})
+	if err != nil || len(ss) != 2 {
+		t.Fatalf("spans: %v, %v", ss, err)
+	}
+	if _, err := c.Admin().DeleteTopics(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	// Gone from the metadata: a fetch from now on reads nothing.
+	for err := error(nil); !errors.Is(err, ErrNoTopic); {
+		if err = topicExists(ctx, c.Admin(), topic); ctx.Err() != nil {
+			t.Fatalf("topic %s still listed: %v", topic, err)
+		}
+	}
+	n := 0
+	start := time.Now()
+	err = read(ctx, cl, topic, ss, func(*kgo.Record) error { n++; return nil })
+	if !errors.Is(err, ErrNoTopic) {
+		t.Fatalf("read of a deleted topic: %v (%d records) after %v, want ErrNoTopic", err, n, time.Since(start))
+	}
+	t.Logf("after %v: %v", time.Since(start), err)
 }

@@ -292,6 +292,13 @@ func checkReader(cl *kgo.Client, topic string) error {
 // gives up. A var for tests.
 var idleTimeout = 30 * time.Second
 
+// goneCheck is how long read polls without a record before it asks
+// whether its topic still exists: a topic deleted under a read leaves the
+// client fetching nothing, with no error, so without the check a search
+// over a cluster's DLQ topics would wait idleTimeout on each topic deleted
+// while it ran.
+const goneCheck = time.Second
+
 // errPartitionDone, returned by a read callback, stops reading that
 // record's partition.
 var errPartitionDone = errors.New("partition done")
@@ -326,8 +333,10 @@ func read(ctx context.Context, cl *kgo.Client, topic string, ss map[int32]span, 
 		delete(ss, p)
 		cl.RemoveConsumePartitions(map[string][]int32{topic: {p}})
 	}
+	var idle time.Duration // polled without a record since the last one
 	for len(ss) > 0 {
-		pctx, cancel := context.WithTimeout(ctx, idleTimeout)
+		pctx, cancel := context.WithTimeout(ctx, min(goneCheck, idleTimeout-idle))
+		polled := time.Now()
 		fs := cl.PollFetches(pctx)
 		cancel()
 		if err := ctx.Err(); err != nil {
@@ -338,7 +347,11 @@ func read(ctx context.Context, cl *kgo.Client, topic string, ss map[int32]span, 
 		}
 		var ferr error
 		fs.EachError(func(t string, p int32, err error) {
-			if ferr == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			switch {
+			case ferr != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+			case errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.UnknownTopicID):
+				ferr = fmt.Errorf("%w: %s (deleted while it was read: partition %d: %w)", ErrNoTopic, t, p, err)
+			default:
 				ferr = fmt.Errorf("dlq: read %s partition %d: %w", t, p, err)
 			}
 		})
@@ -346,9 +359,16 @@ func read(ctx context.Context, cl *kgo.Client, topic string, ss map[int32]span, 
 			return ferr
 		}
 		if fs.NumRecords() == 0 {
+			if err := topicExists(ctx, kadm.NewClient(cl), topic); errors.Is(err, ErrNoTopic) {
+				return fmt.Errorf("%w (deleted while it was read)", err)
+			}
+			if idle += time.Since(polled); idle < idleTimeout {
+				continue
+			}
 			p := slices.Min(slices.Collect(maps.Keys(ss)))
 			return fmt.Errorf("dlq: read %s partition %d: no record for %v at offset %d, below the end %d (compacted or transactional topic?)", topic, p, idleTimeout, ss[p].next, ss[p].end)
 		}
+		idle = 0
 		var stop error
 		fs.EachRecord(func(r *kgo.Record) {
 			if stop != nil || r.Topic != topic {
