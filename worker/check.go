@@ -171,6 +171,12 @@ func (w *Worker) check(ctx context.Context, admin *kgo.Client) error {
 	// at Warn level; snoozed jobs' copies then go to their topics until
 	// it works. Never fails.
 	w.checkSnoozer(ctx)
+	// 12. Where a new group starts: with share.auto.offset.reset=latest
+	// (Kafka's default; no AutoOffsetReset), a handled topic's
+	// partitions the group has not started yet begin at their log end,
+	// so the records already in them never run. If there are any, one
+	// Info line says how many and what to do. Never fails.
+	w.noteStartAtEnd(ctx, admin)
 	return nil
 }
 
@@ -902,4 +908,55 @@ func (w *Worker) checkSnoozer(ctx context.Context) {
 		w.cfg.logger.Warn("the Snoozer cannot keep snoozed jobs' copies; they are produced to their topics until it can",
 			"group", w.cfg.group, "error", err)
 	}
+}
+
+// noteStartAtEnd is step 12 of check: it counts the records in the
+// handled topics' partitions that the group has not started, when the
+// group starts them at their log end, and logs the count, once. A
+// newcomer who produced jobs before the first worker started otherwise
+// sees a worker that runs nothing and says nothing. A failed request
+// only skips the line.
+func (w *Worker) noteStartAtEnd(ctx context.Context, admin *kgo.Client) {
+	if w.cfg.offsetReset != "" || (w.groupReset != "" && w.groupReset != "latest") || len(w.topics) == 0 {
+		return
+	}
+	adm := kadm.NewClient(admin)
+	described, err := adm.DescribeShareGroupOffsets(ctx, w.cfg.group)
+	if err != nil {
+		return
+	}
+	d := described[w.cfg.group]
+	if d.Err != nil && !errors.Is(d.Err, kerr.GroupIDNotFound) {
+		return
+	}
+	starts, err := adm.ListStartOffsets(ctx, w.topics...)
+	if err != nil {
+		return
+	}
+	ends, err := adm.ListEndOffsets(ctx, w.topics...)
+	if err != nil {
+		return
+	}
+	var records int64
+	var topics []string
+	ends.Each(func(end kadm.ListedOffset) {
+		if so, ok := d.Offsets.Lookup(end.Topic, end.Partition); ok && so.Err == nil && so.StartOffset >= 0 {
+			return // started: the group's own start offset holds
+		}
+		first, ok := starts.Lookup(end.Topic, end.Partition)
+		if end.Err != nil || !ok || first.Err != nil || end.Offset <= first.Offset {
+			return
+		}
+		records += end.Offset - first.Offset
+		if !slices.Contains(topics, end.Topic) {
+			topics = append(topics, end.Topic)
+		}
+	})
+	if records == 0 {
+		return
+	}
+	slices.Sort(topics)
+	w.cfg.logger.Info("the share group starts these topics at their log end, as Kafka does by default (share.auto.offset.reset=latest): the records already in them will not run;"+
+		" to run them, set worker.AutoOffsetReset(\"earliest\") before the group starts them, or, once it has, stop its workers and run: shareq reset "+w.cfg.group+" -to earliest -yes",
+		"group", w.cfg.group, "topics", topics, "records", records)
 }

@@ -243,7 +243,9 @@ func Logger(l *slog.Logger) Option {
 // worker joins: "earliest" makes a new group start at the oldest record of
 // each partition, "latest" (Kafka's default) at the next record produced.
 // It matters only for a group that has not consumed yet. Default: leave the
-// group's setting alone.
+// group's setting alone. Without it, a worker of a group at "latest" logs
+// one Info line at its start when the partitions it has not started hold
+// records: how many, which will not run, and how to run them.
 func AutoOffsetReset(where string) Option {
 	return optionFunc(func(c *config) { c.offsetReset = where })
 }

@@ -720,3 +720,85 @@ func TestJobTimeout(t *testing.T) {
 		t.Errorf("stop line lacks the outcome counts:\n%s", out)
 	}
 }
+
+// A group that starts at the log end (Kafka's default, no
+// AutoOffsetReset) says once, at its start, how many records already in
+// its topics it will not run, and how to run them. There is no such line
+// with AutoOffsetReset("earliest"), for a topic with nothing in it, or
+// once the group has started the partitions.
+func TestStartAtLogEndSaysWhatItLeaves(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 2)
+	b.produce(t, "a", "b", "c")
+	const line = "starts these topics at their log end"
+
+	b.group = b.c.GroupWith(t, nil) // the broker's default: latest
+	_, err, logs := checkWorker(t, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{line, "records=3", "topics=[" + b.topic + "]", `worker.AutoOffsetReset(\"earliest\")`, "shareq reset " + b.group + " -to earliest"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("a new group at latest, 3 records waiting: %q missing from the log:\n%s", want, logs)
+		}
+	}
+	if n := strings.Count(logs, line); n != 1 {
+		t.Errorf("%d lines, want 1:\n%s", n, logs)
+	}
+
+	b.group = b.c.GroupWith(t, nil)
+	if _, err, logs := checkWorker(t, b, worker.AutoOffsetReset("earliest")); err != nil || strings.Contains(logs, line) {
+		t.Errorf("AutoOffsetReset(earliest): %v, log:\n%s", err, logs)
+	}
+	empty := setup(t, 1)
+	empty.group = empty.c.GroupWith(t, nil)
+	if _, err, logs := checkWorker(t, empty); err != nil || strings.Contains(logs, line) {
+		t.Errorf("an empty topic: %v, log:\n%s", err, logs)
+	}
+
+	// Started: the group has its own start offsets (Kafka writes them
+	// with the first acknowledgements; until then it describes -1, and a
+	// partition at -1 starts at the log end again), and says nothing of
+	// the records before them.
+	b.group = b.c.GroupWith(t, nil)
+	var mu sync.Mutex
+	var ran []string
+	stop := b.start(t, handler.Func(func(_ context.Context, j *handler.Job) error {
+		mu.Lock()
+		defer mu.Unlock()
+		ran = append(ran, string(j.Key))
+		return nil
+	}))
+	// Records produced once the worker has started the partitions run,
+	// and their acknowledgements write the start offsets; until then
+	// each look produces four more (keys that reach both partitions).
+	started := func() bool {
+		b.produce(t, "after-1", "after-2", "after-3", "after-4")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		d, err := b.c.Admin().DescribeShareGroupOffsets(ctx, b.group)
+		if err != nil {
+			return false
+		}
+		for p := range int32(2) {
+			if o, ok := d[b.group].Offsets.Lookup(b.topic, p); !ok || o.Err != nil || o.StartOffset < 0 {
+				return false
+			}
+		}
+		return true
+	}
+	waitFor(t, 60*time.Second, "the group's start offsets in both partitions", started)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, k := range ran {
+		if !strings.HasPrefix(k, "after-") {
+			t.Errorf("record %q, produced before the group started at latest, ran", k)
+		}
+	}
+	if _, err, logs := checkWorker(t, b); err != nil || strings.Contains(logs, line) {
+		t.Errorf("a started group: %v, log:\n%s", err, logs)
+	}
+}
