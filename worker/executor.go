@@ -100,11 +100,50 @@ type xresult struct {
 	snooze time.Duration
 }
 
+// resultQueue is where the handler goroutines leave their outcomes for
+// run: a slice under a mutex, with a signal on ready each time it goes
+// from empty to not, so that the results of a burst of short jobs cost
+// run one wake-up and one turn of its loop between them, not one each (a
+// channel of results woke run for each). Whenever the queue holds a
+// result, a signal is pending on ready or run is about to take it.
+type resultQueue struct {
+	ready chan struct{} // buffered 1; put sends, run receives
+	mu    sync.Mutex
+	queue []xresult // guarded by mu
+	spare []xresult // run's: the slice take hands back next time
+}
+
+// put queues r; any goroutine.
+func (q *resultQueue) put(r xresult) {
+	q.mu.Lock()
+	q.queue = append(q.queue, r)
+	first := len(q.queue) == 1
+	q.mu.Unlock()
+	if first {
+		select {
+		case q.ready <- struct{}{}:
+		default: // a signal is pending already
+		}
+	}
+}
+
+// take returns the results queued, oldest first; run only. The slice is
+// valid until the next take.
+func (q *resultQueue) take() []xresult {
+	clear(q.spare) // the jobs of the last take, for the collector
+	q.mu.Lock()
+	rs := q.queue
+	q.queue = q.spare[:0]
+	q.mu.Unlock()
+	q.spare = rs
+	return rs
+}
+
 // executor runs the handlers for one share-group member's deliveries and
 // decides every acknowledgement. One goroutine, the one in run, owns all
 // of its state but the fields marked otherwise (each field says who owns
 // it); handlers run on goroutines it starts and waits for, and hand their
-// outcomes back on done. Its code is split by concern: the loop
+// outcomes back through done. Its code is split by concern: the loop
 // (executor_loop.go), the stop (executor_stop.go), outcomes and
 // acknowledgements (executor_outcomes.go), renewals and holds
 // (executor_renew.go), and credit and prefetch (executor_prefetch.go).
@@ -142,7 +181,7 @@ type executor struct {
 
 	// Channels between the goroutines, made by newExecutor.
 	work       chan *xjob    // run sends (and closes, in waitHandlers); the handler goroutines receive
-	done       chan xresult  // the handler goroutines send; run receives
+	done       resultQueue   // the handler goroutines put; run takes
 	copySignal chan struct{} // copiers send (copied); run receives
 
 	// Shared, each as its comment says.
@@ -169,7 +208,7 @@ type executor struct {
 	running int                  // handlers running, abandoned ones included: each holds a slot
 	spawned int                  // handler goroutines started
 	base    context.Context      // run's context without its cancellation
-	tracker *renew.Tracker[member.Key]
+	tracker *renew.Tracker[*xjob]
 	holds   holdHeap // held jobs by releaseAt; dropped ones are skipped
 
 	// The pause (pause.go): non-nil while a dependency is down.
@@ -322,9 +361,9 @@ func newExecutor(cfg executorConfig, m groupMember) *executor {
 		conc:     conc,
 		jobs:     make(map[member.Key]*xjob, 2*conc),
 		outcomes: make(map[Outcome]int64),
-		tracker:  renew.NewTracker[member.Key](renew.Policy{Margin: cfg.RenewMargin, MaxHold: cfg.MaxHold}),
+		tracker:  renew.NewTracker[*xjob](renew.Policy{Margin: cfg.RenewMargin, MaxHold: cfg.MaxHold}),
 		work:     make(chan *xjob, conc),
-		done:     make(chan xresult, conc),
+		done:     resultQueue{ready: make(chan struct{}, 1)},
 		limits:   cfg.Limits,
 		lanes:    cfg.Queues,
 		keys:     make(map[keyID]*keyState),

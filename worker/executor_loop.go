@@ -68,15 +68,9 @@ func (x *executor) run(ctx context.Context) {
 		select {
 		case ev, ok := <-events:
 			take(ev, ok)
-		case r := <-x.done:
-			x.result(r)
-			for more := true; more; {
-				select {
-				case r := <-x.done:
-					x.result(r)
-				default:
-					more = false
-				}
+		case <-x.done.ready:
+			for _, r := range x.done.take() {
+				x.result(r)
 			}
 		case <-x.wake.C:
 			x.armed = false
@@ -178,13 +172,13 @@ func (x *executor) deliver(d member.Delivery) {
 		case j.state == jobQueued: // nobody has seen the job yet
 			j.job.DeliveryCount, j.job.LockDeadline = j.count, d.Deadline
 			if j.tracked {
-				x.tracker.Relock(k, d.Deadline, d.Lock)
-				x.armFor(k)
+				x.tracker.Relock(j, d.Deadline, d.Lock)
+				x.armFor(j)
 			}
 		case j.state == jobRunning, j.state == jobHeld, j.state == jobPaused,
 			j.state == jobWaiting, j.state == jobSnoozed, j.state == jobCopying, j.state == jobHalted:
-			x.tracker.Relock(k, d.Deadline, d.Lock)
-			x.armFor(k)
+			x.tracker.Relock(j, d.Deadline, d.Lock)
+			x.armFor(j)
 		}
 		return
 	}
@@ -322,7 +316,7 @@ func (x *executor) begin(j *xjob, now time.Time) {
 	j.h, j.timeout = x.cfg.Handlers[j.key.Topic], x.cfg.Timeouts[j.key.Topic]
 	j.state, j.ran, j.start = jobRunning, true, now
 	if !j.tracked {
-		x.tracker.Add(j.key, now, j.deadline, j.lock)
+		x.tracker.Add(j, now, j.deadline, j.lock)
 	}
 	if x.obs != nil {
 		x.obs.JobStarted(&j.job)
@@ -332,7 +326,7 @@ func (x *executor) begin(j *xjob, now time.Time) {
 
 // launch hands j, set up to run, to a handler goroutine.
 func (x *executor) launch(j *xjob) {
-	x.armFor(j.key)
+	x.armFor(j)
 	x.running++
 	if x.spawned < x.running {
 		x.spawned++
@@ -361,7 +355,7 @@ func (x *executor) handle() {
 				r.err, r.snooze = nil, d
 			}
 		}
-		x.done <- r
+		x.done.put(r)
 	}
 }
 

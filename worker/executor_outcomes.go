@@ -192,7 +192,7 @@ func (x *executor) drop(j *xjob, cause error) {
 // end takes j out of the executor and cancels its handler's context.
 func (x *executor) end(j *xjob, cause error) {
 	if j.state != jobQueued || j.tracked {
-		x.tracker.Remove(j.key)
+		x.tracker.Remove(j)
 	}
 	x.leaveState(j)
 	if p := x.pause; p != nil && p.probe == j {

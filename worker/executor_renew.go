@@ -23,11 +23,7 @@ func (x *executor) wakeUp() {
 	if x.trackerSet && !now.Before(x.trackerAt) {
 		x.trackerSet = false
 		due, over := x.tracker.Due(now)
-		for _, k := range over {
-			j := x.jobs[k]
-			if j == nil {
-				continue
-			}
+		for _, j := range over {
 			switch j.state {
 			case jobHeld, jobPaused:
 				x.finish(j, AckRelease, OutcomeRetried, j.err, j.took)
@@ -48,7 +44,7 @@ func (x *executor) wakeUp() {
 				// delivery's cost. A copy slower than that gives up.
 				if !j.reheld {
 					j.reheld = true
-					x.tracker.Rehold(k, now)
+					x.tracker.Rehold(j, now)
 					continue
 				}
 				x.finish(j, AckRelease, OutcomeInterrupted, ErrMaxHold, j.took)
@@ -57,7 +53,11 @@ func (x *executor) wakeUp() {
 			x.abandon(j, ErrMaxHold)
 		}
 		if len(due) > 0 {
-			x.m.Renew(due...)
+			keys := make([]member.Key, len(due))
+			for i, j := range due {
+				keys[i] = j.key
+			}
+			x.m.Renew(keys...)
 		}
 		if at, ok := x.tracker.Next(); ok {
 			x.trackerAt, x.trackerSet = at, true
@@ -107,11 +107,11 @@ func (x *executor) renewed(r member.Renewal, now time.Time) {
 		x.obs.LockRenewed(&j.job, r.Err)
 	}
 	if r.Err == nil {
-		x.tracker.RenewedUntil(r.Key, r.Deadline)
+		x.tracker.RenewedUntil(j, r.Deadline)
 		if r.Deadline.After(j.deadline) {
 			j.deadline = r.Deadline
 		}
-		x.armFor(r.Key)
+		x.armFor(j)
 		return
 	}
 	x.log.Warn("lock renewal failed", "record", r.Key, "error", r.Err)
@@ -123,8 +123,8 @@ func (x *executor) renewed(r member.Renewal, now time.Time) {
 		x.abandon(j, ErrLockLost)
 		return
 	}
-	x.tracker.RenewFailed(r.Key, now.Add(renewRetry))
-	x.armFor(r.Key)
+	x.tracker.RenewFailed(j, now.Add(renewRetry))
+	x.armFor(j)
 }
 
 // arm makes the wake timer fire at at, unless it fires earlier already.
@@ -136,9 +136,9 @@ func (x *executor) arm(at time.Time) {
 	x.wake.Reset(time.Until(at))
 }
 
-// armFor arms the wake timer for k's next renewal or MaxHold.
-func (x *executor) armFor(k member.Key) {
-	if at, ok := x.tracker.When(k); ok {
+// armFor arms the wake timer for j's next renewal or MaxHold.
+func (x *executor) armFor(j *xjob) {
+	if at, ok := x.tracker.When(j); ok {
 		if !x.trackerSet || at.Before(x.trackerAt) {
 			x.trackerAt, x.trackerSet = at, true
 		}

@@ -200,8 +200,8 @@ func (x *executor) waitHandlers() {
 		stuck := time.NewTicker(stuckWarnEvery)
 		for x.running > 0 {
 			select {
-			case <-x.done:
-				x.running--
+			case <-x.done.ready:
+				x.running -= len(x.done.take())
 			case <-stuck.C:
 				x.log.Warn("waiting for handlers that ignore their cancelled context; their records were released", "handlers", x.running)
 			}

@@ -107,8 +107,8 @@ func (x *executor) track(j *xjob, now time.Time) {
 		return
 	}
 	j.tracked, j.heldSince = true, now
-	x.tracker.Add(j.key, now, j.deadline, j.lock)
-	x.armFor(j.key)
+	x.tracker.Add(j, now, j.deadline, j.lock)
+	x.armFor(j)
 }
 
 // maybeProbe starts the next probe when it is due and a slot is free: the
