@@ -110,11 +110,14 @@ fi
 # Kafka's stalled share partition (a broker SIGKILL and restart leaves a
 # partition that acquires nothing more), made on a one-node broker the test
 # starts, SIGKILLs and stops on ports from SHAREQ_TEST_STALL_BROKER_PORT_BASE
-# + 100 (default 47300), then freed by two workers with HealStalls on.
+# + 100 (default 27300: below Linux's ephemeral ports, 32768 and up, which the
+# suites' kfake listeners and client connections take at random: the broker
+# exited at start once with a base up there while the kfake suite ran), then
+# freed by two workers with HealStalls on.
 # About a minute.
 if [[ $real == 1 ]]; then
   say "stall heal: a stalled share partition made on a private broker, freed by the workers"
-  SHAREQ_TEST_STALL_BROKER_PORT_BASE=${SHAREQ_TEST_STALL_BROKER_PORT_BASE:-47300} \
+  SHAREQ_TEST_STALL_BROKER_PORT_BASE=${SHAREQ_TEST_STALL_BROKER_PORT_BASE:-27300} \
     gotest stall-heal -run '^TestWorkersHealAStalledPartition$' ./worker
 fi
 # --- end stall heal ------------------------------------------------------------

@@ -33,7 +33,7 @@ func stallBroker(t *testing.T) (brokerprobe.Cluster, string, []string) {
 	t.Helper()
 	base, err := strconv.Atoi(os.Getenv(envStallBroker))
 	if err != nil {
-		t.Skipf("%s is not a port base: the test SIGKILLs a private broker of its own (set it, e.g. %s=47300, to run it)", envStallBroker, envStallBroker)
+		t.Skipf("%s is not a port base: the test SIGKILLs a private broker of its own (set it, e.g. %s=27300, to run it)", envStallBroker, envStallBroker)
 	}
 	repo, err := filepath.Abs("..")
 	if err != nil {
