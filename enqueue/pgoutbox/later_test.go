@@ -207,6 +207,9 @@ func TestDueOrder(t *testing.T) {
 	if got, want := jobNs(t, recs), []int{1, 2, 3, 4, 5, 6}; !slices.Equal(got, want) {
 		t.Fatalf("produced in order %v, want due order %v", got, want)
 	}
+	// The records are on Kafka before the relay's delete of their rows
+	// commits; Produced counts them after it.
+	waitFor(t, "the relay to commit the 6 rows produced", func() bool { return r.Stats().Produced == 6 })
 	if n := rowCount(t, b.pool); n != 2 {
 		t.Fatalf("%d rows left, want the 2 due in an hour", n)
 	}
