@@ -179,7 +179,7 @@ type executor struct {
 	obs  Observer
 	conc int
 
-	// Channels between the goroutines, made by newExecutor.
+	// Between the goroutines, made by newExecutor.
 	work       chan *xjob    // run sends (and closes, in waitHandlers); the handler goroutines receive
 	done       resultQueue   // the handler goroutines put; run takes
 	copySignal chan struct{} // copiers send (copied); run receives

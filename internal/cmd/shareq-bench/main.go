@@ -160,6 +160,8 @@ type options struct {
 	out       string
 	quick     bool
 	cluster   string // seeds of a 3-broker cluster, for the scale scenario
+	// overheadParts is the overhead scenario's topic's partition count.
+	overheadParts int32
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -170,6 +172,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	scen := fs.String("scenarios", "hol,overhead,eos,renew,burst,latency", "comma-separated scenarios to run")
 	out := fs.String("out", "bench-out", "directory for results.csv and the charts")
 	quick := fs.Bool("quick", false, "smaller counts and shorter no-op runs (a few minutes on kfake)")
+	overheadParts := fs.Int("overhead-partitions", 6, "partitions of the overhead scenario's topic")
 	clusterSeeds := fs.String("cluster", "", "seed brokers of a 3-broker cluster (scripts/kafka-cluster.sh seeds) for the scale scenario's brokers row on Kafka")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
@@ -177,7 +180,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if fs.NArg() > 0 {
 		return options{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	o := options{database: *database, out: *out, quick: *quick, cluster: *clusterSeeds, scenarios: map[string]bool{}}
+	if *overheadParts < 1 {
+		return options{}, fmt.Errorf("-overhead-partitions %d: want 1 or more", *overheadParts)
+	}
+	o := options{database: *database, out: *out, quick: *quick, cluster: *clusterSeeds, overheadParts: int32(*overheadParts), scenarios: map[string]bool{}}
 	switch *broker {
 	case "both":
 		real := os.Getenv("SHAREQ_TEST_KAFKA")
@@ -414,7 +420,7 @@ func runBackend(ctx context.Context, c *cluster, log *slog.Logger, o options, sz
 	}
 	if o.scenarios["overhead"] {
 		progress(fmt.Sprintf("overhead: producing %d no-op records", sz.noopRecords))
-		ov, err := runOverhead(ctx, c, log, sz.noopRecords, sz.sweepLimit, func(s string) { progress("overhead: " + s) })
+		ov, err := runOverhead(ctx, c, log, o.overheadParts, sz.noopRecords, sz.sweepLimit, func(s string) { progress("overhead: " + s) })
 		if err != nil {
 			errs = append(errs, fmt.Errorf("overhead: %w", err))
 		}

@@ -120,12 +120,13 @@ wait:
 	return float64(n-n0) / now.Sub(t0).Seconds(), int(n), nil
 }
 
-// runOverhead produces records no-op jobs of 100 bytes and consumes them
-// with a raw share loop, a raw consumer group and a shareq worker at each
-// of overheadConcurrency, each in its own group, each for at most limit.
-func runOverhead(ctx context.Context, c *cluster, log *slog.Logger, records int, limit time.Duration, progress func(string)) (overheadResult, error) {
+// runOverhead produces records no-op jobs of 100 bytes to a topic of
+// partitions partitions and consumes them with a raw share loop, a raw
+// consumer group and a shareq worker at each of overheadConcurrency, each
+// in its own group, each for at most limit.
+func runOverhead(ctx context.Context, c *cluster, log *slog.Logger, partitions int32, records int, limit time.Duration, progress func(string)) (overheadResult, error) {
 	var res overheadResult
-	topic, err := c.topic(ctx, "noop", 6)
+	topic, err := c.topic(ctx, "noop", partitions)
 	if err != nil {
 		return res, err
 	}
