@@ -162,6 +162,9 @@ type options struct {
 	cluster   string // seeds of a 3-broker cluster, for the scale scenario
 	// overheadParts is the overhead scenario's topic's partition count.
 	overheadParts int32
+	// profiles writes a CPU profile of each shareq point of the overhead
+	// scenario to out.
+	profiles bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -173,6 +176,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	out := fs.String("out", "bench-out", "directory for results.csv and the charts")
 	quick := fs.Bool("quick", false, "smaller counts and shorter no-op runs (a few minutes on kfake)")
 	overheadParts := fs.Int("overhead-partitions", 6, "partitions of the overhead scenario's topic")
+	profiles := fs.Bool("profiles", false, "write a CPU profile of each shareq run of the overhead scenario to -out (overhead-c<Concurrency>.pprof, and its allocations as overhead-c<Concurrency>.allocs.pprof beside a base to diff)")
 	clusterSeeds := fs.String("cluster", "", "seed brokers of a 3-broker cluster (scripts/kafka-cluster.sh seeds) for the scale scenario's brokers row on Kafka")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
@@ -183,7 +187,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if *overheadParts < 1 {
 		return options{}, fmt.Errorf("-overhead-partitions %d: want 1 or more", *overheadParts)
 	}
-	o := options{database: *database, out: *out, quick: *quick, cluster: *clusterSeeds, overheadParts: int32(*overheadParts), scenarios: map[string]bool{}}
+	o := options{database: *database, out: *out, quick: *quick, cluster: *clusterSeeds, overheadParts: int32(*overheadParts), profiles: *profiles, scenarios: map[string]bool{}}
 	switch *broker {
 	case "both":
 		real := os.Getenv("SHAREQ_TEST_KAFKA")
@@ -420,13 +424,18 @@ func runBackend(ctx context.Context, c *cluster, log *slog.Logger, o options, sz
 	}
 	if o.scenarios["overhead"] {
 		progress(fmt.Sprintf("overhead: producing %d no-op records", sz.noopRecords))
-		ov, err := runOverhead(ctx, c, log, o.overheadParts, sz.noopRecords, sz.sweepLimit, func(s string) { progress("overhead: " + s) })
+		profileDir := ""
+		if o.profiles {
+			profileDir = o.out
+		}
+		ov, err := runOverhead(ctx, c, log, o.overheadParts, sz.noopRecords, sz.sweepLimit, profileDir, func(s string) { progress("overhead: " + s) })
 		if err != nil {
 			errs = append(errs, fmt.Errorf("overhead: %w", err))
 		}
 		br.overhead = &ov
 		if ov.RawShare > 0 {
 			add("overhead", "raw share loop (1 client, batch 500, prefetch)", "jobs_per_s", ov.RawShare, "jobs/s", fmt.Sprintf("%d records", ov.RawShareN))
+			add("overhead", "raw share loop (1 client, batch 500, prefetch)", "cpu_per_job", us(ov.RawShareCPU), "us", cpuNote)
 		}
 		if ov.RawGroup > 0 {
 			add("overhead", "raw consumer group (1 client, commit at end)", "jobs_per_s", ov.RawGroup, "jobs/s", fmt.Sprintf("%d records", ov.RawGroupN))
@@ -439,6 +448,10 @@ func runBackend(ctx context.Context, c *cluster, log *slog.Logger, o options, sz
 			add("overhead", v, "jobs_per_s", p.Rate, "jobs/s", fmt.Sprintf("%d records", p.Done))
 			if ov.RawShare > 0 {
 				add("overhead", v, "vs_raw_share", p.Rate/ov.RawShare, "x", "shareq jobs/s / raw share loop jobs/s")
+			}
+			add("overhead", v, "cpu_per_job", us(p.CPU), "us", cpuNote)
+			if ov.RawShareCPU > 0 {
+				add("overhead", v, "cpu_vs_raw_share", float64(p.CPU)/float64(ov.RawShareCPU), "x", "CPU per job / the raw share loop's")
 			}
 		}
 	}

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,11 +30,13 @@ type sweepPoint struct {
 	Concurrency int
 	Rate        float64 // jobs/s
 	Done        int
+	CPU         time.Duration // the process's CPU time per job while it ran (selfCPU)
 }
 
 // overheadResult holds the figures of the overhead scenario.
 type overheadResult struct {
 	RawShare, RawGroup float64 // jobs/s
+	RawShareCPU        time.Duration // CPU time per job of the raw share loop
 	RawShareN          int
 	RawGroupN          int
 	Sweep              []sweepPoint
@@ -45,6 +50,7 @@ type overheadResult struct {
 // so consumers that take a while to reach full speed do not weigh on it.
 type rateMeter struct {
 	n      atomic.Int64
+	on     atomic.Bool // begun, read without mu by add
 	mu     sync.Mutex
 	begun  bool
 	t0     time.Time
@@ -61,16 +67,24 @@ func (m *rateMeter) begin() {
 	defer m.mu.Unlock()
 	if !m.begun {
 		m.begun, m.t0, m.n0 = true, time.Now(), m.n.Load()
+		m.on.Store(true)
 		m.closed.Do(func() { close(m.began) })
 	}
 }
 
-// add counts k records and returns the total.
+// add counts k records and returns the total. Once the span has begun
+// it takes no lock: shareq's handlers call it once per job, from up to
+// a thousand goroutines, and a contended lock there would be the
+// benchmark's cost, not the worker's.
 func (m *rateMeter) add(k int) int64 {
 	n := m.n.Add(int64(k))
+	if m.on.Load() {
+		return n
+	}
 	m.mu.Lock()
 	if !m.begun {
 		m.begun, m.t0, m.n0 = true, time.Now(), n
+		m.on.Store(true)
 		m.closed.Do(func() { close(m.began) })
 	}
 	m.mu.Unlock()
@@ -123,8 +137,9 @@ wait:
 // runOverhead produces records no-op jobs of 100 bytes to a topic of
 // partitions partitions and consumes them with a raw share loop, a raw
 // consumer group and a shareq worker at each of overheadConcurrency, each
-// in its own group, each for at most limit.
-func runOverhead(ctx context.Context, c *cluster, log *slog.Logger, partitions int32, records int, limit time.Duration, progress func(string)) (overheadResult, error) {
+// in its own group, each for at most limit. With a profileDir, each
+// shareq run writes a CPU profile there.
+func runOverhead(ctx context.Context, c *cluster, log *slog.Logger, partitions int32, records int, limit time.Duration, profileDir string, progress func(string)) (overheadResult, error) {
 	var res overheadResult
 	topic, err := c.topic(ctx, "noop", partitions)
 	if err != nil {
@@ -141,10 +156,15 @@ func runOverhead(ctx context.Context, c *cluster, log *slog.Logger, partitions i
 	warm := limit / 8
 
 	progress("raw share loop")
-	res.RawShare, res.RawShareN, err = rawShareLoop(ctx, c, topic, records, limit, warm)
+	cpu, err := cpuPerJob(func() (int, error) {
+		var err error
+		res.RawShare, res.RawShareN, err = rawShareLoop(ctx, c, topic, records, limit, warm)
+		return res.RawShareN, err
+	})
 	if err != nil {
 		return res, fmt.Errorf("raw share loop: %w", err)
 	}
+	res.RawShareCPU = cpu
 	progress("raw consumer group")
 	res.RawGroup, res.RawGroupN, err = rawGroupLoop(ctx, c, topic, records, limit, warm)
 	if err != nil {
@@ -153,7 +173,18 @@ func runOverhead(ctx context.Context, c *cluster, log *slog.Logger, partitions i
 	for _, conc := range overheadConcurrency {
 		progress(fmt.Sprintf("shareq concurrency=%d", conc))
 		p := sweepPoint{Concurrency: conc}
-		p.Rate, p.Done, err = shareqNoop(ctx, c, log, topic, conc, records, limit, warm)
+		stop, err := startProfile(profileDir, fmt.Sprintf("overhead-c%d", conc))
+		if err != nil {
+			return res, err
+		}
+		p.CPU, err = cpuPerJob(func() (int, error) {
+			var err error
+			p.Rate, p.Done, err = shareqNoop(ctx, c, log, topic, conc, records, limit, warm)
+			return p.Done, err
+		})
+		if perr := stop(); err == nil {
+			err = perr
+		}
 		if err != nil {
 			return res, fmt.Errorf("shareq concurrency=%d: %w", conc, err)
 		}
@@ -229,6 +260,58 @@ func rawGroupLoop(ctx context.Context, c *cluster, topic string, records int, li
 	cancel()
 	wg.Wait()
 	return rate, n, errors.Join(err, commitErr)
+}
+
+// cpuNote explains the overhead scenario's cpu_per_job rows.
+const cpuNote = "process CPU (getrusage) per job over the whole run, start included; with kfake the broker's too"
+
+// cpuPerJob runs f, which returns how many jobs it ran, and returns the
+// CPU time this process spent per job meanwhile (selfCPU: every thread,
+// so with kfake the broker's too), its start and stop included.
+func cpuPerJob(f func() (int, error)) (time.Duration, error) {
+	before, err := selfCPU()
+	if err != nil {
+		return 0, err
+	}
+	n, err := f()
+	after, cerr := selfCPU()
+	if err != nil || cerr != nil || n == 0 {
+		return 0, errors.Join(err, cerr)
+	}
+	return (after - before) / time.Duration(n), nil
+}
+
+// startProfile starts a CPU profile to dir/name.pprof and returns its
+// stop, which also writes the allocations of the span, as a base and a
+// final profile (name.allocs-base.pprof and name.allocs.pprof; read them
+// with go tool pprof -sample_index=alloc_space -diff_base); with no dir
+// it does nothing.
+func startProfile(dir, name string) (stop func() error, err error) {
+	if dir == "" {
+		return func() error { return nil }, nil
+	}
+	writeAllocs := func(suffix string) error {
+		f, err := os.Create(filepath.Join(dir, name+suffix))
+		if err != nil {
+			return err
+		}
+		return errors.Join(pprof.Lookup("allocs").WriteTo(f, 0), f.Close())
+	}
+	if err := writeAllocs(".allocs-base.pprof"); err != nil {
+		return nil, err
+	}
+	f, err := os.Create(filepath.Join(dir, name+".pprof"))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return errors.Join(f.Close(), writeAllocs(".allocs.pprof"))
+	}, nil
 }
 
 // shareqNoop runs a shareq worker of concurrency handler slots with a
