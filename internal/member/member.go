@@ -116,6 +116,8 @@ type Member struct {
 	phase stopPhase // the stop sequence (stop.go)
 
 	out      Event                // reports not yet taken from events; Run sends it whole
+	taken    Event                // the last Event taken from events, whose slices out reuses next (sent)
+	spare    mailbox              // the slices of the mailbox taken last, for the next (take)
 	st       Stats                // counters and state, Acks nil; publish copies them into stats
 	acks     ackCounts            // Stats.Acks, by type
 	fetchRTT time.Duration        // moving average of the round trips of fetches that brought records
@@ -228,7 +230,9 @@ func New(cfg Config) (*Member, error) {
 }
 
 // Events returns the channel of the member's reports. The executor reads
-// it until Run returns; Run closes it when it returns.
+// it until Run returns; Run closes it when it returns. An Event's slices
+// are the reader's until it receives the next Event: the member reuses
+// them then, so a reader that keeps anything of them copies it.
 func (m *Member) Events() <-chan Event { return m.events }
 
 // Quiet returns a channel closed once, after [Member.StopFetching], when no

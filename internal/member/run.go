@@ -48,7 +48,7 @@ func (m *Member) run(ctx context.Context) error {
 				return m.fatal
 			}
 		case out <- m.out:
-			m.out = Event{}
+			m.sent()
 		case <-timer.C:
 		}
 	}
@@ -103,11 +103,16 @@ func (m *Member) mailbox() {
 	}
 }
 
+// take takes the mailbox's work, leaving it the slices of the work taken
+// before, emptied: Run is done with them.
 func (m *Member) take() mailbox {
+	clear(m.spare.acks)
+	clear(m.spare.renews)
 	m.mu.Lock()
 	b := m.mbox
-	m.mbox = mailbox{}
+	m.mbox = mailbox{acks: m.spare.acks[:0], renews: m.spare.renews[:0]}
 	m.mu.Unlock()
+	m.spare.acks, m.spare.renews = b.acks, b.renews
 	return b
 }
 
