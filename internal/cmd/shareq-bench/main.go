@@ -14,7 +14,10 @@
 //	          schedule (the physical limit).
 //	overhead  no-op jobs: shareq at Concurrency 1, 24, 100 and 1,000 vs a raw
 //	          franz-go share loop and a raw consumer group, on the same
-//	          records; each shareq rate as a ratio to the raw share loop.
+//	          records; each shareq rate as a ratio to the raw share loop,
+//	          and the process's CPU time per job of each (getrusage; with
+//	          kfake the broker's too). -profiles writes a CPU and an
+//	          allocation profile of each shareq point to -out.
 //	eos       one INSERT per job, exactly once, 16 slots on both sides:
 //	          shareq at Concurrency 16 with the pgstore claim middleware vs
 //	          River at MaxWorkers 16 completing the job in the same
