@@ -35,7 +35,7 @@ type sweepPoint struct {
 
 // overheadResult holds the figures of the overhead scenario.
 type overheadResult struct {
-	RawShare, RawGroup float64 // jobs/s
+	RawShare, RawGroup float64       // jobs/s
 	RawShareCPU        time.Duration // CPU time per job of the raw share loop
 	RawShareN          int
 	RawGroupN          int
