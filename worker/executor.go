@@ -19,15 +19,16 @@ import (
 // groupMember is the share-group member as the executor uses it: *member.Member,
 // or a fake in tests.
 type groupMember interface {
-	Events() <-chan member.Event        // deliveries, renewal results, ack results, lost locks; closed when the member stops
-	Grant(n int)                        // n more records may be fetched (credits; each delivered record uses one)
-	Ack(k member.Key, t member.AckType) // terminal ack; never blocks; result in a later Event.Acked
-	Renew(keys ...member.Key)           // never blocks; one Renewal per key in a later Event
-	StopFetching()                      // no more fetches
-	PauseTopics(topics []string)        // fetch nothing of these topics until a later call leaves them out
-	Quiet() <-chan struct{}             // closed once, after StopFetching, when no fetch is in flight and all fetched records were sent on Events
-	Leave()                             // final acks + release of everything still held, leave the group; Events closes after
-	Stats() member.Stats                // FetchRTT etc.
+	Events() <-chan member.Event                       // deliveries, renewal results, ack results, lost locks; closed when the member stops
+	Grant(n int)                                       // n more records may be fetched (credits; each delivered record uses one)
+	Ack(k member.Key, t member.AckType)                // terminal ack; never blocks; result in a later Event.Acked
+	Renew(keys ...member.Key)                          // never blocks; one Renewal per key in a later Event
+	StopFetching()                                     // no more fetches
+	PauseTopics(topics []string)                       // fetch nothing of these topics until a later call leaves them out
+	Quiet() <-chan struct{}                            // closed once, after StopFetching, when no fetch is in flight and all fetched records were sent on Events
+	Leave()                                            // final acks + release of everything still held, leave the group; Events closes after
+	Stats() member.Stats                               // FetchRTT etc.
+	Standing() (lastHeartbeat time.Time, fences int64) // when the coordinator last answered a heartbeat; how often it fenced the member
 }
 
 // jobState is where a job is in the executor.
@@ -61,6 +62,7 @@ type xjob struct {
 	deadline time.Time     // the lock deadline as far as the executor knows
 	lock     time.Duration // the lock duration of the newest delivery
 	start    time.Time     // when its handler first started on this delivery (MaxHold counts from it)
+	fences   int64         // the member's fencings when the handler started (Standing)
 	ran      bool
 	// tracked: taken by the tracker before it ran (queued through a
 	// pause, waiting or snoozed), MaxHold counting from heldSince; a
@@ -286,6 +288,9 @@ type executorConfig struct {
 	// by delivery count; nil: released at once.
 	RetryBackoff  func(delivery int32) time.Duration
 	DeliveryLimit func() int32 // the group's delivery limit as the start-up check found it; 0: unknown
+	// SessionTimeout is the group's session timeout as the worker sets it
+	// (SessionTimeout); 0: left alone, unknown.
+	SessionTimeout time.Duration
 
 	Handlers map[string]handler.Handler // by topic, middleware applied
 	Timeouts map[string]time.Duration   // job timeout by topic; absent or 0: none
@@ -345,7 +350,7 @@ func (w *Worker) executorConfig() executorConfig {
 func newExecutorConfig(cfg *config, handlers map[string]handler.Handler, timeouts map[string]time.Duration) executorConfig {
 	return executorConfig{
 		Group: cfg.group, Concurrency: cfg.concurrency, ShutdownTimeout: cfg.shutdownTimeout,
-		RenewMargin: cfg.renewMargin, MaxHold: cfg.maxHold, RetryBackoff: cfg.retryBackoff,
+		RenewMargin: cfg.renewMargin, MaxHold: cfg.maxHold, RetryBackoff: cfg.retryBackoff, SessionTimeout: cfg.sessionTimeout,
 		Handlers: handlers, Timeouts: timeouts, Limits: cfg.keyLimitsByTopic(), Snoozer: cfg.snoozer,
 		Logger: cfg.logger, Observer: cfg.observer, Queues: cfg.topicQueues(),
 	}

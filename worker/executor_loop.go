@@ -315,6 +315,7 @@ func (x *executor) begin(j *xjob, now time.Time) {
 	j.ctx, j.cancel = context.WithCancelCause(x.baseFor(j))
 	j.h, j.timeout = x.cfg.Handlers[j.key.Topic], x.cfg.Timeouts[j.key.Topic]
 	j.state, j.ran, j.start = jobRunning, true, now
+	_, j.fences = x.m.Standing()
 	if !j.tracked {
 		x.tracker.Add(j, now, j.deadline, j.lock)
 	}

@@ -38,31 +38,11 @@ func (x *executor) result(r xresult) {
 			x.resume() // the dependency is back; j's outcome is decided below
 		}
 	}
-	if (r.err == nil || handler.IsPermanent(r.err)) && !j.deadline.After(x.now()) {
-		// The lock ran out before the handler returned, with no renewal
-		// answered: the process was frozen (a SIGSTOP, a long GC or VM
-		// pause) or its member cut off. The broker has made the record
-		// available again, perhaps to another member, so the job is not
-		// done as far as the queue goes, and is not reported so: the
-		// acknowledgement still goes (refused if the record is gone, and
-		// right if a renewal in flight did reach the broker), and the job
-		// ends interrupted by ErrLockLost (a parked job keeps its Parked);
-		// its next delivery finds its claim, if it made one. The outcome
-		// is decided here, not on the broker's answer to that ack: Kafka
-		// answers an ack of an offset below the share-partition start
-		// offset with no error and ignores it (docs/architecture.md, fact 4), which
-		// is what a record another member has taken and accepted
-		// meanwhile becomes (TestFrozenWorkerWakesWithoutClaimingLostJobs
-		// on Kafka 4.4.0: the woken worker's ACCEPT of such a record is
-		// answered OK).
-		ack, t := AckAccept, member.Accept
-		if r.err != nil {
-			ack, t = AckReject, member.Reject
+	if r.err == nil || handler.IsPermanent(r.err) {
+		if gone, why := x.lockGone(j, now); gone {
+			x.doneWithoutLock(j, r, why)
+			return
 		}
-		x.m.Ack(j.key, t)
-		x.end(j, ErrLockLost)
-		x.report(j, ack, OutcomeInterrupted, fmt.Errorf("%w: it ran out %v before the handler returned", ErrLockLost, time.Since(j.deadline).Round(time.Millisecond)), r.took, r.parked)
-		return
 	}
 	switch {
 	case r.err == nil && r.snooze > 0:
@@ -125,6 +105,55 @@ func (x *executor) result(r xresult) {
 		heap.Push(&x.holds, j)
 		x.arm(j.releaseAt)
 	}
+}
+
+// lockGone reports whether j's record may no longer be this member's
+// although its handler has just returned, and why: its lock ran out with
+// no renewal answered, or the coordinator dropped the member from the
+// group while the job ran (the broker then gives the member's records to
+// others at once, well before their locks run out), as far as the member
+// knows or can tell: it was fenced since the job started, or no heartbeat
+// of its was answered for longer than the group's session timeout (a
+// process frozen past its session learns that it was dropped only from
+// the heartbeat after it wakes, and its handlers return first).
+func (x *executor) lockGone(j *xjob, now time.Time) (bool, string) {
+	if !j.deadline.After(now) {
+		return true, fmt.Sprintf("it ran out %v before the handler returned", now.Sub(j.deadline).Round(time.Millisecond))
+	}
+	beat, fences := x.m.Standing()
+	if fences != j.fences {
+		return true, "the group's coordinator dropped this worker while the job ran"
+	}
+	if st := x.cfg.SessionTimeout; st > 0 && !beat.IsZero() && now.Sub(beat) > st {
+		return true, fmt.Sprintf("no heartbeat answered for %v, longer than the group's session timeout of %v: the coordinator may have dropped this worker and given the record to another", now.Sub(beat).Round(time.Millisecond), st)
+	}
+	return false, ""
+}
+
+// doneWithoutLock ends j, whose handler returned done (nil, or a
+// permanent error) after its record may have stopped being this
+// member's (lockGone says why): the process was frozen (a SIGSTOP, a long
+// GC or VM pause) or its member cut off. The broker may have made the
+// record available again, perhaps to another member, so the job is not
+// done as far as the queue goes, and is not reported so: the
+// acknowledgement still goes (refused if the record is gone, and right if
+// the lock was still held after all), and the job ends interrupted by
+// ErrLockLost (a parked job keeps its Parked); its next delivery finds
+// its claim, if it made one. The outcome is decided here, not on the
+// broker's answer to that ack: Kafka answers an ack of an offset below
+// the share-partition start offset with no error and ignores it
+// (docs/architecture.md, fact 4), which is what a record another member
+// has taken and accepted meanwhile becomes
+// (TestFrozenWorkerWakesWithoutClaimingLostJobs on Kafka 4.4.0: the woken
+// worker's ACCEPT of such a record is answered OK).
+func (x *executor) doneWithoutLock(j *xjob, r xresult, why string) {
+	ack, t := AckAccept, member.Accept
+	if r.err != nil {
+		ack, t = AckReject, member.Reject
+	}
+	x.m.Ack(j.key, t)
+	x.end(j, ErrLockLost)
+	x.report(j, ack, OutcomeInterrupted, fmt.Errorf("%w: %s", ErrLockLost, why), r.took, r.parked)
 }
 
 // backoff returns how long to hold a job that failed with err, a

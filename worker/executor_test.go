@@ -1492,3 +1492,60 @@ func TestExecutorFrozenPastDeadlineIsNotDone(t *testing.T) {
 		b.stop(t)
 	})
 }
+
+// TestExecutorDroppedFromTheGroupIsNotDone is a frozen process's wake-up
+// when the freeze outlasted the group's session but not the records'
+// locks: the coordinator dropped the member and the broker gave its
+// records to others at once, while the deadlines the executor knows are
+// still ahead. A handler that returns then, before the member's first
+// heartbeat after the wake tells it that it was fenced, must not be
+// reported done: neither when no heartbeat was answered for longer than
+// the session timeout, nor when the member was fenced since the job
+// started. A job started after the fencing, with heartbeats answered, is
+// done.
+func TestExecutorDroppedFromTheGroupIsNotDone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newCtl()
+		f := newFakeMember()
+		f.setStanding(time.Now(), 0)
+		const lock, session = 30 * time.Second, 2 * time.Second
+		b := startExecutor(t, h, f, Concurrency(4), SessionTimeout(session))
+		b.f.deliver(delivery(1, 1, lock), delivery(2, 1, lock), delivery(3, 1, lock))
+		synctest.Wait()
+
+		// Heartbeats answered: done.
+		time.Sleep(time.Second)
+		f.setStanding(time.Now(), 0)
+		h.finish(1, nil)
+		if r := b.only(t, 1); r.Outcome != OutcomeSucceeded || r.Err != nil {
+			t.Fatalf("offset 1, heartbeats answered, finished with %+v", r)
+		}
+
+		// Frozen past the session (no heartbeat answered since), within
+		// the lock: not done, the acks still sent.
+		time.Sleep(session + time.Second)
+		h.finish(2, handler.Permanent(errors.New("bad input")))
+		wantAcks(t, b.f, 2, member.Reject)
+		if r := b.only(t, 2); r.Outcome != OutcomeInterrupted || !errors.Is(r.Err, ErrLockLost) || !strings.Contains(r.Err.Error(), "session timeout") {
+			t.Fatalf("offset 2, returned with no heartbeat answered for %v (session %v), finished with %+v; want OutcomeInterrupted, ErrLockLost", 3*time.Second, session, r)
+		}
+
+		// The member learned it was fenced and rejoined: a heartbeat is
+		// answered again, but offset 3 started before the fencing.
+		f.setStanding(time.Now(), 1)
+		h.finish(3, nil)
+		wantAcks(t, b.f, 3, member.Accept)
+		if r := b.only(t, 3); r.Outcome != OutcomeInterrupted || !errors.Is(r.Err, ErrLockLost) || !strings.Contains(r.Err.Error(), "dropped") {
+			t.Fatalf("offset 3, started before the member was fenced, finished with %+v; want OutcomeInterrupted, ErrLockLost", r)
+		}
+
+		// A job of the rejoined member: done.
+		b.f.deliver(delivery(4, 1, lock))
+		synctest.Wait()
+		h.finish(4, nil)
+		if r := b.only(t, 4); r.Outcome != OutcomeSucceeded || r.Err != nil {
+			t.Fatalf("offset 4, started after the fencing, finished with %+v", r)
+		}
+		b.stop(t)
+	})
+}

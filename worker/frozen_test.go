@@ -86,7 +86,6 @@ func (finishPrinter) JobFinished(job *handler.Job, r worker.Result) {
 func TestFrozenWorkerWakesWithoutClaimingLostJobs(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 1)
-	b.produce(t, "a", "b")
 	const session = 2 * time.Second
 	lines, _ := kafkatest.StartChild(t, fmt.Sprintf("%s=%s|%s|%s|%d", frozenWorkerEnv, strings.Join(b.c.Seeds, ","), b.group, b.topic, session.Milliseconds()))
 	next := func(what string, match func(f []string) bool) []string {
@@ -111,14 +110,21 @@ func TestFrozenWorkerWakesWithoutClaimingLostJobs(t *testing.T) {
 		}
 	}
 	pid, _ := strconv.Atoi(next("PID", func(f []string) bool { return len(f) == 2 && f[0] == "PID" })[1])
+	// The member's epoch is read before the jobs exist, so that nothing
+	// stands between their start and the freeze: each handler runs a
+	// second, and a freeze after one has returned would freeze a job
+	// already done.
+	var epoch int32
+	waitFor(t, 60*time.Second, "the worker to join the group", func() bool {
+		id, e := frozenMember(t, b)
+		epoch = e
+		return id != "" && e > 0
+	})
+	b.produce(t, "a", "b")
 	running := map[string]bool{}
 	for len(running) < 2 {
 		f := next("RUN", func(f []string) bool { return len(f) == 3 && f[0] == "RUN" })
 		running[f[1]] = true
-	}
-	_, epoch := frozenMember(t, b)
-	if epoch <= 0 {
-		t.Fatalf("the worker's member epoch is %d while it runs jobs", epoch)
 	}
 
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {

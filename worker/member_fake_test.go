@@ -38,7 +38,9 @@ type fakeMember struct {
 	left        bool
 	closed      bool
 	stats       member.Stats
-	paused      []string // the topics of the last PauseTopics
+	paused      []string  // the topics of the last PauseTopics
+	beat        time.Time // Standing's last heartbeat answered (setStanding)
+	fences      int64     // Standing's fencings
 }
 
 func newFakeMember() *fakeMember {
@@ -50,7 +52,22 @@ func newFakeMember() *fakeMember {
 }
 
 func (f *fakeMember) Events() <-chan member.Event { return f.events }
-func (f *fakeMember) Quiet() <-chan struct{}      { return f.quiet }
+
+func (f *fakeMember) Standing() (time.Time, int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.beat, f.fences
+}
+
+// setStanding sets what Standing reports: the last heartbeat answered
+// (zero: never) and the fencings so far.
+func (f *fakeMember) setStanding(beat time.Time, fences int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.beat, f.fences = beat, fences
+}
+
+func (f *fakeMember) Quiet() <-chan struct{} { return f.quiet }
 
 func (f *fakeMember) Grant(n int) {
 	f.mu.Lock()
@@ -278,9 +295,11 @@ func newBenchMember(want, batch int) *benchMember {
 }
 
 func (b *benchMember) Events() <-chan member.Event { return b.events }
-func (b *benchMember) Quiet() <-chan struct{}      { return b.quiet }
-func (b *benchMember) Renew(...member.Key)         {}
-func (b *benchMember) Stats() member.Stats         { return member.Stats{FetchRTT: b.rtt} }
+
+func (b *benchMember) Standing() (time.Time, int64) { return time.Time{}, 0 }
+func (b *benchMember) Quiet() <-chan struct{}       { return b.quiet }
+func (b *benchMember) Renew(...member.Key)          {}
+func (b *benchMember) Stats() member.Stats          { return member.Stats{FetchRTT: b.rtt} }
 
 func (b *benchMember) signal() {
 	select {

@@ -58,9 +58,9 @@ const (
 	// the job started ([ErrLockExpired]) or while it ran ([ErrLockLost]),
 	// it reached [MaxHold], or the worker stopped ([ErrShutdown]). The
 	// record is delivered again. Also a job whose handler returned after
-	// its lock ran out ([ErrLockLost], Ack the ACCEPT or REJECT sent all
-	// the same): the broker most likely refuses it and delivers the
-	// record again.
+	// its lock ran out or after the worker may have been dropped from the
+	// group ([ErrLockLost], Ack the ACCEPT or REJECT sent all the same):
+	// the broker most likely refuses it and delivers the record again.
 	OutcomeInterrupted
 	// OutcomeCancelled: the job was cancelled after it was produced
 	// (pgoutbox.CancelTx with pgoutbox.ClaimKey) and the idempotency

@@ -107,9 +107,14 @@ var (
 	// was lost with its broker connection); its context is cancelled, and
 	// another member may run it. Also the error of a job whose handler
 	// returned after its lock ran out with no renewal answered (the
-	// process was frozen: a SIGSTOP, a long GC or VM pause): its ACCEPT or
-	// REJECT is still sent, but the job is reported interrupted, not done,
-	// since the broker has most likely given the record out again.
+	// process was frozen: a SIGSTOP, a long GC or VM pause), or after the
+	// group's coordinator may have dropped the worker (it was fenced since
+	// the job started, or no heartbeat of its was answered for longer than
+	// the [SessionTimeout] it set: a freeze past the session but within
+	// the lock, after which the broker gives the worker's records to
+	// others at once): its ACCEPT or REJECT is still sent, but the job is
+	// reported interrupted, not done, since the broker has most likely
+	// given the record out again.
 	ErrLockLost = errors.New("worker: lock lost while the job ran")
 	// ErrMaxHold: the job held its record for MaxHold; its context is
 	// cancelled and the record released.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -112,6 +113,10 @@ func TestFencedMemberRejoins(t *testing.T) {
 	a := newAcker(r)
 	r.m.Grant(2)
 	a.acceptedN(5)
+	beat, fences := r.m.Standing()
+	if beat.IsZero() || time.Since(beat) > time.Minute || fences != 0 {
+		t.Errorf("Standing %v, %d after the join: want a heartbeat answered lately, no fencing", beat, fences)
+	}
 	if f != nil {
 		f.ControlKey(int16(kmsg.ShareGroupHeartbeat), func(req kmsg.Request) (kmsg.Response, error, bool) {
 			hb := req.(*kmsg.ShareGroupHeartbeatRequest)
@@ -124,6 +129,9 @@ func TestFencedMemberRejoins(t *testing.T) {
 			return resp, nil, true
 		})
 		r.waitFor("a rejoin", func() bool { return r.m.Stats().Rejoins == 1 })
+		if _, fences := r.m.Standing(); fences != 1 {
+			t.Errorf("Standing: %d fencings after one, want 1", fences)
+		}
 	}
 	produce(t, c, topic, 2, 10)
 	a.acceptedN(20)

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -85,6 +86,13 @@ type Member struct {
 	statsMu   sync.Mutex
 	stats     Stats
 	statsAcks ackCounts
+
+	// Written by Run, read by anyone (Standing): when the coordinator last
+	// answered a heartbeat (nanoseconds since born, on the monotonic
+	// clock; 0: never), and how many times it fenced the member.
+	born   time.Time
+	beatAt atomic.Int64
+	fences atomic.Int64
 
 	// Everything below is owned by Run's goroutine.
 
@@ -206,6 +214,7 @@ func New(cfg Config) (*Member, error) {
 	cfg.Topics = append([]string(nil), cfg.Topics...)
 	m := &Member{
 		cfg:    cfg,
+		born:   time.Now(),
 		log:    cfg.Logger.With("group", cfg.Group, "member", cfg.MemberID),
 		wake:   make(chan struct{}, 1),
 		events: make(chan Event),
@@ -300,6 +309,21 @@ func (m *Member) post(f func(*mailbox)) {
 	case m.wake <- struct{}{}:
 	default:
 	}
+}
+
+// Standing reports the member's standing in the group, cheaply, for
+// anyone: when the coordinator last answered one of its heartbeats (zero:
+// never), and how many times the coordinator has fenced it (dropped it
+// from the group, so that the records it held went to others) since Run
+// started. A member whose last answered heartbeat is older than the
+// group's session timeout may have been dropped without knowing it yet: a
+// process frozen (SIGSTOP, a long pause) past its session learns it only
+// from the heartbeat after it wakes.
+func (m *Member) Standing() (lastHeartbeat time.Time, fences int64) {
+	if ns := m.beatAt.Load(); ns != 0 {
+		lastHeartbeat = m.born.Add(time.Duration(ns))
+	}
+	return lastHeartbeat, m.fences.Load()
 }
 
 // Stats returns a snapshot of the member; it is safe for concurrent use

@@ -96,6 +96,7 @@ func (m *Member) handleHeartbeat(resp *kmsg.ShareGroupHeartbeatResponse, err err
 	m.noteReach(peerCoordinator, err)
 	switch {
 	case err == nil:
+		m.beatAt.Store(max(int64(now.Sub(m.born)), 1))
 		m.group.errs = 0
 		if resp.HeartbeatIntervalMillis > 0 {
 			m.group.interval = time.Duration(resp.HeartbeatIntervalMillis) * time.Millisecond
@@ -129,6 +130,7 @@ func (m *Member) handleHeartbeat(resp *kmsg.ShareGroupHeartbeatResponse, err err
 		return
 	case errors.Is(err, kerr.UnknownMemberID) || errors.Is(err, kerr.FencedMemberEpoch):
 		m.logEvery("fenced", slog.LevelWarn, "member: fenced by the coordinator; rejoining", "err", err)
+		m.fences.Add(1)
 		m.group.state = Fenced
 		m.group.epoch = 0
 		m.group.assigned = map[[16]byte][]int32{}
