@@ -3,7 +3,8 @@
 //
 //	go run ./internal/cmd/shareq-bench [-broker kfake|127.0.0.1:19092|both]
 //	    [-database URL] [-scenarios hol,overhead,eos,renew,burst,latency,producer,scale,start,churn,isolation,breaker,snooze,rate,idle] [-out bench-out/] [-quick]
-//	    [-cluster HOST:PORT,HOST:PORT,HOST:PORT]
+//	    [-cluster HOST:PORT,HOST:PORT,HOST:PORT] [-overhead-partitions N]
+//	    [-profiles] [-broker-pid PID]
 //
 // Scenarios, each run on every backend asked for (kfake in process, and
 // a real broker):
@@ -16,8 +17,10 @@
 //	          franz-go share loop and a raw consumer group, on the same
 //	          records; each shareq rate as a ratio to the raw share loop,
 //	          and the process's CPU time per job of each (getrusage; with
-//	          kfake the broker's too). -profiles writes a CPU and an
-//	          allocation profile of each shareq point to -out.
+//	          kfake the broker's too), with -broker-pid the broker
+//	          process's CPU time per job too, and each point's records
+//	          per share fetch. -profiles writes a CPU and an allocation
+//	          profile of each shareq point to -out.
 //	eos       one INSERT per job, exactly once, 16 slots on both sides:
 //	          shareq at Concurrency 16 with the pgstore claim middleware vs
 //	          River at MaxWorkers 16 completing the job in the same
@@ -168,6 +171,9 @@ type options struct {
 	// profiles writes a CPU profile of each shareq point of the overhead
 	// scenario to out.
 	profiles bool
+	// brokerPID is the broker's process, whose CPU time per job the
+	// overhead scenario measures too; 0: none.
+	brokerPID int
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -180,6 +186,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	quick := fs.Bool("quick", false, "smaller counts and shorter no-op runs (a few minutes on kfake)")
 	overheadParts := fs.Int("overhead-partitions", 6, "partitions of the overhead scenario's topic")
 	profiles := fs.Bool("profiles", false, "write a CPU profile of each shareq run of the overhead scenario to -out (overhead-c<Concurrency>.pprof, and its allocations as overhead-c<Concurrency>.allocs.pprof beside a base to diff)")
+	brokerPID := fs.Int("broker-pid", 0, "the broker's process ID (.cache/kafka.pid after scripts/kafka.sh up): the overhead scenario measures its CPU time per job too")
 	clusterSeeds := fs.String("cluster", "", "seed brokers of a 3-broker cluster (scripts/kafka-cluster.sh seeds) for the scale scenario's brokers row on Kafka")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
@@ -190,7 +197,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if *overheadParts < 1 {
 		return options{}, fmt.Errorf("-overhead-partitions %d: want 1 or more", *overheadParts)
 	}
-	o := options{database: *database, out: *out, quick: *quick, cluster: *clusterSeeds, overheadParts: int32(*overheadParts), profiles: *profiles, scenarios: map[string]bool{}}
+	o := options{database: *database, out: *out, quick: *quick, cluster: *clusterSeeds, overheadParts: int32(*overheadParts), profiles: *profiles, brokerPID: *brokerPID, scenarios: map[string]bool{}}
 	switch *broker {
 	case "both":
 		real := os.Getenv("SHAREQ_TEST_KAFKA")
@@ -431,7 +438,7 @@ func runBackend(ctx context.Context, c *cluster, log *slog.Logger, o options, sz
 		if o.profiles {
 			profileDir = o.out
 		}
-		ov, err := runOverhead(ctx, c, log, o.overheadParts, sz.noopRecords, sz.sweepLimit, profileDir, func(s string) { progress("overhead: " + s) })
+		ov, err := runOverhead(ctx, c, log, o.overheadParts, sz.noopRecords, sz.sweepLimit, profileDir, o.brokerPID, func(s string) { progress("overhead: " + s) })
 		if err != nil {
 			errs = append(errs, fmt.Errorf("overhead: %w", err))
 		}
@@ -439,6 +446,9 @@ func runBackend(ctx context.Context, c *cluster, log *slog.Logger, o options, sz
 		if ov.RawShare > 0 {
 			add("overhead", "raw share loop (1 client, batch 500, prefetch)", "jobs_per_s", ov.RawShare, "jobs/s", fmt.Sprintf("%d records", ov.RawShareN))
 			add("overhead", "raw share loop (1 client, batch 500, prefetch)", "cpu_per_job", us(ov.RawShareCPU), "us", cpuNote)
+			if o.brokerPID != 0 {
+				add("overhead", "raw share loop (1 client, batch 500, prefetch)", "broker_cpu_per_job", us(ov.RawShareBrokerCPU), "us", brokerCPUNote)
+			}
 		}
 		if ov.RawGroup > 0 {
 			add("overhead", "raw consumer group (1 client, commit at end)", "jobs_per_s", ov.RawGroup, "jobs/s", fmt.Sprintf("%d records", ov.RawGroupN))
@@ -453,6 +463,12 @@ func runBackend(ctx context.Context, c *cluster, log *slog.Logger, o options, sz
 				add("overhead", v, "vs_raw_share", p.Rate/ov.RawShare, "x", "shareq jobs/s / raw share loop jobs/s")
 			}
 			add("overhead", v, "cpu_per_job", us(p.CPU), "us", cpuNote)
+			if o.brokerPID != 0 {
+				add("overhead", v, "broker_cpu_per_job", us(p.BrokerCPU), "us", brokerCPUNote)
+			}
+			if p.Fetches > 0 {
+				add("overhead", v, "records_per_fetch", float64(p.Fetched)/float64(p.Fetches), "records", fmt.Sprintf("%d fetches; fetch round trip %v (moving average)", p.Fetches, p.FetchRTT.Round(10*time.Microsecond)))
+			}
 			if ov.RawShareCPU > 0 {
 				add("overhead", v, "cpu_vs_raw_share", float64(p.CPU)/float64(ov.RawShareCPU), "x", "CPU per job / the raw share loop's")
 			}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,12 +34,32 @@ type sweepPoint struct {
 	Rate        float64 // jobs/s
 	Done        int
 	CPU         time.Duration // the process's CPU time per job while it ran (selfCPU)
+	BrokerCPU   time.Duration // the broker process's, with -broker-pid
+	// Fetches and Fetched are the worker's share fetches answered and
+	// records acquired; FetchRTT the last snapshot's moving average of a
+	// fetch's round trip.
+	Fetches, Fetched int64
+	FetchRTT         time.Duration
+}
+
+// fetchMeter keeps the last member snapshot a worker reported.
+type fetchMeter struct {
+	worker.NopObserver
+	mu   sync.Mutex
+	last worker.MemberStats
+}
+
+func (f *fetchMeter) MemberStats(s worker.MemberStats) {
+	f.mu.Lock()
+	f.last = s
+	f.mu.Unlock()
 }
 
 // overheadResult holds the figures of the overhead scenario.
 type overheadResult struct {
 	RawShare, RawGroup float64       // jobs/s
 	RawShareCPU        time.Duration // CPU time per job of the raw share loop
+	RawShareBrokerCPU  time.Duration // the broker's, with -broker-pid
 	RawShareN          int
 	RawGroupN          int
 	Sweep              []sweepPoint
@@ -138,8 +161,9 @@ wait:
 // partitions partitions and consumes them with a raw share loop, a raw
 // consumer group and a shareq worker at each of overheadConcurrency, each
 // in its own group, each for at most limit. With a profileDir, each
-// shareq run writes a CPU profile there.
-func runOverhead(ctx context.Context, c *cluster, log *slog.Logger, partitions int32, records int, limit time.Duration, profileDir string, progress func(string)) (overheadResult, error) {
+// shareq run writes a CPU profile there; with a brokerPID (not 0), the
+// broker process's CPU time per job is measured too.
+func runOverhead(ctx context.Context, c *cluster, log *slog.Logger, partitions int32, records int, limit time.Duration, profileDir string, brokerPID int, progress func(string)) (overheadResult, error) {
 	var res overheadResult
 	topic, err := c.topic(ctx, "noop", partitions)
 	if err != nil {
@@ -156,7 +180,7 @@ func runOverhead(ctx context.Context, c *cluster, log *slog.Logger, partitions i
 	warm := limit / 8
 
 	progress("raw share loop")
-	cpu, err := cpuPerJob(func() (int, error) {
+	cpu, bcpu, err := cpuPerJob(brokerPID, func() (int, error) {
 		var err error
 		res.RawShare, res.RawShareN, err = rawShareLoop(ctx, c, topic, records, limit, warm)
 		return res.RawShareN, err
@@ -164,7 +188,7 @@ func runOverhead(ctx context.Context, c *cluster, log *slog.Logger, partitions i
 	if err != nil {
 		return res, fmt.Errorf("raw share loop: %w", err)
 	}
-	res.RawShareCPU = cpu
+	res.RawShareCPU, res.RawShareBrokerCPU = cpu, bcpu
 	progress("raw consumer group")
 	res.RawGroup, res.RawGroupN, err = rawGroupLoop(ctx, c, topic, records, limit, warm)
 	if err != nil {
@@ -177,9 +201,11 @@ func runOverhead(ctx context.Context, c *cluster, log *slog.Logger, partitions i
 		if err != nil {
 			return res, err
 		}
-		p.CPU, err = cpuPerJob(func() (int, error) {
+		p.CPU, p.BrokerCPU, err = cpuPerJob(brokerPID, func() (int, error) {
 			var err error
-			p.Rate, p.Done, err = shareqNoop(ctx, c, log, topic, conc, records, limit, warm)
+			var st worker.MemberStats
+			p.Rate, p.Done, st, err = shareqNoop(ctx, c, log, topic, conc, records, limit, warm)
+			p.Fetches, p.Fetched, p.FetchRTT = st.Fetches, st.Fetched, st.FetchRTT
 			return p.Done, err
 		})
 		if perr := stop(); err == nil {
@@ -265,20 +291,66 @@ func rawGroupLoop(ctx context.Context, c *cluster, topic string, records int, li
 // cpuNote explains the overhead scenario's cpu_per_job rows.
 const cpuNote = "process CPU (getrusage) per job over the whole run, start included; with kfake the broker's too"
 
+// brokerCPUNote explains the overhead scenario's broker_cpu_per_job rows.
+const brokerCPUNote = "the broker process's CPU (/proc, -broker-pid) per job over the whole run"
+
 // cpuPerJob runs f, which returns how many jobs it ran, and returns the
 // CPU time this process spent per job meanwhile (selfCPU: every thread,
-// so with kfake the broker's too), its start and stop included.
-func cpuPerJob(f func() (int, error)) (time.Duration, error) {
+// so with kfake the broker's too), its start and stop included, and with
+// a brokerPID (not 0) that process's too.
+func cpuPerJob(brokerPID int, f func() (int, error)) (self, broker time.Duration, err error) {
 	before, err := selfCPU()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
+	}
+	var bBefore time.Duration
+	if brokerPID != 0 {
+		if bBefore, err = procCPU(brokerPID); err != nil {
+			return 0, 0, err
+		}
 	}
 	n, err := f()
 	after, cerr := selfCPU()
 	if err != nil || cerr != nil || n == 0 {
-		return 0, errors.Join(err, cerr)
+		return 0, 0, errors.Join(err, cerr)
 	}
-	return (after - before) / time.Duration(n), nil
+	if brokerPID != 0 {
+		bAfter, err := procCPU(brokerPID)
+		if err != nil {
+			return 0, 0, err
+		}
+		broker = (bAfter - bBefore) / time.Duration(n)
+	}
+	return (after - before) / time.Duration(n), broker, nil
+}
+
+// procCPU returns the user + system CPU time of process pid, every
+// thread, from /proc/pid/stat (in clock ticks of 10 ms: fine over runs of
+// seconds).
+func procCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("-broker-pid: %w", err)
+	}
+	// The command name, field 2, is in parentheses and may hold spaces;
+	// utime and stime are fields 14 and 15, the 12th and 13th after it.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("-broker-pid: /proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("-broker-pid: /proc/%d/stat: %d fields", pid, len(f))
+	}
+	var ticks int64
+	for _, s := range f[11:13] {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("-broker-pid: /proc/%d/stat: %w", pid, err)
+		}
+		ticks += v
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond, nil // USER_HZ is 100 on Linux
 }
 
 // startProfile starts a CPU profile to dir/name.pprof and returns its
@@ -315,11 +387,12 @@ func startProfile(dir, name string) (stop func() error, err error) {
 }
 
 // shareqNoop runs a shareq worker of concurrency handler slots with a
-// no-op handler on the topic.
-func shareqNoop(ctx context.Context, c *cluster, log *slog.Logger, topic string, concurrency, records int, limit, warm time.Duration) (float64, int, error) {
+// no-op handler on the topic, and returns its member's last snapshot too.
+func shareqNoop(ctx context.Context, c *cluster, log *slog.Logger, topic string, concurrency, records int, limit, warm time.Duration) (float64, int, worker.MemberStats, error) {
+	var st worker.MemberStats
 	group, err := c.shareGroup(ctx, fmt.Sprintf("noop-c%d", concurrency))
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, st, err
 	}
 	m := newRateMeter()
 	all := make(chan struct{})
@@ -330,15 +403,20 @@ func shareqNoop(ctx context.Context, c *cluster, log *slog.Logger, topic string,
 		}
 		return nil
 	})
+	fm := &fetchMeter{}
 	w, err := worker.New(worker.Brokers(c.seeds...), worker.Group(group), worker.Handle(topic, nop),
-		worker.Concurrency(concurrency), worker.ShutdownTimeout(5*time.Second), worker.Logger(log))
+		worker.Concurrency(concurrency), worker.ShutdownTimeout(5*time.Second), worker.Logger(log), worker.Observers(fm))
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, st, err
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	ran := make(chan error, 1)
 	go func() { ran <- w.Run(wctx) }()
 	rate, n, err := m.measure(ctx, limit, warm, all)
 	cancel()
-	return rate, n, errors.Join(err, <-ran)
+	err = errors.Join(err, <-ran)
+	fm.mu.Lock()
+	st = fm.last // Run reports a last snapshot as it returns
+	fm.mu.Unlock()
+	return rate, n, st, err
 }
