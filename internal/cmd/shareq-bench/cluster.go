@@ -190,11 +190,33 @@ func (c *cluster) classicGroup(what string) string {
 
 // produce writes recs and waits for all of them to be acknowledged.
 func (c *cluster) produce(ctx context.Context, recs []*kgo.Record) error {
+	return produceAll(ctx, c.cl, recs)
+}
+
+// produceBatched is produce with producer batches of at most maxBytes
+// (the cluster's client makes them up to 1 MiB), through a client of its
+// own; 0: produce.
+func (c *cluster) produceBatched(ctx context.Context, recs []*kgo.Record, maxBytes int32) error {
+	if maxBytes == 0 {
+		return c.produce(ctx, recs)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds...), kgo.ProducerLinger(5*time.Millisecond),
+		kgo.RecordPartitioner(enqueue.Partitioner()),
+		kgo.ProducerBatchMaxBytes(maxBytes), kgo.MaxBufferedRecords(50000))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	return produceAll(ctx, cl, recs)
+}
+
+// produceAll produces recs through cl in chunks and waits for them.
+func produceAll(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	const chunk = 20000
 	for i := 0; i < len(recs); i += chunk {
-		if err := c.cl.ProduceSync(ctx, recs[i:min(i+chunk, len(recs))]...).FirstErr(); err != nil {
+		if err := cl.ProduceSync(ctx, recs[i:min(i+chunk, len(recs))]...).FirstErr(); err != nil {
 			return fmt.Errorf("produce: %w", err)
 		}
 	}

@@ -4,7 +4,7 @@
 //	go run ./internal/cmd/shareq-bench [-broker kfake|127.0.0.1:19092|both]
 //	    [-database URL] [-scenarios hol,overhead,eos,renew,burst,latency,producer,scale,start,churn,isolation,breaker,snooze,rate,idle] [-out bench-out/] [-quick]
 //	    [-cluster HOST:PORT,HOST:PORT,HOST:PORT] [-overhead-partitions N]
-//	    [-profiles] [-broker-pid PID]
+//	    [-overhead-batch-bytes N] [-profiles] [-broker-pid PID]
 //
 // Scenarios, each run on every backend asked for (kfake in process, and
 // a real broker):
@@ -168,6 +168,9 @@ type options struct {
 	cluster   string // seeds of a 3-broker cluster, for the scale scenario
 	// overheadParts is the overhead scenario's topic's partition count.
 	overheadParts int32
+	// overheadBatchBytes bounds the overhead scenario's producer
+	// batches; 0: the bench's producer's.
+	overheadBatchBytes int32
 	// profiles writes a CPU profile of each shareq point of the overhead
 	// scenario to out.
 	profiles bool
@@ -185,6 +188,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	out := fs.String("out", "bench-out", "directory for results.csv and the charts")
 	quick := fs.Bool("quick", false, "smaller counts and shorter no-op runs (a few minutes on kfake)")
 	overheadParts := fs.Int("overhead-partitions", 6, "partitions of the overhead scenario's topic")
+	overheadBatch := fs.Int("overhead-batch-bytes", 0, "producer batch size bound of the overhead scenario's records (0: up to 1 MiB, the bench's producer's)")
 	profiles := fs.Bool("profiles", false, "write a CPU profile of each shareq run of the overhead scenario to -out (overhead-c<Concurrency>.pprof, and its allocations as overhead-c<Concurrency>.allocs.pprof beside a base to diff)")
 	brokerPID := fs.Int("broker-pid", 0, "the broker's process ID (.cache/kafka.pid after scripts/kafka.sh up): the overhead scenario measures its CPU time per job too")
 	clusterSeeds := fs.String("cluster", "", "seed brokers of a 3-broker cluster (scripts/kafka-cluster.sh seeds) for the scale scenario's brokers row on Kafka")
@@ -197,7 +201,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if *overheadParts < 1 {
 		return options{}, fmt.Errorf("-overhead-partitions %d: want 1 or more", *overheadParts)
 	}
-	o := options{database: *database, out: *out, quick: *quick, cluster: *clusterSeeds, overheadParts: int32(*overheadParts), profiles: *profiles, brokerPID: *brokerPID, scenarios: map[string]bool{}}
+	if *overheadBatch < 0 || *overheadBatch > 1<<30 {
+		return options{}, fmt.Errorf("-overhead-batch-bytes %d: want 0 (the default) or a byte count up to 1 GiB", *overheadBatch)
+	}
+	o := options{database: *database, out: *out, quick: *quick, cluster: *clusterSeeds, overheadParts: int32(*overheadParts), overheadBatchBytes: int32(*overheadBatch), profiles: *profiles, brokerPID: *brokerPID, scenarios: map[string]bool{}}
 	switch *broker {
 	case "both":
 		real := os.Getenv("SHAREQ_TEST_KAFKA")
@@ -434,11 +441,11 @@ func runBackend(ctx context.Context, c *cluster, log *slog.Logger, o options, sz
 	}
 	if o.scenarios["overhead"] {
 		progress(fmt.Sprintf("overhead: producing %d no-op records", sz.noopRecords))
-		profileDir := ""
+		oo := overheadOpts{partitions: o.overheadParts, batchBytes: o.overheadBatchBytes, brokerPID: o.brokerPID}
 		if o.profiles {
-			profileDir = o.out
+			oo.profileDir = o.out
 		}
-		ov, err := runOverhead(ctx, c, log, o.overheadParts, sz.noopRecords, sz.sweepLimit, profileDir, o.brokerPID, func(s string) { progress("overhead: " + s) })
+		ov, err := runOverhead(ctx, c, log, oo, sz.noopRecords, sz.sweepLimit, func(s string) { progress("overhead: " + s) })
 		if err != nil {
 			errs = append(errs, fmt.Errorf("overhead: %w", err))
 		}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,8 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/internal/procstat"
 	"github.com/shareq/shareq/worker"
 )
 
@@ -73,9 +71,8 @@ type overheadResult struct {
 // so consumers that take a while to reach full speed do not weigh on it.
 type rateMeter struct {
 	n      atomic.Int64
-	on     atomic.Bool // begun, read without mu by add
+	begun  atomic.Bool // set under mu; add reads it without
 	mu     sync.Mutex
-	begun  bool
 	t0     time.Time
 	n0     int64
 	began  chan struct{}
@@ -88,9 +85,9 @@ func newRateMeter() *rateMeter { return &rateMeter{began: make(chan struct{})} }
 func (m *rateMeter) begin() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.begun {
-		m.begun, m.t0, m.n0 = true, time.Now(), m.n.Load()
-		m.on.Store(true)
+	if !m.begun.Load() {
+		m.t0, m.n0 = time.Now(), m.n.Load()
+		m.begun.Store(true)
 		m.closed.Do(func() { close(m.began) })
 	}
 }
@@ -101,13 +98,13 @@ func (m *rateMeter) begin() {
 // benchmark's cost, not the worker's.
 func (m *rateMeter) add(k int) int64 {
 	n := m.n.Add(int64(k))
-	if m.on.Load() {
+	if m.begun.Load() {
 		return n
 	}
 	m.mu.Lock()
-	if !m.begun {
-		m.begun, m.t0, m.n0 = true, time.Now(), n
-		m.on.Store(true)
+	if !m.begun.Load() {
+		m.t0, m.n0 = time.Now(), n
+		m.begun.Store(true)
 		m.closed.Do(func() { close(m.began) })
 	}
 	m.mu.Unlock()
@@ -157,15 +154,27 @@ wait:
 	return float64(n-n0) / now.Sub(t0).Seconds(), int(n), nil
 }
 
-// runOverhead produces records no-op jobs of 100 bytes to a topic of
-// partitions partitions and consumes them with a raw share loop, a raw
+// overheadOpts are the overhead scenario's settings.
+type overheadOpts struct {
+	partitions int32 // of the scenario's topic
+	// batchBytes bounds the producer batches the records are written in;
+	// 0: the bench's producer's (up to 1 MiB).
+	batchBytes int32
+	// profileDir, when set, is where each shareq point writes a CPU and
+	// an allocation profile (startProfile).
+	profileDir string
+	// brokerPID, when not 0, is the broker process, whose CPU time per
+	// job is measured too.
+	brokerPID int
+}
+
+// runOverhead produces records no-op jobs of 100 bytes to a topic and
+// consumes them with a raw share loop, a raw
 // consumer group and a shareq worker at each of overheadConcurrency, each
-// in its own group, each for at most limit. With a profileDir, each
-// shareq run writes a CPU profile there; with a brokerPID (not 0), the
-// broker process's CPU time per job is measured too.
-func runOverhead(ctx context.Context, c *cluster, log *slog.Logger, partitions int32, records int, limit time.Duration, profileDir string, brokerPID int, progress func(string)) (overheadResult, error) {
+// in its own group, each for at most limit, as o says.
+func runOverhead(ctx context.Context, c *cluster, log *slog.Logger, o overheadOpts, records int, limit time.Duration, progress func(string)) (overheadResult, error) {
 	var res overheadResult
-	topic, err := c.topic(ctx, "noop", partitions)
+	topic, err := c.topic(ctx, "noop", o.partitions)
 	if err != nil {
 		return res, err
 	}
@@ -174,13 +183,13 @@ func runOverhead(ctx context.Context, c *cluster, log *slog.Logger, partitions i
 	for i := range recs {
 		recs[i] = &kgo.Record{Topic: topic, Value: value}
 	}
-	if err := c.produce(ctx, recs); err != nil {
+	if err := c.produceBatched(ctx, recs, o.batchBytes); err != nil {
 		return res, err
 	}
 	warm := limit / 8
 
 	progress("raw share loop")
-	cpu, bcpu, err := cpuPerJob(brokerPID, func() (int, error) {
+	cpu, bcpu, err := cpuPerJob(o.brokerPID, func() (int, error) {
 		var err error
 		res.RawShare, res.RawShareN, err = rawShareLoop(ctx, c, topic, records, limit, warm)
 		return res.RawShareN, err
@@ -197,11 +206,11 @@ func runOverhead(ctx context.Context, c *cluster, log *slog.Logger, partitions i
 	for _, conc := range overheadConcurrency {
 		progress(fmt.Sprintf("shareq concurrency=%d", conc))
 		p := sweepPoint{Concurrency: conc}
-		stop, err := startProfile(profileDir, fmt.Sprintf("overhead-c%d", conc))
+		stop, err := startProfile(o.profileDir, fmt.Sprintf("overhead-c%d", conc))
 		if err != nil {
 			return res, err
 		}
-		p.CPU, p.BrokerCPU, err = cpuPerJob(brokerPID, func() (int, error) {
+		p.CPU, p.BrokerCPU, err = cpuPerJob(o.brokerPID, func() (int, error) {
 			var err error
 			var st worker.MemberStats
 			p.Rate, p.Done, st, err = shareqNoop(ctx, c, log, topic, conc, records, limit, warm)
@@ -305,8 +314,8 @@ func cpuPerJob(brokerPID int, f func() (int, error)) (self, broker time.Duration
 	}
 	var bBefore time.Duration
 	if brokerPID != 0 {
-		if bBefore, err = procCPU(brokerPID); err != nil {
-			return 0, 0, err
+		if bBefore, err = procstat.CPU(brokerPID); err != nil {
+			return 0, 0, fmt.Errorf("-broker-pid: %w", err)
 		}
 	}
 	n, err := f()
@@ -315,42 +324,13 @@ func cpuPerJob(brokerPID int, f func() (int, error)) (self, broker time.Duration
 		return 0, 0, errors.Join(err, cerr)
 	}
 	if brokerPID != 0 {
-		bAfter, err := procCPU(brokerPID)
+		bAfter, err := procstat.CPU(brokerPID)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, fmt.Errorf("-broker-pid: %w", err)
 		}
 		broker = (bAfter - bBefore) / time.Duration(n)
 	}
 	return (after - before) / time.Duration(n), broker, nil
-}
-
-// procCPU returns the user + system CPU time of process pid, every
-// thread, from /proc/pid/stat (in clock ticks of 10 ms: fine over runs of
-// seconds).
-func procCPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, fmt.Errorf("-broker-pid: %w", err)
-	}
-	// The command name, field 2, is in parentheses and may hold spaces;
-	// utime and stime are fields 14 and 15, the 12th and 13th after it.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("-broker-pid: /proc/%d/stat: no command name", pid)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0, fmt.Errorf("-broker-pid: /proc/%d/stat: %d fields", pid, len(f))
-	}
-	var ticks int64
-	for _, s := range f[11:13] {
-		v, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("-broker-pid: /proc/%d/stat: %w", pid, err)
-		}
-		ticks += v
-	}
-	return time.Duration(ticks) * 10 * time.Millisecond, nil // USER_HZ is 100 on Linux
 }
 
 // startProfile starts a CPU profile to dir/name.pprof and returns its
