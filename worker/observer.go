@@ -274,14 +274,19 @@ type MemberStats struct {
 	// that returned records.
 	FetchRTT time.Duration
 
-	Fetches        int64         // share fetches answered
-	Fetched        int64         // records acquired
-	Acks           map[Ack]int64 // acknowledgements the broker applied, by type
-	AckErrors      int64         // acknowledgements the broker did not apply
-	LostRecords    int64         // held records whose lock was lost (session or connection gone)
-	SessionsOpened int64         // share sessions opened, first ones included
-	SessionsReset  int64         // share sessions reopened after an error
-	Rejoins        int64         // times the member rejoined the group after being fenced
+	Fetches int64 // share fetches answered
+	// WholeBatchFetches counts the share fetches that took whole producer
+	// batches (Kafka's batch_optimized acquire mode); the others took
+	// records of batches one by one (record_limit), which costs the
+	// broker a read of each batch they touch, every time.
+	WholeBatchFetches int64
+	Fetched           int64         // records acquired
+	Acks              map[Ack]int64 // acknowledgements the broker applied, by type
+	AckErrors         int64         // acknowledgements the broker did not apply
+	LostRecords       int64         // held records whose lock was lost (session or connection gone)
+	SessionsOpened    int64         // share sessions opened, first ones included
+	SessionsReset     int64         // share sessions reopened after an error
+	Rejoins           int64         // times the member rejoined the group after being fenced
 
 	// RateTopic is the topic of the worker's [TopicRate] ("" without
 	// one), RateLimit its limit for the whole fleet and RateShare this

@@ -170,7 +170,7 @@ func memberStats(s member.Stats, x *executor, clientID string) MemberStats {
 		ClientID: clientID, MemberID: s.MemberID, State: s.State.String(), Partitions: s.Partitions,
 		Held: s.Held, HeldBytes: s.HeldBytes, Buffered: buffered, Running: running, FetchRTT: s.FetchRTT,
 		Waiting: int(x.pubWaiting.Load()), Snoozed: int(x.pubSnoozed.Load()), BreakersOpen: int(x.pubBreakers.Load()), Paused: int(x.pubHalted.Load()),
-		Fetches: s.Fetches, Fetched: s.Fetched, Acks: acks, AckErrors: s.AckErrors, LostRecords: s.LostRecords,
+		Fetches: s.Fetches, WholeBatchFetches: s.BatchFetches, Fetched: s.Fetched, Acks: acks, AckErrors: s.AckErrors, LostRecords: s.LostRecords,
 		SessionsOpened: s.SessionsOpened, SessionsReset: s.SessionsReset, Rejoins: s.Rejoins,
 		RateTopic: rateTopic, RateLimit: rateLimit, RateShare: rateShare,
 	}

@@ -22,6 +22,12 @@ package member
 // delivers it anyway (a release would cost a delivery) and the credit
 // goes below 0 until the jobs ending repay it (handleFetch).
 //
+// The credit is the worker's: Stats.WholeBatches tells it the credit that
+// covers a batch, and a worker whose jobs are short enough grants credit
+// that many records at a time (worker/executor_prefetch.go, prefetchFor),
+// so that its fetches are batch_optimized even when a round trip of jobs
+// is much less than a batch.
+//
 // Measured (Kafka 4.4.0 single node, lock 5 s, and kfake; 2 cores shared
 // with other work, so rates move up to 2× between runs):
 //
@@ -71,4 +77,25 @@ func (m *Member) acquireMode(s *session, share int) int8 {
 	}
 	m.st.BatchFetches++
 	return acquireBatchOptimized
+}
+
+// wholeBatches is the credit at which the share of every session that
+// fetches covers the largest producer batch of the partitions it fetches
+// (Stats.WholeBatches): the largest batch of any wanted partition, as
+// seen in its latest response, times the sessions that fetch; 0 before a
+// batch was seen. It looks at the partitions again only when they or
+// their batch sizes changed, since publish calls it after every step.
+func (m *Member) wholeBatches() int {
+	if m.whole.plan == m.meta.plan && m.whole.decoded == m.dec.changes && m.whole.fetchers == m.fetchers {
+		return m.whole.credit
+	}
+	m.whole.plan, m.whole.decoded, m.whole.fetchers = m.meta.plan, m.dec.changes, m.fetchers
+	largest := 0
+	for _, ps := range m.meta.want {
+		for _, p := range ps {
+			largest = max(largest, m.dec.batchSize[p])
+		}
+	}
+	m.whole.credit = largest * max(1, m.fetchers)
+	return m.whole.credit
 }

@@ -49,8 +49,8 @@ func TestBatchOptimizedOnceTheCreditCoversABatch(t *testing.T) {
 	// Seen: batches of 40, credit 10: still record_limit.
 	r.m.Grant(10)
 	ds := r.deliveriesN(20)
-	if s := r.m.Stats(); s.BatchFetches != 0 || s.OverCredit != 0 || len(ds) != 20 || s.Credit != 0 {
-		t.Fatalf("after credits of 10 and 10 on batches of %d: %d deliveries, stats %+v; want 20, no batch_optimized fetch", size, len(ds), s)
+	if s := r.m.Stats(); s.BatchFetches != 0 || s.OverCredit != 0 || len(ds) != 20 || s.Credit != 0 || s.WholeBatches != size {
+		t.Fatalf("after credits of 10 and 10 on batches of %d: %d deliveries, stats %+v; want 20, no batch_optimized fetch, WholeBatches %d", size, len(ds), s, size)
 	}
 	accept(ds)
 	// A credit that covers a batch: batch_optimized.

@@ -120,6 +120,12 @@ type Member struct {
 	reservedBytes int64 // room promised to the fetches in flight (their request.reservedBytes)
 	recordSize    int64 // the delivered records' mean size, a moving average; 0 before the first
 	fetchers      int   // the sessions that fetch, as of the last step
+	// whole is wholeBatches' last answer and what it was computed for.
+	whole struct {
+		plan, decoded uint64
+		fetchers      int
+		credit        int
+	}
 
 	phase stopPhase // the stop sequence (stop.go)
 

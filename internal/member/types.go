@@ -157,6 +157,13 @@ type Stats struct {
 	// requests that returned records (long polls that waited for records
 	// are not counted); 0 before the first.
 	FetchRTT time.Duration
+	// WholeBatches is the credit at which every fetch covers the largest
+	// producer batch of the partitions it fetches, as their latest
+	// responses showed (so it is batch_optimized, acquire.go): that batch
+	// times the sessions that fetch; 0 before any batch was seen. With
+	// less credit, fetches are record_limit and split producer batches,
+	// which costs the broker a read of the whole batch each time.
+	WholeBatches int
 
 	Fetches         int64 // ShareFetch requests answered
 	Fetched         int64 // records acquired

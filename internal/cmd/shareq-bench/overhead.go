@@ -38,6 +38,9 @@ type sweepPoint struct {
 	// fetch's round trip.
 	Fetches, Fetched int64
 	FetchRTT         time.Duration
+	// WholeBatchFetches are the fetches that took whole producer batches
+	// (batch_optimized).
+	WholeBatchFetches int64
 }
 
 // fetchMeter keeps the last member snapshot a worker reported.
@@ -214,7 +217,7 @@ func runOverhead(ctx context.Context, c *cluster, log *slog.Logger, o overheadOp
 			var err error
 			var st worker.MemberStats
 			p.Rate, p.Done, st, err = shareqNoop(ctx, c, log, topic, conc, records, limit, warm)
-			p.Fetches, p.Fetched, p.FetchRTT = st.Fetches, st.Fetched, st.FetchRTT
+			p.Fetches, p.Fetched, p.FetchRTT, p.WholeBatchFetches = st.Fetches, st.Fetched, st.FetchRTT, st.WholeBatchFetches
 			return p.Done, err
 		})
 		if perr := stop(); err == nil {
