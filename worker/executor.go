@@ -245,10 +245,21 @@ type executor struct {
 	// prefetch, and grants nothing while stopping.
 	outstanding int
 	prefetch    int
-	completed   int     // handler returns, and queued jobs that went to wait for their keys, since the last prefetch reading
-	rate        float64 // moving average of handler returns per second
-	lastReading time.Time
-	lockSeen    time.Duration // the longest lock of any delivery
+	// chunk and reserve: with chunk above 0, credit is granted a chunk
+	// or more at a time, once the last grant was used up and, for a
+	// chunk alone, fewer than reserve records are queued, so that
+	// fetches take whole producer batches (prefetchFor, topUp).
+	chunk, reserve int
+	completed      int     // handler returns, and queued jobs that went to wait for their keys, since the last prefetch reading
+	rate           float64 // moving average of handler returns per second
+	lastReading    time.Time
+	readings       *time.Ticker // run's: when to read the rate (reading)
+	// The first readings (reading, beginReadings): how many are left,
+	// when their first job started, and the jobs completed since.
+	firstReadings int
+	firstJob      time.Time
+	firstDone     int
+	lockSeen      time.Duration // the longest lock of any delivery
 
 	// Renewals and holds (executor_renew.go).
 	wake   *time.Timer // the next renewal, MaxHold or end of a retry hold

@@ -33,8 +33,8 @@ func (x *executor) run(ctx context.Context) {
 	defer x.pubSnoozed.Store(0)
 	defer x.pubBreakers.Store(0)
 	defer x.pubHalted.Store(0)
-	reading := time.NewTicker(prefetchEvery)
-	defer reading.Stop()
+	x.readings = time.NewTicker(prefetchEvery) // faster for a while when jobs start (firstReadings)
+	defer x.readings.Stop()
 	x.lastReading = x.now()
 	x.applyControl(x.cfg.InitialControl)
 	x.topUp()
@@ -75,7 +75,7 @@ func (x *executor) run(ctx context.Context) {
 		case <-x.wake.C:
 			x.armed = false
 			x.wakeUp()
-		case <-reading.C:
+		case <-x.readings.C:
 			x.reading()
 		case <-x.copySignal:
 			x.takeCopies()
@@ -315,6 +315,9 @@ func (x *executor) begin(j *xjob, now time.Time) {
 	j.ctx, j.cancel = context.WithCancelCause(x.baseFor(j))
 	j.h, j.timeout = x.cfg.Handlers[j.key.Topic], x.cfg.Timeouts[j.key.Topic]
 	j.state, j.ran, j.start = jobRunning, true, now
+	if x.rate == 0 && x.firstReadings == 0 {
+		x.beginReadings(now)
+	}
 	_, j.fences = x.m.Standing()
 	if !j.tracked {
 		x.tracker.Add(j, now, j.deadline, j.lock)

@@ -3,12 +3,17 @@ package worker
 import (
 	"math"
 	"time"
+
+	"github.com/shareq/shareq/internal/member"
 )
 
 const (
 	// prefetchEvery is how often the executor measures its job rate and
 	// recomputes the prefetch.
 	prefetchEvery = 250 * time.Millisecond
+	// firstReadingEvery is how often it does so over the first
+	// prefetchEvery after jobs start with no rate known (reading).
+	firstReadingEvery = 25 * time.Millisecond
 	// fetchesAhead is how many fetch round trips of jobs the prefetch
 	// covers at the observed rate: a fetch brings what the jobs finished
 	// while the one before it was out, so a session with one request at a
@@ -27,11 +32,22 @@ const (
 	// rateWeight is the weight of the latest reading in the job rate's
 	// moving average (a time constant of about a second).
 	rateWeight = 0.25
+	// wholeBatchHorizon is the most time of jobs, at the observed rate,
+	// that the prefetch may hold in order to fetch whole producer batches
+	// (prefetchFor).
+	wholeBatchHorizon = 200 * time.Millisecond
 )
 
 // reading measures the job rate and recomputes the prefetch (prefetchFor),
 // and has the locks of records that wait long for a slot renewed
 // (keepQueuedLocks). While stopping there is no prefetch.
+//
+// Its rate is a moving average of each reading's, but over the first
+// readings after jobs start with no rate known (beginReadings) it is the
+// rate since that start, read every firstReadingEvery: a worker's fetches
+// grow with its handlers within tens of milliseconds (a quarter-second
+// window would keep them at Concurrency until it ended, and a short
+// window reads a clump of jobs ending together as a rate).
 func (x *executor) reading() {
 	now := x.now()
 	x.keepQueuedLocks(now)
@@ -42,15 +58,24 @@ func (x *executor) reading() {
 		return
 	}
 	r := float64(x.completed) / dt
-	x.completed = 0
-	if x.rate == 0 {
+	switch {
+	case x.firstReadings > 0:
+		x.firstDone += x.completed
+		x.rate = float64(x.firstDone) / max(now.Sub(x.firstJob), firstReadingEvery).Seconds()
+		if x.firstReadings--; x.firstReadings == 0 {
+			x.readings.Reset(prefetchEvery)
+		}
+	case x.rate == 0:
 		x.rate = r
-	} else if x.rate += rateWeight * (r - x.rate); x.rate < 0.01 {
-		x.rate = 0 // idle: known no longer
+	default:
+		if x.rate += rateWeight * (r - x.rate); x.rate < 0.01 {
+			x.rate = 0 // idle: known no longer
+		}
 	}
+	x.completed = 0
 	if !x.stopping() {
 		st := x.m.Stats()
-		x.prefetch = prefetchFor(x.rate, st.FetchRTT, x.lockSeen)
+		x.prefetch, x.chunk, x.reserve = prefetchFor(x.rate, st.FetchRTT, x.lockSeen, x.wholeBatches(st))
 		x.partitions = st.Partitions
 	}
 	x.pubRunning.Store(int64(x.running))
@@ -59,6 +84,17 @@ func (x *executor) reading() {
 	x.pubSnoozed.Store(int64(x.snoozed))
 	x.pubBreakers.Store(int64(x.breakersOpen))
 	x.pubHalted.Store(int64(x.halted))
+}
+
+// beginReadings starts the first readings (reading): a job starts at now
+// with no rate known, at the start or after the worker idled.
+func (x *executor) beginReadings(now time.Time) {
+	if x.readings == nil {
+		return // not running (tests)
+	}
+	x.firstJob, x.firstDone, x.completed = now, 0, 0 // jobs done before now are no part of the rate since
+	x.firstReadings = int(prefetchEvery / firstReadingEvery)
+	x.readings.Reset(firstReadingEvery)
 }
 
 // counts returns the handlers running and the records waiting for a slot,
@@ -75,14 +111,45 @@ func (x *executor) counts() (running, queued int) {
 // few; never so many that a queued record would wait more than a quarter
 // of its lock for a handler (the jobs ahead of it take about prefetch ÷
 // rate); and at most prefetchMax. No rate or round trip yet: none.
-func prefetchFor(rate float64, rtt, lock time.Duration) int {
+//
+// whole is the credit at which fetches cover whole producer batches
+// (member.Stats.WholeBatches; 0: unknown, or not wanted). When it is more
+// than a round trip of jobs, a fetch of the credit freed meanwhile splits
+// the producer batches, and Kafka reads and sends a whole batch for each
+// such fetch: with fetches of about 300 records (Concurrency 100) from
+// batches of 3,300, the broker spent more CPU per job than the worker
+// (BENCHMARKS.md section 9.4). If the rate allows, the prefetch then holds a whole
+// batch's credit more, chunk is that credit, and topUp grants it in
+// chunks once fewer than reserve records (the prefetch without it) wait
+// in hand, so that each fetch takes whole batches (batch_optimized). The
+// rate allows it when the records in hand, up to prefetch and a chunk
+// more, are at most a quarter of the lock and at most wholeBatchHorizon
+// of jobs; otherwise chunk is 0.
+func prefetchFor(rate float64, rtt, lock time.Duration, whole int) (prefetch, chunk, reserve int) {
 	if rate <= 0 || rtt <= 0 || lock <= 0 {
-		return 0
+		return 0, 0, 0
 	}
 	horizon := max(fetchesAhead*rtt, prefetchHorizon)
 	n := math.Ceil(rate * horizon.Seconds())
 	n = min(n, math.Floor(rate*lock.Seconds()/4), prefetchMax)
-	return max(int(n), 0)
+	prefetch = max(int(n), 0)
+	if float64(whole) <= rate*rtt.Seconds() {
+		return prefetch, 0, 0 // a round trip's credit covers a batch already
+	}
+	if float64(prefetch+2*whole) > rate*min(lock/4, wholeBatchHorizon).Seconds() { // topUp may grant past prefetch by a chunk
+		return prefetch, 0, 0
+	}
+	return prefetch + whole, whole, prefetch
+}
+
+// wholeBatches is the credit at which fetches cover whole producer
+// batches, as the member last saw them, for prefetchFor; 0 with a rate
+// limit or priorities, whose grants and fetches follow their own rules.
+func (x *executor) wholeBatches(st member.Stats) int {
+	if x.cfg.Rate != nil || x.lanes != nil {
+		return 0
+	}
+	return st.WholeBatches
 }
 
 // topUp grants credit up to Concurrency + prefetch records in hand or on
@@ -94,6 +161,22 @@ func (x *executor) topUp() {
 	}
 	// Jobs waiting for their keys will need the rate's tokens too.
 	n := x.conc + x.prefetch - x.running - x.queued - len(x.reruns) - x.waitingOver() - x.outstanding
+	if x.chunk > 0 {
+		// Whole producer batches (prefetchFor): credit goes out a whole
+		// batch at a time, and only once the last grant was used up (a
+		// debt repaid too), since the member fetches whatever credit it
+		// has, and a fetch for less than a batch splits batches; while
+		// reserve records are queued, not even that.
+		if x.outstanding > 0 {
+			return
+		}
+		if x.outstanding+n < x.chunk {
+			if x.queued >= x.reserve {
+				return
+			}
+			n = x.chunk - x.outstanding // past the target by less than a chunk
+		}
+	}
 	if n = x.cfg.Rate.room(x.now(), n, x.queued+x.waiting+x.outstanding); n > 0 {
 		x.outstanding += n
 		x.m.Grant(n)

@@ -84,7 +84,7 @@ func (x *executor) gone() bool { return x.phase >= phaseExpired }
 func (x *executor) beginStop() {
 	x.logStopping()
 	x.enter(phaseDraining)
-	x.prefetch = 0
+	x.prefetch, x.chunk = 0, 0
 	x.m.StopFetching()
 }
 

@@ -1128,24 +1128,69 @@ func TestExecutorRepaysCreditDebtBeforeFetchingMore(t *testing.T) {
 
 func TestExecutorPrefetchFor(t *testing.T) {
 	for _, tc := range []struct {
-		name      string
-		rate      float64
-		rtt, lock time.Duration
-		want      int
+		name                 string
+		rate                 float64
+		rtt, lock            time.Duration
+		whole                int
+		want, chunk, reserve int
 	}{
-		{"no rate yet", 0, 10 * time.Millisecond, lock, 0},
-		{"no round trip yet", 1000, 0, lock, 0},
-		{"four round trips of jobs", 1000, 10 * time.Millisecond, lock, 40},
-		{"rounded up", 1000, 10500 * time.Microsecond, lock, 42},
-		{"at least the horizon of jobs", 100000, 100 * time.Microsecond, lock, 1000},
-		{"long jobs: one record", 24, 5 * time.Millisecond, lock, 1},
-		{"a quarter lock of waiting at most", 100, time.Second, 2 * time.Second, 50},
-		{"beyond Concurrency", 10000, 10 * time.Millisecond, lock, 400},
-		{"at most prefetchMax", 1e6, 10 * time.Millisecond, lock, prefetchMax},
+		{"no rate yet", 0, 10 * time.Millisecond, lock, 0, 0, 0, 0},
+		{"no round trip yet", 1000, 0, lock, 0, 0, 0, 0},
+		{"four round trips of jobs", 1000, 10 * time.Millisecond, lock, 0, 40, 0, 0},
+		{"rounded up", 1000, 10500 * time.Microsecond, lock, 0, 42, 0, 0},
+		{"at least the horizon of jobs", 100000, 100 * time.Microsecond, lock, 0, 1000, 0, 0},
+		{"long jobs: one record", 24, 5 * time.Millisecond, lock, 0, 1, 0, 0},
+		{"a quarter lock of waiting at most", 100, time.Second, 2 * time.Second, 0, 50, 0, 0},
+		{"beyond Concurrency", 10000, 10 * time.Millisecond, lock, 0, 400, 0, 0},
+		{"at most prefetchMax", 1e6, 10 * time.Millisecond, lock, 0, prefetchMax, 0, 0},
+		// Whole producer batches: 100,000 jobs/s and a 2 ms round trip
+		// free 200 credits a round trip, and hold 1,000 (10 ms).
+		{"a batch within a round trip's credit", 100000, 2 * time.Millisecond, lock, 200, 1000, 0, 0},
+		{"a batch past it: held in chunks", 100000, 2 * time.Millisecond, lock, 9000, 10000, 9000, 1000},
+		{"all of it within the horizon", 100000, 2 * time.Millisecond, lock, 9500, 10500, 9500, 1000},
+		{"past the horizon: split", 100000, 2 * time.Millisecond, lock, 9501, 1000, 0, 0},
+		{"past a quarter lock: split", 100000, 2 * time.Millisecond, 300 * time.Millisecond, 9000, 1000, 0, 0},
+		{"short jobs, slowly: split", 1000, 2 * time.Millisecond, lock, 500, 10, 0, 0},
 	} {
-		if got := prefetchFor(tc.rate, tc.rtt, tc.lock); got != tc.want {
-			t.Errorf("%s: prefetchFor(%v, %v, %v) = %d, want %d", tc.name, tc.rate, tc.rtt, tc.lock, got, tc.want)
+		got, chunk, reserve := prefetchFor(tc.rate, tc.rtt, tc.lock, tc.whole)
+		if got != tc.want || chunk != tc.chunk || reserve != tc.reserve {
+			t.Errorf("%s: prefetchFor(%v, %v, %v, %d) = %d, %d, %d, want %d, %d, %d", tc.name, tc.rate, tc.rtt, tc.lock, tc.whole,
+				got, chunk, reserve, tc.want, tc.chunk, tc.reserve)
 		}
+	}
+}
+
+// With whole producer batches (prefetchFor's chunk), credit goes out a
+// whole batch at a time, only once the last grant was used up, and not
+// while reserve records are queued; without, whatever frees up.
+func TestExecutorGrantsWholeBatches(t *testing.T) {
+	for _, tc := range []struct {
+		name                         string
+		chunk, reserve               int
+		running, queued, outstanding int
+		want                         []int // the grants
+	}{
+		// Concurrency 10, prefetch 1,000 (a reserve of 500 and a chunk of 500).
+		{"no chunk: what frees up", 0, 0, 10, 900, 0, []int{100}},
+		{"a chunk's worth frees up", 500, 500, 10, 400, 0, []int{600}},
+		{"less than a chunk, reserve queued: none", 500, 500, 10, 600, 0, nil},
+		{"a chunk's worth and one", 500, 500, 10, 499, 0, []int{501}},
+		{"less than a chunk, reserve gone: a chunk", 500, 601, 10, 600, 0, []int{500}},
+		{"a chunk on the way: none", 500, 500, 10, 0, 1, nil},
+		{"a debt: repaid with the chunk", 500, 500, 10, 400, -300, []int{900}},
+		{"a debt, reserve gone: repaid, and a chunk", 500, 700, 10, 600, -700, []int{1200}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeMember()
+			x := newExecutor(testExecutorConfig(t, nil, Brokers("fake:9092"), Group("g"), Handle("t", handler.Func(func(context.Context, *handler.Job) error { return nil })),
+				Logger(slog.New(slog.DiscardHandler)), Concurrency(10)), f)
+			x.prefetch, x.chunk, x.reserve = 1000, tc.chunk, tc.reserve
+			x.running, x.queued, x.outstanding = tc.running, tc.queued, tc.outstanding
+			x.topUp()
+			if got := f.grantList(); !slices.Equal(got, tc.want) {
+				t.Fatalf("grants %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
 

@@ -802,3 +802,69 @@ func TestStartAtLogEndSaysWhatItLeaves(t *testing.T) {
 		t.Errorf("a started group: %v, log:\n%s", err, logs)
 	}
 }
+
+// Short jobs on large producer batches are fetched a whole batch at a
+// time (batch_optimized; the executor grants credit in batches,
+// prefetchFor), not in slivers of the credit that splits batches, each of
+// which costs Kafka a read of the whole batch: after the first fetches,
+// sized before the worker knows its rate, they take whole batches (one
+// or more: at least a quarter as many such fetches as batches, where
+// fetches that split batches took none whole), and every record runs
+// once, on its first delivery.
+func TestShortJobsFetchWholeProducerBatches(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	const batches, size = 100, 200
+	for i := range batches {
+		recs := make([]*kgo.Record, size)
+		for j := range recs {
+			recs[j] = &kgo.Record{Topic: b.topic, Value: fmt.Appendf(nil, "b%d-%d", i, j)}
+		}
+		b.c.ProduceBatch(t, recs...)
+	}
+	var mu sync.Mutex
+	runs := map[int64]int{}
+	var again int
+	all := make(chan struct{})
+	nop := handler.Func(func(_ context.Context, j *handler.Job) error {
+		mu.Lock()
+		defer mu.Unlock()
+		runs[j.Offset]++
+		if j.DeliveryCount != 1 {
+			again++
+		}
+		if len(runs) == batches*size && runs[j.Offset] == 1 {
+			close(all)
+		}
+		return nil
+	})
+	stats := new(memberStatsLog)
+	began := time.Now()
+	stop := b.start(t, nop, worker.Concurrency(10), worker.Observers(stats))
+	select {
+	case <-all:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("not every job ran within 60 s")
+	}
+	t.Logf("%s: %d jobs in %v", b.c.Kind, batches*size, time.Since(began).Round(time.Millisecond))
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(runs) != batches*size || again != 0 {
+		t.Fatalf("%d records ran, %d on a later delivery; want %d, each on its first", len(runs), again, batches*size)
+	}
+	for off, n := range runs {
+		if n != 1 {
+			t.Fatalf("offset %d ran %d times", off, n)
+		}
+	}
+	stats.mu.Lock()
+	last := stats.last[len(stats.last)-1]
+	stats.mu.Unlock()
+	t.Logf("%s: %d fetches, %d of whole producer batches, %d records", b.c.Kind, last.Fetches, last.WholeBatchFetches, last.Fetched)
+	if last.Fetched != batches*size || last.WholeBatchFetches < batches/4 {
+		t.Fatalf("%d records fetched in %d fetches, %d of them of whole batches; want %d, and at least %d fetches of whole batches", last.Fetched, last.Fetches, last.WholeBatchFetches, batches*size, batches/4)
+	}
+}
