@@ -89,9 +89,6 @@ func (x *executor) reading() {
 // beginReadings starts the first readings (reading): a job starts at now
 // with no rate known, at the start or after the worker idled.
 func (x *executor) beginReadings(now time.Time) {
-	if x.readings == nil {
-		return // not running (tests)
-	}
 	x.firstJob, x.firstDone, x.completed = now, 0, 0 // jobs done before now are no part of the rate since
 	x.firstReadings = int(prefetchEvery / firstReadingEvery)
 	x.readings.Reset(firstReadingEvery)

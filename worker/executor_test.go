@@ -1211,6 +1211,29 @@ func feed(f *fakeMember, next *int64, lock, d time.Duration) {
 	}
 }
 
+// A worker that starts on a backlog has its prefetch within tens of
+// milliseconds of its first job (the first readings, every
+// firstReadingEvery), not only after the first prefetchEvery.
+func TestExecutorPrefetchFromTheFirstJobs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const conc = 10
+		work := handler.Func(func(context.Context, *handler.Job) error { // about 1,000 jobs/s on 10 slots
+			time.Sleep(10 * time.Millisecond)
+			return nil
+		})
+		f := newFakeMember()
+		f.setStats(member.Stats{FetchRTT: 50 * time.Millisecond}) // a prefetch of 200 ms of jobs
+		b := startExecutor(t, work, f, Concurrency(conc))
+		var next int64
+		feed(f, &next, lock, 100*time.Millisecond)
+		synctest.Wait()
+		if p := f.inHand() - conc; p < 50 {
+			t.Fatalf("prefetch %d 100 ms after the first job, want 50 or more (about 1,000 jobs/s × 200 ms)", p)
+		}
+		b.stop(t)
+	})
+}
+
 func TestExecutorPrefetchFollowsRateAndLock(t *testing.T) {
 	const conc = 100
 	// Jobs of 0.5 to 1.4 s: about 105 jobs/s on 100 slots.

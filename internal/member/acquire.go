@@ -62,14 +62,11 @@ func (m *Member) acquireMode(s *session, share int) int8 {
 	if s.modePlan == 0 || s.modePlan != m.meta.plan || s.modeDecoded != m.dec.changes {
 		// The wanted partitions or their batch sizes changed: look at
 		// each once, rather than at every fetch.
-		s.modePlan, s.modeDecoded, s.maxBatch = m.meta.plan, m.dec.changes, 0
-		for _, p := range want {
-			n, seen := m.dec.batchSize[p]
-			if !seen {
-				s.maxBatch = -1
-				break
-			}
-			s.maxBatch = max(s.maxBatch, n)
+		s.modePlan, s.modeDecoded = m.meta.plan, m.dec.changes
+		if n, all := m.dec.largestBatch(want); all {
+			s.maxBatch = n
+		} else {
+			s.maxBatch = -1
 		}
 	}
 	if s.maxBatch < 0 || s.maxBatch > share {
@@ -92,10 +89,21 @@ func (m *Member) wholeBatches() int {
 	m.whole.plan, m.whole.decoded, m.whole.fetchers = m.meta.plan, m.dec.changes, m.fetchers
 	largest := 0
 	for _, ps := range m.meta.want {
-		for _, p := range ps {
-			largest = max(largest, m.dec.batchSize[p])
-		}
+		n, _ := m.dec.largestBatch(ps)
+		largest = max(largest, n)
 	}
 	m.whole.credit = largest * max(1, m.fetchers)
 	return m.whole.credit
+}
+
+// largestBatch is the most records of a producer batch among ps, as their
+// latest responses showed, and whether every one of ps was seen.
+func (d *decoder) largestBatch(ps []tp) (largest int, all bool) {
+	all = true
+	for _, p := range ps {
+		n, seen := d.batchSize[p]
+		all = all && seen
+		largest = max(largest, n)
+	}
+	return largest, all
 }

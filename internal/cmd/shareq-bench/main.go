@@ -473,8 +473,8 @@ func runBackend(ctx context.Context, c *cluster, log *slog.Logger, o options, sz
 			if o.brokerPID != 0 {
 				add("overhead", v, "broker_cpu_per_job", us(p.BrokerCPU), "us", brokerCPUNote)
 			}
-			if p.Fetches > 0 {
-				add("overhead", v, "records_per_fetch", float64(p.Fetched)/float64(p.Fetches), "records", fmt.Sprintf("%d fetches, %d of whole producer batches; fetch round trip %v (moving average)", p.Fetches, p.WholeBatchFetches, p.FetchRTT.Round(10*time.Microsecond)))
+			if st := p.Member; st.Fetches > 0 {
+				add("overhead", v, "records_per_fetch", float64(st.Fetched)/float64(st.Fetches), "records", fmt.Sprintf("%d fetches, %d of whole producer batches; fetch round trip %v (moving average)", st.Fetches, st.WholeBatchFetches, st.FetchRTT.Round(10*time.Microsecond)))
 			}
 			if ov.RawShareCPU > 0 {
 				add("overhead", v, "cpu_vs_raw_share", float64(p.CPU)/float64(ov.RawShareCPU), "x", "CPU per job / the raw share loop's")

@@ -33,14 +33,9 @@ type sweepPoint struct {
 	Done        int
 	CPU         time.Duration // the process's CPU time per job while it ran (selfCPU)
 	BrokerCPU   time.Duration // the broker process's, with -broker-pid
-	// Fetches and Fetched are the worker's share fetches answered and
-	// records acquired; FetchRTT the last snapshot's moving average of a
-	// fetch's round trip.
-	Fetches, Fetched int64
-	FetchRTT         time.Duration
-	// WholeBatchFetches are the fetches that took whole producer batches
-	// (batch_optimized).
-	WholeBatchFetches int64
+	// Member is the worker's member's last snapshot: its fetches, records
+	// per fetch and fetch round trip.
+	Member worker.MemberStats
 }
 
 // fetchMeter keeps the last member snapshot a worker reported.
@@ -215,9 +210,7 @@ func runOverhead(ctx context.Context, c *cluster, log *slog.Logger, o overheadOp
 		}
 		p.CPU, p.BrokerCPU, err = cpuPerJob(o.brokerPID, func() (int, error) {
 			var err error
-			var st worker.MemberStats
-			p.Rate, p.Done, st, err = shareqNoop(ctx, c, log, topic, conc, records, limit, warm)
-			p.Fetches, p.Fetched, p.FetchRTT, p.WholeBatchFetches = st.Fetches, st.Fetched, st.FetchRTT, st.WholeBatchFetches
+			p.Rate, p.Done, p.Member, err = shareqNoop(ctx, c, log, topic, conc, records, limit, warm)
 			return p.Done, err
 		})
 		if perr := stop(); err == nil {
