@@ -414,11 +414,14 @@ func TestStallHealLiftsAHealPauseWhoseHealerIsGone(t *testing.T) {
 	}
 
 	hd.cd.pause(t, hd.group, "") // an operator's
-	more := keys("more", 5)
-	hd.produce(t, more...)
+	// The jobs come once the worker has the pause: a record produced
+	// while the pause is still on its way on the control topic may be
+	// fetched and run first.
 	waitWorkers(t, hd.c, hd.statuses, hd.group, 30*time.Second, "the worker paused by the operator", func(ws []fleet.Status) bool {
 		return len(ws) == 1 && len(ws[0].Paused) > 0 && ws[0].Paused[0].By == "tester"
 	})
+	more := keys("more", 5)
+	hd.produce(t, more...)
 	time.Sleep(3 * time.Second) // past the stale bound: a wrong lift would come within it
 	if p, ok := hd.groupPause(t); !ok || p.By != "tester" {
 		t.Fatalf("the operator's pause after the stale bound: %v (%v), want it kept", p, ok)
