@@ -44,10 +44,11 @@ const (
 //
 // Its rate is a moving average of each reading's, but over the first
 // readings after jobs start with no rate known (beginReadings) it is the
-// rate since that start, read every firstReadingEvery: a worker's fetches
-// grow with its handlers within tens of milliseconds (a quarter-second
-// window would keep them at Concurrency until it ended, and a short
-// window reads a clump of jobs ending together as a rate).
+// jobs done since that start over prefetchEvery (or the time since, if
+// longer), read every firstReadingEvery: a worker's fetches start to grow
+// with its handlers within tens of milliseconds, where a first reading
+// after a quarter second kept them at Concurrency until then, and the
+// rate is never more than a quarter-second window of the same jobs reads.
 func (x *executor) reading() {
 	now := x.now()
 	x.keepQueuedLocks(now)
@@ -61,7 +62,11 @@ func (x *executor) reading() {
 	switch {
 	case x.firstReadings > 0:
 		x.firstDone += x.completed
-		x.rate = float64(x.firstDone) / max(now.Sub(x.firstJob), firstReadingEvery).Seconds()
+		// Over at least prefetchEvery: jobs that end together just after
+		// the first (a clump of equal jobs started at once) would read
+		// as a rate many times the true one over a shorter span, and a
+		// prefetch that large drains only at the true rate.
+		x.rate = float64(x.firstDone) / max(now.Sub(x.firstJob), prefetchEvery).Seconds()
 		if x.firstReadings--; x.firstReadings == 0 {
 			x.readings.Reset(prefetchEvery)
 		}
