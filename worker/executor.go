@@ -203,7 +203,7 @@ type executor struct {
 	// Everything below is owned by the run goroutine (run and all it
 	// calls): no other goroutine reads or writes it.
 
-	jobs    map[member.Key]*xjob // queued, running and held jobs
+	jobs    member.KeyMap[*xjob] // queued, running and held jobs
 	queue   fifo                 // queued jobs without priorities (lanes nil); dropped ones are skipped
 	lanes   *topicQueues         // queued jobs by topic, with priorities (priority.go); nil: none
 	queued  int                  // queued jobs (entries of queue still queued)
@@ -375,7 +375,6 @@ func newExecutor(cfg executorConfig, m groupMember) *executor {
 		log:      cfg.Logger.With("group", cfg.Group),
 		obs:      cfg.Observer,
 		conc:     conc,
-		jobs:     make(map[member.Key]*xjob, 2*conc),
 		outcomes: make(map[Outcome]int64),
 		tracker:  renew.NewTracker[*xjob](renew.Policy{Margin: cfg.RenewMargin, MaxHold: cfg.MaxHold}),
 		work:     make(chan *xjob, conc),

@@ -129,7 +129,7 @@ func (x *executor) now() time.Time {
 // does, then deliveries, renewals and acknowledgement results.
 func (x *executor) event(ev member.Event) {
 	for _, k := range ev.Lost {
-		if j := x.jobs[k]; j != nil {
+		if j := x.jobs.Get(k); j != nil {
 			x.drop(j, ErrLockLost)
 		}
 	}
@@ -160,7 +160,7 @@ func (x *executor) deliver(d member.Delivery) {
 		x.lockSeen = d.Lock
 	}
 	k := d.Key()
-	if j := x.jobs[k]; j != nil {
+	if j := x.jobs.Get(k); j != nil {
 		// Its lock ran out and the member fetched it again; acks are by
 		// offset, so the job in hand answers for this delivery too. Its
 		// credit comes back through topUp.
@@ -192,7 +192,7 @@ func (x *executor) deliver(d member.Delivery) {
 		x.report(j, AckRelease, OutcomeInterrupted, ErrShutdown, 0, nil)
 		return
 	}
-	x.jobs[k] = j
+	x.jobs.Put(k, j)
 	j.ks = x.keyOf(j)
 	if nb := j.job.NotBefore(); !nb.IsZero() && time.Until(nb) > 0 {
 		// A snoozed job's copy, early: held until it is due.

@@ -23,7 +23,7 @@ func (x *executor) result(r xresult) {
 	x.running--
 	x.completed++
 	j := r.j
-	if j.state != jobRunning || x.jobs[j.key] != j {
+	if j.state != jobRunning || x.jobs.Get(j.key) != j {
 		return // abandoned earlier; its record was released
 	}
 	now := x.now()
@@ -231,7 +231,7 @@ func (x *executor) end(j *xjob, cause error) {
 		j.cancel(cause)
 	}
 	j.state = jobGone
-	delete(x.jobs, j.key)
+	x.jobs.Delete(j.key)
 	if ks := j.ks; ks != nil {
 		if ks.probe == j {
 			ks.probe = nil

@@ -67,7 +67,7 @@ func (x *executor) wakeUp() {
 		for len(x.holds) > 0 && !x.holds[0].releaseAt.After(now) {
 			j := heap.Pop(&x.holds).(*xjob)
 			switch {
-			case x.jobs[j.key] != j:
+			case x.jobs.Get(j.key) != j:
 			case j.state == jobHeld:
 				x.finish(j, AckRelease, OutcomeRetried, j.err, j.took)
 			case j.state == jobSnoozed:
@@ -83,7 +83,7 @@ func (x *executor) wakeUp() {
 		x.arm(x.keyTimes[0].at)
 	}
 	for len(x.holds) > 0 {
-		if j := x.holds[0]; (j.state == jobHeld || j.state == jobSnoozed) && x.jobs[j.key] == j {
+		if j := x.holds[0]; (j.state == jobHeld || j.state == jobSnoozed) && x.jobs.Get(j.key) == j {
 			if !x.holdsUntilQuiet() {
 				x.arm(j.releaseAt)
 			}
@@ -99,7 +99,7 @@ func (x *executor) wakeUp() {
 
 // renewed takes the outcome of one renewal.
 func (x *executor) renewed(r member.Renewal, now time.Time) {
-	j := x.jobs[r.Key]
+	j := x.jobs.Get(r.Key)
 	if j == nil || j.state == jobGone || (j.state == jobQueued && !j.tracked) {
 		return // finished meanwhile
 	}

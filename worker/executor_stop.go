@@ -92,7 +92,7 @@ func (x *executor) beginStop() {
 // how long it may take.
 func (x *executor) logStopping() {
 	var held, paused int
-	for _, j := range x.jobs {
+	for _, j := range x.jobs.All() {
 		switch j.state {
 		case jobHeld:
 			held++
@@ -118,7 +118,7 @@ func (x *executor) logStopping() {
 func (x *executor) releaseHeld() {
 	x.enter(phaseReleasing)
 	now := x.now()
-	for _, j := range x.jobs {
+	for _, j := range x.jobs.All() {
 		switch {
 		case j.state == jobHeld, j.state == jobPaused && x.pause != nil:
 			x.finish(j, AckRelease, OutcomeRetried, j.err, j.took)
@@ -142,7 +142,7 @@ func (x *executor) releaseHeld() {
 // cancelled and every record in hand released.
 func (x *executor) expire() {
 	x.enter(phaseExpired)
-	for _, j := range x.jobs {
+	for _, j := range x.jobs.All() {
 		switch j.state {
 		case jobRunning:
 			x.abandon(j, ErrShutdown)
@@ -163,7 +163,7 @@ func (x *executor) expire() {
 // Leave sends the final acknowledgements and releases, and leaves the
 // group; Events closes after.
 func (x *executor) leaveWhenDone() {
-	if (x.phase == phaseReleasing || x.phase == phaseExpired) && len(x.jobs) == 0 {
+	if (x.phase == phaseReleasing || x.phase == phaseExpired) && x.jobs.Len() == 0 {
 		x.enter(phaseLeft)
 		x.m.Leave()
 	}
@@ -186,9 +186,9 @@ func (x *executor) finishStop() {
 // stopped, so nothing can be acknowledged any more. It skips the rest of
 // the stop sequence to step 5.
 func (x *executor) memberFailed() {
-	x.log.Warn("the share-group member stopped; cancelling running jobs", "jobs", len(x.jobs))
+	x.log.Warn("the share-group member stopped; cancelling running jobs", "jobs", x.jobs.Len())
 	x.enter(phaseLeft)
-	for _, j := range x.jobs {
+	for _, j := range x.jobs.All() {
 		x.drop(j, ErrShutdown)
 	}
 	x.resetQueue()

@@ -328,7 +328,7 @@ func (x *executor) startReady() {
 		j := x.ready[0]
 		x.ready[0] = nil
 		x.ready = x.ready[1:]
-		if j.state != jobWaiting || x.jobs[j.key] != j {
+		if j.state != jobWaiting || x.jobs.Get(j.key) != j {
 			j.ks.pending--
 			x.keyFreed(j.ks, now)
 			continue

@@ -89,7 +89,7 @@ func (x *executor) pauseJob(j *xjob, r xresult, ue *handler.UnavailableError, pr
 		if len(p.deps) > 1 {
 			msg = "another dependency down; the worker stays paused"
 		}
-		x.log.Warn(msg, "dependency", ue.Dependency, "error", r.err.Error(), "jobs_held", len(x.jobs))
+		x.log.Warn(msg, "dependency", ue.Dependency, "error", r.err.Error(), "jobs_held", x.jobs.Len())
 		if po, ok := x.obs.(PauseObserver); ok {
 			po.WorkerPaused(ue.Dependency, r.err)
 		}
@@ -123,7 +123,7 @@ func (x *executor) maybeProbe() {
 		j := p.held[0]
 		p.held[0] = nil
 		p.held = p.held[1:]
-		if j.state == jobPaused && x.jobs[j.key] == j {
+		if j.state == jobPaused && x.jobs.Get(j.key) == j {
 			if x.topicPaused(j.key.Topic) {
 				x.halt(j, x.now()) // its topic's pause first
 				continue
@@ -153,7 +153,7 @@ func (x *executor) resume() {
 	p := x.pause
 	x.pause = nil
 	for _, j := range p.held {
-		if j.state == jobPaused && x.jobs[j.key] == j {
+		if j.state == jobPaused && x.jobs.Get(j.key) == j {
 			x.reruns = append(x.reruns, j)
 		}
 	}
@@ -182,7 +182,7 @@ func (x *executor) startReruns() {
 		x.reruns[0] = nil
 		x.reruns = x.reruns[1:]
 		switch {
-		case j.state != jobPaused || x.jobs[j.key] != j:
+		case j.state != jobPaused || x.jobs.Get(j.key) != j:
 		case x.topicPaused(j.key.Topic):
 			x.halt(j, x.now())
 		case x.admit(j, x.now(), false):

@@ -169,7 +169,7 @@ func (x *executor) takeCopies() {
 	for _, c := range done {
 		x.copying--
 		j := c.j
-		if j.state != jobCopying || x.jobs[j.key] != j {
+		if j.state != jobCopying || x.jobs.Get(j.key) != j {
 			continue // released meanwhile (the shutdown deadline)
 		}
 		if c.err == nil {

@@ -150,7 +150,7 @@ func (x *executor) endTopicPauses() {
 // inHand counts the jobs of topic the executor has, whatever their state.
 func (x *executor) inHand(topic string) int {
 	n := 0
-	for k := range x.jobs {
+	for k := range x.jobs.All() {
 		if k.Topic == topic {
 			n++
 		}
@@ -209,7 +209,7 @@ func (x *executor) unhaltTopic(topic string, now time.Time) int {
 	waited := 0
 	for _, j := range x.haltLine {
 		switch {
-		case j.state != jobHalted || x.jobs[j.key] != j:
+		case j.state != jobHalted || x.jobs.Get(j.key) != j:
 			continue // ended meanwhile
 		case j.key.Topic != topic:
 			kept = append(kept, j)

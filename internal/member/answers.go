@@ -269,13 +269,13 @@ func (m *Member) opsAnswered(rq *request, p tp, err error, lock time.Duration, f
 		// (split, takeOps) until the bad ones fail alone.
 		var depth int8
 		for _, o := range offs {
-			if h := m.held[Key{p.topic, p.part, o}]; h != nil {
+			if h := m.held.Get(Key{p.topic, p.part, o}); h != nil {
 				depth = max(depth, h.split)
 			}
 		}
 		depth = min(depth+1, maxSplit)
 		for _, o := range offs {
-			if h := m.held[Key{p.topic, p.part, o}]; h != nil {
+			if h := m.held.Get(Key{p.topic, p.part, o}); h != nil {
 				h.split = depth
 			}
 		}
@@ -287,7 +287,7 @@ func (m *Member) opsAnswered(rq *request, p tp, err error, lock time.Duration, f
 	}
 	for _, o := range offs {
 		k := Key{p.topic, p.part, o}
-		h := m.held[k]
+		h := m.held.Get(k)
 		if h == nil {
 			continue
 		}
@@ -328,7 +328,7 @@ func (m *Member) requeue(rq *request) {
 	for p, offs := range rq.ops {
 		for _, o := range offs {
 			k := Key{p.topic, p.part, o}
-			h := m.held[k]
+			h := m.held.Get(k)
 			if h == nil {
 				continue
 			}

@@ -77,7 +77,7 @@ func TestFetchNamesOnlyWhatChanged(t *testing.T) {
 
 	// A record of partition 7 held and accepted: the fetch names 7 alone.
 	k := Key{"t", 7, 42}
-	m.held[k] = &held{ack: opNone, broker: 0}
+	m.held.Put(k, &held{ack: opNone, broker: 0})
 	s.held[tp{"t", 7}]++
 	m.nHeld++
 	m.mbox.acks, m.mbox.anything = append(m.mbox.acks, pendingAck{k, Accept}), true
@@ -90,7 +90,7 @@ func TestFetchNamesOnlyWhatChanged(t *testing.T) {
 	// Partition 599 no longer assigned while a record of it is held: not
 	// forgotten until that record is dropped.
 	k = Key{"t", parts - 1, 1}
-	m.held[k] = &held{ack: opNone, broker: 0}
+	m.held.Put(k, &held{ack: opNone, broker: 0})
 	s.held[tp{"t", parts - 1}]++
 	m.nHeld++
 	assign(parts - 1)
@@ -100,7 +100,7 @@ func TestFetchNamesOnlyWhatChanged(t *testing.T) {
 	if named, forgot, _ := fetch(); len(named) != 0 || len(forgot) != 0 {
 		t.Errorf("the next fetch named %v and forgot %v, want none", named, forgot)
 	}
-	m.drop(k, m.held[k])
+	m.drop(k, m.held.Get(k))
 	if named, forgot, _ := fetch(); len(named) != 0 || len(forgot) != 1 || forgot[0] != parts-1 {
 		t.Errorf("once 599's record was dropped the fetch named %v and forgot %v, want [599] forgotten", named, forgot)
 	}

@@ -75,6 +75,7 @@ func (m *Member) acquire(rq *request, p tp, sp *kmsg.ShareFetchResponseTopicPart
 	// one allocation each: a slab lives while any of its entries is
 	// held, which the credit bounds.
 	var slab []held
+	added := 0 // entries new to s.held[p], counted once after the loop
 	deadline := rq.sent.Add(lock)
 	s := rq.s
 	for _, a := range acquired {
@@ -83,7 +84,7 @@ func (m *Member) acquire(rq *request, p tp, sp *kmsg.ShareFetchResponseTopicPart
 			rec := f.rec
 			n++
 			k := Key{p.topic, p.part, o}
-			h := m.held[k]
+			h := m.held.Get(k)
 			if h != nil && h.broker != s.broker {
 				// Held in another session (a leader move): that one is gone.
 				m.loseOne(k, h, errors.New("partition moved"))
@@ -96,8 +97,8 @@ func (m *Member) acquire(rq *request, p tp, sp *kmsg.ShareFetchResponseTopicPart
 				h = &slab[0]
 				slab = slab[1:]
 				*h = held{ack: opNone, broker: s.broker}
-				m.held[k] = h
-				s.held[p]++
+				m.held.Put(k, h)
+				added++
 			} else {
 				m.count(h, -1)
 			}
@@ -134,6 +135,9 @@ func (m *Member) acquire(rq *request, p tp, sp *kmsg.ShareFetchResponseTopicPart
 			}
 		}
 	}
+	if added > 0 {
+		s.held[p] += added
+	}
 	return n
 }
 
@@ -160,7 +164,7 @@ func (m *Member) count(h *held, d int) {
 }
 
 func (m *Member) drop(k Key, h *held) {
-	delete(m.held, k)
+	m.held.Delete(k)
 	m.dec.letGo(h.batch, h.ack == int8(Accept) || h.ack == int8(Reject))
 	h.batch = nil // a slab of held entries must not keep it
 	if s := m.sessions[h.broker]; s != nil {
@@ -194,7 +198,7 @@ func (m *Member) loseOne(k Key, h *held, cause error) {
 // lose drops every record held in s, reporting it lost and answering its
 // queued ops.
 func (m *Member) lose(s *session, cause error) {
-	for k, h := range m.held {
+	for k, h := range m.held.All() {
 		if h.broker != s.broker {
 			continue
 		}

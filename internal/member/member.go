@@ -107,7 +107,7 @@ type Member struct {
 	meta  routing    // topic IDs, partition leaders, which session fetches what (membership.go)
 
 	sessions map[int32]*session // a share session per broker id, made when first wanted, never removed (session.go)
-	held     map[Key]*held      // every offset acquired and not yet acknowledged or lost (held.go)
+	held     KeyMap[*held]      // every offset acquired and not yet acknowledged or lost (held.go)
 	nHeld    int                // the entries of held that are deliveries, not internal
 	nAcked   int                // of those, the ones with a terminal ack queued or sent (count keeps both)
 
@@ -233,7 +233,6 @@ func New(cfg Config) (*Member, error) {
 			want: map[int32][]tp{}, wantSet: map[tp]int32{},
 		},
 		sessions:  map[int32]*session{},
-		held:      map[Key]*held{},
 		st:        Stats{MemberID: cfg.MemberID},
 		dec:       newDecoder(int(cfg.MaxBytes / 2)),
 		logged:    map[string]time.Time{},

@@ -312,7 +312,7 @@ func (m *Member) handleMetadata(resp *kmsg.MetadataResponse, err error) {
 // reopen with the new ID, and the member subscribes again.
 func (m *Member) topicRecreated(name string, old [16]byte) {
 	m.log.Info("member: topic re-created under a new ID; fetching the new one", "topic", name)
-	for k, h := range m.held {
+	for k, h := range m.held.All() {
 		if k.Topic == name {
 			m.loseOne(k, h, errors.New("topic deleted and re-created"))
 		}

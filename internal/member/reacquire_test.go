@@ -53,8 +53,8 @@ func TestReacquiredRecordWithAckQueuedIsNotDeliveredAgain(t *testing.T) {
 	k1 := Key{topic, 0, 1}
 	m.mbox.acks, m.mbox.anything = append(m.mbox.acks, pendingAck{k1, Accept}), true
 	m.mailbox()
-	if h := m.held[k1]; h == nil || h.ack != int8(Accept) || h.queued != opAck {
-		t.Fatalf("set-up: offset 1 = %+v, want its accept queued", m.held[k1])
+	if h := m.held.Get(k1); h == nil || h.ack != int8(Accept) || h.queued != opAck {
+		t.Fatalf("set-up: offset 1 = %+v, want its accept queued", m.held.Get(k1))
 	}
 	rq = &request{s: s, kind: kindFetch, sent: time.Now()}
 	if n := m.acquire(rq, p, fetched(2), 5*time.Second); n != 3 {
@@ -70,14 +70,14 @@ func TestReacquiredRecordWithAckQueuedIsNotDeliveredAgain(t *testing.T) {
 	if fmt.Sprint(got) != "[0 2]" {
 		t.Errorf("second fetch delivered offsets %v, want [0 2] (1 has its accept queued)", got)
 	}
-	h := m.held[k1]
+	h := m.held.Get(k1)
 	if h.ack != int8(Accept) || h.queued != opAck || h.d.Count != 2 || h.d.Record != nil {
 		t.Errorf("offset 1 after the second fetch = %+v, want its accept still queued, count 2, no record kept", h)
 	}
 	if m.st.Reacquired != 1 || m.nHeld != 3 || m.nAcked != 1 {
 		t.Errorf("Reacquired %d, held %d, acked %d; want 1, 3, 1", m.st.Reacquired, m.nHeld, m.nAcked)
 	}
-	if want := recordBytes(m.held[Key{topic, 0, 0}].d.Record) + recordBytes(m.held[Key{topic, 0, 2}].d.Record); m.bytes != want {
+	if want := recordBytes(m.held.Get(Key{topic, 0, 0}).d.Record) + recordBytes(m.held.Get(Key{topic, 0, 2}).d.Record); m.bytes != want {
 		t.Errorf("bytes in hand %d, want %d (offsets 0 and 2 only)", m.bytes, want)
 	}
 }

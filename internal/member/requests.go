@@ -85,7 +85,7 @@ type request struct {
 func (m *Member) turn(s *session, fetchers int) {
 	renews, acksElsewhere := m.pendingKinds(s)
 	share := m.share(s, fetchers) // 0: the session may not fetch now
-	open, ops := s.epoch > 0, len(s.pending) > 0
+	open, ops := s.epoch > 0, s.pending.Len() > 0
 	// Records handed out whose acknowledgements have not been queued:
 	// jobs still in hand, in every session, which will free credit as
 	// they end. (Not nHeld less this session's pending set: that set
@@ -161,41 +161,33 @@ func (s *session) hold() bool {
 // renew) into a request, per partition sorted ascending; onlyWanted keeps
 // to partitions this session fetches.
 func (m *Member) takeOps(s *session, renew, onlyWanted bool) map[tp][]int64 {
-	// Gathered per partition with their entries (pending maps to them),
-	// so each key costs one lookup here and one delete, and the counts
-	// beside the set and the wanted check move once per partition.
-	type partOps struct {
-		skip bool // not fetched here, and only wanted partitions are taken
-		rs   []ref
-	}
-	parts := map[tp]*partOps{}
-	for k, h := range s.pending {
-		if h.queued == opRenewal && !renew {
+	// The set is by partition (KeyMap), with its entries: each key costs
+	// a delete, and the counts beside the set and the wanted check move
+	// once per partition.
+	byPart := map[tp][]int64{}
+	var rs []ref
+	for _, o := range s.pending.parts {
+		p := o.p
+		if len(o.m) == 0 || onlyWanted && m.meta.wantSet[p] != s.broker+1 {
 			continue
 		}
-		p := tp{k.Topic, k.Partition}
-		g := parts[p]
-		if g == nil {
-			g = &partOps{skip: onlyWanted && m.meta.wantSet[p] != s.broker+1}
-			parts[p] = g
+		rs = rs[:0]
+		for off, h := range o.m {
+			if h.queued == opRenewal && !renew {
+				continue
+			}
+			rs = append(rs, ref{off, h})
 		}
-		if !g.skip {
-			g.rs = append(g.rs, ref{k.Offset, h})
-		}
-	}
-	byPart := make(map[tp][]int64, len(parts))
-	for p, g := range parts {
-		rs := g.rs
 		if len(rs) == 0 {
 			continue
 		}
 		slices.SortFunc(rs, func(a, b ref) int { return cmp.Compare(a.off, b.off) })
-		rs = splitHalf(rs)
-		offs := make([]int64, len(rs))
+		send := splitHalf(rs)
+		offs := make([]int64, len(send))
 		acks := 0
-		for i, r := range rs {
+		for i, r := range send {
 			offs[i] = r.off
-			delete(s.pending, Key{p.topic, p.part, r.off}) // unqueue, its counts below
+			s.pending.Delete(Key{p.topic, p.part, r.off}) // unqueue, its counts below
 			if r.h.queued == opAck {
 				acks++
 			} else {
@@ -254,7 +246,7 @@ type ackBatch struct {
 func (m *Member) batches(p tp, offs []int64) []ackBatch {
 	var out []ackBatch
 	for _, o := range offs {
-		h := m.held[Key{p.topic, p.part, o}]
+		h := m.held.Get(Key{p.topic, p.part, o})
 		t := h.ack
 		if t == opNone {
 			t = opRenew

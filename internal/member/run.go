@@ -70,7 +70,7 @@ func (m *Member) mailbox() {
 		m.answerIdle(q)
 	}
 	for _, k := range b.renews {
-		h := m.held[k]
+		h := m.held.Get(k)
 		if h == nil || h.internal || h.ack != opNone || m.phase >= closing {
 			m.emitRenewal(Renewal{Key: k, Err: ErrNotHeld})
 			continue
@@ -79,7 +79,7 @@ func (m *Member) mailbox() {
 		m.sessions[h.broker].queue(k, h)
 	}
 	for _, a := range b.acks {
-		h := m.held[a.k]
+		h := m.held.Get(a.k)
 		if h == nil || h.internal || h.ack != opNone || m.phase >= closing || a.t < Accept || a.t > Reject {
 			err := ErrNotHeld
 			if h != nil && (a.t < Accept || a.t > Reject) {
@@ -267,7 +267,7 @@ func (m *Member) anyToReopen() bool {
 func (m *Member) session(b int32) *session {
 	s := m.sessions[b]
 	if s == nil {
-		s = &session{broker: b, parts: map[tp]bool{}, pending: map[Key]*held{}, acksIn: map[tp]int{}, held: map[tp]int{}}
+		s = &session{broker: b, parts: map[tp]bool{}, acksIn: map[tp]int{}, held: map[tp]int{}}
 		m.sessions[b] = s
 	}
 	return s

@@ -43,7 +43,7 @@ type session struct {
 	// beside it, so that turn, which runs at every step, reads them
 	// without a scan of the set (it holds up to the credit: thousands of
 	// keys).
-	pending  map[Key]*held
+	pending  KeyMap[*held]
 	nRenewal int        // keys in pending for renewals only
 	acksIn   map[tp]int // keys in pending with a terminal ack, per partition (no zero entries)
 	// held counts the records acquired in this session and held, per
@@ -95,7 +95,7 @@ func (s *session) queue(k Key, h *held) {
 	if h.queued != 0 {
 		s.unqueue(k)
 	}
-	s.pending[k] = h
+	s.pending.Put(k, h)
 	h.queued = op
 	if op == opAck {
 		s.acksIn[tp{k.Topic, k.Partition}]++
@@ -106,11 +106,11 @@ func (s *session) queue(k Key, h *held) {
 
 // unqueue takes k out of the session's pending set, if it is there.
 func (s *session) unqueue(k Key) {
-	h, ok := s.pending[k]
-	if !ok {
+	h := s.pending.Get(k)
+	if h == nil {
 		return
 	}
-	delete(s.pending, k)
+	s.pending.Delete(k)
 	op := h.queued
 	h.queued = 0
 	if op == opRenewal {

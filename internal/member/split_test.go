@@ -24,7 +24,7 @@ func TestFailedAckListIsResentHalfAtATime(t *testing.T) {
 	for o := range int64(n) {
 		k := Key{"t", 0, o}
 		h := &held{ack: int8(Accept), broker: 0}
-		m.held[k] = h
+		m.held.Put(k, h)
 		s.held[p]++
 		m.count(h, 1)
 		s.queue(k, h)
@@ -37,7 +37,7 @@ func TestFailedAckListIsResentHalfAtATime(t *testing.T) {
 		ops := m.takeOps(s, false, false)
 		offs := ops[p]
 		if len(offs) == 0 {
-			t.Fatalf("nothing taken; %d pending", len(s.pending))
+			t.Fatalf("nothing taken; %d pending", s.pending.Len())
 		}
 		sent = append(sent, offs)
 		var perr error
@@ -50,7 +50,7 @@ func TestFailedAckListIsResentHalfAtATime(t *testing.T) {
 		}
 		m.out = Event{}
 	}
-	for len(m.held) > 0 && len(sent) < 2*n {
+	for m.held.Len() > 0 && len(sent) < 2*n {
 		answer()
 	}
 	want := "[[0 1 2 3 4 5 6 7] [0 1 2 3] [4 5] [4] [5] [6] [7]]"
@@ -68,7 +68,7 @@ func TestFailedAckListIsResentHalfAtATime(t *testing.T) {
 			t.Errorf("offset %d: answer %v, want applied", o, err)
 		}
 	}
-	if len(m.held) != 0 || len(s.pending) != 0 || m.nHeld != 0 || m.nAcked != 0 {
-		t.Errorf("%d held, %d pending, nHeld %d, nAcked %d at the end", len(m.held), len(s.pending), m.nHeld, m.nAcked)
+	if m.held.Len() != 0 || s.pending.Len() != 0 || m.nHeld != 0 || m.nAcked != 0 {
+		t.Errorf("%d held, %d pending, nHeld %d, nAcked %d at the end", m.held.Len(), s.pending.Len(), m.nHeld, m.nAcked)
 	}
 }

@@ -87,7 +87,7 @@ func (m *Member) closeSessions() {
 // RELEASE for every held record not acknowledged.
 func (m *Member) sendClose(s *session, ctx context.Context) {
 	rq := &request{s: s, kind: kindClose, epoch: -1, ops: map[tp][]int64{}}
-	for k, h := range m.held {
+	for k, h := range m.held.All() {
 		if h.broker != s.broker {
 			continue
 		}
@@ -140,7 +140,7 @@ func (m *Member) handleClose(rq *request, resp kmsg.Response, err error) {
 		m.logEvery("close", slog.LevelWarn, "member: closing share session failed", "broker", rq.s.broker, "err", err)
 	}
 	// Whatever the close did not answer, the closed session released.
-	for k, h := range m.held {
+	for k, h := range m.held.All() {
 		if h.broker == rq.s.broker {
 			m.loseOne(k, h, errors.New("session closed"))
 		}
@@ -211,7 +211,7 @@ func (m *Member) hardStop() {
 		case s.epoch == 0 && len(s.held) > 0:
 			// Reset and not reopened: no close can release its
 			// records; the connection's end or their locks will.
-			for k, h := range m.held {
+			for k, h := range m.held.All() {
 				if h.broker == s.broker {
 					m.loseOne(k, h, errors.New("share session not open at the stop"))
 				}

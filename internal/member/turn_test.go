@@ -23,7 +23,7 @@ func TestTurnCountsJobsInHandAcrossSessions(t *testing.T) {
 	const n = 1000
 	for o := range int64(n) {
 		k := Key{"t", 1, o}
-		m.held[k] = &held{ack: opNone, broker: 1}
+		m.held.Put(k, &held{ack: opNone, broker: 1})
 		b.held[p1]++
 		m.nHeld++
 		m.mbox.acks = append(m.mbox.acks, pendingAck{k, Accept})
@@ -31,8 +31,8 @@ func TestTurnCountsJobsInHandAcrossSessions(t *testing.T) {
 	m.mbox.grant, m.mbox.anything = 100, true
 	m.mailbox()
 	b.busy = true
-	if len(b.pending) != n || m.credit != 100 {
-		t.Fatalf("set-up: %d pending in b, credit %d", len(b.pending), m.credit)
+	if b.pending.Len() != n || m.credit != 100 {
+		t.Fatalf("set-up: %d pending in b, credit %d", b.pending.Len(), m.credit)
 	}
 
 	m.turn(a, 2)

@@ -1,0 +1,70 @@
+package member
+
+import (
+	"maps"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestKeyMapAgreesWithAMap puts, gets and deletes random keys of a few
+// partitions of two topics in a KeyMap and in a Go map keyed by Key, and
+// checks that they agree throughout: values, length, and the keys All
+// yields, also while the loop deletes and puts back.
+func TestKeyMapAgreesWithAMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	topics := []string{"a", "b"}
+	key := func() Key {
+		// Topic strings built anew each time, so that a partition's
+		// name is equal but not the same string as the last lookup's.
+		return Key{string([]byte(topics[rng.IntN(2)])), rng.Int32N(3), rng.Int64N(50)}
+	}
+	var km KeyMap[int]
+	want := map[Key]int{}
+	check := func(step int) {
+		t.Helper()
+		if km.Len() != len(want) {
+			t.Fatalf("step %d: Len %d, want %d", step, km.Len(), len(want))
+		}
+		got := maps.Collect(km.All())
+		if !maps.Equal(got, want) {
+			t.Fatalf("step %d: All yields %v, want %v", step, got, want)
+		}
+	}
+	for step := range 5000 {
+		k := key()
+		switch rng.IntN(3) {
+		case 0:
+			km.Put(k, step)
+			want[k] = step
+		case 1:
+			km.Delete(k)
+			delete(want, k)
+		}
+		if got, w := km.Get(k), want[k]; got != w {
+			t.Fatalf("step %d: Get(%v) = %d, want %d", step, k, got, w)
+		}
+		if step%500 == 0 {
+			check(step)
+		}
+	}
+	check(-1)
+
+	// Deleting every other key and putting one back while ranging.
+	for k := range km.All() {
+		if k.Offset%2 == 0 {
+			km.Delete(k)
+			delete(want, k)
+		}
+	}
+	check(-2)
+	for k := range km.All() {
+		km.Delete(k)
+		delete(want, k)
+	}
+	check(-3)
+	if km.Get(Key{"a", 0, 1}) != 0 || km.Get(Key{"never", 9, 9}) != 0 {
+		t.Fatal("Get of a missing key is not the zero value")
+	}
+	km.Delete(Key{"never", 9, 9}) // no table: nothing to do
+	check(-4)
+}
