@@ -107,6 +107,7 @@ func (x *executor) run(ctx context.Context) {
 		}
 		x.startQueued()
 		x.shed(x.now())
+		x.flushAcks()
 		x.topUp()
 		x.leaveWhenDone() // 4.
 	}
@@ -187,7 +188,7 @@ func (x *executor) deliver(d member.Delivery) {
 	if x.gone() {
 		x.log.Warn("a record arrived after the shutdown deadline; releasing it", "record", k)
 		if x.phase != phaseLeft {
-			x.m.Ack(k, member.Release)
+			x.ack(k, member.Release)
 		}
 		x.report(j, AckRelease, OutcomeInterrupted, ErrShutdown, 0, nil)
 		return
