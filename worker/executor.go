@@ -193,7 +193,7 @@ type executor struct {
 	wg       sync.WaitGroup // run adds the handler goroutines and waits for them (waitHandlers); each calls Done
 	// outcomes counts finished deliveries by outcome, for the worker's
 	// stop line: run writes it; the worker reads it after run returned.
-	outcomes map[Outcome]int64
+	outcomes [OutcomeSnoozed + 1]int64 // by Outcome (OutcomeSnoozed is the last)
 	// running and queued as of the last reading, for MemberStats: run
 	// writes them; any goroutine reads them (counts, MemberStats).
 	pubRunning, pubQueued               atomic.Int64
@@ -374,18 +374,17 @@ func newExecutorConfig(cfg *config, handlers map[string]handler.Handler, timeout
 func newExecutor(cfg executorConfig, m groupMember) *executor {
 	conc := cfg.Concurrency
 	return &executor{
-		cfg:      cfg,
-		m:        m,
-		log:      cfg.Logger.With("group", cfg.Group),
-		obs:      cfg.Observer,
-		conc:     conc,
-		outcomes: make(map[Outcome]int64),
-		tracker:  renew.NewTracker[*xjob](renew.Policy{Margin: cfg.RenewMargin, MaxHold: cfg.MaxHold}),
-		work:     make(chan *xjob, conc),
-		done:     resultQueue{ready: make(chan struct{}, 1)},
-		limits:   cfg.Limits,
-		lanes:    cfg.Queues,
-		keys:     make(map[keyID]*keyState),
+		cfg:     cfg,
+		m:       m,
+		log:     cfg.Logger.With("group", cfg.Group),
+		obs:     cfg.Observer,
+		conc:    conc,
+		tracker: renew.NewTracker[*xjob](renew.Policy{Margin: cfg.RenewMargin, MaxHold: cfg.MaxHold}),
+		work:    make(chan *xjob, conc),
+		done:    resultQueue{ready: make(chan struct{}, 1)},
+		limits:  cfg.Limits,
+		lanes:   cfg.Queues,
+		keys:    make(map[keyID]*keyState),
 
 		topicPauses: make(map[string]TopicPause),
 		// copySignal wakes the run loop for written copies (copied).

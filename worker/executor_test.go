@@ -1617,3 +1617,14 @@ func TestExecutorDroppedFromTheGroupIsNotDone(t *testing.T) {
 		b.stop(t)
 	})
 }
+
+// TestExecutorCountsEveryOutcome: the executor's count by outcome is an
+// array indexed by Outcome; every outcome must fit in it.
+func TestExecutorCountsEveryOutcome(t *testing.T) {
+	var x executor
+	for _, o := range Outcomes() {
+		if int(o) < 0 || int(o) >= len(x.outcomes) {
+			t.Fatalf("outcome %v (%d) is outside the executor's counts (%d)", o, o, len(x.outcomes))
+		}
+	}
+}

@@ -78,7 +78,7 @@ func TestFetchNamesOnlyWhatChanged(t *testing.T) {
 	// A record of partition 7 held and accepted: the fetch names 7 alone.
 	k := Key{"t", 7, 42}
 	m.held.Put(k, &held{ack: opNone, broker: 0})
-	s.held[tp{"t", 7}]++
+	s.held.add(tp{"t", 7}, 1)
 	m.nHeld++
 	m.mbox.acks, m.mbox.anything = append(m.mbox.acks, pendingAck{k, Accept}), true
 	m.mailbox()
@@ -91,7 +91,7 @@ func TestFetchNamesOnlyWhatChanged(t *testing.T) {
 	// forgotten until that record is dropped.
 	k = Key{"t", parts - 1, 1}
 	m.held.Put(k, &held{ack: opNone, broker: 0})
-	s.held[tp{"t", parts - 1}]++
+	s.held.add(tp{"t", parts - 1}, 1)
 	m.nHeld++
 	assign(parts - 1)
 	if named, forgot, _ := fetch(); len(named) != 0 || len(forgot) != 0 {

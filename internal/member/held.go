@@ -136,7 +136,7 @@ func (m *Member) acquire(rq *request, p tp, sp *kmsg.ShareFetchResponseTopicPart
 		}
 	}
 	if added > 0 {
-		s.held[p] += added
+		s.held.add(p, added)
 	}
 	return n
 }
@@ -170,8 +170,7 @@ func (m *Member) drop(k Key, h *held) {
 	if s := m.sessions[h.broker]; s != nil {
 		s.unqueue(k)
 		p := tp{k.Topic, k.Partition}
-		if s.held[p]--; s.held[p] == 0 {
-			delete(s.held, p)
+		if s.held.add(p, -1) == 0 {
 			if m.meta.wantSet[p] != s.broker+1 && s.parts[p] {
 				s.forgetDue = true // the next fetch may forget it now
 			}

@@ -114,7 +114,7 @@ func (m *Member) answerIdle(q idleQuery) {
 func (m *Member) heldOf(p tp) int {
 	n := 0
 	for _, s := range m.sessions {
-		n += s.held[p]
+		n += s.held.get(p)
 	}
 	return n
 }

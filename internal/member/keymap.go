@@ -97,3 +97,75 @@ func (km *KeyMap[V]) All() iter.Seq2[Key, V] {
 		}
 	}
 }
+
+// partCounts counts something per partition (a session's records held,
+// its acks pending), with no zero entries. Counts that move a record at
+// a time find the partition changed last without hashing its topic's
+// name, as KeyMap does. The zero partCounts is empty and ready to use.
+type partCounts struct {
+	m    map[tp]*partCount
+	last *partCount // the entry found last; nil: none, or it was deleted
+}
+
+type partCount struct {
+	p tp
+	n int
+}
+
+func (c *partCounts) find(p tp) *partCount {
+	if l := c.last; l != nil && l.p.part == p.part && l.p.topic == p.topic {
+		return l
+	}
+	e := c.m[p]
+	if e != nil {
+		c.last = e
+	}
+	return e
+}
+
+// get returns p's count.
+func (c *partCounts) get(p tp) int {
+	if e := c.find(p); e != nil {
+		return e.n
+	}
+	return 0
+}
+
+// add adds d to p's count, deleting it when it comes to 0, and returns
+// the count.
+func (c *partCounts) add(p tp, d int) int {
+	e := c.find(p)
+	if e == nil {
+		if d == 0 {
+			return 0
+		}
+		if c.m == nil {
+			c.m = map[tp]*partCount{}
+		}
+		e = &partCount{p: p}
+		c.m[p] = e
+		c.last = e
+	}
+	if e.n += d; e.n == 0 {
+		delete(c.m, p)
+		if c.last == e {
+			c.last = nil
+		}
+	}
+	return e.n
+}
+
+// len is the number of partitions with a count.
+func (c *partCounts) len() int { return len(c.m) }
+
+// all yields the partitions with a count, and their counts, in no set
+// order.
+func (c *partCounts) all() iter.Seq2[tp, int] {
+	return func(yield func(tp, int) bool) {
+		for p, e := range c.m {
+			if !yield(p, e.n) {
+				return
+			}
+		}
+	}
+}

@@ -68,3 +68,29 @@ func TestKeyMapAgreesWithAMap(t *testing.T) {
 	km.Delete(Key{"never", 9, 9}) // no table: nothing to do
 	check(-4)
 }
+
+// TestPartCountsAgreeWithAMap adds random amounts to the counts of a few
+// partitions of two topics and checks them against a map that drops its
+// zero entries, as the sessions' counts did.
+func TestPartCountsAgreeWithAMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var c partCounts
+	want := map[tp]int{}
+	for step := range 5000 {
+		p := tp{string([]byte([]string{"a", "b"}[rng.IntN(2)])), rng.Int32N(3)}
+		d := rng.IntN(5) - 2
+		got := c.add(p, d)
+		if want[p] += d; want[p] == 0 {
+			delete(want, p)
+		}
+		if got != want[p] || c.get(p) != want[p] {
+			t.Fatalf("step %d: add(%v, %d) = %d, get %d, want %d", step, p, d, got, c.get(p), want[p])
+		}
+		if c.len() != len(want) {
+			t.Fatalf("step %d: len %d, want %d", step, c.len(), len(want))
+		}
+	}
+	if all := maps.Collect(c.all()); !maps.Equal(all, want) {
+		t.Fatalf("all yields %v, want %v", all, want)
+	}
+}

@@ -251,7 +251,7 @@ func (m *Member) pauseTopics(topics []string) {
 // or its topic is paused or gated by the priorities (its records may wait
 // long in hand, and a partition left in the session is fetched).
 func (m *Member) forgettable(s *session, p tp) bool {
-	return m.meta.wantSet[p] != s.broker+1 && (s.held[p] == 0 || m.meta.paused[p.topic] || m.prio.gates(p.topic))
+	return m.meta.wantSet[p] != s.broker+1 && (s.held.get(p) == 0 || m.meta.paused[p.topic] || m.prio.gates(p.topic))
 }
 
 // metadataRetry is how soon Metadata is asked again while an assigned

@@ -95,7 +95,7 @@ func (m *Member) turn(s *session, fetchers int) {
 	switch {
 	case !open && share > 0: // 1
 		m.sendFetch(s, share)
-	case !open && (ops || len(s.held) > 0): // 2
+	case !open && (ops || s.held.len() > 0): // 2
 		m.sendOpen(s)
 	case renews: // 3
 		m.sendAck(s, kindRenew)
@@ -119,7 +119,7 @@ func (m *Member) turn(s *session, fetchers int) {
 // does not fetch. It reads the counts queue keeps: a loop over the
 // partitions with acks pending, not over the keys.
 func (m *Member) pendingKinds(s *session) (renews, acksElsewhere bool) {
-	for p := range s.acksIn {
+	for p := range s.acksIn.all() {
 		if m.meta.wantSet[p] != s.broker+1 {
 			acksElsewhere = true
 			break
@@ -201,9 +201,7 @@ func (m *Member) takeOps(s *session, renew, onlyWanted bool) map[tp][]int64 {
 			}
 		}
 		if acks > 0 {
-			if s.acksIn[p] -= acks; s.acksIn[p] == 0 {
-				delete(s.acksIn, p)
-			}
+			s.acksIn.add(p, -acks)
 		}
 		byPart[p] = offs
 	}

@@ -257,7 +257,7 @@ func (m *Member) sessionsIdle() bool {
 // epoch 0, it must be opened before the stop can close it.
 func (m *Member) anyToReopen() bool {
 	for _, s := range m.sessions {
-		if s.epoch == 0 && !s.closed && len(s.held) > 0 {
+		if s.epoch == 0 && !s.closed && s.held.len() > 0 {
 			return true
 		}
 	}
@@ -267,7 +267,7 @@ func (m *Member) anyToReopen() bool {
 func (m *Member) session(b int32) *session {
 	s := m.sessions[b]
 	if s == nil {
-		s = &session{broker: b, parts: map[tp]bool{}, acksIn: map[tp]int{}, held: map[tp]int{}}
+		s = &session{broker: b, parts: map[tp]bool{}}
 		m.sessions[b] = s
 	}
 	return s

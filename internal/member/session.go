@@ -45,12 +45,12 @@ type session struct {
 	// keys).
 	pending  KeyMap[*held]
 	nRenewal int        // keys in pending for renewals only
-	acksIn   map[tp]int // keys in pending with a terminal ack, per partition (no zero entries)
+	acksIn   partCounts // keys in pending with a terminal ack, per partition (no zero entries)
 	// held counts the records acquired in this session and held, per
 	// partition (no zero entries): a fetch forgets a partition no longer
 	// wanted only once none is held (sendFetch), and a session reset to
 	// epoch 0 that holds some is reopened (turn), so the stop can close it.
-	held    map[tp]int
+	held    partCounts
 	busy    bool      // a request is in flight
 	closed  bool      // the epoch −1 close was sent: the session sends nothing more
 	backoff time.Time // after a failure, no request before then
@@ -98,7 +98,7 @@ func (s *session) queue(k Key, h *held) {
 	s.pending.Put(k, h)
 	h.queued = op
 	if op == opAck {
-		s.acksIn[tp{k.Topic, k.Partition}]++
+		s.acksIn.add(tp{k.Topic, k.Partition}, 1)
 	} else {
 		s.nRenewal++
 	}
@@ -118,7 +118,5 @@ func (s *session) unqueue(k Key) {
 		return
 	}
 	p := tp{k.Topic, k.Partition}
-	if s.acksIn[p]--; s.acksIn[p] == 0 {
-		delete(s.acksIn, p)
-	}
+	s.acksIn.add(p, -1)
 }

@@ -25,7 +25,7 @@ func TestFailedAckListIsResentHalfAtATime(t *testing.T) {
 		k := Key{"t", 0, o}
 		h := &held{ack: int8(Accept), broker: 0}
 		m.held.Put(k, h)
-		s.held[p]++
+		s.held.add(p, 1)
 		m.count(h, 1)
 		s.queue(k, h)
 	}

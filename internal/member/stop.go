@@ -208,7 +208,7 @@ func (m *Member) hardStop() {
 		switch {
 		case s.epoch > 0 && !s.closed:
 			m.sendClose(s, ctx)
-		case s.epoch == 0 && len(s.held) > 0:
+		case s.epoch == 0 && s.held.len() > 0:
 			// Reset and not reopened: no close can release its
 			// records; the connection's end or their locks will.
 			for k, h := range m.held.All() {

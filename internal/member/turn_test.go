@@ -24,7 +24,7 @@ func TestTurnCountsJobsInHandAcrossSessions(t *testing.T) {
 	for o := range int64(n) {
 		k := Key{"t", 1, o}
 		m.held.Put(k, &held{ack: opNone, broker: 1})
-		b.held[p1]++
+		b.held.add(p1, 1)
 		m.nHeld++
 		m.mbox.acks = append(m.mbox.acks, pendingAck{k, Accept})
 	}
