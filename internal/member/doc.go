@@ -48,6 +48,9 @@
 //   - held.go: the held records: acquire makes them of a fetch's answer;
 //     their counts, their drop, lost locks.
 //   - events.go (events out): what the member hands the worker.
+//   - keymap.go: [KeyMap], records by partition and then by offset (the
+//     held records, a session's pending set, the executor's jobs), and
+//     partCounts, a session's counts per partition.
 //   - decode.go: record batches to deliveries.
 //   - bytes.go: the bytes in hand ([Config.MaxBytes]) and how they size
 //     fetches.
@@ -81,4 +84,6 @@ package member
 // to ops in held.go, turn and the request building in session.go). The
 // rest are calls into other concerns and back: decoding, idle times,
 // reachability, the bytes in hand, the counts of held records, the
-// pending set.
+// pending set. The lookups of the held records and the pending set
+// (keymap.go's KeyMap and partCounts, plain map lookups until they
+// replaced them) are not counted as changes of file.

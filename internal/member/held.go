@@ -19,7 +19,7 @@ const (
 
 // held is one acquired offset: a delivery, or an offset the member acks
 // itself (internal: a gap with no record). Owned by Run's goroutine, like
-// the map that holds it ([Member].held, by Key): an entry lives from the
+// the map that holds it ([Member].held, a KeyMap): an entry lives from the
 // fetch that acquired it until its terminal acknowledgement is answered
 // or its lock is lost (drop).
 //
