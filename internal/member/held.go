@@ -168,7 +168,9 @@ func (m *Member) drop(k Key, h *held) {
 	m.dec.letGo(h.batch, h.ack == int8(Accept) || h.ack == int8(Reject))
 	h.batch = nil // a slab of held entries must not keep it
 	if s := m.sessions[h.broker]; s != nil {
-		s.unqueue(k)
+		if h.queued != 0 { // in the pending set (only then: queue, unqueue, takeOps)
+			s.unqueue(k)
+		}
 		p := tp{k.Topic, k.Partition}
 		if s.held.add(p, -1) == 0 {
 			if m.meta.wantSet[p] != s.broker+1 && s.parts[p] {
