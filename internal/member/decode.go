@@ -223,6 +223,12 @@ func find(batches []*decodedBatch, i *int, o int64) found {
 		if len(b.recs) == 0 || b.recs[len(b.recs)-1].Offset < o {
 			continue
 		}
+		// A batch's records are at consecutive offsets unless compaction
+		// or control records left gaps: then o is at its index from the
+		// first, and no search is needed.
+		if k := o - b.recs[0].Offset; k >= 0 && k < int64(len(b.recs)) && b.recs[k].Offset == o {
+			return found{b.recs[k], b}
+		}
 		j, ok := slices.BinarySearchFunc(b.recs, o, func(r *kgo.Record, o int64) int {
 			switch {
 			case r.Offset < o:
