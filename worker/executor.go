@@ -21,7 +21,7 @@ import (
 type groupMember interface {
 	Events() <-chan member.Event                       // deliveries, renewal results, ack results, lost locks; closed when the member stops
 	Grant(n int)                                       // n more records may be fetched (credits; each delivered record uses one)
-	AckAll(ops []member.AckOp)                         // terminal acks, in order; never blocks, keeps no reference to ops; results in later Event.Acked
+	Ack(k member.Key, t member.AckType)                // terminal ack; never blocks; result in a later Event.Acked
 	Renew(keys ...member.Key)                          // never blocks; one Renewal per key in a later Event
 	StopFetching()                                     // no more fetches
 	PauseTopics(topics []string)                       // fetch nothing of these topics until a later call leaves them out
@@ -212,10 +212,6 @@ type executor struct {
 	base    context.Context      // run's context without its cancellation
 	tracker *renew.Tracker[*xjob]
 	holds   holdHeap // held jobs by releaseAt; dropped ones are skipped
-	// acks are the terminal acknowledgements of the jobs ended in this
-	// turn of the loop, given to the member at its end (flushAcks): one
-	// post and one wake-up of the member a turn, not one a job.
-	acks []member.AckOp
 
 	// The pause (pause.go): non-nil while a dependency is down.
 	pause  *pause

@@ -107,7 +107,6 @@ func (x *executor) run(ctx context.Context) {
 		}
 		x.startQueued()
 		x.shed(x.now())
-		x.flushAcks()
 		x.topUp()
 		x.leaveWhenDone() // 4.
 	}
@@ -188,7 +187,7 @@ func (x *executor) deliver(d member.Delivery) {
 	if x.gone() {
 		x.log.Warn("a record arrived after the shutdown deadline; releasing it", "record", k)
 		if x.phase != phaseLeft {
-			x.ack(k, member.Release)
+			x.m.Ack(k, member.Release)
 		}
 		x.report(j, AckRelease, OutcomeInterrupted, ErrShutdown, 0, nil)
 		return

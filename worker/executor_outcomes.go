@@ -49,7 +49,7 @@ func (x *executor) result(r xresult) {
 		x.snooze(j, r, now)
 		return
 	case r.err == nil && r.parked != nil:
-		x.ack(j.key, member.Accept)
+		x.m.Ack(j.key, member.Accept)
 		x.end(j, nil)
 		x.report(j, AckAccept, OutcomeParked, r.parked.Err, r.took, r.parked)
 		return
@@ -151,7 +151,7 @@ func (x *executor) doneWithoutLock(j *xjob, r xresult, why string) {
 	if r.err != nil {
 		ack, t = AckReject, member.Reject
 	}
-	x.ack(j.key, t)
+	x.m.Ack(j.key, t)
 	x.end(j, ErrLockLost)
 	x.report(j, ack, OutcomeInterrupted, fmt.Errorf("%w: %s", ErrLockLost, why), r.took, r.parked)
 }
@@ -187,30 +187,15 @@ func (x *executor) abandon(j *xjob, cause error) {
 	x.finish(j, AckRelease, OutcomeInterrupted, cause, time.Since(j.start))
 }
 
-// ack queues k's terminal acknowledgement for the member, sent at the end
-// of the loop's turn (flushAcks).
-func (x *executor) ack(k member.Key, t member.AckType) {
-	x.acks = append(x.acks, member.AckOp{Key: k, Type: t})
-}
-
-// flushAcks gives the member the acknowledgements of the turn.
-func (x *executor) flushAcks() {
-	if len(x.acks) > 0 {
-		x.m.AckAll(x.acks)
-		clear(x.acks) // no keys kept alive by a spare slice
-		x.acks = x.acks[:0]
-	}
-}
-
 // finish sends j's terminal acknowledgement and reports it.
 func (x *executor) finish(j *xjob, ack Ack, outcome Outcome, err error, took time.Duration) {
 	switch ack {
 	case AckAccept:
-		x.ack(j.key, member.Accept)
+		x.m.Ack(j.key, member.Accept)
 	case AckReject:
-		x.ack(j.key, member.Reject)
+		x.m.Ack(j.key, member.Reject)
 	default:
-		x.ack(j.key, member.Release)
+		x.m.Ack(j.key, member.Release)
 	}
 	x.end(j, err)
 	x.report(j, ack, outcome, err, took, nil)

@@ -165,7 +165,6 @@ func (x *executor) expire() {
 func (x *executor) leaveWhenDone() {
 	if (x.phase == phaseReleasing || x.phase == phaseExpired) && x.jobs.Len() == 0 {
 		x.enter(phaseLeft)
-		x.flushAcks() // the turn's acks go before Leave
 		x.m.Leave()
 	}
 }

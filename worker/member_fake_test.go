@@ -79,12 +79,6 @@ func (f *fakeMember) Grant(n int) {
 	f.grants = append(f.grants, n)
 }
 
-func (f *fakeMember) AckAll(ops []member.AckOp) {
-	for _, o := range ops {
-		f.Ack(o.Key, o.Type)
-	}
-}
-
 func (f *fakeMember) Ack(k member.Key, t member.AckType) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -321,11 +315,10 @@ func (b *benchMember) Grant(n int) {
 	b.signal()
 }
 
-func (b *benchMember) AckAll(ops []member.AckOp) {
+func (b *benchMember) Ack(member.Key, member.AckType) {
 	b.mu.Lock()
-	was := b.acks
-	b.acks += len(ops)
-	if was < b.want && b.acks >= b.want {
+	b.acks++
+	if b.acks == b.want {
 		close(b.allAck)
 	}
 	b.mu.Unlock()

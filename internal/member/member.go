@@ -271,27 +271,6 @@ func (m *Member) Ack(k Key, t AckType) {
 	m.post(func(b *mailbox) { b.acks = append(b.acks, pendingAck{k, t}) })
 }
 
-// AckOp is one terminal acknowledgement, for [Member.AckAll].
-type AckOp struct {
-	Key  Key
-	Type AckType
-}
-
-// AckAll queues the terminal acknowledgements ops, as [Member.Ack] each,
-// in order, at the cost of one: a caller that ends many jobs at once
-// (the executor, once per turn of its loop) wakes Run's goroutine once.
-// It does not keep ops.
-func (m *Member) AckAll(ops []AckOp) {
-	if len(ops) == 0 {
-		return
-	}
-	m.post(func(b *mailbox) {
-		for _, o := range ops {
-			b.acks = append(b.acks, pendingAck{o.Key, o.Type})
-		}
-	})
-}
-
 // Renew queues renewals of these records' locks. The results come in
 // later [Event.Renewals], one per key; a record not held, or whose
 // acknowledgement is already queued, answers [ErrNotHeld].
