@@ -193,7 +193,7 @@ type executor struct {
 	wg       sync.WaitGroup // run adds the handler goroutines and waits for them (waitHandlers); each calls Done
 	// outcomes counts finished deliveries by outcome, for the worker's
 	// stop line: run writes it; the worker reads it after run returned.
-	outcomes [OutcomeSnoozed + 1]int64 // by Outcome (OutcomeSnoozed is the last)
+	outcomes [outcomeEnd]int64 // by Outcome
 	// running and queued as of the last reading, for MemberStats: run
 	// writes them; any goroutine reads them (counts, MemberStats).
 	pubRunning, pubQueued               atomic.Int64

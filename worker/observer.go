@@ -75,6 +75,10 @@ const (
 	// its topic, or to the [Snoozer]) and the record ACCEPTed. No
 	// delivery was spent: the copy's first delivery runs the job.
 	OutcomeSnoozed
+
+	// outcomeEnd is one past the last outcome: the size of a count by
+	// Outcome (the executor's).
+	outcomeEnd
 )
 
 func (o Outcome) String() string {

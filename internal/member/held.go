@@ -168,9 +168,7 @@ func (m *Member) drop(k Key, h *held) {
 	m.dec.letGo(h.batch, h.ack == int8(Accept) || h.ack == int8(Reject))
 	h.batch = nil // a slab of held entries must not keep it
 	if s := m.sessions[h.broker]; s != nil {
-		if h.queued != 0 { // in the pending set (only then: queue, unqueue, takeOps)
-			s.unqueue(k)
-		}
+		s.unqueue(k, h)
 		p := tp{k.Topic, k.Partition}
 		if s.held.add(p, -1) == 0 {
 			if m.meta.wantSet[p] != s.broker+1 && s.parts[p] {

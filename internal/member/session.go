@@ -86,15 +86,13 @@ func (s *session) queue(k Key, h *held) {
 	case h.renews > 0:
 		op = opRenewal
 	default:
-		s.unqueue(k)
+		s.unqueue(k, h)
 		return
 	}
 	if h.queued == op {
 		return
 	}
-	if h.queued != 0 {
-		s.unqueue(k)
-	}
+	s.unqueue(k, h) // from the op it waited for, if any
 	s.pending.Put(k, h)
 	h.queued = op
 	if op == opAck {
@@ -104,10 +102,12 @@ func (s *session) queue(k Key, h *held) {
 	}
 }
 
-// unqueue takes k out of the session's pending set, if it is there.
-func (s *session) unqueue(k Key) {
-	h := s.pending.Get(k)
-	if h == nil {
+// unqueue takes k, whose entry is h, out of the session's pending set, if
+// it is there: the set holds a key exactly while its entry's queued is set
+// (queue, unqueue and takeOps keep both), so a key not queued costs no
+// lookup.
+func (s *session) unqueue(k Key, h *held) {
+	if h.queued == 0 {
 		return
 	}
 	s.pending.Delete(k)

@@ -105,7 +105,7 @@ func (m *Member) sendClose(s *session, ctx context.Context) {
 			continue // answered by the request in flight
 		}
 		h.ackSent = true
-		s.unqueue(k)
+		s.unqueue(k, h)
 		p := tp{k.Topic, k.Partition}
 		rq.ops[p] = append(rq.ops[p], k.Offset)
 	}
