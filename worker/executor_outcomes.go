@@ -233,6 +233,7 @@ func (x *executor) end(j *xjob, cause error) {
 	j.state = jobGone
 	x.jobs.Delete(j.key)
 	if ks := j.ks; ks != nil {
+		ks.refs--
 		if ks.probe == j {
 			ks.probe = nil
 		}

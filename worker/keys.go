@@ -42,6 +42,7 @@ type keyID struct{ topic, key string }
 type keyState struct {
 	id      keyID
 	l       *keyLimit
+	refs    int       // jobs in hand whose key this is (xjob.ks), whatever their state
 	running int       // jobs of the key running (each counted once, keyRunning)
 	waiting []*xjob   // jobs waiting for the key, oldest first; entries no longer waiting are skipped
 	pending int       // waiting jobs moved to the executor's ready line, not started yet
@@ -113,7 +114,8 @@ func (x *executor) baseFor(j *xjob) context.Context {
 }
 
 // keyOf finds j's key state, creating it, when its topic has a key limit
-// and its Key function gives a key.
+// and its Key function gives a key, and counts j as one of its jobs in
+// hand (refs; end uncounts it).
 func (x *executor) keyOf(j *xjob) *keyState {
 	l := x.limits[j.key.Topic]
 	if l == nil {
@@ -133,6 +135,7 @@ func (x *executor) keyOf(j *xjob) *keyState {
 		ks = &keyState{id: id, l: l}
 		x.keys[id] = ks
 	}
+	ks.refs++
 	return ks
 }
 
@@ -281,8 +284,15 @@ func (x *executor) keyFreed(ks *keyState, now time.Time) {
 }
 
 // forgetKey drops the state of ks when nothing depends on it: no job of
-// it in hand, its breaker closed and its rate interval over.
+// it in hand, its breaker closed and its rate interval over. A job in
+// hand keeps it whatever the job's state (queued, snoozed, held): had a
+// snoozed or queued job kept a state no longer in x.keys, a newer job of
+// its key would get a second one, and the two would count the key's
+// running jobs apart, each up to its limit.
 func (x *executor) forgetKey(ks *keyState, now time.Time) {
+	if ks.refs > 0 {
+		return // end looks again when the last of them is done with
+	}
 	if ks.running > 0 || ks.pending > 0 || len(ks.waiting) > 0 || ks.open || ks.next.After(now) {
 		if !ks.open && ks.running == 0 && ks.pending == 0 && len(ks.waiting) == 0 {
 			x.keyTimer(ks, now) // look again when the interval is over
