@@ -72,8 +72,10 @@ func (m *Member) acquire(rq *request, p tp, sp *kmsg.ShareFetchResponseTopicPart
 	m.acquiredNow(rq.s, p, time.Now())
 	n, total := 0, len(recs)
 	// The new entries of held come from one slab per fetch rather than
-	// one allocation each: a slab lives while any of its entries is
-	// held, which the credit bounds.
+	// one allocation each. A slab lives while any of its entries is
+	// held: a long job keeps its fetch's entries (about 100 bytes each),
+	// but no records of them, which an entry lets go of when its job
+	// ends (ack) or it is dropped.
 	var slab []held
 	added := 0 // entries new to s.held[p], counted once after the loop
 	deadline := rq.sent.Add(lock)
@@ -166,7 +168,7 @@ func (m *Member) count(h *held, d int) {
 func (m *Member) drop(k Key, h *held) {
 	m.held.Delete(k)
 	m.dec.letGo(h.batch, h.ack == int8(Accept) || h.ack == int8(Reject))
-	h.batch = nil // a slab of held entries must not keep it
+	h.batch, h.d.Record = nil, nil // a slab of held entries must not keep them
 	if s := m.sessions[h.broker]; s != nil {
 		s.unqueue(k, h)
 		p := tp{k.Topic, k.Partition}
