@@ -7,7 +7,7 @@
 # make unit   the fast part only: vet + tests on kfake, no services
 #             (every module of go.work: scripts/modules.sh)
 # make bench  the framework-overhead benchmark (no-op handler vs raw franz-go)
-# make bench-all, make bench-scale  internal/cmd/shareq-bench (below)
+# make bench-all, make bench-scale, make bench-ab  internal/cmd/shareq-bench (below)
 # make api    rewrite api/shareq.txt, the baseline of the published
 #             packages' exported API that make test checks the code
 #             against (internal/cmd/apicheck; docs/development.md)
@@ -115,6 +115,26 @@ bench-scale:
 	fi; \
 	env $$(scripts/kafka.sh env) go run ./internal/cmd/shareq-bench -broker both -cluster "$$(scripts/kafka-cluster.sh seeds)" \
 	  -database "$$(scripts/postgres.sh url)" -scenarios producer,scale -out bench-out $(BENCH_FLAGS)
+
+# make bench-ab OLD=<rev> [NEW=<rev>] [ROUNDS=3] [BENCH_FLAGS=...]
+#                 scripts/bench-ab.sh: shareq-bench at OLD and at NEW (default:
+#                 the working tree) in turns, ROUNDS runs each, then their
+#                 medians side by side and NEW's over OLD's. BENCH_FLAGS
+#                 default to the overhead scenario on the test broker (its
+#                 CPU too). Starts the broker if it is not running and stops
+#                 it only if it started it. See BENCHMARKS.md, "Measuring a
+#                 change".
+.PHONY: bench-ab
+bench-ab:
+	@if [ -z "$(OLD)" ]; then echo "make bench-ab: set OLD to the revision to compare with, e.g. OLD=HEAD~1" >&2; exit 2; fi; \
+	kafka_started=; \
+	stop_started() { if [ -n "$$kafka_started" ]; then scripts/kafka.sh down; fi; }; \
+	trap stop_started EXIT; \
+	if ! scripts/kafka.sh status 2>/dev/null; then \
+	  kafka_started=1; scripts/kafka.sh up >/dev/null || exit 1; \
+	fi; \
+	ROUNDS=$(or $(ROUNDS),3) bash scripts/bench-ab.sh "$(OLD)" $(NEW) -- \
+	  $(or $(BENCH_FLAGS),-broker 127.0.0.1:19092 -scenarios overhead -broker-pid "$$(cat .cache/kafka.pid)")
 
 # make soak  the chaos soak (internal/cmd/shareq-soak, see RELIABILITY.md): worker
 #            processes on the real test broker, then on a 3-node cluster

@@ -5,6 +5,12 @@
 //	    [-database URL] [-scenarios hol,overhead,eos,renew,burst,latency,producer,scale,start,churn,isolation,breaker,snooze,rate,idle] [-out bench-out/] [-quick]
 //	    [-cluster HOST:PORT,HOST:PORT,HOST:PORT] [-overhead-partitions N]
 //	    [-overhead-batch-bytes N] [-profiles] [-broker-pid PID]
+//	go run ./internal/cmd/shareq-bench compare LABEL=DIR[,DIR...] LABEL=DIR[,DIR...]
+//
+// compare prints the figures of several runs (their -out directories) of
+// two or more builds side by side: each build's median, range and run
+// count, and its median over the first build's; scripts/bench-ab.sh
+// runs two revisions in turns and calls it.
 //
 // Scenarios, each run on every backend asked for (kfake in process, and
 // a real broker):
@@ -147,6 +153,13 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == snoozeWorkerCmd {
 		if err := runSnoozeWorker(ctx, os.Args[2:], os.Stdin, os.Stdout, os.Stderr); err != nil {
 			fmt.Fprintln(os.Stderr, "shareq-bench "+snoozeWorkerCmd+":", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == compareCmd {
+		if err := runCompare(os.Args[2:], os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "shareq-bench:", err)
 			os.Exit(1)
 		}
 		return
