@@ -35,6 +35,10 @@ type run struct {
 	lost       []member.Key
 	closed     bool
 	onDelivery func(member.Delivery) // called on the reader goroutine
+	// discard: the reader keeps no events (benchmarks, once onDelivery
+	// answers them: a million deliveries kept cost the reader's appends
+	// and the collector more CPU than the member spends on them).
+	discard bool
 }
 
 // start runs a member of group on topics until t ends.
@@ -60,10 +64,12 @@ func start(t testing.TB, c *kafkatest.Cluster, group string, topics []string, op
 		defer readers.Done()
 		for ev := range m.Events() {
 			r.mu.Lock()
-			r.deliveries = append(r.deliveries, ev.Deliveries...)
-			r.acked = append(r.acked, ev.Acked...)
-			r.renewals = append(r.renewals, ev.Renewals...)
-			r.lost = append(r.lost, ev.Lost...)
+			if !r.discard {
+				r.deliveries = append(r.deliveries, ev.Deliveries...)
+				r.acked = append(r.acked, ev.Acked...)
+				r.renewals = append(r.renewals, ev.Renewals...)
+				r.lost = append(r.lost, ev.Lost...)
+			}
 			f := r.onDelivery
 			r.mu.Unlock()
 			if f != nil {
@@ -89,6 +95,14 @@ func start(t testing.TB, c *kafkatest.Cluster, group string, topics []string, op
 		readers.Wait()
 	})
 	return r
+}
+
+// discardEvents has the reader keep no more events (run.discard).
+func (r *run) discardEvents() {
+	r.mu.Lock()
+	r.discard = true
+	r.deliveries, r.acked, r.renewals, r.lost = nil, nil, nil, nil
+	r.mu.Unlock()
 }
 
 func (r *run) poke() {
