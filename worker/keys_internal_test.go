@@ -115,6 +115,9 @@ func TestSnoozedJobCountsAgainstTheKeyOfNewerJobs(t *testing.T) {
 		if got := r.mostOf("a"); got != 1 {
 			t.Errorf("%d jobs of key a ran at once; want 1", got)
 		}
+		if n := len(b.x.keys); n != 0 {
+			t.Errorf("%d key states left after every job ended; want 0", n)
+		}
 		b.stop(t)
 	})
 }

@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shareq/shareq/internal/acl"
 )
@@ -38,6 +40,15 @@ func Read(ctx context.Context, cl *kgo.Client, topic string, now time.Time) ([]S
 	from, to, err := readRange(ctx, kadm.NewClient(cl), topic, now.Add(-ReadWindow))
 	if err != nil {
 		return nil, err
+	}
+	if len(from) == 0 {
+		// Nothing to fetch, so no fetch to be refused: ask whether the
+		// client may read at all, or a reader without Read would list
+		// no workers instead of saying what it lacks.
+		if err := mayRead(ctx, cl, topic); err != nil {
+			return nil, err
+		}
+		return []Status{}, nil
 	}
 	last := map[string]*Status{}
 	if err := readRecords(ctx, cl, topic, from, to, func(r *kgo.Record) {
@@ -96,6 +107,34 @@ func readRange(ctx context.Context, adm *kadm.Client, topic string, since time.T
 		from[e.Partition], to[e.Partition] = s.Offset, e.Offset
 	})
 	return from, to, nil
+}
+
+// mayRead returns an error naming Read when the broker says that cl may
+// not read topic (the topic's authorized operations), and nil when it may
+// or the broker does not say.
+func mayRead(ctx context.Context, cl *kgo.Client, topic string) error {
+	req := kmsg.NewPtrMetadataRequest()
+	req.IncludeTopicAuthorizedOperations = true
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return fmt.Errorf("fleet: read %s: %w", topic, err)
+	}
+	for _, t := range resp.Topics {
+		if t.Topic == nil || *t.Topic != topic {
+			continue
+		}
+		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+			return topicErr("Describe", topic, err)
+		}
+		if ops := t.AuthorizedOperations; ops != math.MinInt32 && ops&(1<<int(kmsg.ACLOperationRead)) == 0 {
+			r := acl.Right{Op: "Read", Resource: acl.Topic, Name: topic}
+			return fmt.Errorf("fleet: read %s: %s", topic, acl.Missing(r, "", errors.New("the broker authorizes Describe only")))
+		}
+	}
+	return nil
 }
 
 // topicErr is the error of Read for err, met asking for op on topic.

@@ -63,9 +63,20 @@ func testWorkerStatus(t *testing.T, s *kafkatest.SecureCluster) {
 
 			reader := s.Client(t, s.OpsSCRAMOpts(t)...)
 			if tc.missing == "" {
-				// Describe alone does not read: the error names Read. A
-				// reader fetches only when the topic has records, so wait
-				// (with Describe, which lists offsets) for the first status.
+				// Describe alone does not read: the error names Read, on
+				// a status topic with no record too (nothing to fetch).
+				empty := kafkatest.Name(t, "empty")
+				s.CreateTopic(t, empty, 1, fleet.TopicConfigs())
+				s.Allow(t, s.OpsPrincipal(), kafkatest.ACL{Resource: "topic", Name: empty, Op: "Describe"})
+				if _, err := fleet.Read(context.Background(), reader, empty, time.Now()); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("Read on topic %q", empty)) {
+					t.Errorf("read of an empty topic without Read: %v, want an error naming Read on topic %q", err, empty)
+				}
+				s.Allow(t, s.OpsPrincipal(), kafkatest.ACL{Resource: "topic", Name: empty, Op: "Read"})
+				if ws, err := fleet.Read(context.Background(), reader, empty, time.Now()); err != nil || len(ws) != 0 {
+					t.Errorf("read of an empty topic with Read: %+v, %v; want no workers and no error", ws, err)
+				}
+				// With records, the fetch is refused: wait (with
+				// Describe, which lists offsets) for the first status.
 				waitWritten(t, s, status)
 				_, err := fleet.Read(context.Background(), reader, status, time.Now())
 				if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("Read on topic %q", status)) {
