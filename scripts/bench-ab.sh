@@ -81,6 +81,13 @@ build() {
 echo "bench-ab: building $old_rev and ${new_rev:-the working tree}" >&2
 build "$old_rev" "$ab/old.bin"
 build "$new_rev" "$ab/new.bin"
+# compare comes from the working tree's build: either revision may be
+# older than it.
+compare_bin=$ab/new.bin
+if [ -n "$new_rev" ]; then
+	build "" "$ab/tool.bin"
+	compare_bin=$ab/tool.bin
+fi
 
 old_dirs=()
 new_dirs=()
@@ -109,5 +116,5 @@ join() {
 	local IFS=,
 	echo "$*"
 }
-"$ab/new.bin" compare "old=$(join "${old_dirs[@]}")" "new=$(join "${new_dirs[@]}")" | tee "$ab/compare.txt"
+"$compare_bin" compare "old=$(join "${old_dirs[@]}")" "new=$(join "${new_dirs[@]}")" | tee "$ab/compare.txt"
 echo "bench-ab: $old_rev against ${new_rev:-the working tree}, $rounds runs each in turns; $ab/compare.txt" >&2
