@@ -116,9 +116,9 @@ bench-scale:
 	env $$(scripts/kafka.sh env) go run ./internal/cmd/shareq-bench -broker both -cluster "$$(scripts/kafka-cluster.sh seeds)" \
 	  -database "$$(scripts/postgres.sh url)" -scenarios producer,scale -out bench-out $(BENCH_FLAGS)
 
-# make bench-ab OLD=<rev> [NEW=<rev>] [ROUNDS=3] [BENCH_FLAGS=...]
+# make bench-ab OLD=<rev> [NEW=<rev>] [NEW_PATCH=<file>] [ROUNDS=3] [BENCH_FLAGS=...]
 #                 scripts/bench-ab.sh: shareq-bench at OLD and at NEW (default:
-#                 the working tree) in turns, ROUNDS runs each, then their
+#                 the working tree; NEW_PATCH applied to it) in turns, ROUNDS runs each, then their
 #                 medians side by side and NEW's over OLD's. BENCH_FLAGS
 #                 default to the overhead scenario on the test broker (its
 #                 CPU too). Starts the broker if it is not running and stops
@@ -133,8 +133,7 @@ bench-ab:
 	if ! scripts/kafka.sh status 2>/dev/null; then \
 	  kafka_started=1; scripts/kafka.sh up >/dev/null || exit 1; \
 	fi; \
-	ROUNDS=$(or $(ROUNDS),3) bash scripts/bench-ab.sh "$(OLD)" $(NEW) -- \
-	  $(or $(BENCH_FLAGS),-broker 127.0.0.1:19092 -scenarios overhead -broker-pid "$$(cat .cache/kafka.pid)")
+	ROUNDS="$(ROUNDS)" NEW_PATCH="$(NEW_PATCH)" bash scripts/bench-ab.sh "$(OLD)" $(NEW) $(if $(BENCH_FLAGS),-- $(BENCH_FLAGS))
 
 # make soak  the chaos soak (internal/cmd/shareq-soak, see RELIABILITY.md): worker
 #            processes on the real test broker, then on a 3-node cluster

@@ -15,7 +15,10 @@
 # flags go to every run (default: -scenarios overhead on the broker of
 # scripts/kafka.sh, its process's CPU measured too). Everything lands in
 # .cache/ab/: the builds, each run's -out directory and log, and
-# compare.txt. make bench-ab wraps it and starts the broker if needed.
+# compare.txt. NEW_PATCH, a patch file, is applied to NEW's checkout
+# (NEW then defaults to HEAD): a measurement-only change kept as a
+# patch (docs/bench/*.patch) runs without being committed. make bench-ab
+# wraps it and starts the broker if needed.
 set -euo pipefail
 
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -44,6 +47,11 @@ if [ ${#flags[@]} -eq 0 ]; then
 		flags+=(-broker-pid "$(cat .cache/kafka.pid)")
 	fi
 fi
+new_patch=${NEW_PATCH:-}
+if [ -n "$new_patch" ]; then
+	new_patch=$(cd "$(dirname "$new_patch")" && pwd)/$(basename "$new_patch")
+	new_rev=${new_rev:-HEAD}
+fi
 rounds=${ROUNDS:-3}
 case $rounds in
 '' | *[!0-9]* | 0)
@@ -63,10 +71,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# build REV OUT: builds shareq-bench at REV (empty: the working tree)
-# into OUT.
+# build REV OUT [PATCH]: builds shareq-bench at REV (empty: the working
+# tree), with PATCH applied if given, into OUT.
 build() {
-	local rev=$1 out=$2 src=$repo_root
+	local rev=$1 out=$2 patch=${3:-} src=$repo_root
 	if [ -n "$rev" ]; then
 		src=$repo_root/$ab/wt-$(basename "$out" .bin)
 		git worktree add --detach "$src" "$rev" >/dev/null 2>&1 || {
@@ -75,12 +83,18 @@ build() {
 		}
 		worktrees+=("$src")
 	fi
+	if [ -n "$patch" ]; then
+		git -C "$src" apply "$patch" || {
+			echo "bench-ab: $patch does not apply to $rev" >&2
+			exit 1
+		}
+	fi
 	(cd "$src/internal/cmd/shareq-bench" && go build -o "$repo_root/$out" .)
 }
 
-echo "bench-ab: building $old_rev and ${new_rev:-the working tree}" >&2
+echo "bench-ab: building $old_rev and ${new_rev:-the working tree}${new_patch:+ with $new_patch}" >&2
 build "$old_rev" "$ab/old.bin"
-build "$new_rev" "$ab/new.bin"
+build "$new_rev" "$ab/new.bin" "$new_patch"
 # compare comes from the working tree's build: either revision may be
 # older than it.
 compare_bin=$ab/new.bin

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"slices"
 	"strconv"
@@ -293,7 +292,7 @@ func (w *Worker) checkTopics(ctx context.Context, admin *kgo.Client) error {
 		case !ok || d.err != nil:
 			missing = append(missing, t)
 		case !d.allows(kmsg.ACLOperationRead):
-			return w.notAuthorized(admin, acl.Right{Op: "Read", Resource: acl.Topic, Name: t}, errors.New("the broker authorizes Describe only"))
+			return w.notAuthorized(admin, acl.Right{Op: "Read", Resource: acl.Topic, Name: t}, acl.ErrDescribeOnly)
 		default:
 			w.topicIDs[t] = d.id
 			w.topicParts[t] = d.partitions
@@ -358,12 +357,7 @@ type topicInfo struct {
 	partitions int
 }
 
-func (d topicInfo) allows(op kmsg.ACLOperation) bool {
-	if d.ops == math.MinInt32 {
-		return true
-	}
-	return d.ops&(1<<int(op)) != 0
-}
+func (d topicInfo) allows(op kmsg.ACLOperation) bool { return acl.Allows(d.ops, op) }
 
 // warnNoCopies warns once at start when the worker may not write a topic
 // it handles and has no Snoozer: a job snoozed past what the worker
@@ -446,8 +440,8 @@ func (w *Worker) checkGroupRead(ctx context.Context, admin *kgo.Client) error {
 		switch {
 		case acl.Denied(gerr):
 			return w.notAuthorized(admin, acl.Right{Op: "Read", Resource: acl.Group, Name: w.cfg.group}, gerr)
-		case gerr == nil && g.AuthorizedOperations != math.MinInt32 && g.AuthorizedOperations&(1<<int(kmsg.ACLOperationRead)) == 0:
-			return w.notAuthorized(admin, acl.Right{Op: "Read", Resource: acl.Group, Name: w.cfg.group}, errors.New("the broker authorizes Describe only"))
+		case gerr == nil && !acl.Allows(g.AuthorizedOperations, kmsg.ACLOperationRead):
+			return w.notAuthorized(admin, acl.Right{Op: "Read", Resource: acl.Group, Name: w.cfg.group}, acl.ErrDescribeOnly)
 		}
 	}
 	return nil

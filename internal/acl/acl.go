@@ -7,9 +7,11 @@ package acl
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Principal stands for the client's principal in the commands printed:
@@ -61,6 +63,18 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// ErrDescribeOnly is the cause of a missing Read that no request was
+// refused for: the broker's authorized operations for the resource (a
+// metadata or describe answer) have Describe and not Read.
+var ErrDescribeOnly = errors.New("the broker authorizes Describe only")
+
+// Allows reports whether ops, the authorized operations bit field of a
+// metadata or describe answer, include op; true when the broker did not
+// say (math.MinInt32).
+func Allows(ops int32, op kmsg.ACLOperation) bool {
+	return ops == math.MinInt32 || ops&(1<<int(op)) != 0
 }
 
 // Denied reports whether err is a broker's refusal for want of an ACL.

@@ -3,9 +3,11 @@ package acl
 import (
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func TestGrant(t *testing.T) {
@@ -53,5 +55,24 @@ func TestMissing(t *testing.T) {
 		`); grant it with: kafka-acls.sh --bootstrap-server k:1 --add --allow-principal 'User:<principal>' --operation Read --group g`
 	if got != want {
 		t.Errorf("Missing =\n %s\nwant\n %s", got, want)
+	}
+}
+
+func TestAllows(t *testing.T) {
+	read, describe := int32(1)<<int(kmsg.ACLOperationRead), int32(1)<<int(kmsg.ACLOperationDescribe)
+	for _, tc := range []struct {
+		ops  int32
+		op   kmsg.ACLOperation
+		want bool
+	}{
+		{read | describe, kmsg.ACLOperationRead, true},
+		{describe, kmsg.ACLOperationRead, false},
+		{describe, kmsg.ACLOperationWrite, false},
+		{0, kmsg.ACLOperationDescribe, false},
+		{math.MinInt32, kmsg.ACLOperationWrite, true}, // the broker did not say
+	} {
+		if got := Allows(tc.ops, tc.op); got != tc.want {
+			t.Errorf("Allows(%b, %v) = %v, want %v", tc.ops, tc.op, got, tc.want)
+		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"time"
 
@@ -129,9 +128,9 @@ func mayRead(ctx context.Context, cl *kgo.Client, topic string) error {
 		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
 			return topicErr("Describe", topic, err)
 		}
-		if ops := t.AuthorizedOperations; ops != math.MinInt32 && ops&(1<<int(kmsg.ACLOperationRead)) == 0 {
+		if !acl.Allows(t.AuthorizedOperations, kmsg.ACLOperationRead) {
 			r := acl.Right{Op: "Read", Resource: acl.Topic, Name: topic}
-			return fmt.Errorf("fleet: read %s: %s", topic, acl.Missing(r, "", errors.New("the broker authorizes Describe only")))
+			return fmt.Errorf("fleet: read %s: %s", topic, acl.Missing(r, "", acl.ErrDescribeOnly))
 		}
 	}
 	return nil
