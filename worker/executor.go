@@ -182,7 +182,7 @@ type executor struct {
 	conc int
 
 	// Between the goroutines, made by newExecutor.
-	work       chan *xjob    // run sends (and closes, in waitHandlers); the handler goroutines receive
+	work       handOut       // run pushes (and closes, in waitHandlers); the handler goroutines take
 	done       resultQueue   // the handler goroutines put; run takes
 	copySignal chan struct{} // copiers send (copied); run receives
 
@@ -376,7 +376,6 @@ func newExecutor(cfg executorConfig, m groupMember) *executor {
 		obs:     cfg.Observer,
 		conc:    conc,
 		tracker: renew.NewTracker[*xjob](renew.Policy{Margin: cfg.RenewMargin, MaxHold: cfg.MaxHold}),
-		work:    make(chan *xjob, conc),
 		done:    resultQueue{ready: make(chan struct{}, 1)},
 		limits:  cfg.Limits,
 		lanes:   cfg.Queues,

@@ -109,6 +109,7 @@ func (x *executor) run(ctx context.Context) {
 		x.shed(x.now())
 		x.topUp()
 		x.leaveWhenDone() // 4.
+		x.work.flush()    // the jobs started in this turn, to the handler goroutines
 	}
 	x.turn = time.Time{}
 	x.finishStop() // 5.
@@ -337,13 +338,18 @@ func (x *executor) launch(j *xjob) {
 		x.wg.Add(1)
 		go x.handle()
 	}
-	x.work <- j // never blocks: at most conc jobs run, and work holds conc
+	x.work.push(j)
 }
 
 // handle is a handler goroutine: it runs jobs until work closes.
 func (x *executor) handle() {
 	defer x.wg.Done()
-	for j := range x.work {
+	wake := make(chan struct{}, 1)
+	for {
+		j, ok := x.work.next(wake)
+		if !ok {
+			return
+		}
 		start := time.Now()
 		r := xresult{j: j, err: runJob(j)}
 		r.took = time.Since(start)

@@ -196,6 +196,7 @@ func (x *executor) memberFailed() {
 
 // waitHandlers waits for every handler goroutine, abandoned ones included.
 func (x *executor) waitHandlers() {
+	x.work.flush()
 	if x.running > 0 {
 		stuck := time.NewTicker(stuckWarnEvery)
 		for x.running > 0 {
@@ -208,6 +209,6 @@ func (x *executor) waitHandlers() {
 		}
 		stuck.Stop()
 	}
-	close(x.work)
+	x.work.close()
 	x.wg.Wait()
 }
