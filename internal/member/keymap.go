@@ -80,6 +80,12 @@ func (km *KeyMap[V]) Delete(k Key) {
 	km.n -= n - len(o.m)
 }
 
+// clearPart removes every key of the partition whose table is o.
+func (km *KeyMap[V]) clearPart(o *offsets[V]) {
+	km.n -= len(o.m)
+	clear(o.m)
+}
+
 // Len is the number of keys in the map.
 func (km *KeyMap[V]) Len() int { return km.n }
 

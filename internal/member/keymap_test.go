@@ -1,8 +1,10 @@
 package member
 
 import (
+	"cmp"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -92,5 +94,41 @@ func TestPartCountsAgreeWithAMap(t *testing.T) {
 	}
 	if all := maps.Collect(c.all()); !maps.Equal(all, want) {
 		t.Fatalf("all yields %v, want %v", all, want)
+	}
+}
+
+// TestSortRefsSorts: sortRefs orders distinct offsets ascending, each with
+// its entry, whether they lie in a narrow window (placed by offset) or
+// spread wide (sorted), and leaves the slots it returns empty for the
+// next call.
+func TestSortRefsSorts(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var slots []*held
+	for round := range 2000 {
+		n := rng.IntN(300)
+		spread := int64(n + 1 + rng.IntN(8*n+1)) // narrow and wide windows
+		if round%10 == 0 {
+			spread = 1 << 20 // one offset far behind the others
+		}
+		base := rng.Int64N(1 << 40)
+		seen := map[int64]bool{}
+		var rs []ref
+		for len(rs) < n {
+			off := base + rng.Int64N(spread)
+			if seen[off] {
+				continue
+			}
+			seen[off] = true
+			rs = append(rs, ref{off, &held{}})
+		}
+		want := slices.Clone(rs)
+		slices.SortFunc(want, func(a, b ref) int { return cmp.Compare(a.off, b.off) })
+		slots = sortRefs(rs, slots)
+		if !slices.Equal(rs, want) {
+			t.Fatalf("round %d: %d offsets over %d sorted wrong", round, n, spread)
+		}
+		if i := slices.IndexFunc(slots, func(h *held) bool { return h != nil }); i >= 0 {
+			t.Fatalf("round %d: slot %d left set", round, i)
+		}
 	}
 }
