@@ -46,6 +46,10 @@ const (
 	jobGone                        // acknowledged or dropped; not in the executor's map
 )
 
+// A job in any state but jobGone is its key's entry in the executor's map
+// (executor.jobs): deliver puts a job there only for a key it does not
+// hold, and end alone deletes it and sets jobGone.
+
 // xjob is one delivered record and its job, owned by the run loop. The
 // handler goroutine reads only ctx, h and job, which are set before it
 // starts and not written after.
@@ -102,45 +106,6 @@ type xresult struct {
 	snooze time.Duration
 }
 
-// resultQueue is where the handler goroutines leave their outcomes for
-// run: a slice under a mutex, with a signal on ready each time it goes
-// from empty to not, so that the results of a burst of short jobs cost
-// run one wake-up and one turn of its loop between them, not one each (a
-// channel of results woke run for each). Whenever the queue holds a
-// result, a signal is pending on ready or run is about to take it.
-type resultQueue struct {
-	ready chan struct{} // buffered 1; put sends, run receives
-	mu    sync.Mutex
-	queue []xresult // guarded by mu
-	spare []xresult // run's: the slice take hands back next time
-}
-
-// put queues r; any goroutine.
-func (q *resultQueue) put(r xresult) {
-	q.mu.Lock()
-	q.queue = append(q.queue, r)
-	first := len(q.queue) == 1
-	q.mu.Unlock()
-	if first {
-		select {
-		case q.ready <- struct{}{}:
-		default: // a signal is pending already
-		}
-	}
-}
-
-// take returns the results queued, oldest first; run only. The slice is
-// valid until the next take.
-func (q *resultQueue) take() []xresult {
-	clear(q.spare) // the jobs of the last take, for the collector
-	q.mu.Lock()
-	rs := q.queue
-	q.queue = q.spare[:0]
-	q.mu.Unlock()
-	q.spare = rs
-	return rs
-}
-
 // executor runs the handlers for one share-group member's deliveries and
 // decides every acknowledgement. One goroutine, the one in run, owns all
 // of its state but the fields marked otherwise (each field says who owns
@@ -182,8 +147,7 @@ type executor struct {
 	conc int
 
 	// Between the goroutines, made by newExecutor.
-	work       handOut       // run pushes (and closes, in waitHandlers); the handler goroutines take
-	done       resultQueue   // the handler goroutines put; run takes
+	hand       *handoff      // jobs from run to the handler goroutines, results back
 	copySignal chan struct{} // copiers send (copied); run receives
 
 	// Shared, each as its comment says.
@@ -209,9 +173,12 @@ type executor struct {
 	queued  int                  // queued jobs (entries of queue still queued)
 	running int                  // handlers running, abandoned ones included: each holds a slot
 	spawned int                  // handler goroutines started
-	base    context.Context      // run's context without its cancellation
-	tracker *renew.Tracker[*xjob]
-	holds   holdHeap // held jobs by releaseAt; dropped ones are skipped
+	// lastHandler is the handler of the topic of the last job started
+	// (handlerFor).
+	lastHandler topicHandler
+	base        context.Context // run's context without its cancellation
+	tracker     *renew.Tracker[*xjob]
+	holds       holdHeap // held jobs by releaseAt; dropped ones are skipped
 
 	// The pause (pause.go): non-nil while a dependency is down.
 	pause  *pause
@@ -376,7 +343,7 @@ func newExecutor(cfg executorConfig, m groupMember) *executor {
 		obs:     cfg.Observer,
 		conc:    conc,
 		tracker: renew.NewTracker[*xjob](renew.Policy{Margin: cfg.RenewMargin, MaxHold: cfg.MaxHold}),
-		done:    resultQueue{ready: make(chan struct{}, 1)},
+		hand:    newHandoff(),
 		limits:  cfg.Limits,
 		lanes:   cfg.Queues,
 		keys:    make(map[keyID]*keyState),

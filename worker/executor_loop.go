@@ -68,8 +68,8 @@ func (x *executor) run(ctx context.Context) {
 		select {
 		case ev, ok := <-events:
 			take(ev, ok)
-		case <-x.done.ready:
-			for _, r := range x.done.take() {
+		case <-x.hand.ready:
+			for _, r := range x.hand.take() {
 				x.result(r)
 			}
 		case <-x.wake.C:
@@ -109,7 +109,7 @@ func (x *executor) run(ctx context.Context) {
 		x.shed(x.now())
 		x.topUp()
 		x.leaveWhenDone() // 4.
-		x.work.flush()    // the jobs started in this turn, to the handler goroutines
+		x.hand.flush()    // the jobs started in this turn, to the handler goroutines
 	}
 	x.turn = time.Time{}
 	x.finishStop() // 5.
@@ -299,7 +299,7 @@ func (x *executor) start(j *xjob) {
 		x.finish(j, AckRelease, OutcomeInterrupted, ErrLockExpired, 0)
 		return
 	}
-	if x.cfg.Handlers[j.key.Topic] == nil { // cannot happen: the member fetches registered topics only
+	if h, _ := x.handlerFor(j.key.Topic); h == nil { // cannot happen: the member fetches registered topics only
 		x.finish(j, AckRelease, OutcomeInterrupted, fmt.Errorf("worker: no handler for topic %q", j.key.Topic), 0)
 		return
 	}
@@ -314,7 +314,7 @@ func (x *executor) start(j *xjob) {
 // key's limits.
 func (x *executor) begin(j *xjob, now time.Time) {
 	j.ctx, j.cancel = context.WithCancelCause(x.baseFor(j))
-	j.h, j.timeout = x.cfg.Handlers[j.key.Topic], x.cfg.Timeouts[j.key.Topic]
+	j.h, j.timeout = x.handlerFor(j.key.Topic)
 	j.state, j.ran, j.start = jobRunning, true, now
 	if x.rate == 0 && x.firstReadings == 0 {
 		x.beginReadings(now)
@@ -329,6 +329,25 @@ func (x *executor) begin(j *xjob, now time.Time) {
 	x.launch(j)
 }
 
+// handlerFor returns topic's handler (nil: none) and job timeout (0:
+// none). It keeps the last topic's, found again without hashing its name
+// (a record's topic is one string per topic, from the member's decoder,
+// and compares by its pointer first).
+func (x *executor) handlerFor(topic string) (handler.Handler, time.Duration) {
+	if l := &x.lastHandler; l.h == nil || l.topic != topic {
+		*l = topicHandler{topic: topic, h: x.cfg.Handlers[topic], timeout: x.cfg.Timeouts[topic]}
+	}
+	return x.lastHandler.h, x.lastHandler.timeout
+}
+
+// topicHandler is a topic's handler and job timeout, as handlerFor
+// keeps them.
+type topicHandler struct {
+	topic   string
+	h       handler.Handler
+	timeout time.Duration
+}
+
 // launch hands j, set up to run, to a handler goroutine.
 func (x *executor) launch(j *xjob) {
 	x.armFor(j)
@@ -338,21 +357,28 @@ func (x *executor) launch(j *xjob) {
 		x.wg.Add(1)
 		go x.handle()
 	}
-	x.work.push(j)
+	x.hand.push(j)
 }
 
 // handle is a handler goroutine: it runs jobs until work closes.
 func (x *executor) handle() {
 	defer x.wg.Done()
 	wake := make(chan struct{}, 1)
+	var r xresult
+	var last *xresult // &r once it holds the result of the job before, to give back with the next take
+	var start time.Time
 	for {
-		j, ok := x.work.next(wake)
+		j, parked, ok := x.hand.next(last, wake)
 		if !ok {
 			return
 		}
-		start := time.Now()
-		r := xresult{j: j, err: runJob(j)}
-		r.took = time.Since(start)
+		if parked || last == nil {
+			start = time.Now()
+		} // else the job starts when the last one ended: one clock reading a job
+		r = xresult{j: j, err: runJob(j)}
+		end := time.Now()
+		r.took = end.Sub(start)
+		start = end
 		if r.err != nil {
 			// The outcomes middleware decides: parked, or cancelled
 			// before it ran. Both are done with (ACCEPT). A snooze is
@@ -365,7 +391,7 @@ func (x *executor) handle() {
 				r.err, r.snooze = nil, d
 			}
 		}
-		x.done.put(r)
+		last = &r
 	}
 }
 

@@ -23,14 +23,14 @@ func (x *executor) result(r xresult) {
 	x.running--
 	x.completed++
 	j := r.j
-	if j.state != jobRunning || x.jobs.Get(j.key) != j {
+	if j.state != jobRunning { // (a job in any state but jobGone is the one of its key in x.jobs)
 		return // abandoned earlier; its record was released
 	}
 	now := x.now()
 	keyDown := x.keyResult(j, r.err, r.took, now)
 	x.keyStopped(j, now)
-	var ue *handler.UnavailableError
-	unavailable := r.err != nil && errors.As(r.err, &ue) && !handler.IsPermanent(r.err)
+	ue := unavailableOf(r.err)
+	unavailable := ue != nil
 	probe := x.pause != nil && x.pause.probe == j
 	if probe {
 		x.pause.probe = nil
@@ -105,6 +105,21 @@ func (x *executor) result(r xresult) {
 		heap.Push(&x.holds, j)
 		x.arm(j.releaseAt)
 	}
+}
+
+// unavailableOf returns the dependency err reports down, if it is a
+// retryable error that wraps a *handler.UnavailableError; nil
+// otherwise. (A function of its own: the target of errors.As escapes,
+// and result would allocate it for every job.)
+func unavailableOf(err error) *handler.UnavailableError {
+	if err == nil || handler.IsPermanent(err) {
+		return nil
+	}
+	var ue *handler.UnavailableError
+	if errors.As(err, &ue) {
+		return ue
+	}
+	return nil
 }
 
 // lockGone reports whether j's record may no longer be this member's

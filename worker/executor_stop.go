@@ -196,19 +196,19 @@ func (x *executor) memberFailed() {
 
 // waitHandlers waits for every handler goroutine, abandoned ones included.
 func (x *executor) waitHandlers() {
-	x.work.flush()
+	x.hand.flush()
 	if x.running > 0 {
 		stuck := time.NewTicker(stuckWarnEvery)
 		for x.running > 0 {
 			select {
-			case <-x.done.ready:
-				x.running -= len(x.done.take())
+			case <-x.hand.ready:
+				x.running -= len(x.hand.take())
 			case <-stuck.C:
 				x.log.Warn("waiting for handlers that ignore their cancelled context; their records were released", "handlers", x.running)
 			}
 		}
 		stuck.Stop()
 	}
-	x.work.close()
+	x.hand.close()
 	x.wg.Wait()
 }

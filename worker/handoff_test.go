@@ -8,35 +8,38 @@ import (
 	"testing/synctest"
 )
 
-// handOutPool runs n goroutines that take jobs from o and call run with
+// handoffPool runs n goroutines that take jobs from o and call run with
 // each, as handle does; wait waits for them after o.close.
-func handOutPool(o *handOut, n int, run func(*xjob)) (wait func()) {
+func handoffPool(o *handoff, n int, run func(*xjob)) (wait func()) {
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
 			wake := make(chan struct{}, 1)
+			var r xresult
+			var last *xresult
 			for {
-				j, ok := o.next(wake)
+				j, _, ok := o.next(last, wake)
 				if !ok {
 					return
 				}
 				run(j)
+				r, last = xresult{j: j}, &r
 			}
 		})
 	}
 	return wg.Wait
 }
 
-// TestHandOutFansBlockingJobsOut: jobs that block are each taken by a
+// TestHandoffFansBlockingJobsOut: jobs that block are each taken by a
 // goroutine of their own, although a push wakes one goroutine at most and
 // each take wakes at most one more.
-func TestHandOutFansBlockingJobsOut(t *testing.T) {
+func TestHandoffFansBlockingJobsOut(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n = 50
-		var o handOut
+		o := newHandoff()
 		var running atomic.Int64
 		release := make(chan struct{})
-		wait := handOutPool(&o, n, func(*xjob) {
+		wait := handoffPool(o, n, func(*xjob) {
 			running.Add(1)
 			<-release
 			running.Add(-1)
@@ -56,38 +59,47 @@ func TestHandOutFansBlockingJobsOut(t *testing.T) {
 	})
 }
 
-// TestHandOutTakesEachJobOnce pushes jobs from one goroutine, never more
-// in hand than there are handler goroutines (as run does), while the
-// handler goroutines take them, some blocking a while: every job is taken
-// exactly once and nothing is left waiting.
-func TestHandOutTakesEachJobOnce(t *testing.T) {
+// TestHandoffTakesEachJobOnce plays run: it starts jobs, never more in
+// hand than there are handler goroutines, and takes their results when
+// ready signals, while the goroutines take the jobs, some blocking a
+// while: every job is taken exactly once, its result comes back exactly
+// once, and nothing is left waiting.
+func TestHandoffTakesEachJobOnce(t *testing.T) {
 	const goroutines, jobs = 8, 200_000
-	var o handOut
+	o := newHandoff()
 	taken := make([]atomic.Int32, jobs)
-	ended := make(chan struct{}, goroutines)
-	wait := handOutPool(&o, goroutines, func(j *xjob) {
+	wait := handoffPool(o, goroutines, func(j *xjob) {
 		taken[j.key.Offset].Add(1)
 		if j.key.Offset%1000 == 0 {
 			for range 100 { // a job that takes a while
 				runtime.Gosched()
 			}
 		}
-		ended <- struct{}{}
 	})
+	results := make([]int, jobs)
 	inHand := 0
-	for i := range jobs {
-		if inHand == goroutines {
-			<-ended
+	collect := func() {
+		<-o.ready
+		for _, r := range o.take() {
+			results[r.j.key.Offset]++
 			inHand--
+		}
+	}
+	for i := range jobs {
+		for inHand == goroutines {
+			collect()
 		}
 		j := &xjob{}
 		j.key.Offset = int64(i)
 		o.push(j)
-		o.flush()
+		if i%3 == 0 { // several jobs a flush, as a turn of run starts them
+			o.flush()
+		}
 		inHand++
 	}
-	for ; inHand > 0; inHand-- {
-		<-ended
+	o.flush()
+	for inHand > 0 {
+		collect()
 	}
 	o.close()
 	wait()
@@ -95,16 +107,19 @@ func TestHandOutTakesEachJobOnce(t *testing.T) {
 		if n := taken[i].Load(); n != 1 {
 			t.Fatalf("job %d taken %d times, want once", i, n)
 		}
+		if results[i] != 1 {
+			t.Fatalf("job %d's result came back %d times, want once", i, results[i])
+		}
 	}
 }
 
-// TestHandOutCloseEndsParkedGoroutines: close lets parked goroutines
+// TestHandoffCloseEndsParkedGoroutines: close lets parked goroutines
 // return, and jobs queued before it are still taken.
-func TestHandOutCloseEndsParkedGoroutines(t *testing.T) {
+func TestHandoffCloseEndsParkedGoroutines(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var o handOut
+		o := newHandoff()
 		var ran atomic.Int64
-		wait := handOutPool(&o, 4, func(*xjob) { ran.Add(1) })
+		wait := handoffPool(o, 4, func(*xjob) { ran.Add(1) })
 		synctest.Wait()
 		o.push(&xjob{})
 		o.push(&xjob{})
