@@ -11,64 +11,129 @@ import (
 // TestKeyMapAgreesWithAMap puts, gets and deletes random keys of a few
 // partitions of two topics in a KeyMap and in a Go map keyed by Key, and
 // checks that they agree throughout: values, length, and the keys All
-// yields, also while the loop deletes and puts back.
+// yields, also while the loop deletes. The offsets are drawn as a
+// partition's keys in hand go: mostly near a cursor that moves up (the
+// window), some far behind it (long jobs), some jumps far ahead (the
+// window starting again), and a few random ones.
 func TestKeyMapAgreesWithAMap(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	topics := []string{"a", "b"}
-	key := func() Key {
-		// Topic strings built anew each time, so that a partition's
-		// name is equal but not the same string as the last lookup's.
-		return Key{string([]byte(topics[rng.IntN(2)])), rng.Int32N(3), rng.Int64N(50)}
-	}
-	var km KeyMap[int]
-	want := map[Key]int{}
-	check := func(step int) {
-		t.Helper()
-		if km.Len() != len(want) {
-			t.Fatalf("step %d: Len %d, want %d", step, km.Len(), len(want))
+	for _, seed := range []uint64{1, 2, 3, 4} {
+		rng := rand.New(rand.NewPCG(seed, 2))
+		topics := []string{"a", "b"}
+		cursor := map[int32]int64{}
+		key := func() Key {
+			// Topic strings built anew each time, so that a partition's
+			// name is equal but not the same string as the last lookup's.
+			p := rng.Int32N(3)
+			off := cursor[p]
+			switch r := rng.IntN(100); {
+			case r < 70:
+				off += rng.Int64N(40) - 10
+				cursor[p] += rng.Int64N(3)
+			case r < 85:
+				off -= 100 + rng.Int64N(2000) // behind
+			case r < 90:
+				cursor[p] += 1000 + rng.Int64N(5000) // a jump ahead
+				off = cursor[p]
+			default:
+				off = rng.Int64N(50)
+			}
+			return Key{string([]byte(topics[rng.IntN(2)])), p, off}
 		}
-		got := maps.Collect(km.All())
-		if !maps.Equal(got, want) {
-			t.Fatalf("step %d: All yields %v, want %v", step, got, want)
+		var km KeyMap[int]
+		want := map[Key]int{}
+		check := func(step int) {
+			t.Helper()
+			if km.Len() != len(want) {
+				t.Fatalf("seed %d, step %d: Len %d, want %d", seed, step, km.Len(), len(want))
+			}
+			got := maps.Collect(km.All())
+			if !maps.Equal(got, want) {
+				t.Fatalf("seed %d, step %d: All yields %d keys, want %d (or other values)", seed, step, len(got), len(want))
+			}
 		}
-	}
-	for step := range 5000 {
-		k := key()
-		switch rng.IntN(3) {
-		case 0:
-			km.Put(k, step)
-			want[k] = step
-		case 1:
-			km.Delete(k)
-			delete(want, k)
+		var keys []Key
+		for step := range 20000 {
+			k := key()
+			if len(keys) > 0 && rng.IntN(3) == 0 {
+				k = keys[rng.IntN(len(keys))] // a key put before
+			}
+			switch rng.IntN(3) {
+			case 0, 1:
+				km.Put(k, step+1)
+				want[k] = step + 1
+				keys = append(keys, k)
+			case 2:
+				km.Delete(k)
+				delete(want, k)
+			}
+			if got, w := km.Get(k), want[k]; got != w {
+				t.Fatalf("seed %d, step %d: Get(%v) = %d, want %d", seed, step, k, got, w)
+			}
+			if step%500 == 0 {
+				check(step)
+			}
 		}
-		if got, w := km.Get(k), want[k]; got != w {
-			t.Fatalf("step %d: Get(%v) = %d, want %d", step, k, got, w)
+		check(-1)
+		for k := range want {
+			if got := km.Get(k); got != want[k] {
+				t.Fatalf("seed %d: Get(%v) = %d, want %d", seed, k, got, want[k])
+			}
 		}
-		if step%500 == 0 {
-			check(step)
-		}
-	}
-	check(-1)
 
-	// Deleting every other key and putting one back while ranging.
-	for k := range km.All() {
-		if k.Offset%2 == 0 {
+		// Deleting every other key, and others than the one yielded,
+		// while ranging.
+		for k := range km.All() {
+			if k.Offset%2 == 0 {
+				km.Delete(k)
+				delete(want, k)
+			}
+			o := k
+			o.Offset += 3
+			km.Delete(o)
+			delete(want, o)
+		}
+		check(-2)
+		km.Put(keys[0], 0) // the zero value deletes
+		delete(want, keys[0])
+		check(-3)
+		for k := range km.All() {
 			km.Delete(k)
 			delete(want, k)
 		}
+		check(-4)
+		if km.Get(Key{"a", 0, 1}) != 0 || km.Get(Key{"never", 9, 9}) != 0 {
+			t.Fatal("Get of a missing key is not the zero value")
+		}
+		km.Delete(Key{"never", 9, 9}) // no table: nothing to do
+		check(-5)
 	}
-	check(-2)
-	for k := range km.All() {
-		km.Delete(k)
-		delete(want, k)
+}
+
+// TestKeyMapWindowStaysSmall: a partition's keys moving up, one of them
+// held far behind, keep a window as wide as the keys in hand (the one
+// behind in far), not as wide as the offsets they passed.
+func TestKeyMapWindowStaysSmall(t *testing.T) {
+	var km KeyMap[int]
+	km.Put(Key{"t", 0, 0}, 1) // a long job
+	for off := int64(1); off < 1_000_000; off++ {
+		km.Put(Key{"t", 0, off}, 1)
+		if off > 100 {
+			km.Delete(Key{"t", 0, off - 100})
+		}
 	}
-	check(-3)
-	if km.Get(Key{"a", 0, 1}) != 0 || km.Get(Key{"never", 9, 9}) != 0 {
-		t.Fatal("Get of a missing key is not the zero value")
+	o := km.part("t", 0, false)
+	if km.Len() != 101 || o.len() != 101 {
+		t.Fatalf("%d keys (%d in the partition), want 101", km.Len(), o.len())
 	}
-	km.Delete(Key{"never", 9, 9}) // no table: nothing to do
-	check(-4)
+	if span := int64(len(o.win)); span > windowSpan(o.nwin) {
+		t.Fatalf("window spans %d offsets for %d keys", span, o.nwin)
+	}
+	if c := cap(o.win); c > 4096 {
+		t.Fatalf("window's slice holds %d slots for %d keys", c, o.nwin)
+	}
+	if km.Get(Key{"t", 0, 0}) != 1 {
+		t.Fatal("the key far behind is lost")
+	}
 }
 
 // TestPartCountsAgreeWithAMap adds random amounts to the counts of a few

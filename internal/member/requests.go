@@ -169,16 +169,16 @@ func (m *Member) takeOps(s *session, renew, onlyWanted bool) map[tp][]int64 {
 	var slots []*held
 	for _, o := range s.pending.parts {
 		p := o.p
-		if len(o.m) == 0 || onlyWanted && m.meta.wantSet[p] != s.broker+1 {
+		if o.len() == 0 || onlyWanted && m.meta.wantSet[p] != s.broker+1 {
 			continue
 		}
 		rs = rs[:0]
-		for off, h := range o.m {
-			if h.queued == opRenewal && !renew {
-				continue
+		o.all(func(off int64, h *held) bool {
+			if h.queued != opRenewal || renew {
+				rs = append(rs, ref{off, h})
 			}
-			rs = append(rs, ref{off, h})
-		}
+			return true
+		})
 		if len(rs) == 0 {
 			continue
 		}
@@ -186,7 +186,7 @@ func (m *Member) takeOps(s *session, renew, onlyWanted bool) map[tp][]int64 {
 		send := splitHalf(rs)
 		offs := make([]int64, len(send))
 		acks := 0
-		all := len(send) == len(o.m)
+		all := len(send) == o.len()
 		if all {
 			s.pending.clearPart(o) // unqueue all at once, their counts below
 		}
@@ -222,15 +222,16 @@ type ref struct {
 }
 
 // sortRefs sorts rs, distinct offsets of one partition, ascending, and
-// returns slots for the next call. The ops of a partition come from a
-// map, in no order, and mostly lie within a window of a few fetches'
+// returns slots for the next call. The ops of a partition come from its
+// pending table, its window's in order and those fallen out of it (far)
+// in no order after them; unsorted ones mostly lie within a few fetches'
 // offsets: then they are placed by offset into slots, a slice as long as
-// the window, in time linear in it; a comparison sort of a few hundred
-// ops a request was a tenth of the member's CPU at short jobs. Ops
-// spread wider (a long job's ack far behind the others) are sorted.
+// their span, in time linear in it (a comparison sort of a few hundred
+// ops a request was a tenth of the member's CPU at short jobs). Ops
+// spread wider are sorted.
 func sortRefs(rs []ref, slots []*held) []*held {
-	if len(rs) < 2 {
-		return slots
+	if len(rs) < 2 || slices.IsSortedFunc(rs, func(a, b ref) int { return cmp.Compare(a.off, b.off) }) {
+		return slots // a window's ops come in order; only far ones may not
 	}
 	lo, hi := rs[0].off, rs[0].off
 	for _, r := range rs[1:] {
