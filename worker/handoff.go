@@ -3,25 +3,27 @@ package worker
 import "sync"
 
 // handoff is where run and the handler goroutines meet: run hands them
-// the jobs it started, and they leave it their results, both under one
+// the jobs it starts, and they leave it their results, both under one
 // mutex, so that a handler goroutine gives back one job's result and
-// takes the next job in one lock, before it parks.
+// takes its next job in one lock.
 //
-// Jobs: run pushes the jobs it starts in a turn of its loop to a slice of
-// its own and hands them over together at the end of the turn (flush):
-// one lock and at most one wake-up for all of them. A goroutine done with
-// a job takes the next one queued before it parks, so a burst of short
-// jobs keeps the goroutines that are awake busy instead of waking a
-// parked goroutine for every job (a channel of jobs did: a park and a
-// wake-up a job, a fifth to a third of the worker's CPU with no-op jobs).
-// Parked goroutines are woken one at a time: a flush wakes one unless one
-// is being woken already, and a goroutine that takes a job and leaves
-// more behind wakes the next. So while jobs wait here, a goroutine is on
-// its way to take one; jobs that block (I/O) fan out over the parked
-// goroutines one wake-up after another, microseconds apart. Since run
-// starts at most Concurrency jobs, and starts a goroutine whenever fewer
-// exist than jobs started and not yet ended, a goroutine is free for
-// every job queued here.
+// Jobs: run pushes the jobs it starts in a turn of its loop to a slice
+// of its own and hands them over together at the end of the turn
+// (flush): one lock and at most one wake-up for all of them. A goroutine
+// done with a job takes the next one queued before it parks, so a burst
+// of short jobs keeps the goroutines that are awake busy instead of
+// waking a parked goroutine for every job (a channel of jobs did: a park
+// and a wake-up a job, a fifth to a third of the worker's CPU with no-op
+// jobs). Parked goroutines are woken one at a time: a flush wakes one
+// unless one is being woken already, and a goroutine that takes a job
+// and leaves more behind wakes the next. So while jobs wait here, a
+// goroutine is on its way to take one; jobs that block (I/O) fan out over
+// the parked goroutines one wake-up after another, microseconds apart.
+// Since run starts at most Concurrency jobs, and starts a goroutine
+// whenever fewer exist than jobs started and not yet ended, a goroutine
+// is free for every job queued here. Wake-ups (and the signal of a
+// result) are sent once the mutex is let go, so that the goroutine woken
+// does not run only to wait for it.
 //
 // Results: queued with a signal on ready each time the queue goes from
 // empty to not, so that the results of a burst of short jobs cost run
@@ -55,8 +57,9 @@ func (o *handoff) flush() {
 	}
 	o.mu.Lock()
 	o.jobs = append(o.jobs, o.started...)
-	o.wakeLocked()
+	w := o.toWake()
 	o.mu.Unlock()
+	wake(w)
 	clear(o.started)
 	o.started = o.started[:0]
 }
@@ -92,23 +95,22 @@ func (o *handoff) close() {
 // did. ok is false once close was called and no job is queued.
 func (o *handoff) next(r *xresult, w chan struct{}) (j *xjob, parked, ok bool) {
 	o.mu.Lock()
+	signal := false // run is to be told of a result, once o.mu is let go
 	if r != nil {
 		o.results = append(o.results, *r)
 		*r = xresult{}
-		if len(o.results) == 1 {
-			select {
-			case o.ready <- struct{}{}:
-			default: // a signal is pending already
-			}
-		}
+		signal = len(o.results) == 1
 	}
 	for o.head == len(o.jobs) {
 		if o.closed {
 			o.mu.Unlock()
+			o.signal(signal)
 			return nil, parked, false
 		}
 		o.parked = append(o.parked, w)
 		o.mu.Unlock()
+		o.signal(signal)
+		signal = false
 		<-w
 		parked = true
 		o.mu.Lock()
@@ -124,21 +126,42 @@ func (o *handoff) next(r *xresult, w chan struct{}) (j *xjob, parked, ok bool) {
 		clear(o.jobs[n:])
 		o.jobs, o.head = o.jobs[:n], 0
 	}
-	o.wakeLocked()
+	next := o.toWake()
 	o.mu.Unlock()
+	o.signal(signal)
+	wake(next)
 	return j, parked, true
 }
 
-// wakeLocked wakes the most recently parked goroutine if a job waits and
-// no goroutine is being woken already; o.mu held.
-func (o *handoff) wakeLocked() {
+// signal tells run that a result is queued, if yes.
+func (o *handoff) signal(yes bool) {
+	if yes {
+		select {
+		case o.ready <- struct{}{}:
+		default: // a signal is pending already
+		}
+	}
+}
+
+// toWake takes the parked goroutine to wake, the most recently parked,
+// if a job waits and no goroutine is being woken already; nil: none.
+// o.mu held; the caller wakes it (wake) once it let go of o.mu, so that
+// the goroutine woken does not run only to wait for the lock.
+func (o *handoff) toWake() chan struct{} {
 	if o.waking || o.head == len(o.jobs) || len(o.parked) == 0 {
-		return
+		return nil
 	}
 	n := len(o.parked) - 1
 	w := o.parked[n]
 	o.parked[n] = nil
 	o.parked = o.parked[:n]
 	o.waking = true
-	w <- struct{}{} // buffered 1, and w's goroutine was parked: never blocks
+	return w
+}
+
+// wake wakes the goroutine parked on w, if any.
+func wake(w chan struct{}) {
+	if w != nil {
+		w <- struct{}{} // buffered 1, and its goroutine was parked: never blocks
+	}
 }

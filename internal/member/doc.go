@@ -48,9 +48,10 @@
 //   - held.go: the held records: acquire makes them of a fetch's answer;
 //     their counts, their drop, lost locks.
 //   - events.go (events out): what the member hands the worker.
-//   - keymap.go: [KeyMap], records by partition and then by offset (the
-//     held records, a session's pending set, the executor's jobs), and
-//     partCounts, a session's counts per partition.
+//   - keymap.go: [KeyMap], records by partition and then by offset, in a
+//     window indexed by offset (the held records, a session's pending
+//     set, the executor's jobs), and partCounts, a session's counts per
+//     partition.
 //   - decode.go: record batches to deliveries.
 //   - bytes.go: the bytes in hand ([Config.MaxBytes]) and how they size
 //     fetches.
