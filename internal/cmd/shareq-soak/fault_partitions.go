@@ -43,9 +43,17 @@ func (p *phase) addPartitions(ctx context.Context) (string, error) {
 	start := time.Now()
 	p.added.n.Add(int32(p.o.partitionsAdded))
 	// The producer learns of them from its metadata; wait for a job
-	// written to one of them.
+	// written to one of them. A refresh right after the creation may be
+	// answered by a broker that has not heard of them yet (on the 3-node
+	// cluster the producer then kept the old count until an outage made
+	// it refresh again, past the 30 s), so it is asked again each second.
 	p.cl.ForceMetadataRefresh()
+	refresh := time.Now()
 	for p.jobsOnAdded() == 0 {
+		if time.Since(refresh) >= time.Second {
+			p.cl.ForceMetadataRefresh()
+			refresh = time.Now()
+		}
 		if int(p.produced.Load())+int(p.produceErrs.Load()) == len(p.jobs) {
 			// Every job was handed to the producer before the partitions
 			// were added (a broker outage before this fault lets the
