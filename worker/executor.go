@@ -31,7 +31,10 @@ type groupMember interface {
 	Standing() (lastHeartbeat time.Time, fences int64) // when the coordinator last answered a heartbeat; how often it fenced the member
 }
 
-// jobState is where a job is in the executor.
+// jobState is where a job is in the executor. A job in any state but
+// jobGone is its key's entry in the executor's map (executor.jobs):
+// deliver puts a job there only for a key it does not hold, and end alone
+// deletes it and sets jobGone.
 type jobState int8
 
 const (
@@ -45,10 +48,6 @@ const (
 	jobHalted                      // its topic is paused by an operator; waits without a slot (topicpause.go)
 	jobGone                        // acknowledged or dropped; not in the executor's map
 )
-
-// A job in any state but jobGone is its key's entry in the executor's map
-// (executor.jobs): deliver puts a job there only for a key it does not
-// hold, and end alone deletes it and sets jobGone.
 
 // xjob is one delivered record and its job, owned by the run loop. The
 // handler goroutine reads only ctx, h and job, which are set before it

@@ -116,16 +116,7 @@ func (o *handoff) next(r *xresult, w chan struct{}) (j *xjob, parked, ok bool) {
 		o.mu.Lock()
 		o.waking = false // this goroutine was the one woken (or close woke all)
 	}
-	j = o.jobs[o.head]
-	o.jobs[o.head] = nil
-	o.head++
-	if o.head == len(o.jobs) {
-		o.jobs, o.head = o.jobs[:0], 0
-	} else if o.head >= 64 && 2*o.head >= len(o.jobs) {
-		n := copy(o.jobs, o.jobs[o.head:])
-		clear(o.jobs[n:])
-		o.jobs, o.head = o.jobs[:n], 0
-	}
+	j, o.jobs, o.head = takeHead(o.jobs, o.head)
 	next := o.toWake()
 	o.mu.Unlock()
 	o.signal(signal)

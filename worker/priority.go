@@ -168,22 +168,33 @@ func (q *fifo) pushFront(js []*xjob) {
 // pop takes the oldest job still queued off the queue; nil: none.
 func (q *fifo) pop() *xjob {
 	for q.head < len(q.jobs) {
-		j := q.jobs[q.head]
-		q.jobs[q.head] = nil
-		q.head++
-		if q.head == len(q.jobs) {
-			q.jobs, q.head = q.jobs[:0], 0
-		} else if q.head >= 1024 && 2*q.head >= len(q.jobs) {
-			n := copy(q.jobs, q.jobs[q.head:])
-			clear(q.jobs[n:])
-			q.jobs, q.head = q.jobs[:n], 0
-		}
+		var j *xjob
+		j, q.jobs, q.head = takeHead(q.jobs, q.head)
 		if j.state == jobQueued {
 			return j
 		}
 		// dropped while it waited
 	}
 	return nil
+}
+
+// takeHead takes jobs[head] off a queue kept as a slice and the index of
+// its head (fifo, handoff), clearing its slot: the slice is emptied once
+// the head has passed all of it, and compacted once it has passed half of
+// a long one.
+func takeHead(jobs []*xjob, head int) (*xjob, []*xjob, int) {
+	j := jobs[head]
+	jobs[head] = nil
+	head++
+	if head == len(jobs) {
+		return j, jobs[:0], 0
+	}
+	if head >= 1024 && 2*head >= len(jobs) {
+		n := copy(jobs, jobs[head:])
+		clear(jobs[n:])
+		return j, jobs[:n], 0
+	}
+	return j, jobs, head
 }
 
 // live reports whether a job in the queue is still queued, skipping the
