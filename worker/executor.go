@@ -53,13 +53,11 @@ const (
 // handler goroutine reads only ctx, h and job, which are set before it
 // starts and not written after.
 type xjob struct {
-	job     handler.Job
-	ctx     context.Context
-	h       handler.Handler
-	timeout time.Duration // the topic's job timeout; 0: none
-	cancel  context.CancelCauseFunc
+	job    handler.Job
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	run    *topicHandler // its topic's handler and job timeout, set when it starts
 
-	key      member.Key
 	state    jobState
 	count    int32         // the newest delivery count (a redelivery raises it)
 	deadline time.Time     // the lock deadline as far as the executor knows
@@ -75,12 +73,69 @@ type xjob struct {
 
 	ks         *keyState // its key under the topic's KeyLimit; nil: none
 	keyRunning bool      // counted in ks.running
-	heldSince  time.Time // when the tracker took it (tracked), MaxHold counting from then
 
-	// A held job is released at releaseAt with its handler's outcome.
-	releaseAt time.Time
-	err       error
+	// held is what a job held back carries; nil until it is first held
+	// (most jobs never are, and each field here is bytes per job).
+	held *xheld
+}
+
+// xheld is what a job held back carries: when the tracker took it, and a
+// held or paused job's outcome and when it is released with it.
+type xheld struct {
+	heldSince time.Time // when the tracker took it (tracked), MaxHold counting from then
+	releaseAt time.Time // a held or snoozed job is released then
+	err       error     // a held or paused job's handler's outcome
 	took      time.Duration
+}
+
+// hold returns j's held fields, made when first asked for.
+func (j *xjob) hold() *xheld {
+	if j.held == nil {
+		j.held = new(xheld)
+	}
+	return j.held
+}
+
+// setOutcome keeps the handler's outcome of a job held back.
+func (j *xjob) setOutcome(err error, took time.Duration) {
+	if j.held == nil && err == nil && took == 0 {
+		return
+	}
+	h := j.hold()
+	h.err, h.took = err, took
+}
+
+// outcome returns the handler's outcome kept by setOutcome (nil, 0: none).
+func (j *xjob) outcome() (error, time.Duration) {
+	if j.held == nil {
+		return nil, 0
+	}
+	return j.held.err, j.held.took
+}
+
+// heldErr returns the handler's error kept by setOutcome (nil: none).
+func (j *xjob) heldErr() error {
+	err, _ := j.outcome()
+	return err
+}
+
+// took returns how long the handler ran, as kept by setOutcome.
+func (j *xjob) took() time.Duration {
+	_, took := j.outcome()
+	return took
+}
+
+// releaseAt returns when a held or snoozed job is released.
+func (j *xjob) releaseAt() time.Time {
+	if j.held == nil {
+		return time.Time{}
+	}
+	return j.held.releaseAt
+}
+
+// key returns the job's record key.
+func (j *xjob) key() member.Key {
+	return member.Key{Topic: j.job.Topic, Partition: j.job.Partition, Offset: j.job.Offset}
 }
 
 // last reports whether the record is on its last delivery.
@@ -172,9 +227,10 @@ type executor struct {
 	queued  int                  // queued jobs (entries of queue still queued)
 	running int                  // handlers running, abandoned ones included: each holds a slot
 	spawned int                  // handler goroutines started
-	// lastHandler is the handler of the topic of the last job started
-	// (handlerFor).
-	lastHandler topicHandler
+	// handlers are the topics' handlers as jobs start them, and
+	// lastHandler the one of the last job started (handlerFor).
+	handlers    map[string]*topicHandler
+	lastHandler *topicHandler
 	base        context.Context // run's context without its cancellation
 	tracker     *renew.Tracker[*xjob]
 	holds       holdHeap // held jobs by releaseAt; dropped ones are skipped

@@ -183,7 +183,7 @@ func (x *executor) deliver(d member.Delivery) {
 		}
 		return
 	}
-	j := &xjob{key: k, state: jobQueued, count: d.Count, deadline: d.Deadline, lock: d.Lock}
+	j := &xjob{state: jobQueued, count: d.Count, deadline: d.Deadline, lock: d.Lock}
 	fillJob(&j.job, d, x.cfg.Group, x.cfg.DeliveryLimit())
 	if x.gone() {
 		x.log.Warn("a record arrived after the shutdown deadline; releasing it", "record", k)
@@ -283,7 +283,7 @@ const startMargin = 500 * time.Millisecond
 // topic is paused (then it waits for the pause).
 func (x *executor) start(j *xjob) {
 	now := x.now()
-	if x.topicPaused(j.key.Topic) {
+	if x.topicPaused(j.job.Topic) {
 		x.halt(j, now)
 		return
 	}
@@ -295,12 +295,12 @@ func (x *executor) start(j *xjob) {
 	// it fails.
 	last := j.last()
 	if renew.Expired(now, j.deadline, min(startMargin, j.lock/4)) && !last {
-		x.log.Warn("lock expired before the job started; releasing it", "record", j.key)
+		x.log.Warn("lock expired before the job started; releasing it", "record", j.key())
 		x.finish(j, AckRelease, OutcomeInterrupted, ErrLockExpired, 0)
 		return
 	}
-	if h, _ := x.handlerFor(j.key.Topic); h == nil { // cannot happen: the member fetches registered topics only
-		x.finish(j, AckRelease, OutcomeInterrupted, fmt.Errorf("worker: no handler for topic %q", j.key.Topic), 0)
+	if x.handlerFor(j.job.Topic) == nil { // cannot happen: the member fetches registered topics only
+		x.finish(j, AckRelease, OutcomeInterrupted, fmt.Errorf("worker: no handler for topic %q", j.job.Topic), 0)
 		return
 	}
 	if !x.admit(j, now, false) {
@@ -314,7 +314,7 @@ func (x *executor) start(j *xjob) {
 // key's limits.
 func (x *executor) begin(j *xjob, now time.Time) {
 	j.ctx, j.cancel = context.WithCancelCause(x.baseFor(j))
-	j.h, j.timeout = x.handlerFor(j.key.Topic)
+	j.run = x.handlerFor(j.job.Topic)
 	j.state, j.ran, j.start = jobRunning, true, now
 	if x.rate == 0 && x.firstReadings == 0 {
 		x.beginReadings(now)
@@ -329,19 +329,33 @@ func (x *executor) begin(j *xjob, now time.Time) {
 	x.launch(j)
 }
 
-// handlerFor returns topic's handler (nil: none) and job timeout (0:
-// none). It keeps the last topic's, found again without hashing its name
-// (a record's topic is one string per topic, from the member's decoder,
-// and compares by its pointer first).
-func (x *executor) handlerFor(topic string) (handler.Handler, time.Duration) {
-	if l := &x.lastHandler; l.h == nil || l.topic != topic {
-		*l = topicHandler{topic: topic, h: x.cfg.Handlers[topic], timeout: x.cfg.Timeouts[topic]}
+// handlerFor returns topic's handler and job timeout; nil: the topic has
+// no handler. It keeps the last topic's, found again without hashing its
+// name (a record's topic is one string per topic, from the member's
+// decoder, and compares by its pointer first).
+func (x *executor) handlerFor(topic string) *topicHandler {
+	if l := x.lastHandler; l != nil && l.topic == topic {
+		return l
 	}
-	return x.lastHandler.h, x.lastHandler.timeout
+	th := x.handlers[topic]
+	if th == nil {
+		h := x.cfg.Handlers[topic]
+		if h == nil {
+			return nil
+		}
+		th = &topicHandler{topic: topic, h: h, timeout: x.cfg.Timeouts[topic]}
+		if x.handlers == nil {
+			x.handlers = map[string]*topicHandler{}
+		}
+		x.handlers[topic] = th
+	}
+	x.lastHandler = th
+	return th
 }
 
-// topicHandler is a topic's handler and job timeout, as handlerFor
-// keeps them.
+// topicHandler is a topic's handler and job timeout (0: none), as
+// handlerFor keeps them; it does not change once made, and a job's
+// handler goroutine reads it (xjob.run).
 type topicHandler struct {
 	topic   string
 	h       handler.Handler
@@ -409,14 +423,14 @@ func doneWith(err error) bool {
 // escaped every middleware (one in a middleware outside the handler's own
 // recovery) becomes a permanent failure that keeps the panic's stack.
 func runJob(j *xjob) error {
-	if j.timeout <= 0 {
-		return safehandle.Handle(j.ctx, j.h, &j.job)
+	if j.run.timeout <= 0 {
+		return safehandle.Handle(j.ctx, j.run.h, &j.job)
 	}
-	ctx, cancel := context.WithTimeoutCause(j.ctx, j.timeout, ErrJobTimeout)
+	ctx, cancel := context.WithTimeoutCause(j.ctx, j.run.timeout, ErrJobTimeout)
 	defer cancel()
-	err := safehandle.Handle(ctx, j.h, &j.job)
+	err := safehandle.Handle(ctx, j.run.h, &j.job)
 	if err != nil && errors.Is(context.Cause(ctx), ErrJobTimeout) && !handler.IsPermanent(err) && !doneWith(err) {
-		err = &handler.RetryError{Reason: handler.ReasonTimeout, Err: fmt.Errorf("%w after %v: %w", ErrJobTimeout, j.timeout, err)}
+		err = &handler.RetryError{Reason: handler.ReasonTimeout, Err: fmt.Errorf("%w after %v: %w", ErrJobTimeout, j.run.timeout, err)}
 	}
 	return err
 }

@@ -49,7 +49,7 @@ func (x *executor) result(r xresult) {
 		x.snooze(j, r, now)
 		return
 	case r.err == nil && r.parked != nil:
-		x.m.Ack(j.key, member.Accept)
+		x.m.Ack(j.key(), member.Accept)
 		x.end(j, nil)
 		x.report(j, AckAccept, OutcomeParked, r.parked.Err, r.took, r.parked)
 		return
@@ -67,7 +67,7 @@ func (x *executor) result(r xresult) {
 		// Its key's destination is down: the job waits for the breaker,
 		// on this delivery, first in its key's line; while stopping it
 		// is copied for later.
-		j.err, j.took = r.err, r.took
+		j.setOutcome(r.err, r.took)
 		j.cancel(nil)
 		if x.stopping() {
 			x.copyOut(j, now)
@@ -98,12 +98,13 @@ func (x *executor) result(r xresult) {
 	// Hold the record, its lock renewed as needed, so the next delivery
 	// does not come at once: a failing dependency would otherwise use up
 	// the delivery limit in moments.
-	j.state, j.err, j.took = jobHeld, r.err, r.took
+	j.state = jobHeld
+	j.setOutcome(r.err, r.took)
 	j.cancel(nil)
 	if !untilQuiet {
-		j.releaseAt = x.now().Add(d)
+		j.hold().releaseAt = x.now().Add(d)
 		heap.Push(&x.holds, j)
-		x.arm(j.releaseAt)
+		x.arm(j.releaseAt())
 	}
 }
 
@@ -166,7 +167,7 @@ func (x *executor) doneWithoutLock(j *xjob, r xresult, why string) {
 	if r.err != nil {
 		ack, t = AckReject, member.Reject
 	}
-	x.m.Ack(j.key, t)
+	x.m.Ack(j.key(), t)
 	x.end(j, ErrLockLost)
 	x.report(j, ack, OutcomeInterrupted, fmt.Errorf("%w: %s", ErrLockLost, why), r.took, r.parked)
 }
@@ -197,7 +198,7 @@ func (x *executor) backoff(j *xjob, err error) time.Duration {
 // abandon releases a job whose handler is still running and cancels its
 // context with cause; whatever the handler returns later is discarded.
 func (x *executor) abandon(j *xjob, cause error) {
-	x.log.Warn("releasing a running job", "reason", cause, "record", j.key,
+	x.log.Warn("releasing a running job", "reason", cause, "record", j.key(),
 		"running_for", time.Since(j.start).Round(time.Millisecond), "lock_left", time.Until(j.deadline).Round(time.Millisecond))
 	x.finish(j, AckRelease, OutcomeInterrupted, cause, time.Since(j.start))
 }
@@ -206,11 +207,11 @@ func (x *executor) abandon(j *xjob, cause error) {
 func (x *executor) finish(j *xjob, ack Ack, outcome Outcome, err error, took time.Duration) {
 	switch ack {
 	case AckAccept:
-		x.m.Ack(j.key, member.Accept)
+		x.m.Ack(j.key(), member.Accept)
 	case AckReject:
-		x.m.Ack(j.key, member.Reject)
+		x.m.Ack(j.key(), member.Reject)
 	default:
-		x.m.Ack(j.key, member.Release)
+		x.m.Ack(j.key(), member.Release)
 	}
 	x.end(j, err)
 	x.report(j, ack, outcome, err, took, nil)
@@ -225,9 +226,9 @@ func (x *executor) drop(j *xjob, cause error) {
 	case jobRunning:
 		took = time.Since(j.start)
 	case jobHeld, jobPaused:
-		took, outcome = j.took, OutcomeRetried
+		took, outcome = j.took(), OutcomeRetried
 	case jobWaiting, jobSnoozed, jobCopying, jobHalted:
-		took = j.took
+		took = j.took()
 	}
 	x.end(j, cause)
 	x.report(j, AckRelease, outcome, cause, took, nil)
@@ -246,7 +247,7 @@ func (x *executor) end(j *xjob, cause error) {
 		j.cancel(cause)
 	}
 	j.state = jobGone
-	x.jobs.Delete(j.key)
+	x.jobs.Delete(j.key())
 	if ks := j.ks; ks != nil {
 		ks.refs--
 		if ks.probe == j {
@@ -319,9 +320,9 @@ func (x *executor) logOutcome(j *xjob, ack Ack, outcome Outcome, err error, took
 	attrs := []slog.Attr{
 		slog.String("outcome", outcome.String()),
 		slog.String("ack", ack.String()),
-		slog.String("topic", j.key.Topic),
-		slog.Int("partition", int(j.key.Partition)),
-		slog.Int64("offset", j.key.Offset),
+		slog.String("topic", j.job.Topic),
+		slog.Int("partition", int(j.job.Partition)),
+		slog.Int64("offset", j.job.Offset),
 		slog.String("job_id", j.job.ID()),
 		slog.Int("delivery", int(j.count)),
 		slog.Duration("took", took),

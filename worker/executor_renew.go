@@ -26,7 +26,7 @@ func (x *executor) wakeUp() {
 		for _, j := range over {
 			switch j.state {
 			case jobHeld, jobPaused:
-				x.finish(j, AckRelease, OutcomeRetried, j.err, j.took)
+				x.finish(j, AckRelease, OutcomeRetried, j.heldErr(), j.took())
 				continue
 			case jobQueued: // waited for a slot or a pause that long
 				x.finish(j, AckRelease, OutcomeInterrupted, ErrMaxHold, 0)
@@ -35,7 +35,7 @@ func (x *executor) wakeUp() {
 				x.copyOut(j, now)
 				continue
 			case jobSnoozed: // not due yet: for later
-				x.copyOut(j, j.releaseAt)
+				x.copyOut(j, j.releaseAt())
 				continue
 			case jobCopying:
 				// Its copy is being written (a slow Snoozer or produce):
@@ -47,7 +47,7 @@ func (x *executor) wakeUp() {
 					x.tracker.Rehold(j, now)
 					continue
 				}
-				x.finish(j, AckRelease, OutcomeInterrupted, ErrMaxHold, j.took)
+				x.finish(j, AckRelease, OutcomeInterrupted, ErrMaxHold, j.took())
 				continue
 			}
 			x.abandon(j, ErrMaxHold)
@@ -55,7 +55,7 @@ func (x *executor) wakeUp() {
 		if len(due) > 0 {
 			keys := make([]member.Key, len(due))
 			for i, j := range due {
-				keys[i] = j.key
+				keys[i] = j.key()
 			}
 			x.m.Renew(keys...)
 		}
@@ -64,12 +64,12 @@ func (x *executor) wakeUp() {
 		}
 	}
 	if !x.holdsUntilQuiet() {
-		for len(x.holds) > 0 && !x.holds[0].releaseAt.After(now) {
+		for len(x.holds) > 0 && !x.holds[0].releaseAt().After(now) {
 			j := heap.Pop(&x.holds).(*xjob)
 			switch {
-			case x.jobs.Get(j.key) != j:
+			case x.jobs.Get(j.key()) != j:
 			case j.state == jobHeld:
-				x.finish(j, AckRelease, OutcomeRetried, j.err, j.took)
+				x.finish(j, AckRelease, OutcomeRetried, j.heldErr(), j.took())
 			case j.state == jobSnoozed:
 				x.unsnooze(j, now)
 			}
@@ -83,9 +83,9 @@ func (x *executor) wakeUp() {
 		x.arm(x.keyTimes[0].at)
 	}
 	for len(x.holds) > 0 {
-		if j := x.holds[0]; (j.state == jobHeld || j.state == jobSnoozed) && x.jobs.Get(j.key) == j {
+		if j := x.holds[0]; (j.state == jobHeld || j.state == jobSnoozed) && x.jobs.Get(j.key()) == j {
 			if !x.holdsUntilQuiet() {
-				x.arm(j.releaseAt)
+				x.arm(j.releaseAt())
 			}
 			break
 		}
@@ -117,7 +117,7 @@ func (x *executor) renewed(r member.Renewal, now time.Time) {
 	x.log.Warn("lock renewal failed", "record", r.Key, "error", r.Err)
 	if !j.deadline.After(now) {
 		if j.state != jobRunning {
-			x.finish(j, AckRelease, OutcomeInterrupted, ErrLockLost, j.took)
+			x.finish(j, AckRelease, OutcomeInterrupted, ErrLockLost, j.took())
 			return
 		}
 		x.abandon(j, ErrLockLost)
@@ -175,7 +175,7 @@ func (x *executor) keepQueuedLocks(now time.Time) {
 type holdHeap []*xjob
 
 func (h holdHeap) Len() int           { return len(h) }
-func (h holdHeap) Less(i, k int) bool { return h[i].releaseAt.Before(h[k].releaseAt) }
+func (h holdHeap) Less(i, k int) bool { return h[i].releaseAt().Before(h[k].releaseAt()) }
 func (h holdHeap) Swap(i, k int)      { h[i], h[k] = h[k], h[i] }
 func (h *holdHeap) Push(v any)        { *h = append(*h, v.(*xjob)) }
 func (h *holdHeap) Pop() any {

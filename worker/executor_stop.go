@@ -121,13 +121,13 @@ func (x *executor) releaseHeld() {
 	for _, j := range x.jobs.All() {
 		switch {
 		case j.state == jobHeld, j.state == jobPaused && x.pause != nil:
-			x.finish(j, AckRelease, OutcomeRetried, j.err, j.took)
+			x.finish(j, AckRelease, OutcomeRetried, j.heldErr(), j.took())
 		case j.state == jobQueued && x.pause != nil:
 			x.finish(j, AckRelease, OutcomeInterrupted, ErrShutdown, 0)
 		case j.state == jobSnoozed:
 			// Not due before the stop: copied for later, no delivery
 			// spent.
-			x.copyOut(j, j.releaseAt)
+			x.copyOut(j, j.releaseAt())
 		case j.state == jobWaiting && j.ks != nil && j.ks.open:
 			x.copyOut(j, now) // its key is down: for later too
 		case j.state == jobHalted:
@@ -147,9 +147,9 @@ func (x *executor) expire() {
 		case jobRunning:
 			x.abandon(j, ErrShutdown)
 		case jobHeld, jobPaused:
-			x.finish(j, AckRelease, OutcomeRetried, ErrShutdown, j.took)
+			x.finish(j, AckRelease, OutcomeRetried, ErrShutdown, j.took())
 		case jobQueued, jobWaiting, jobSnoozed, jobCopying, jobHalted:
-			x.finish(j, AckRelease, OutcomeInterrupted, ErrShutdown, j.took)
+			x.finish(j, AckRelease, OutcomeInterrupted, ErrShutdown, j.took())
 		}
 	}
 	x.haltLine = nil

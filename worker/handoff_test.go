@@ -69,8 +69,8 @@ func TestHandoffTakesEachJobOnce(t *testing.T) {
 	o := newHandoff()
 	taken := make([]atomic.Int32, jobs)
 	wait := handoffPool(o, goroutines, func(j *xjob) {
-		taken[j.key.Offset].Add(1)
-		if j.key.Offset%1000 == 0 {
+		taken[j.job.Offset].Add(1)
+		if j.job.Offset%1000 == 0 {
 			for range 100 { // a job that takes a while
 				runtime.Gosched()
 			}
@@ -81,7 +81,7 @@ func TestHandoffTakesEachJobOnce(t *testing.T) {
 	collect := func() {
 		<-o.ready
 		for _, r := range o.take() {
-			results[r.j.key.Offset]++
+			results[r.j.job.Offset]++
 			inHand--
 		}
 	}
@@ -90,7 +90,7 @@ func TestHandoffTakesEachJobOnce(t *testing.T) {
 			collect()
 		}
 		j := &xjob{}
-		j.key.Offset = int64(i)
+		j.job.Offset = int64(i)
 		o.push(j)
 		if i%3 == 0 { // several jobs a flush, as a turn of run starts them
 			o.flush()

@@ -107,7 +107,7 @@ func (x *executor) summarizeBreakers(now time.Time, final bool) {
 // for the key breaker on a topic with a key limit (the dlq middleware
 // parks no job whose key's breaker holds it).
 func (x *executor) baseFor(j *xjob) context.Context {
-	if x.limits[j.key.Topic] != nil {
+	if x.limits[j.job.Topic] != nil {
 		return x.keyBase
 	}
 	return x.base
@@ -117,19 +117,19 @@ func (x *executor) baseFor(j *xjob) context.Context {
 // and its Key function gives a key, and counts j as one of its jobs in
 // hand (refs; end uncounts it).
 func (x *executor) keyOf(j *xjob) *keyState {
-	l := x.limits[j.key.Topic]
+	l := x.limits[j.job.Topic]
 	if l == nil {
 		return nil
 	}
 	k, err := l.keyOf(&j.job)
 	if err != nil {
-		x.log.Error("key limit: no key for the job; it runs without a key limit", "record", j.key, "error", err)
+		x.log.Error("key limit: no key for the job; it runs without a key limit", "record", j.key(), "error", err)
 		return nil
 	}
 	if k == "" {
 		return nil
 	}
-	id := keyID{topic: j.key.Topic, key: k}
+	id := keyID{topic: j.job.Topic, key: k}
 	ks := x.keys[id]
 	if ks == nil {
 		ks = &keyState{id: id, l: l}
@@ -338,12 +338,12 @@ func (x *executor) startReady() {
 		j := x.ready[0]
 		x.ready[0] = nil
 		x.ready = x.ready[1:]
-		if j.state != jobWaiting || x.jobs.Get(j.key) != j {
+		if j.state != jobWaiting || x.jobs.Get(j.key()) != j {
 			j.ks.pending--
 			x.keyFreed(j.ks, now)
 			continue
 		}
-		if x.topicPaused(j.key.Topic) {
+		if x.topicPaused(j.job.Topic) {
 			if j.ks != nil {
 				j.ks.pending--
 				x.keyFreed(j.ks, now)
@@ -358,7 +358,7 @@ func (x *executor) startReady() {
 		switch {
 		case j.ran:
 			x.rerun(j)
-		case j.tracked && now.Sub(j.heldSince) > x.cfg.MaxHold/2:
+		case j.tracked && now.Sub(j.held.heldSince) > x.cfg.MaxHold/2:
 			// It waited more than half of MaxHold, which counts from
 			// its wait: a copy for now gives its run a whole MaxHold.
 			x.keyStopped(j, now)

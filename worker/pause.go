@@ -70,7 +70,8 @@ func (x *executor) pauseJob(j *xjob, r xresult, ue *handler.UnavailableError, pr
 			}
 		})
 	}
-	j.state, j.err, j.took = jobPaused, r.err, r.took
+	j.state = jobPaused
+	j.setOutcome(r.err, r.took)
 	j.cancel(nil)
 	if probe {
 		// Still down: back to the head of the line, and wait longer.
@@ -96,7 +97,7 @@ func (x *executor) pauseJob(j *xjob, r xresult, ue *handler.UnavailableError, pr
 		return
 	}
 	if x.log.Enabled(x.base, slog.LevelDebug) {
-		x.log.Debug("job held: a dependency is down", "record", j.key, "dependency", ue.Dependency, "probe", probe, "error", r.err.Error())
+		x.log.Debug("job held: a dependency is down", "record", j.key(), "dependency", ue.Dependency, "probe", probe, "error", r.err.Error())
 	}
 }
 
@@ -106,7 +107,8 @@ func (x *executor) track(j *xjob, now time.Time) {
 	if j.tracked {
 		return
 	}
-	j.tracked, j.heldSince = true, now
+	j.tracked = true
+	j.hold().heldSince = now
 	x.tracker.Add(j, now, j.deadline, j.lock)
 	x.armFor(j)
 }
@@ -123,8 +125,8 @@ func (x *executor) maybeProbe() {
 		j := p.held[0]
 		p.held[0] = nil
 		p.held = p.held[1:]
-		if j.state == jobPaused && x.jobs.Get(j.key) == j {
-			if x.topicPaused(j.key.Topic) {
+		if j.state == jobPaused && x.jobs.Get(j.key()) == j {
+			if x.topicPaused(j.job.Topic) {
 				x.halt(j, x.now()) // its topic's pause first
 				continue
 			}
@@ -153,7 +155,7 @@ func (x *executor) resume() {
 	p := x.pause
 	x.pause = nil
 	for _, j := range p.held {
-		if j.state == jobPaused && x.jobs.Get(j.key) == j {
+		if j.state == jobPaused && x.jobs.Get(j.key()) == j {
 			x.reruns = append(x.reruns, j)
 		}
 	}
@@ -182,8 +184,8 @@ func (x *executor) startReruns() {
 		x.reruns[0] = nil
 		x.reruns = x.reruns[1:]
 		switch {
-		case j.state != jobPaused || x.jobs.Get(j.key) != j:
-		case x.topicPaused(j.key.Topic):
+		case j.state != jobPaused || x.jobs.Get(j.key()) != j:
+		case x.topicPaused(j.job.Topic):
 			x.halt(j, x.now())
 		case x.admit(j, x.now(), false):
 			x.rerun(j)
@@ -200,7 +202,8 @@ func (x *executor) startReruns() {
 // observer is not told it started again: it is the same job in hand.
 func (x *executor) rerun(j *xjob) {
 	j.ctx, j.cancel = context.WithCancelCause(x.baseFor(j))
-	j.state, j.err, j.took = jobRunning, nil, 0
+	j.state = jobRunning
+	j.setOutcome(nil, 0)
 	j.job.DeliveryCount, j.job.LockDeadline = j.count, j.deadline
 	x.launch(j)
 }

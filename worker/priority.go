@@ -272,13 +272,13 @@ func (q *topicQueues) laneOf(topic string) *lane {
 	return q.lanes[len(q.lanes)-1] // strict: not named; weighted: cannot happen (every handled topic has a lane)
 }
 
-func (q *topicQueues) push(j *xjob) { q.laneOf(j.key.Topic).push(j) }
+func (q *topicQueues) push(j *xjob) { q.laneOf(j.job.Topic).push(j) }
 
 // pushFront puts js, oldest first, ahead of the jobs in their lanes.
 func (q *topicQueues) pushFront(js []*xjob) {
 	by := map[*lane][]*xjob{}
 	for _, j := range js {
-		l := q.laneOf(j.key.Topic)
+		l := q.laneOf(j.job.Topic)
 		by[l] = append(by[l], j)
 	}
 	for l, ljs := range by {

@@ -186,14 +186,14 @@ func TestTopicQueuesPickIsFair(t *testing.T) {
 	q := newWeightedQueues([]string{"a", "b", "c"}, map[string]int{"a": 5, "b": 2})
 	for i := range 800 {
 		for _, topic := range []string{"a", "b", "c"} {
-			q.push(&xjob{key: member.Key{Topic: topic, Offset: int64(i)}, state: jobQueued})
+			q.push(&xjob{job: handler.Job{Topic: topic, Offset: int64(i)}, state: jobQueued})
 		}
 	}
 	counts := map[string]int{}
 	for range 800 {
 		j := q.pop()
 		j.state = jobRunning
-		counts[j.key.Topic]++
+		counts[j.job.Topic]++
 	}
 	if counts["a"] != 500 || counts["b"] != 200 || counts["c"] != 100 {
 		t.Errorf("800 picks: %v, want a 500, b 200, c 100 (weights 5:2:1)", counts)

@@ -64,7 +64,7 @@ type copyResult struct {
 // is due, or copied for later when a Snoozer keeps long snoozes or the
 // worker is stopping.
 func (x *executor) snooze(j *xjob, r xresult, now time.Time) {
-	j.err, j.took = nil, r.took
+	j.setOutcome(nil, r.took)
 	j.cancel(nil)
 	setHeader(&j.job, handler.SnoozesHeader, strconv.Itoa(j.job.Snoozes()+1))
 	due := now.Add(r.snooze)
@@ -79,7 +79,8 @@ func (x *executor) snooze(j *xjob, r xresult, now time.Time) {
 // then it runs (on the same delivery), or at MaxHold its copy is written
 // (wakeUp).
 func (x *executor) holdSnoozed(j *xjob, due time.Time) {
-	j.state, j.releaseAt = jobSnoozed, due
+	j.state = jobSnoozed
+	j.hold().releaseAt = due
 	x.snoozed++
 	heap.Push(&x.holds, j)
 	x.arm(due)
@@ -121,7 +122,7 @@ func (x *executor) copyVia(j *xjob, rec *kgo.Record, due time.Time) {
 		// The key is this record's: the same record copied again after a
 		// worker died before accepting it stores nothing twice, while
 		// each copy of a job snoozed many times has its own.
-		s, key := x.cfg.Snoozer, fmt.Sprintf("%s@%s/%d/%d", j.job.ID(), j.key.Topic, j.key.Partition, j.key.Offset)
+		s, key := x.cfg.Snoozer, fmt.Sprintf("%s@%s/%d/%d", j.job.ID(), j.job.Topic, j.job.Partition, j.job.Offset)
 		x.copiers.Go(func() {
 			ctx, cancel := context.WithTimeout(x.base, copyTimeout)
 			defer cancel()
@@ -169,11 +170,11 @@ func (x *executor) takeCopies() {
 	for _, c := range done {
 		x.copying--
 		j := c.j
-		if j.state != jobCopying || x.jobs.Get(j.key) != j {
+		if j.state != jobCopying || x.jobs.Get(j.key()) != j {
 			continue // released meanwhile (the shutdown deadline)
 		}
 		if c.err == nil {
-			x.finish(j, AckAccept, OutcomeSnoozed, nil, j.took)
+			x.finish(j, AckAccept, OutcomeSnoozed, nil, j.took())
 			continue
 		}
 		if c.viaSnoozer {
@@ -183,8 +184,8 @@ func (x *executor) takeCopies() {
 			continue
 		}
 		err := fmt.Errorf("worker: copy of the snoozed job: %w", c.err)
-		x.log.Warn("could not copy a snoozed job for later; releasing it, which spends a delivery", "record", j.key, "job_id", j.job.ID(), "error", c.err)
-		x.finish(j, AckRelease, OutcomeRetried, err, j.took)
+		x.log.Warn("could not copy a snoozed job for later; releasing it, which spends a delivery", "record", j.key(), "job_id", j.job.ID(), "error", c.err)
+		x.finish(j, AckRelease, OutcomeRetried, err, j.took())
 	}
 }
 

@@ -162,7 +162,7 @@ func (x *executor) inHand(topic string) int {
 // order.
 func (x *executor) haltTopic(topic string, now time.Time) {
 	x.eachQueued(func(j *xjob) {
-		if j.state == jobQueued && j.key.Topic == topic {
+		if j.state == jobQueued && j.job.Topic == topic {
 			x.halt(j, now)
 		}
 	})
@@ -179,7 +179,7 @@ func (x *executor) halt(j *xjob, now time.Time) {
 	if !j.ran {
 		x.track(j, now) // a job that ran is in the tracker since its start
 	}
-	if x.phase >= phaseReleasing || x.healPaused(j.key.Topic) {
+	if x.phase >= phaseReleasing || x.healPaused(j.job.Topic) {
 		x.copyOut(j, now)
 		return
 	}
@@ -209,9 +209,9 @@ func (x *executor) unhaltTopic(topic string, now time.Time) int {
 	waited := 0
 	for _, j := range x.haltLine {
 		switch {
-		case j.state != jobHalted || x.jobs.Get(j.key) != j:
+		case j.state != jobHalted || x.jobs.Get(j.key()) != j:
 			continue // ended meanwhile
-		case j.key.Topic != topic:
+		case j.job.Topic != topic:
 			kept = append(kept, j)
 			continue
 		}
@@ -221,7 +221,7 @@ func (x *executor) unhaltTopic(topic string, now time.Time) int {
 			x.halted--
 			j.state = jobPaused // the reruns' state (startReruns)
 			x.reruns = append(x.reruns, j)
-		case j.tracked && now.Sub(j.heldSince) > x.cfg.MaxHold/2:
+		case j.tracked && now.Sub(j.held.heldSince) > x.cfg.MaxHold/2:
 			x.copyOut(j, now)
 		default:
 			x.halted--

@@ -1,9 +1,6 @@
 package member
 
-import (
-	"iter"
-	"slices"
-)
+import "iter"
 
 // KeyMap maps record keys to values, by partition and then by offset. A
 // map keyed by the whole [Key] hashes and compares the topic's name at
@@ -43,7 +40,13 @@ type offsets[V comparable] struct {
 	base int64 // the offset of win[0]
 	win  []V   // values by offset − base; the zero V: no key
 	nwin int   // keys in win
-	far  map[int64]V
+	// buf is win's whole array, from its first slot: the window moves up
+	// through it as its first keys go, and moves back down to its start
+	// when it reaches the end with room to spare, so that a partition's
+	// steady flow of keys allocates nothing. Its slots outside win are
+	// zero.
+	buf []V
+	far map[int64]V
 	// farMax bounds the keys in far from above while far is not empty:
 	// a window started anew begins past it, so that far's keys stay out
 	// of the window's span.
@@ -106,13 +109,30 @@ func (o *offsets[V]) put(off int64, v V) int {
 	// off is at or past the window's end: extend it.
 	n, need := len(o.win), int(off-o.base)+1
 	if need > cap(o.win) {
-		o.win = slices.Grow(o.win, need-n)
+		o.room(need)
 	}
 	o.win = o.win[:need]
 	clear(o.win[n:])
 	o.win[need-1] = v
 	o.nwin++
 	return 1
+}
+
+// room makes win's capacity at least need: it moves win down to buf's
+// start when need fits in half of buf (the moves then cost O(1) a key
+// over the keys appended between them), else into a new buf twice
+// need's size.
+func (o *offsets[V]) room(need int) {
+	n := len(o.win)
+	if need <= len(o.buf)/2 {
+		copy(o.buf, o.win)
+		clear(o.buf[n:])
+		o.win = o.buf[:n]
+		return
+	}
+	o.buf = make([]V, max(2*need, 16))
+	copy(o.buf, o.win)
+	o.win = o.buf[:n]
 }
 
 func (o *offsets[V]) putFar(off int64, v V) int {

@@ -138,6 +138,9 @@ type Member struct {
 	dec      *decoder             // decoded record batches, reused across fetches (decode.go)
 	logged   map[string]time.Time // logEvery: when each kind of message was last logged at its level
 	unreach  map[string]time.Time // noteReach: the peers not answering, since their first failure (reach.go)
+	// refs and slots are takeOps' scratch, kept for the next request.
+	refs  []ref
+	slots []*held
 	// idleMarks holds, per partition wanted (routing.wantSet), where its
 	// idle time runs from (idle.go).
 	idleMarks map[tp]*idleMark

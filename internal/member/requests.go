@@ -165,8 +165,7 @@ func (m *Member) takeOps(s *session, renew, onlyWanted bool) map[tp][]int64 {
 	// a delete, and the counts beside the set and the wanted check move
 	// once per partition.
 	byPart := map[tp][]int64{}
-	var rs []ref
-	var slots []*held
+	rs, slots := m.refs, m.slots
 	for _, o := range s.pending.parts {
 		p := o.p
 		if o.len() == 0 || onlyWanted && m.meta.wantSet[p] != s.broker+1 {
@@ -212,6 +211,8 @@ func (m *Member) takeOps(s *session, renew, onlyWanted bool) map[tp][]int64 {
 		}
 		byPart[p] = offs
 	}
+	clear(rs[:cap(rs)]) // keep no entry past the request
+	m.refs, m.slots = rs[:0], slots
 	return byPart
 }
 
