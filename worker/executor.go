@@ -73,6 +73,9 @@ type xjob struct {
 
 	ks         *keyState // its key under the topic's KeyLimit; nil: none
 	keyRunning bool      // counted in ks.running
+	// young: in x.young at youngIdx, not yet in the tracker (trackLater).
+	young    bool
+	youngIdx int32
 
 	// held is what a job held back carries; nil until it is first held
 	// (most jobs never are, and each field here is bytes per job).
@@ -291,6 +294,14 @@ type executor struct {
 	// (trackerSet false: nothing); only then does a wake-up scan it.
 	trackerAt  time.Time
 	trackerSet bool
+	// young are running jobs not yet in the tracker: most jobs end long
+	// before their lock needs a renewal or MaxHold comes, and the
+	// tracker's map cost a few per cent of the CPU of a short job. A pass
+	// at youngAt (youngSet) moves those whose renewal or MaxHold comes
+	// within two passes into the tracker (trackLater).
+	young    []*xjob
+	youngAt  time.Time
+	youngSet bool
 
 	// turn is the time of the loop's current turn (now), zero until it is
 	// first asked for in a turn: one clock reading serves every decision

@@ -321,7 +321,7 @@ func (x *executor) begin(j *xjob, now time.Time) {
 	}
 	_, j.fences = x.m.Standing()
 	if !j.tracked {
-		x.tracker.Add(j, now, j.deadline, j.lock)
+		x.trackLater(j, now)
 	}
 	if x.obs != nil {
 		x.obs.JobStarted(&j.job)

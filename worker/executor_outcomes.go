@@ -236,7 +236,9 @@ func (x *executor) drop(j *xjob, cause error) {
 
 // end takes j out of the executor and cancels its handler's context.
 func (x *executor) end(j *xjob, cause error) {
-	if j.state != jobQueued || j.tracked {
+	if j.young {
+		x.dropYoung(j)
+	} else if j.state != jobQueued || j.tracked {
 		x.tracker.Remove(j)
 	}
 	x.leaveState(j)

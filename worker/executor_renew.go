@@ -20,6 +20,10 @@ const (
 func (x *executor) wakeUp() {
 	now := x.now()
 	x.keysDue(now)
+	if x.youngSet && !now.Before(x.youngAt) {
+		x.youngSet = false
+		x.passYoung(now)
+	}
 	if x.trackerSet && !now.Before(x.trackerAt) {
 		x.trackerSet = false
 		due, over := x.tracker.Due(now)
@@ -79,6 +83,9 @@ func (x *executor) wakeUp() {
 	if x.trackerSet {
 		x.arm(x.trackerAt)
 	}
+	if x.youngSet {
+		x.arm(x.youngAt)
+	}
 	if len(x.keyTimes) > 0 {
 		x.arm(x.keyTimes[0].at)
 	}
@@ -95,6 +102,75 @@ func (x *executor) wakeUp() {
 	if p := x.pause; p != nil && p.probe == nil && !x.stopping() && p.probeAt.After(now) {
 		x.arm(p.probeAt)
 	}
+}
+
+// trackLater has the tracker renew the lock of j, a job that starts now,
+// and end it at MaxHold: at once when either comes within two passes
+// over the young jobs, else at the pass before (passYoung), the tracker
+// being told then what it would have been told now. Jobs that end before
+// that, nearly all short ones, never reach the tracker.
+func (x *executor) trackLater(j *xjob, now time.Time) {
+	every := youngEvery(j.lock)
+	if every <= 0 || x.dueWithin(j, now, 2*every) {
+		x.tracker.Add(j, now, j.deadline, j.lock)
+		return
+	}
+	j.young, j.youngIdx = true, int32(len(x.young))
+	x.young = append(x.young, j)
+	if !x.youngSet {
+		x.youngAt, x.youngSet = now.Add(every), true
+		x.arm(x.youngAt)
+	}
+}
+
+// youngEvery is how often the young jobs are looked at, for a lock of
+// lock: an eighth of it, within 5 ms and 1 s; 0 when the lock is not
+// known (then a job goes to the tracker at once).
+func youngEvery(lock time.Duration) time.Duration {
+	if lock <= 0 {
+		return 0
+	}
+	return min(max(lock/8, 5*time.Millisecond), time.Second)
+}
+
+// dueWithin reports whether j's renewal or MaxHold may come within d of
+// now. A renewal is due its margin before the deadline, and a margin is
+// at most half the lock (renew.Policy).
+func (x *executor) dueWithin(j *xjob, now time.Time, d time.Duration) bool {
+	return j.deadline.Sub(now) <= j.lock/2+d || j.start.Add(x.cfg.MaxHold).Sub(now) <= d
+}
+
+// passYoung moves the young jobs whose renewal or MaxHold comes within
+// two passes into the tracker, with the start they had, and sets the
+// next pass while any are left.
+func (x *executor) passYoung(now time.Time) {
+	for i := 0; i < len(x.young); {
+		j := x.young[i]
+		if !x.dueWithin(j, now, 2*youngEvery(j.lock)) {
+			i++
+			continue
+		}
+		x.dropYoung(j) // the last one moves to i
+		x.tracker.Add(j, j.start, j.deadline, j.lock)
+		x.armFor(j)
+	}
+	if len(x.young) > 0 {
+		every := time.Second
+		for _, j := range x.young {
+			every = min(every, youngEvery(j.lock))
+		}
+		x.youngAt, x.youngSet = now.Add(every), true
+	}
+}
+
+// dropYoung takes j out of the young jobs.
+func (x *executor) dropYoung(j *xjob) {
+	i, last := j.youngIdx, len(x.young)-1
+	x.young[i] = x.young[last]
+	x.young[i].youngIdx = i
+	x.young[last] = nil
+	x.young = x.young[:last]
+	j.young = false
 }
 
 // renewed takes the outcome of one renewal.

@@ -694,6 +694,66 @@ func TestExecutorRenewsLongJob(t *testing.T) {
 	})
 }
 
+// TestExecutorTracksOnlyJobsThatRunLong: a job that ends before its lock
+// needs renewing never reaches the tracker (trackLater: its map was a
+// few per cent of a short job's CPU), and one that runs long reaches it
+// before its renewal is due, which comes on time.
+func TestExecutorTracksOnlyJobsThatRunLong(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newCtl()
+		b := startExecutor(t, h, nil, Concurrency(4))
+		// counts reads the executor's state while it waits, then has it
+		// take an empty event, so that what it does next comes after the
+		// reads (for the race detector).
+		counts := func() (tracked, young int) {
+			tracked, young = b.x.tracker.Len(), len(b.x.young)
+			b.f.push(member.Event{})
+			return tracked, young
+		}
+		for off := int64(1); off <= 3; off++ {
+			b.f.deliver(delivery(off, 1, lock))
+		}
+		synctest.Wait()
+		if n, y := counts(); n != 0 || y != 3 {
+			t.Fatalf("3 jobs just started: %d in the tracker, %d young; want 0 and 3", n, y)
+		}
+		for off := int64(1); off <= 2; off++ {
+			h.finish(off, nil)
+			wantAcks(t, b.f, off, member.Accept)
+		}
+		if n, y := counts(); n != 0 || y != 1 {
+			t.Fatalf("2 of them ended: %d in the tracker, %d young; want 0 and 1", n, y)
+		}
+		// Job 3 runs on: with a 30 s lock the young jobs are looked at
+		// each second, and it goes to the tracker two passes before its
+		// renewal is due at 15 s.
+		time.Sleep(12 * time.Second)
+		synctest.Wait()
+		if n, y := counts(); n != 0 || y != 1 {
+			t.Fatalf("at 12 s: %d in the tracker, %d young; want 0 and 1", n, y)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if n, y := counts(); n != 1 || y != 0 {
+			t.Fatalf("at 14 s: %d in the tracker, %d young; want 1 and 0", n, y)
+		}
+		if b.f.answerRenewals(lock, nil) != 0 {
+			t.Fatal("renewed before 15 s")
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if b.f.answerRenewals(lock, nil) != 1 {
+			t.Fatal("not renewed at 15 s")
+		}
+		h.finish(3, nil)
+		wantAcks(t, b.f, 3, member.Accept)
+		if n, y := counts(); n != 0 || y != 0 {
+			t.Fatalf("all ended: %d in the tracker, %d young; want 0 and 0", n, y)
+		}
+		b.stop(t)
+	})
+}
+
 func TestExecutorAbandonsAtMaxHold(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newCtl()

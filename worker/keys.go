@@ -227,7 +227,7 @@ func (x *executor) waitForKey(j *xjob, now time.Time, head bool) {
 		ks.waiting = append(ks.waiting, j)
 	}
 	if !j.ran {
-		x.track(j, now) // a job that ran is in the tracker since its start
+		x.track(j, now) // a job that ran is in the tracker since its start, or young (trackLater)
 	}
 	x.keyTimer(ks, now)
 }

@@ -177,7 +177,7 @@ func (x *executor) halt(j *xjob, now time.Time) {
 	j.state = jobHalted
 	x.halted++
 	if !j.ran {
-		x.track(j, now) // a job that ran is in the tracker since its start
+		x.track(j, now) // a job that ran is in the tracker since its start, or young (trackLater)
 	}
 	if x.phase >= phaseReleasing || x.healPaused(j.job.Topic) {
 		x.copyOut(j, now)
