@@ -5,6 +5,7 @@
 //	    [-database URL] [-scenarios hol,overhead,eos,renew,burst,latency,producer,scale,start,churn,isolation,breaker,snooze,rate,idle] [-out bench-out/] [-quick]
 //	    [-cluster HOST:PORT,HOST:PORT,HOST:PORT] [-overhead-partitions N]
 //	    [-overhead-batch-bytes N] [-profiles] [-broker-pid PID]
+//	    [-scale-rows partitions,processes,topics,brokers,start]
 //	go run ./internal/cmd/shareq-bench compare LABEL=DIR[,DIR...] LABEL=DIR[,DIR...]
 //
 // compare prints the figures of several runs (their -out directories) of
@@ -61,6 +62,8 @@
 //	          the -cluster seeds of scripts/kafka-cluster.sh) and 20
 //	          topics; an idle worker's CPU and requests per second and a
 //	          worker's start time on 1 and 20 topics of 60 partitions.
+//	          -scale-rows runs some of those rows only (brokers: the
+//	          3-broker row alone, to repeat it).
 //	start     (only when named) the scale scenario's start and idle
 //	          rows alone: 5 starts each of a worker on 1 and 20 topics of
 //	          60 partitions, with and without AssignmentInterval(0).
@@ -179,6 +182,9 @@ type options struct {
 	out       string
 	quick     bool
 	cluster   string // seeds of a 3-broker cluster, for the scale scenario
+	// scaleRows are the scale scenario's rows to run (-scale-rows); nil:
+	// all of them.
+	scaleRows map[string]bool
 	// overheadParts is the overhead scenario's topic's partition count.
 	overheadParts int32
 	// overheadBatchBytes bounds the overhead scenario's producer
@@ -205,6 +211,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	profiles := fs.Bool("profiles", false, "write a CPU profile of each shareq run of the overhead scenario to -out (overhead-c<Concurrency>.pprof, and its allocations as overhead-c<Concurrency>.allocs.pprof beside a base to diff)")
 	brokerPID := fs.Int("broker-pid", 0, "the broker's process ID (.cache/kafka.pid after scripts/kafka.sh up): the overhead scenario measures its CPU time per job too")
 	clusterSeeds := fs.String("cluster", "", "seed brokers of a 3-broker cluster (scripts/kafka-cluster.sh seeds) for the scale scenario's brokers row on Kafka")
+	scaleRows := fs.String("scale-rows", "", "comma-separated rows of the scale scenario to run: partitions, processes, topics, brokers, start (empty: all)")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
@@ -218,6 +225,18 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return options{}, fmt.Errorf("-overhead-batch-bytes %d: want 0 (the default) or a byte count up to 1 GiB", *overheadBatch)
 	}
 	o := options{database: *database, out: *out, quick: *quick, cluster: *clusterSeeds, overheadParts: int32(*overheadParts), overheadBatchBytes: int32(*overheadBatch), profiles: *profiles, brokerPID: *brokerPID, scenarios: map[string]bool{}}
+	if *scaleRows != "" {
+		o.scaleRows = map[string]bool{}
+		for _, r := range strings.Split(*scaleRows, ",") {
+			switch r = strings.TrimSpace(r); r {
+			case "partitions", "processes", "topics", "brokers", "start":
+				o.scaleRows[r] = true
+			case "":
+			default:
+				return o, fmt.Errorf("-scale-rows: unknown row %q (want partitions, processes, topics, brokers, start)", r)
+			}
+		}
+	}
 	switch *broker {
 	case "both":
 		real := os.Getenv("SHAREQ_TEST_KAFKA")
@@ -625,7 +644,7 @@ func runBackend(ctx context.Context, c *cluster, log *slog.Logger, o options, sz
 		scaleAdd := func(variant, metric string, v float64, unit, note string) {
 			add("scale", variant, metric, v, unit, note)
 		}
-		if err := runScale(ctx, c, log, scaleSizesFor(o.quick), o.cluster, scaleAdd, progress); err != nil {
+		if err := runScale(ctx, c, log, scaleSizesFor(o.quick), o.cluster, o.scaleRows, scaleAdd, progress); err != nil {
 			errs = append(errs, fmt.Errorf("scale: %w", err))
 		}
 	}

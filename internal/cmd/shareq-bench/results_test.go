@@ -113,7 +113,14 @@ func TestParseFlags(t *testing.T) {
 		!o.scenarios["hol"] || !o.scenarios["eos"] || !o.scenarios["burst"] || o.scenarios["overhead"] {
 		t.Fatalf("options %+v", o)
 	}
-	for _, bad := range [][]string{{"-scenarios", "hol,nope"}, {"-scenarios", "stall"}, {"-broker", ""}, {"extra"}} {
+	if o.scaleRows != nil {
+		t.Fatalf("scale rows %v without -scale-rows, want nil (all)", o.scaleRows)
+	}
+	o, err = parseFlags([]string{"-scenarios", "scale", "-scale-rows", "brokers, start"}, &bytes.Buffer{})
+	if err != nil || len(o.scaleRows) != 2 || !o.scaleRows["brokers"] || !o.scaleRows["start"] {
+		t.Fatalf("-scale-rows brokers,start: %v, %v", o.scaleRows, err)
+	}
+	for _, bad := range [][]string{{"-scenarios", "hol,nope"}, {"-scenarios", "stall"}, {"-broker", ""}, {"extra"}, {"-scale-rows", "brokers,nodes"}} {
 		if _, err := parseFlags(bad, &bytes.Buffer{}); err == nil {
 			t.Errorf("parseFlags(%q) accepted", bad)
 		}

@@ -70,8 +70,9 @@ type scaleRate struct {
 // runScale runs the scale scenario on c, and its brokers row on a
 // cluster of three brokers (a 3-broker kfake when c is kfake, else the
 // cluster at clusterSeeds; skipped when that is empty).
-func runScale(ctx context.Context, c *cluster, log *slog.Logger, sz scaleSizes, clusterSeeds string,
+func runScale(ctx context.Context, c *cluster, log *slog.Logger, sz scaleSizes, clusterSeeds string, rows map[string]bool,
 	add func(variant, metric string, v float64, unit, note string), progress func(string)) error {
+	want := func(row string) bool { return len(rows) == 0 || rows[row] }
 	var errs []error
 	fail := func(what string, err error) {
 		if err != nil {
@@ -109,6 +110,9 @@ func runScale(ctx context.Context, c *cluster, log *slog.Logger, sz scaleSizes, 
 
 	// Partitions: one worker on 6, 60 and 600.
 	for _, parts := range []int32{6, 60, 600} {
+		if !want("partitions") {
+			break
+		}
 		progress(fmt.Sprintf("scale: %d partitions, producing %d records", parts, sz.records))
 		topics, err := scaleTopics(ctx, c, fmt.Sprintf("scale-p%d", parts), 1, parts)
 		if err == nil {
@@ -124,8 +128,12 @@ func runScale(ctx context.Context, c *cluster, log *slog.Logger, sz scaleSizes, 
 	// Processes: 1, 3 and 10 on 60 partitions. The topic gains records
 	// every run and each group reads it from the start, so that later
 	// runs, which settle later, have more.
-	ptopic, err := scaleTopics(ctx, c, "scale-procs", 1, 60)
-	fail("processes", err)
+	var ptopic []string
+	if want("processes") {
+		var err error
+		ptopic, err = scaleTopics(ctx, c, "scale-procs", 1, 60)
+		fail("processes", err)
+	}
 	total := 0
 	for _, n := range []int{1, 3, 10} {
 		if ptopic == nil {
@@ -141,19 +149,24 @@ func runScale(ctx context.Context, c *cluster, log *slog.Logger, sz scaleSizes, 
 	}
 
 	// Topics: 20 of 3 partitions against the 1 of 60 above.
-	progress(fmt.Sprintf("scale: 20 topics of 3 partitions, producing %d records", sz.records))
-	t20, err := scaleTopics(ctx, c, "scale-t20", 20, 3)
-	if err == nil {
-		err = produceNoop(ctx, c, t20, sz.records)
-	}
-	if err != nil {
-		fail("topics=20", err)
-	} else {
-		compare(c, "topics=20 × 3 partitions, 1 process", 1, t20, sz.records)
+	if want("topics") {
+		progress(fmt.Sprintf("scale: 20 topics of 3 partitions, producing %d records", sz.records))
+		t20, err := scaleTopics(ctx, c, "scale-t20", 20, 3)
+		if err == nil {
+			err = produceNoop(ctx, c, t20, sz.records)
+		}
+		if err != nil {
+			fail("topics=20", err)
+		} else {
+			compare(c, "topics=20 × 3 partitions, 1 process", 1, t20, sz.records)
+		}
 	}
 
 	// Brokers: the same 60 partitions on 3 brokers.
 	fail("brokers=3", func() error {
+		if !want("brokers") {
+			return nil
+		}
 		seeds := clusterSeeds
 		if c.kind == "kfake" {
 			seeds = "kfake3"
@@ -183,7 +196,9 @@ func runScale(ctx context.Context, c *cluster, log *slog.Logger, sz scaleSizes, 
 		return nil
 	}())
 
-	errs = append(errs, runScaleStart(ctx, c, log, sz, add, progress))
+	if want("start") {
+		errs = append(errs, runScaleStart(ctx, c, log, sz, add, progress))
+	}
 	return errors.Join(errs...)
 }
 
