@@ -164,8 +164,16 @@ func runScaleWorker(ctx context.Context, args []string, stdin io.Reader, stdout,
 			ran <- rawShareProc(ctx, strings.Split(*brokers, ","), *group, strings.Split(*topics, ","), reqs, done)
 		}()
 	} else {
-		nop := handler.Func(func(context.Context, *handler.Job) error {
+		var tl *tailLog
+		if os.Getenv(scaleStatsEnv) != "" {
+			tl = &tailLog{t0: t0}
+			defer tl.write(stderr)
+		}
+		nop := handler.Func(func(_ context.Context, j *handler.Job) error {
 			done(1)
+			if tl != nil {
+				tl.add(j)
+			}
 			return nil
 		})
 		log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -187,6 +195,9 @@ func runScaleWorker(ctx context.Context, args []string, stdin io.Reader, stdout,
 		}
 		for _, t := range strings.Split(*topics, ",") {
 			opts = append(opts, worker.Handle(t, nop))
+		}
+		if os.Getenv(scaleStatsEnv) != "" {
+			opts = append(opts, worker.Observers(statsLogger{w: stderr, t0: t0, jobs: &jobs}))
 		}
 		w, err := worker.New(opts...)
 		if err != nil {
@@ -278,6 +289,86 @@ type scaleProcs struct {
 // scaleProfileEnv names a directory: when it is set, every scale worker
 // process writes a CPU profile there, named after its group and number.
 const scaleProfileEnv = "SHAREQ_BENCH_WORKER_CPUPROFILE"
+
+// scaleStatsEnv, when set, has every scale worker process write its
+// member's snapshots (worker.MemberStats, once a second) to its stderr,
+// which the bench logs when the process ends: what the member did in a
+// run that went slower than others.
+const scaleStatsEnv = "SHAREQ_BENCH_WORKER_STATS"
+
+// tailLog keeps when each job ran, to say where the last ones came from.
+type tailLog struct {
+	t0   time.Time
+	mu   sync.Mutex
+	jobs []tailJob
+}
+
+type tailJob struct {
+	at        time.Duration
+	topic     string
+	partition int32
+	offset    int64
+	count     int32
+}
+
+func (l *tailLog) add(j *handler.Job) {
+	at := time.Since(l.t0)
+	l.mu.Lock()
+	l.jobs = append(l.jobs, tailJob{at, j.Topic, j.Partition, j.Offset, j.DeliveryCount})
+	l.mu.Unlock()
+}
+
+// write writes, for the jobs that ran in the last second of the run, a
+// line per partition: how many, their offsets and times.
+func (l *tailLog) write(w io.Writer) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.jobs) == 0 {
+		return
+	}
+	end := l.jobs[len(l.jobs)-1].at
+	type span struct {
+		n           int
+		lo, hi      int64
+		first, last time.Duration
+		redelivered int
+	}
+	spans := map[int32]*span{}
+	for _, j := range l.jobs {
+		if j.at < end-time.Second {
+			continue
+		}
+		s := spans[j.partition]
+		if s == nil {
+			s = &span{lo: j.offset, hi: j.offset, first: j.at}
+			spans[j.partition] = s
+		}
+		s.n++
+		s.lo, s.hi, s.last = min(s.lo, j.offset), max(s.hi, j.offset), j.at
+		if j.count > 1 {
+			s.redelivered++
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(spans)) {
+		s := spans[p]
+		fmt.Fprintf(w, "tail partition=%d jobs=%d offsets=%d-%d at=%v-%v redelivered=%d\n", p, s.n, s.lo, s.hi,
+			s.first.Round(time.Millisecond), s.last.Round(time.Millisecond), s.redelivered)
+	}
+}
+
+// statsLogger writes a worker's member snapshots, one line each.
+type statsLogger struct {
+	worker.NopObserver
+	w    io.Writer
+	t0   time.Time
+	jobs *atomic.Int64
+}
+
+func (l statsLogger) MemberStats(s worker.MemberStats) {
+	fmt.Fprintf(l.w, "stats t=%v jobs=%d fetches=%d whole=%d fetched=%d held=%d buffered=%d running=%d rtt=%v ack_errors=%d lost=%d sessions=%d/%d\n",
+		time.Since(l.t0).Round(time.Millisecond), l.jobs.Load(), s.Fetches, s.WholeBatchFetches, s.Fetched, s.Held, s.Buffered, s.Running,
+		s.FetchRTT.Round(100*time.Microsecond), s.AckErrors, s.LostRecords, s.SessionsOpened, s.SessionsReset)
+}
 
 // startScaleWorkers starts n processes of this executable as scale
 // workers of group on topics, each of concurrency slots (with raw, raw
