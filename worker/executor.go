@@ -271,10 +271,13 @@ type executor struct {
 	outstanding int
 	prefetch    int
 	// chunk and reserve: with chunk above 0, credit is granted a chunk
-	// or more at a time, once the last grant was used up and, for a
-	// chunk alone, fewer than reserve records are queued, so that
-	// fetches take whole producer batches (prefetchFor, topUp).
+	// or more at a time, once the last grant was used up (all but slack
+	// of it) and, for a chunk alone, fewer than reserve records are
+	// queued, so that fetches take whole producer batches (prefetchFor,
+	// topUp). slack is what of a chunk the sessions with nothing left to
+	// fetch may hold (reading).
 	chunk, reserve int
+	slack          int
 	completed      int     // handler returns, and queued jobs that went to wait for their keys, since the last prefetch reading
 	rate           float64 // moving average of handler returns per second
 	lastReading    time.Time

@@ -81,6 +81,7 @@ func (x *executor) reading() {
 	if !x.stopping() {
 		st := x.m.Stats()
 		x.prefetch, x.chunk, x.reserve = prefetchFor(x.rate, st.FetchRTT, x.lockSeen, x.wholeBatches(st))
+		x.slack = chunkSlack(x.chunk, st.Fetchers)
 		x.partitions = st.Partitions
 	}
 	x.pubRunning.Store(int64(x.running))
@@ -154,6 +155,21 @@ func (x *executor) wholeBatches(st member.Stats) int {
 	return st.WholeBatches
 }
 
+// chunkSlack is what of a chunk of credit may stay on the way for good
+// while the rest was used up: the share of every session but one, when
+// fetchers sessions share it. A session whose partitions have nothing
+// left (one broker's partitions drained before the others') asks for its
+// share in every fetch and gets nothing; waiting for all of a chunk to
+// be used up then granted nothing more until that session's long poll
+// came back, and on three brokers the last records of a run came a few
+// hundred a second for a second or two (BENCHMARKS.md, section 9.4).
+func chunkSlack(chunk, fetchers int) int {
+	if chunk <= 0 || fetchers <= 1 {
+		return 0
+	}
+	return chunk - chunk/fetchers
+}
+
 // topUp grants credit up to Concurrency + prefetch records in hand or on
 // the way. A job that finishes while the target shrank gives back no
 // credit.
@@ -166,10 +182,11 @@ func (x *executor) topUp() {
 	if x.chunk > 0 {
 		// Whole producer batches (prefetchFor): credit goes out a whole
 		// batch at a time, and only once the last grant was used up (a
-		// debt repaid too), since the member fetches whatever credit it
+		// debt repaid too; but slack, which sessions with nothing to
+		// fetch may hold), since the member fetches whatever credit it
 		// has, and a fetch for less than a batch splits batches; while
 		// reserve records are queued, not even that.
-		if x.outstanding > 0 {
+		if x.outstanding > x.slack {
 			return
 		}
 		if x.outstanding+n < x.chunk {

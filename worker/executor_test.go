@@ -1226,31 +1226,52 @@ func TestExecutorPrefetchFor(t *testing.T) {
 func TestExecutorGrantsWholeBatches(t *testing.T) {
 	for _, tc := range []struct {
 		name                         string
-		chunk, reserve               int
+		chunk, reserve, slack        int
 		running, queued, outstanding int
 		want                         []int // the grants
 	}{
 		// Concurrency 10, prefetch 1,000 (a reserve of 500 and a chunk of 500).
-		{"no chunk: what frees up", 0, 0, 10, 900, 0, []int{100}},
-		{"a chunk's worth frees up", 500, 500, 10, 400, 0, []int{600}},
-		{"less than a chunk, reserve queued: none", 500, 500, 10, 600, 0, nil},
-		{"a chunk's worth and one", 500, 500, 10, 499, 0, []int{501}},
-		{"less than a chunk, reserve gone: a chunk", 500, 601, 10, 600, 0, []int{500}},
-		{"a chunk on the way: none", 500, 500, 10, 0, 1, nil},
-		{"a debt: repaid with the chunk", 500, 500, 10, 400, -300, []int{900}},
-		{"a debt, reserve gone: repaid, and a chunk", 500, 700, 10, 600, -700, []int{1200}},
+		{"no chunk: what frees up", 0, 0, 0, 10, 900, 0, []int{100}},
+		{"a chunk's worth frees up", 500, 500, 0, 10, 400, 0, []int{600}},
+		{"less than a chunk, reserve queued: none", 500, 500, 0, 10, 600, 0, nil},
+		{"a chunk's worth and one", 500, 500, 0, 10, 499, 0, []int{501}},
+		{"less than a chunk, reserve gone: a chunk", 500, 601, 0, 10, 600, 0, []int{500}},
+		{"a chunk on the way: none", 500, 500, 0, 10, 0, 1, nil},
+		{"a debt: repaid with the chunk", 500, 500, 0, 10, 400, -300, []int{900}},
+		{"a debt, reserve gone: repaid, and a chunk", 500, 700, 0, 10, 600, -700, []int{1200}},
+		// Three sessions share a chunk of 600: one whose partitions have
+		// nothing left holds its share of 200 on the way for good
+		// (chunkSlack: 400 of the chunk may stay), and the others' records
+		// must not wait for it.
+		{"three sessions, a share left on the way: more", 600, 600, 400, 10, 300, 200, []int{500}},
+		{"three sessions, two shares left on the way: more", 600, 600, 400, 10, 300, 400, []int{300}},
+		{"three sessions, more than two shares on the way: none", 600, 600, 400, 10, 300, 401, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeMember()
 			x := newExecutor(testExecutorConfig(t, nil, Brokers("fake:9092"), Group("g"), Handle("t", handler.Func(func(context.Context, *handler.Job) error { return nil })),
 				Logger(slog.New(slog.DiscardHandler)), Concurrency(10)), f)
-			x.prefetch, x.chunk, x.reserve = 1000, tc.chunk, tc.reserve
+			x.prefetch, x.chunk, x.reserve, x.slack = 1000, tc.chunk, tc.reserve, tc.slack
 			x.running, x.queued, x.outstanding = tc.running, tc.queued, tc.outstanding
 			x.topUp()
 			if got := f.grantList(); !slices.Equal(got, tc.want) {
 				t.Fatalf("grants %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestChunkSlack(t *testing.T) {
+	for _, tc := range []struct{ chunk, fetchers, want int }{
+		{0, 3, 0},     // no chunks
+		{600, 1, 0},   // one session: all of a chunk is used up
+		{600, 0, 0},   // no session fetches yet
+		{600, 3, 400}, // all but one session's share
+		{500, 2, 250},
+	} {
+		if got := chunkSlack(tc.chunk, tc.fetchers); got != tc.want {
+			t.Errorf("chunkSlack(%d, %d) = %d, want %d", tc.chunk, tc.fetchers, got, tc.want)
+		}
 	}
 }
 

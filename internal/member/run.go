@@ -132,6 +132,7 @@ func (m *Member) publish() {
 	m.st.Credit = m.credit
 	m.st.FetchRTT = m.fetchRTT
 	m.st.WholeBatches = m.wholeBatches()
+	m.st.Fetchers = m.fetchers
 	m.st.BatchesDecoded, m.st.DecodedKept, m.st.DecodedKeptBytes = m.dec.decodes, m.dec.kept, int64(m.dec.bytes)
 	m.statsMu.Lock()
 	m.stats, m.statsAcks = m.st, m.acks

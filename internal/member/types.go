@@ -164,6 +164,10 @@ type Stats struct {
 	// less credit, fetches are record_limit and split producer batches,
 	// which costs the broker a read of the whole batch each time.
 	WholeBatches int
+	// Fetchers is the number of share sessions that fetch records (one
+	// per broker leading a wanted partition); the credit is shared among
+	// them.
+	Fetchers int
 
 	Fetches         int64 // ShareFetch requests answered
 	Fetched         int64 // records acquired
