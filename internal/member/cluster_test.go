@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -138,6 +139,73 @@ func TestFencedMemberRejoins(t *testing.T) {
 	waitLag(t, c, group, topic, 2)
 	if s := r.m.Stats(); s.State != member.Joined {
 		t.Errorf("stats %+v: want joined", s)
+	}
+	r.leave()
+}
+
+// A heartbeat answered NOT_COORDINATOR (the coordinator moved: a broker
+// restarted) has the client look the coordinator up again, and the member
+// goes on heartbeating and delivering without a rejoin. kgo keeps its
+// cached coordinator for a ShareGroupHeartbeat whatever the answer; the
+// member has it forget the entry (forgetCoordinator), so a FindCoordinator
+// follows. kfake: the old coordinator's NOT_COORDINATOR is played by
+// control functions on the heartbeat and the describe; Kafka cannot move
+// the coordinator on cue.
+func TestMemberFindsAMovedCoordinator(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.New(t)
+	f := c.Fake()
+	if f == nil {
+		t.Skip("kafka: the coordinator cannot be moved on cue (kfake plays it; the soak's rolling restart on the 3-node cluster is the real one)")
+	}
+	topic, group := c.Topic(t, 2), c.Group(t)
+	produce(t, c, topic, 2, 10)
+	r := start(t, c, group, []string{topic})
+	a := newAcker(r)
+	r.m.Grant(2)
+	a.acceptedN(5)
+
+	var finds, stale atomic.Int32
+	f.ControlKey(int16(kmsg.FindCoordinator), func(kmsg.Request) (kmsg.Response, error, bool) {
+		f.KeepControl()
+		finds.Add(1)
+		return nil, nil, false
+	})
+	notCoordinator := func(key kmsg.Key, answer func(kmsg.Request) kmsg.Response) {
+		f.ControlKey(int16(key), func(req kmsg.Request) (kmsg.Response, error, bool) {
+			if hb, ok := req.(*kmsg.ShareGroupHeartbeatRequest); ok && hb.MemberEpoch <= 0 {
+				f.KeepControl()
+				return nil, nil, false
+			}
+			stale.Add(1)
+			return answer(req), nil, true // once
+		})
+	}
+	notCoordinator(kmsg.ShareGroupDescribe, func(req kmsg.Request) kmsg.Response {
+		resp := req.ResponseKind().(*kmsg.ShareGroupDescribeResponse)
+		for _, g := range req.(*kmsg.ShareGroupDescribeRequest).GroupIDs {
+			rg := kmsg.NewShareGroupDescribeResponseGroup()
+			rg.GroupID, rg.ErrorCode = g, kerr.NotCoordinator.Code
+			resp.Groups = append(resp.Groups, rg)
+		}
+		return resp
+	})
+	notCoordinator(kmsg.ShareGroupHeartbeat, func(req kmsg.Request) kmsg.Response {
+		resp := req.ResponseKind().(*kmsg.ShareGroupHeartbeatResponse)
+		resp.ErrorCode = kerr.NotCoordinator.Code
+		return resp
+	})
+	r.waitFor("the stale answers", func() bool { return stale.Load() == 2 })
+	r.waitFor("the coordinator looked up again", func() bool { return finds.Load() > 0 })
+	after := time.Now()
+	r.waitFor("a heartbeat answered", func() bool {
+		beat, _ := r.m.Standing()
+		return beat.After(after)
+	})
+	produce(t, c, topic, 2, 10)
+	a.acceptedN(20)
+	if s := r.m.Stats(); s.State != member.Joined || s.Rejoins != 0 {
+		t.Errorf("stats %+v: want joined, no rejoin", s)
 	}
 	r.leave()
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -75,8 +76,34 @@ func (m *Member) sendHeartbeat() {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		resp, err := req.RequestWith(ctx, cl)
+		if err == nil && staleCoordinator(kerr.ErrorForCode(resp.ErrorCode)) {
+			forgetCoordinator(ctx, cl, req.GroupID)
+		}
 		m.results <- result{kind: "hb", hb: resp, err: err}
 	}()
+}
+
+// staleCoordinator reports whether err says the broker asked is not (or
+// not yet) the group's coordinator.
+func staleCoordinator(err error) bool {
+	return errors.Is(err, kerr.NotCoordinator) || errors.Is(err, kerr.CoordinatorNotAvailable) ||
+		errors.Is(err, kerr.CoordinatorLoadInProgress)
+}
+
+// forgetCoordinator has the client look the group's coordinator up again.
+// kgo sends a ShareGroupHeartbeat to the coordinator it has cached and,
+// unlike its other group requests, keeps the entry when the broker
+// answers that it is not the coordinator: once the coordinator moved (a
+// broker restarted), every heartbeat went to the old broker, the member
+// was never answered again and the group dropped it, while each job it
+// ended was reported lost for want of a heartbeat. A ShareGroupDescribe
+// of the group drops the entry on the same answer (kgo's sharded group
+// requests do), and is sent on again to the coordinator found anew. Its
+// own answer does not matter.
+func forgetCoordinator(ctx context.Context, cl *kgo.Client, group string) {
+	req := kmsg.NewPtrShareGroupDescribeRequest()
+	req.GroupIDs = []string{group}
+	_, _ = req.RequestWith(ctx, cl)
 }
 
 // handleHeartbeat takes a heartbeat's answer. Answered: the interval and
