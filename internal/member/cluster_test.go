@@ -98,6 +98,20 @@ func TestPartitionsOnSeveralBrokers(t *testing.T) {
 	t.Logf("%s: stats %+v", c.Kind, r.m.Stats())
 }
 
+// delivering starts a member of a new group on a new topic of two
+// partitions with ten records each, acking every delivery, and returns
+// once it accepted five.
+func delivering(t *testing.T, c *kafkatest.Cluster) (topic, group string, r *run, a *acker) {
+	t.Helper()
+	topic, group = c.Topic(t, 2), c.Group(t)
+	produce(t, c, topic, 2, 10)
+	r = start(t, c, group, []string{topic})
+	a = newAcker(r)
+	r.m.Grant(2)
+	a.acceptedN(5)
+	return topic, group, r, a
+}
+
 // A member the coordinator fences rejoins with epoch 0 and the same id
 // and goes on delivering (kfake: its heartbeat is answered
 // UNKNOWN_MEMBER_ID once; Kafka cannot be made to fence on cue).
@@ -108,12 +122,7 @@ func TestFencedMemberRejoins(t *testing.T) {
 	if f == nil {
 		t.Log("kafka: fencing cannot be provoked; the test checks only delivery")
 	}
-	topic, group := c.Topic(t, 2), c.Group(t)
-	produce(t, c, topic, 2, 10)
-	r := start(t, c, group, []string{topic})
-	a := newAcker(r)
-	r.m.Grant(2)
-	a.acceptedN(5)
+	topic, group, r, a := delivering(t, c)
 	beat, fences := r.m.Standing()
 	if beat.IsZero() || time.Since(beat) > time.Minute || fences != 0 {
 		t.Errorf("Standing %v, %d after the join: want a heartbeat answered lately, no fencing", beat, fences)
@@ -158,12 +167,7 @@ func TestMemberFindsAMovedCoordinator(t *testing.T) {
 	if f == nil {
 		t.Skip("kafka: the coordinator cannot be moved on cue (kfake plays it; the soak's rolling restart on the 3-node cluster is the real one)")
 	}
-	topic, group := c.Topic(t, 2), c.Group(t)
-	produce(t, c, topic, 2, 10)
-	r := start(t, c, group, []string{topic})
-	a := newAcker(r)
-	r.m.Grant(2)
-	a.acceptedN(5)
+	topic, _, r, a := delivering(t, c)
 
 	var finds, stale atomic.Int32
 	f.ControlKey(int16(kmsg.FindCoordinator), func(kmsg.Request) (kmsg.Response, error, bool) {
