@@ -137,7 +137,7 @@ type Member struct {
 	fetchRTT time.Duration        // moving average of the round trips of fetches that brought records
 	dec      *decoder             // decoded record batches, reused across fetches (decode.go)
 	logged   map[string]time.Time // logEvery: when each kind of message was last logged at its level
-	unreach  map[string]time.Time // noteReach: the peers not answering, since their first failure (reach.go)
+	unreach  map[string]outage    // noteReach: the peers not answering (reach.go)
 	// refs and slots are takeOps' scratch, kept for the next request.
 	refs  []ref
 	slots []*held
