@@ -65,7 +65,7 @@ func (w *Worker) runMember(ctx context.Context, log *slog.Logger) error {
 	}
 	defer cl.Close()
 	m, err := member.New(member.Config{Client: cl, Group: w.cfg.group, Topics: w.topics, MaxWait: w.cfg.fetchMaxWait, MaxBytes: w.cfg.maxBytesInHand,
-		AssignmentPoll: assignmentPoll(w.assignEvery), Logger: log, Priority: w.cfg.fetchPriority()})
+		AssignmentPoll: assignmentPoll(w.assignEvery), Logger: w.cfg.logger, Priority: w.cfg.fetchPriority()})
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}

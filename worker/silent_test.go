@@ -138,6 +138,13 @@ func TestSilentBrokerDetectedAndRecovered(t *testing.T) {
 			t.Fatalf("%d log lines %q, want 1; logs:\n%s", n, line, logs.String())
 		}
 	}
+	// Each attribute once a line: the member's lines named the group
+	// twice (the worker's logger and the member's).
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Count(line, " group=") > 1 {
+			t.Fatalf("a log line names its group twice: %s", line)
+		}
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	for k, n := range runs {
