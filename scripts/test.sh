@@ -122,6 +122,19 @@ if [[ $real == 1 ]]; then
 fi
 # --- end stall heal ------------------------------------------------------------
 
+# --- a moved group coordinator on a private 3-node cluster ------------------
+# The group's coordinator's node stopped and started again: the worker finds
+# the new coordinator and does not go on asking the old one (member:
+# forgetCoordinator; RELIABILITY.md). The test starts the cluster on ports
+# from SHAREQ_TEST_COORDINATOR_CLUSTER_PORT_BASE + 100 (default 27600, below
+# the ephemeral ports, as above) and stops it. About a minute and a half.
+if [[ $real == 1 ]]; then
+  say "moved coordinator: a node of a private 3-node cluster stopped and started"
+  SHAREQ_TEST_COORDINATOR_CLUSTER_PORT_BASE=${SHAREQ_TEST_COORDINATOR_CLUSTER_PORT_BASE:-27600} \
+    gotest moved-coordinator -run '^TestWorkerFollowsAMovedCoordinator$' ./worker
+fi
+# --- end moved coordinator -----------------------------------------------------
+
 # --- short chaos soak (internal/cmd/shareq-soak -short; RELIABILITY.md) ----
 # Two worker processes against the broker and Postgres above, with one
 # SIGKILL, one SIGTERM, one Postgres restart and one in-place broker restart

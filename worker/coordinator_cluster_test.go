@@ -1,0 +1,226 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shareq/shareq/handler"
+	"github.com/shareq/shareq/internal/brokerprobe"
+	"github.com/shareq/shareq/internal/groupcfg"
+	"github.com/shareq/shareq/internal/kafkatest"
+	"github.com/shareq/shareq/internal/logbuf"
+	"github.com/shareq/shareq/worker"
+)
+
+// envCoordinatorCluster names the port base of the private 3-node cluster
+// the coordinator test stops a node of (scripts/kafka-cluster.sh, node N
+// listening on the base + 100·N); unset, the test is skipped. It needs a
+// JDK and the Kafka jars scripts/kafka.sh fetches.
+const envCoordinatorCluster = "SHAREQ_TEST_COORDINATOR_CLUSTER_PORT_BASE"
+
+// coordinatorCluster returns the private 3-node cluster of the
+// coordinator test and its seeds, starting it (and stopping it with the
+// test) unless it runs.
+func coordinatorCluster(t *testing.T) (brokerprobe.Cluster, string, []string) {
+	t.Helper()
+	base, err := strconv.Atoi(os.Getenv(envCoordinatorCluster))
+	if err != nil {
+		t.Skipf("%s is not a port base: the test stops a node of a private 3-node cluster (set it, e.g. %s=27600, to run it)", envCoordinatorCluster, envCoordinatorCluster)
+	}
+	repo, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := brokerprobe.Cluster{Nodes: 3, PortBase: base, Dir: filepath.Join(repo, ".cache", "kafka-coordinator-"+strconv.Itoa(base))}
+	ctx := context.Background()
+	if _, err := c.Script(ctx, repo, "status"); err != nil {
+		if _, err := c.Script(ctx, repo, "up"); err != nil {
+			t.Fatalf("start the private cluster: %v", err)
+		}
+		t.Cleanup(func() {
+			if _, err := c.Script(context.Background(), repo, "down"); err != nil {
+				t.Errorf("stop the private cluster: %v", err)
+			}
+		})
+	}
+	seeds, err := c.Seeds(ctx, repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, repo, seeds
+}
+
+// coordinatorOf returns the node coordinating group, once a broker
+// answers for it.
+func coordinatorOf(ctx context.Context, t *testing.T, adm *kadm.Client, group string, not int32) int32 {
+	t.Helper()
+	for {
+		r := adm.FindGroupCoordinators(ctx, group)[group]
+		if r.Err == nil && r.NodeID != not {
+			return r.NodeID
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no coordinator of group %s but node %d: %v (%v)", group, not, r.Err, ctx.Err())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// coordinatorRuns records the jobs' results by key.
+type coordinatorRuns struct {
+	worker.NopObserver
+	mu  sync.Mutex
+	res map[string][]worker.Result
+}
+
+func (r *coordinatorRuns) JobFinished(j *handler.Job, res worker.Result) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.res[string(j.Key)] = append(r.res[string(j.Key)], res)
+}
+
+// ended returns how many of keys have finished.
+func (r *coordinatorRuns) ended(keys []string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, k := range keys {
+		if len(r.res[k]) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// On Apache Kafka a group's coordinator moves when its broker stops: a
+// worker finds the new one, and when the old broker comes back (and
+// answers NOT_COORDINATOR) it does not go on asking it. Jobs that end
+// once the move is over end as they should, not interrupted for a lost
+// lock; franz-go's cached coordinator for share heartbeats had every
+// job of a worker end lost after the soak's rolling restart (member:
+// forgetCoordinator). Node restarts take tens of seconds: about two
+// minutes with the cluster's start.
+func TestWorkerFollowsAMovedCoordinator(t *testing.T) {
+	c, repo, seeds := coordinatorCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RetryTimeout(2*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	topic, group := kafkatest.Name(t, "coord"), kafkatest.Name(t, "coord")
+	if _, err := adm.CreateTopic(ctx, 6, 3, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	if err := groupcfg.Set(ctx, cl, group, map[string]string{groupcfg.AutoOffsetReset: "earliest"}); err != nil {
+		t.Fatal(err)
+	}
+	var logs logbuf.Buffer
+	out := io.Writer(&logs)
+	if testing.Verbose() {
+		out = io.MultiWriter(&logs, os.Stderr)
+	}
+	runs := &coordinatorRuns{res: map[string][]worker.Result{}}
+	h := handler.Func(func(ctx context.Context, _ *handler.Job) error {
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+		}
+		return nil
+	})
+	w, err := worker.New(worker.Brokers(seeds...), worker.Group(group), worker.Handle(topic, h), worker.Concurrency(4),
+		worker.Observers(runs), worker.Logger(slog.New(slog.NewTextHandler(out, nil))), worker.ShutdownTimeout(5*time.Second),
+		worker.FetchMaxWait(500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kafkatest.Run(t, w.Run)
+
+	produce := func(keys ...string) {
+		t.Helper()
+		for _, k := range keys {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte(k)}).FirstErr(); err != nil {
+				t.Fatalf("produce %s: %v", k, err)
+			}
+		}
+	}
+	waitEnded := func(keys []string, within time.Duration) {
+		t.Helper()
+		deadline := time.Now().Add(within)
+		for runs.ended(keys) < len(keys) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d jobs ended within %v; logs:\n%s", runs.ended(keys), len(keys), within, logs.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	keys := func(prefix string, n int) []string {
+		ks := make([]string, n)
+		for i := range ks {
+			ks[i] = fmt.Sprintf("%s-%d", prefix, i)
+		}
+		return ks
+	}
+	before := keys("before", 10)
+	produce(before...)
+	waitEnded(before, 2*time.Minute)
+
+	old := coordinatorOf(ctx, t, adm, group, -1)
+	stopped := time.Now()
+	if err := c.Stop(ctx, repo, int(old), false); err != nil {
+		t.Fatal(err)
+	}
+	moved := coordinatorOf(ctx, t, adm, group, old)
+	t.Logf("coordinator node %d stopped; node %d took the group after %v", old, moved, time.Since(stopped).Round(time.Millisecond))
+	if err := c.Start(ctx, repo, int(old)); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+	t.Logf("node %d serves again %v after its stop; the coordinator is node %d", old, back.Sub(stopped).Round(time.Millisecond),
+		coordinatorOf(ctx, t, adm, group, -1))
+
+	// Jobs for twice the session timeout after the node is back: each
+	// ends; those produced once a few heartbeats had time to be answered
+	// must have ended held (a worker asking the old coordinator is never
+	// answered, and its jobs end interrupted for the lost lock).
+	settle := 2 * worker.SessionTimeoutDefault
+	var after []string
+	for i := 0; time.Since(back) < 2*settle; i++ {
+		k := fmt.Sprintf("after-%d", i)
+		produce(k)
+		if time.Since(back) > settle {
+			after = append(after, k)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	waitEnded(after, 2*time.Minute)
+	runs.mu.Lock()
+	defer runs.mu.Unlock()
+	for _, k := range after {
+		for _, res := range runs.res[k] {
+			if res.Outcome != worker.OutcomeSucceeded || res.Ack != worker.AckAccept {
+				t.Errorf("job %s ended %v/%v (%v), want succeeded/accept; logs:\n%s", k, res.Outcome, res.Ack, res.Err, logs.String())
+				return
+			}
+		}
+	}
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "coordinator") {
+			t.Log(line)
+		}
+	}
+}
