@@ -83,7 +83,9 @@ node_pid() {
 started_since() {
   local f
   f=$(node_dir "$1")/server.log
-  [[ -f $f ]] && tail -c +"$(($2 + 1))" "$f" 2>/dev/null | grep -q 'Kafka Server started'
+  # grep reads to the end (no -q): grep -q would exit at the first match,
+  # tail would die of SIGPIPE and pipefail fail the check on a long log.
+  [[ -f $f ]] && tail -c +"$(($2 + 1))" "$f" 2>/dev/null | grep 'Kafka Server started' >/dev/null
 }
 
 log_size() {

@@ -127,7 +127,7 @@ fi
 # the new coordinator and does not go on asking the old one (member:
 # forgetCoordinator; RELIABILITY.md). The test starts the cluster on ports
 # from SHAREQ_TEST_COORDINATOR_CLUSTER_PORT_BASE + 100 (default 27600, below
-# the ephemeral ports, as above) and stops it. About a minute and a half.
+# the ephemeral ports, as above) and stops it. About a minute.
 if [[ $real == 1 ]]; then
   say "moved coordinator: a node of a private 3-node cluster stopped and started"
   SHAREQ_TEST_COORDINATOR_CLUSTER_PORT_BASE=${SHAREQ_TEST_COORDINATOR_CLUSTER_PORT_BASE:-27600} \
