@@ -6,8 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -31,40 +29,10 @@ import (
 const envCoordinatorCluster = "SHAREQ_TEST_COORDINATOR_CLUSTER_PORT_BASE"
 
 // coordinatorCluster returns the private 3-node cluster of the
-// coordinator test and its seeds, starting it (and stopping it with the
-// test) unless it runs.
+// coordinator test and its seeds (privateCluster).
 func coordinatorCluster(t *testing.T) (brokerprobe.Cluster, string, []string) {
 	t.Helper()
-	base, err := strconv.Atoi(os.Getenv(envCoordinatorCluster))
-	if err != nil {
-		t.Skipf("%s is not a port base: the test stops a node of a private 3-node cluster (set it, e.g. %s=27600, to run it)", envCoordinatorCluster, envCoordinatorCluster)
-	}
-	repo, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := brokerprobe.Cluster{Nodes: 3, PortBase: base, Dir: filepath.Join(repo, ".cache", "kafka-coordinator-"+strconv.Itoa(base))}
-	ctx := context.Background()
-	if _, err := c.Script(ctx, repo, "status"); err != nil {
-		if _, err := c.Script(ctx, repo, "up"); err != nil {
-			t.Fatalf("start the private cluster: %v", err)
-		}
-		// SIGKILL: a controlled shutdown of the last nodes waits out
-		// the quorum they lost (half a minute), and the next up wipes
-		// the data anyway.
-		t.Cleanup(func() {
-			for n := 1; n <= c.Nodes; n++ {
-				if err := c.Stop(context.Background(), repo, n, true); err != nil {
-					t.Errorf("stop the private cluster: %v", err)
-				}
-			}
-		})
-	}
-	seeds, err := c.Seeds(ctx, repo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c, repo, seeds
+	return privateCluster(t, envCoordinatorCluster, 3, "kafka-coordinator", "the test stops a node of a private 3-node cluster", 27600)
 }
 
 // coordinatorOf returns the node coordinating group, once a broker

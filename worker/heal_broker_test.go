@@ -31,23 +31,38 @@ const envStallBroker = "SHAREQ_TEST_STALL_BROKER_PORT_BASE"
 // its seeds, starting it (and stopping it with the test) unless it runs.
 func stallBroker(t *testing.T) (brokerprobe.Cluster, string, []string) {
 	t.Helper()
-	base, err := strconv.Atoi(os.Getenv(envStallBroker))
+	return privateCluster(t, envStallBroker, 1, "kafka-stall", "the test SIGKILLs a private broker of its own", 27300)
+}
+
+// privateCluster returns a private cluster of scripts/kafka-cluster.sh of
+// nodes nodes, on ports from the port base in the environment variable
+// env (the test is skipped, saying why it needs one, when it is unset),
+// its data under .cache/<dir>-<base>, and its seeds. It starts the
+// cluster unless it runs, and then SIGKILLs its nodes when t ends: a
+// controlled shutdown of the last nodes of a cluster waits out the
+// quorum they lost (half a minute), and the next up wipes the data
+// anyway.
+func privateCluster(t *testing.T, env string, nodes int, dir, why string, example int) (brokerprobe.Cluster, string, []string) {
+	t.Helper()
+	base, err := strconv.Atoi(os.Getenv(env))
 	if err != nil {
-		t.Skipf("%s is not a port base: the test SIGKILLs a private broker of its own (set it, e.g. %s=27300, to run it)", envStallBroker, envStallBroker)
+		t.Skipf("%s is not a port base: %s (set it, e.g. %s=%d, to run it)", env, why, env, example)
 	}
 	repo, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := brokerprobe.Cluster{Nodes: 1, PortBase: base, Dir: filepath.Join(repo, ".cache", "kafka-stall-"+strconv.Itoa(base))}
+	c := brokerprobe.Cluster{Nodes: nodes, PortBase: base, Dir: filepath.Join(repo, ".cache", dir+"-"+strconv.Itoa(base))}
 	ctx := context.Background()
 	if _, err := c.Script(ctx, repo, "status"); err != nil {
 		if _, err := c.Script(ctx, repo, "up"); err != nil {
-			t.Fatalf("start the private broker: %v", err)
+			t.Fatalf("start the private cluster: %v", err)
 		}
 		t.Cleanup(func() {
-			if _, err := c.Script(context.Background(), repo, "down"); err != nil {
-				t.Errorf("stop the private broker: %v", err)
+			for n := 1; n <= c.Nodes; n++ {
+				if err := c.Stop(context.Background(), repo, n, true); err != nil {
+					t.Errorf("stop the private cluster: %v", err)
+				}
 			}
 		})
 	}
