@@ -831,7 +831,8 @@ func logNoBrokerDLQ(log *slog.Logger, topic string, configured bool, err error) 
 		log.Warn("the group's dead-letter topic cannot take records: the broker archives failed records without writing them there",
 			"topic", topic, "error", err.Error())
 	case errors.As(err, &unseen):
-		log.Info("no dead-letter topic on the broker: a job whose last delivery dies with its worker is archived unrecorded",
+		log.Info("no dead-letter topic on the broker: a job whose last delivery dies with its worker is archived unrecorded "+
+			"(the broker's own, one per group on Kafka 4.4+; the dlq middleware's topics are apart and keep parking failed jobs)",
 			"topic", topic, "fix", err.Error())
 	default:
 		log.Warn("the dead-letter topic on the broker cannot take records: a job whose last delivery dies with its worker is archived unrecorded",
