@@ -653,7 +653,7 @@ func (w *Worker) logAssignNotSet(ctx context.Context, err error, have time.Durat
 	want, explicit := w.cfg.assign.interval, w.cfg.assign.set
 	log := w.cfg.logger.With("group", w.cfg.group)
 	fix := fmt.Sprintf("kafka-configs.sh --bootstrap-server %s --alter --entity-type groups --entity-name %s --add-config %s=%d",
-		w.bootstrapHint(), w.cfg.group, groupcfg.AssignmentIntervalMs, want.Milliseconds())
+		w.bootstrap(), w.cfg.group, groupcfg.AssignmentIntervalMs, want.Milliseconds())
 	switch {
 	case acl.Denied(err):
 		log.Warn("a worker gets its partitions, and a crashed worker's move to the others, only at the group's assignment interval, and the worker may not shorten it",
@@ -667,14 +667,6 @@ func (w *Worker) logAssignNotSet(ctx context.Context, err error, have time.Durat
 			"fix", fmt.Sprintf("allow it with the broker configs %s and %s on every broker, then set it with %s",
 				groupcfg.BrokerMinAssignmentIntervalMs, groupcfg.BrokerMaxAssignmentIntervalMs, fix))
 	}
-}
-
-// bootstrapHint is the first seed broker, for commands in error messages.
-func (w *Worker) bootstrapHint() string {
-	if len(w.cfg.brokers) > 0 {
-		return w.cfg.brokers[0]
-	}
-	return "<broker>"
 }
 
 // durationOr is d for a log line, or "unknown".
@@ -740,7 +732,7 @@ func (w *Worker) setupBrokerDLQ(ctx context.Context, admin *kgo.Client, current 
 					fmt.Errorf("setting %s=%s: %w", groupcfg.DLQTopicName, want, err))
 			} else {
 				err = fmt.Errorf("setting %s=%s failed: %w (set it with kafka-configs.sh --bootstrap-server %s --alter --entity-type groups --entity-name %s --add-config %s=%s,%s=true, or grant ALTER_CONFIGS on the group)",
-					groupcfg.DLQTopicName, want, err, w.bootstrapHint(), w.cfg.group, groupcfg.DLQTopicName, want, groupcfg.DLQCopyRecord)
+					groupcfg.DLQTopicName, want, err, w.bootstrap(), w.cfg.group, groupcfg.DLQTopicName, want, groupcfg.DLQCopyRecord)
 			}
 			if explicit {
 				return fmt.Errorf("%w: BrokerDLQ(%q): %w", ErrBrokerDLQ, want, err)
@@ -782,10 +774,10 @@ func (w *Worker) checkBrokerDLQTopic(ctx context.Context, admin *kgo.Client, top
 	if d, ok := listed[topic]; !ok || d.Err != nil {
 		shareq := ""
 		if topic == BrokerDLQTopic(w.cfg.group) {
-			shareq = fmt.Sprintf(" (or shareq topics create -group-dlq %s -brokers %s)", w.cfg.group, w.bootstrapHint())
+			shareq = fmt.Sprintf(" (or shareq topics create -group-dlq %s -brokers %s)", w.cfg.group, w.bootstrap())
 		}
 		return &topicUnseen{fmt.Errorf("topic %s does not exist; create it with kafka-topics.sh --bootstrap-server %s --create --topic %s --config %s=true%s",
-			topic, w.bootstrapHint(), topic, groupcfg.TopicDLQGroupEnable, shareq)}
+			topic, w.bootstrap(), topic, groupcfg.TopicDLQGroupEnable, shareq)}
 	}
 	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
 	if err == nil {
@@ -801,7 +793,7 @@ func (w *Worker) checkBrokerDLQTopic(ctx context.Context, admin *kgo.Client, top
 				}
 			}
 			return fmt.Errorf("topic %s lacks topic config %s=true, so the broker writes nothing to it; set it with kafka-configs.sh --bootstrap-server %s --alter --entity-type topics --entity-name %s --add-config %s=true",
-				topic, groupcfg.TopicDLQGroupEnable, w.bootstrapHint(), topic, groupcfg.TopicDLQGroupEnable)
+				topic, groupcfg.TopicDLQGroupEnable, w.bootstrap(), topic, groupcfg.TopicDLQGroupEnable)
 		}
 	}
 	if acl.Denied(err) {

@@ -122,7 +122,7 @@ func (w *Worker) ensureSessionTimeout(ctx context.Context, admin *kgo.Client, cu
 		log.Warn("a crashed worker's partitions move to the other workers only after the group's session timeout, and the worker may not shorten it",
 			"failover_within", haveS+haveH, "session_timeout", haveS, "heartbeat_interval", haveH,
 			"fix", fmt.Sprintf("grant ALTER_CONFIGS on the group, or set it with kafka-configs.sh --bootstrap-server %s --alter --entity-type groups --entity-name %s --add-config %s=%d,%s=%d",
-				w.bootstrapHint(), w.cfg.group, groupcfg.SessionTimeoutMs, s.Milliseconds(), groupcfg.HeartbeatIntervalMs, h.Milliseconds()))
+				w.bootstrap(), w.cfg.group, groupcfg.SessionTimeoutMs, s.Milliseconds(), groupcfg.HeartbeatIntervalMs, h.Milliseconds()))
 	case err != nil && !refused:
 		// Bounds the broker did not report (no DESCRIBE_CONFIGS on the
 		// cluster), or brokers that do not know the configs.
