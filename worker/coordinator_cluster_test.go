@@ -77,16 +77,31 @@ func (r *coordinatorRuns) ended(keys []string) int {
 	return n
 }
 
-// On Apache Kafka a group's coordinator moves when its broker stops: a
-// worker finds the new one, and when the old broker comes back (and
-// answers NOT_COORDINATOR) it does not go on asking it. Jobs that end
-// once the move is over end as they should, not interrupted for a lost
-// lock; franz-go's cached coordinator for share heartbeats had every
-// job of a worker end lost after the soak's rolling restart (member:
-// forgetCoordinator). Node restarts take tens of seconds: about two
-// minutes with the cluster's start.
+// On Apache Kafka a group's coordinator moves when its broker stops or
+// dies: a worker finds the new one, whether the old broker comes back
+// (and answers NOT_COORDINATOR) or not. Jobs that end once the move is
+// over end as they should, not interrupted for a lost lock. With
+// franz-go's cached coordinator for share heartbeats, every job of a
+// worker ended lost after the soak's rolling restart, and after a
+// coordinator's broker killed for good (member: findCoordinator). About
+// two minutes with the cluster's start.
 func TestWorkerFollowsAMovedCoordinator(t *testing.T) {
 	c, repo, seeds := coordinatorCluster(t)
+	// stopped: a controlled shutdown (SIGTERM), the node back before the
+	// jobs; killed: SIGKILL (the controller fences the node once its
+	// broker session runs out), the node back only after them.
+	for _, kill := range []bool{false, true} {
+		name := "stopped and back"
+		if kill {
+			name = "killed"
+		}
+		t.Run(name, func(t *testing.T) { followMovedCoordinator(t, c, repo, seeds, kill) })
+	}
+}
+
+// followMovedCoordinator is TestWorkerFollowsAMovedCoordinator with the
+// coordinator's node stopped and started again, or killed.
+func followMovedCoordinator(t *testing.T, c brokerprobe.Cluster, repo string, seeds []string, kill bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RetryTimeout(2*time.Minute))
@@ -154,22 +169,32 @@ func TestWorkerFollowsAMovedCoordinator(t *testing.T) {
 
 	old := coordinatorOf(ctx, t, adm, group, -1)
 	stopped := time.Now()
-	if err := c.Stop(ctx, repo, int(old), false); err != nil {
+	if err := c.Stop(ctx, repo, int(old), kill); err != nil {
 		t.Fatal(err)
 	}
 	moved := coordinatorOf(ctx, t, adm, group, old)
-	t.Logf("coordinator node %d stopped; node %d took the group after %v", old, moved, time.Since(stopped).Round(time.Millisecond))
-	if err := c.Start(ctx, repo, int(old)); err != nil {
-		t.Fatal(err)
+	t.Logf("coordinator node %d stopped (SIGKILL %v); node %d took the group after %v", old, kill, moved, time.Since(stopped).Round(time.Millisecond))
+	back := time.Now() // the move, from which the jobs below count
+	if kill {
+		defer func() {
+			if err := c.Start(context.Background(), repo, int(old)); err != nil {
+				t.Errorf("start node %d again: %v", old, err)
+			}
+		}()
+	} else {
+		if err := c.Start(ctx, repo, int(old)); err != nil {
+			t.Fatal(err)
+		}
+		back = time.Now()
+		t.Logf("node %d serves again %v after its stop; the coordinator is node %d", old, back.Sub(stopped).Round(time.Millisecond),
+			coordinatorOf(ctx, t, adm, group, -1))
 	}
-	back := time.Now()
-	t.Logf("node %d serves again %v after its stop; the coordinator is node %d", old, back.Sub(stopped).Round(time.Millisecond),
-		coordinatorOf(ctx, t, adm, group, -1))
 
-	// Jobs for twice the session timeout after the node is back: each
-	// ends; those produced once a few heartbeats had time to be answered
-	// must have ended held (a worker asking the old coordinator is never
-	// answered, and its jobs end interrupted for the lost lock).
+	// Jobs for twice the session timeout after the move (the node back,
+	// or the group taken by another): each ends; those produced once a
+	// few heartbeats had time to be answered must have ended held (a
+	// worker asking the old coordinator is never answered, and its jobs
+	// end interrupted for the lost lock).
 	settle := 2 * worker.SessionTimeoutDefault
 	var after []string
 	for i := 0; time.Since(back) < 2*settle; i++ {
@@ -182,7 +207,7 @@ func TestWorkerFollowsAMovedCoordinator(t *testing.T) {
 	}
 	produced := time.Now()
 	waitEnded(after, 2*time.Minute)
-	t.Logf("%d jobs produced from %v to %v after the node's return; the last ended %v after it was produced", len(after), settle, 2*settle, time.Since(produced).Round(time.Millisecond))
+	t.Logf("%d jobs produced from %v to %v after the move; the last ended %v after it was produced", len(after), settle, 2*settle, time.Since(produced).Round(time.Millisecond))
 	runs.mu.Lock()
 	defer runs.mu.Unlock()
 	for _, k := range after {

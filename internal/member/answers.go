@@ -25,13 +25,15 @@ type result struct {
 	rq   *request                          // kind "session": the request, and its response in resp
 	resp kmsg.Response
 	err  error
+	// coord is the node a heartbeat went to (kind "hb"); −1: none found.
+	coord int32
 }
 
 func (m *Member) handle(res result) {
 	m.nIO--
 	switch res.kind {
 	case "hb":
-		m.handleHeartbeat(res.hb, res.err)
+		m.handleHeartbeat(res.hb, res.err, res.coord)
 	case "meta":
 		m.handleMetadata(res.meta, res.err)
 	case "session":

@@ -153,54 +153,40 @@ func TestFencedMemberRejoins(t *testing.T) {
 }
 
 // A heartbeat answered NOT_COORDINATOR (the coordinator moved: a broker
-// restarted) has the client look the coordinator up again, and the member
-// goes on heartbeating and delivering without a rejoin. kgo keeps its
-// cached coordinator for a ShareGroupHeartbeat whatever the answer; the
-// member has it forget the entry (forgetCoordinator), so a FindCoordinator
-// follows. kfake: the old coordinator's NOT_COORDINATOR is played by
-// control functions on the heartbeat and the describe; Kafka cannot move
-// the coordinator on cue.
+// restarted) has the member look the coordinator up again
+// (findCoordinator), and it goes on heartbeating and delivering without
+// a rejoin. kfake: the old coordinator's NOT_COORDINATOR is played by a
+// control function on one heartbeat; worker's
+// TestWorkerFollowsAMovedCoordinator moves it on a real 3-node cluster.
 func TestMemberFindsAMovedCoordinator(t *testing.T) {
 	t.Parallel()
 	c := kafkatest.New(t)
 	f := c.Fake()
 	if f == nil {
-		t.Skip("kafka: the coordinator cannot be moved on cue (kfake plays it; the soak's rolling restart on the 3-node cluster is the real one)")
+		t.Skip("kafka: the coordinator cannot be moved on cue here (worker's TestWorkerFollowsAMovedCoordinator moves it on a 3-node cluster)")
 	}
 	topic, _, r, a := delivering(t, c)
 
-	var finds, stale atomic.Int32
+	var stale, findsAfter atomic.Int32
 	f.ControlKey(int16(kmsg.FindCoordinator), func(kmsg.Request) (kmsg.Response, error, bool) {
 		f.KeepControl()
-		finds.Add(1)
+		if stale.Load() > 0 {
+			findsAfter.Add(1)
+		}
 		return nil, nil, false
 	})
-	notCoordinator := func(key kmsg.Key, answer func(kmsg.Request) kmsg.Response) {
-		f.ControlKey(int16(key), func(req kmsg.Request) (kmsg.Response, error, bool) {
-			if hb, ok := req.(*kmsg.ShareGroupHeartbeatRequest); ok && hb.MemberEpoch <= 0 {
-				f.KeepControl()
-				return nil, nil, false
-			}
-			stale.Add(1)
-			return answer(req), nil, true // once
-		})
-	}
-	notCoordinator(kmsg.ShareGroupDescribe, func(req kmsg.Request) kmsg.Response {
-		resp := req.ResponseKind().(*kmsg.ShareGroupDescribeResponse)
-		for _, g := range req.(*kmsg.ShareGroupDescribeRequest).GroupIDs {
-			rg := kmsg.NewShareGroupDescribeResponseGroup()
-			rg.GroupID, rg.ErrorCode = g, kerr.NotCoordinator.Code
-			resp.Groups = append(resp.Groups, rg)
+	f.ControlKey(int16(kmsg.ShareGroupHeartbeat), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if req.(*kmsg.ShareGroupHeartbeatRequest).MemberEpoch <= 0 {
+			f.KeepControl()
+			return nil, nil, false
 		}
-		return resp
-	})
-	notCoordinator(kmsg.ShareGroupHeartbeat, func(req kmsg.Request) kmsg.Response {
+		stale.Add(1)
 		resp := req.ResponseKind().(*kmsg.ShareGroupHeartbeatResponse)
 		resp.ErrorCode = kerr.NotCoordinator.Code
-		return resp
+		return resp, nil, true // once
 	})
-	r.waitFor("the stale answers", func() bool { return stale.Load() == 2 })
-	r.waitFor("the coordinator looked up again", func() bool { return finds.Load() > 0 })
+	r.waitFor("the stale answer", func() bool { return stale.Load() == 1 })
+	r.waitFor("the coordinator looked up again", func() bool { return findsAfter.Load() > 0 })
 	after := time.Now()
 	r.waitFor("a heartbeat answered", func() bool {
 		beat, _ := r.m.Standing()

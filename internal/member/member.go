@@ -230,7 +230,7 @@ func New(cfg Config) (*Member, error) {
 		quiet:  make(chan struct{}),
 
 		results: make(chan result, 16),
-		group:   membership{interval: time.Second, assigned: map[[16]byte][]int32{}},
+		group:   membership{interval: time.Second, assigned: map[[16]byte][]int32{}, coord: -1},
 		meta: routing{
 			names: map[[16]byte]string{}, ids: map[string][16]byte{}, leaders: map[tp]int32{},
 			want: map[int32][]tp{}, wantSet: map[tp]int32{},

@@ -34,6 +34,9 @@ type membership struct {
 	// again, so a coordinator that assigns by topic ID (kfake does not
 	// notice a re-created topic by itself) assigns the new one.
 	resubscribe []string
+	// coord is the node the heartbeats go to: the group's coordinator as
+	// the member last found it (findCoordinator); −1: look it up first.
+	coord int32
 }
 
 // routing maps the assignment onto brokers: topic IDs and partition
@@ -71,15 +74,19 @@ func (m *Member) sendHeartbeat() {
 		m.group.resubscribe = nil
 		m.group.due = time.Now() // and the full subscription right after
 	}
-	cl, ctx := m.cfg.Client, m.ioCtx
+	cl, ctx, coord := m.cfg.Client, m.ioCtx, m.group.coord
 	go func() {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		resp, err := req.RequestWith(ctx, cl)
-		if err == nil && staleCoordinator(kerr.ErrorForCode(resp.ErrorCode)) {
-			forgetCoordinator(ctx, cl, req.GroupID)
+		var resp *kmsg.ShareGroupHeartbeatResponse
+		var err error
+		if coord < 0 {
+			coord, err = findCoordinator(ctx, cl, req.GroupID)
 		}
-		m.results <- result{kind: "hb", hb: resp, err: err}
+		if err == nil {
+			resp, err = req.RequestWith(ctx, cl.Broker(int(coord)))
+		}
+		m.results <- result{kind: "hb", hb: resp, err: err, coord: coord}
 	}()
 }
 
@@ -90,20 +97,42 @@ func staleCoordinator(err error) bool {
 		errors.Is(err, kerr.CoordinatorLoadInProgress)
 }
 
-// forgetCoordinator has the client look the group's coordinator up again.
-// kgo sends a ShareGroupHeartbeat to the coordinator it has cached and,
-// unlike its other group requests, keeps the entry when the broker
-// answers that it is not the coordinator: once the coordinator moved (a
-// broker restarted), every heartbeat went to the old broker, the member
-// was never answered again and the group dropped it, while each job it
-// ended was reported lost for want of a heartbeat. A ShareGroupDescribe
-// of the group drops the entry on the same answer (kgo's sharded group
-// requests do), and is sent on again to the coordinator found anew. Its
-// own answer does not matter.
-func forgetCoordinator(ctx context.Context, cl *kgo.Client, group string) {
-	req := kmsg.NewPtrShareGroupDescribeRequest()
-	req.GroupIDs = []string{group}
-	_, _ = req.RequestWith(ctx, cl)
+// findCoordinator asks any broker which node coordinates group.
+//
+// The member sends its heartbeats to the coordinator it found itself
+// (kgo.Client.Broker), not through kgo's cached coordinator: franz-go
+// (v1.22.3) sends a ShareGroupHeartbeat to the coordinator it has cached
+// and, unlike its other group requests, keeps the entry when the broker
+// answers that it is not the coordinator, or when the broker is gone.
+// Once a broker restart moved the coordinator, every heartbeat went to
+// the old broker; once the coordinator's broker died for good, to a
+// broker that no longer answered: the group dropped the member, each job
+// it ended was reported lost for want of a heartbeat, and nothing brought
+// it back (RELIABILITY.md, "A group coordinator that moves"). The member
+// looks the coordinator up again after an answer that the node is not
+// the coordinator and after any failed request (handleHeartbeat).
+func findCoordinator(ctx context.Context, cl *kgo.Client, group string) (int32, error) {
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.CoordinatorType = 0 // a group; share groups are coordinated as groups
+	req.CoordinatorKey = group
+	req.CoordinatorKeys = []string{group}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return -1, err
+	}
+	for _, c := range resp.Coordinators {
+		if c.Key != group {
+			continue
+		}
+		if err := kerr.ErrorForCode(c.ErrorCode); err != nil {
+			return -1, err
+		}
+		return c.NodeID, nil
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil { // a v0–3 answer
+		return -1, err
+	}
+	return resp.NodeID, nil
 }
 
 // handleHeartbeat takes a heartbeat's answer. Answered: the interval and
@@ -114,11 +143,15 @@ func forgetCoordinator(ctx context.Context, cl *kgo.Client, group string) {
 // assignment and rejoins with epoch 0 at once. An authorization error
 // before the member ever joined is fatal (Run returns it); any other error
 // retries with backoff, logged once a minute per error.
-func (m *Member) handleHeartbeat(resp *kmsg.ShareGroupHeartbeatResponse, err error) {
+func (m *Member) handleHeartbeat(resp *kmsg.ShareGroupHeartbeatResponse, err error, coord int32) {
 	m.group.busy = false
 	now := time.Now()
 	if err == nil {
 		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	m.group.coord = coord
+	if err != nil && (!isKerr(err) || staleCoordinator(err)) {
+		m.group.coord = -1 // not answered, or not the coordinator: look it up again
 	}
 	m.noteReach(peerCoordinator, err)
 	switch {

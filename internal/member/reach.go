@@ -29,7 +29,7 @@ import (
 // COORDINATOR_LOAD_IN_PROGRESS while the new one loads the group. Such an
 // answer is no answer from the coordinator: it starts an outage as
 // silence does, but a move ends within a few heartbeats (the member looks
-// the coordinator up again: forgetCoordinator), so its Warn line waits
+// the coordinator up again: findCoordinator), so its Warn line waits
 // until no coordinator has answered for coordinatorGrace; a move that
 // ends sooner is logged at Debug only (logEvery in handleHeartbeat).
 
