@@ -123,12 +123,12 @@ fi
 # --- end stall heal ------------------------------------------------------------
 
 # --- a moved group coordinator on a private 3-node cluster ------------------
-# The group's coordinator's node stopped and started again: the worker finds
-# the new coordinator and does not go on asking the old one (member:
-# forgetCoordinator; RELIABILITY.md). The test starts the cluster on ports
-# from SHAREQ_TEST_COORDINATOR_CLUSTER_PORT_BASE + 100 (default 27600, below
-# the ephemeral ports, as above) and stops it. Its node stopped and started,
-# then killed and left down. About a minute and a half.
+# The group's coordinator's node stopped and started again, then killed and
+# left down: the worker finds the new coordinator and does not go on asking
+# the old one (member: findCoordinator; RELIABILITY.md). The test starts the
+# cluster on ports from SHAREQ_TEST_COORDINATOR_CLUSTER_PORT_BASE + 100
+# (default 27600, below the ephemeral ports, as above) and stops it. About a
+# minute and a half.
 if [[ $real == 1 ]]; then
   say "moved coordinator: the coordinator's node of a private 3-node cluster stopped and started, then killed"
   SHAREQ_TEST_COORDINATOR_CLUSTER_PORT_BASE=${SHAREQ_TEST_COORDINATOR_CLUSTER_PORT_BASE:-27600} \
