@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/shareq/shareq/internal/groupcfg"
 	"github.com/shareq/shareq/internal/kafkatest"
 	"github.com/shareq/shareq/internal/logbuf"
+	"github.com/shareq/shareq/shareqtest"
 	"github.com/shareq/shareq/worker"
 )
 
@@ -49,32 +49,6 @@ func coordinatorOf(ctx context.Context, t *testing.T, adm *kadm.Client, group st
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-// coordinatorRuns records the jobs' results by key.
-type coordinatorRuns struct {
-	worker.NopObserver
-	mu  sync.Mutex
-	res map[string][]worker.Result
-}
-
-func (r *coordinatorRuns) JobFinished(j *handler.Job, res worker.Result) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.res[string(j.Key)] = append(r.res[string(j.Key)], res)
-}
-
-// ended returns how many of keys have finished.
-func (r *coordinatorRuns) ended(keys []string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, k := range keys {
-		if len(r.res[k]) > 0 {
-			n++
-		}
-	}
-	return n
 }
 
 // On Apache Kafka a group's coordinator moves when its broker stops or
@@ -122,7 +96,7 @@ func followMovedCoordinator(t *testing.T, c brokerprobe.Cluster, repo string, se
 	if testing.Verbose() {
 		out = io.MultiWriter(&logs, os.Stderr)
 	}
-	runs := &coordinatorRuns{res: map[string][]worker.Result{}}
+	runs := new(shareqtest.Observer)
 	h := handler.Func(func(ctx context.Context, _ *handler.Job) error {
 		select {
 		case <-time.After(50 * time.Millisecond):
@@ -148,13 +122,18 @@ func followMovedCoordinator(t *testing.T, c brokerprobe.Cluster, repo string, se
 	}
 	waitEnded := func(keys []string, within time.Duration) {
 		t.Helper()
-		deadline := time.Now().Add(within)
-		for runs.ended(keys) < len(keys) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d of %d jobs ended within %v; logs:\n%s", runs.ended(keys), len(keys), within, logs.String())
+		runs.WaitFor(t, within, fmt.Sprintf("%d jobs ended", len(keys)), func(es []shareqtest.Event) bool {
+			ended := map[string]bool{}
+			for _, e := range es {
+				ended[e.Key] = true
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			for _, k := range keys {
+				if !ended[k] {
+					return false
+				}
+			}
+			return true
+		})
 	}
 	keys := func(prefix string, n int) []string {
 		ks := make([]string, n)
@@ -208,14 +187,14 @@ func followMovedCoordinator(t *testing.T, c brokerprobe.Cluster, repo string, se
 	produced := time.Now()
 	waitEnded(after, 2*time.Minute)
 	t.Logf("%d jobs produced from %v to %v after the move; the last ended %v after it was produced", len(after), settle, 2*settle, time.Since(produced).Round(time.Millisecond))
-	runs.mu.Lock()
-	defer runs.mu.Unlock()
+	checked := map[string]bool{}
 	for _, k := range after {
-		for _, res := range runs.res[k] {
-			if res.Outcome != worker.OutcomeSucceeded || res.Ack != worker.AckAccept {
-				t.Errorf("job %s ended %v/%v (%v), want succeeded/accept; logs:\n%s", k, res.Outcome, res.Ack, res.Err, logs.String())
-				return
-			}
+		checked[k] = true
+	}
+	for _, e := range runs.Events() {
+		if res := e.Result; checked[e.Key] && (res.Outcome != worker.OutcomeSucceeded || res.Ack != worker.AckAccept) {
+			t.Errorf("job %s ended %v/%v (%v), want succeeded/accept; logs:\n%s", e.Key, res.Outcome, res.Ack, res.Err, logs.String())
+			return
 		}
 	}
 	for _, line := range strings.Split(logs.String(), "\n") {
